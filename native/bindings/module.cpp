@@ -1,0 +1,34 @@
+// edgeinfer._core: the private extension. One register_<thing> per bound class or concern;
+// exceptions are mapped here so every binding throws the same Python family.
+#include <pybind11/pybind11.h>
+
+#include "common/error.h"
+
+namespace py = pybind11;
+
+void register_gguf(py::module_& m);
+void register_kernels(py::module_& m);
+void register_vocab(py::module_& m);
+void register_model(py::module_& m);
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "edgeinfer native core (private; use the edgeinfer package)";
+    static py::exception<ei::Error> base(m, "EdgeInferError", PyExc_RuntimeError);
+    static py::exception<ei::FormatError> format(m, "ModelFormatError", base.ptr());
+    static py::exception<ei::ContextOverflowError> overflow(m, "ContextOverflowError", base.ptr());
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const ei::FormatError& e) {
+            py::set_error(format, e.what());
+        } catch (const ei::ContextOverflowError& e) {
+            py::set_error(overflow, e.what());
+        } catch (const ei::Error& e) {
+            py::set_error(base, e.what());
+        }
+    });
+    register_gguf(m);
+    register_kernels(m);
+    register_vocab(m);
+    register_model(m);
+}

@@ -1,0 +1,96 @@
+// GGUF reader over a memory mapping. No model semantics: header, key/value metadata, tensor infos.
+// Every offset, count, length, dimension and type is bounds-checked against the file; anything
+// wrong throws ei::FormatError naming the file, the field and the problem. Nothing is copied out
+// of the mapping except small scalars: strings and arrays are views into it, and a 262k-entry
+// vocabulary array is only walked once (to index its strings) when asked for.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/mmap.h"
+
+namespace ei {
+
+// GGUF metadata value types (part of the file format).
+enum class GgufType : uint32_t {
+    UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
+    STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+const char* gguf_type_name(GgufType t);
+
+struct GgufValue {
+    GgufType type;
+    // Scalars (valid when type is a scalar): the value widened.
+    int64_t i = 0;        // all integer types and bool
+    uint64_t u = 0;       // UINT64 exactly
+    double f = 0;         // FLOAT32/FLOAT64
+    std::string_view str; // STRING
+    // Arrays (type == ARRAY): element type, count, and where the elements start in the mapping.
+    GgufType elem_type = GgufType::UINT8;
+    uint64_t count = 0;
+    const uint8_t* elems = nullptr;  // for STRING arrays: the first (length, bytes) record
+};
+
+struct GgufTensor {
+    std::string name;
+    uint32_t n_dims = 0;
+    int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the row length (fastest-varying)
+    uint32_t type = 0;             // GgmlType
+    uint64_t offset = 0;           // relative to the data section
+    const uint8_t* data = nullptr; // in the mapping
+    size_t nbytes = 0;
+    int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+};
+
+class GgufFile {
+public:
+    // Opens and validates; throws ei::Error if the file can't be mapped, ei::FormatError if malformed.
+    explicit GgufFile(const std::string& path);
+
+    const std::string& path() const { return file_.path(); }
+    uint32_t version() const { return version_; }
+    uint64_t alignment() const { return alignment_; }
+    uint64_t data_offset() const { return data_offset_; }
+    size_t file_size() const { return file_.size(); }
+
+    // Metadata in file order.
+    const std::vector<std::pair<std::string, GgufValue>>& kv() const { return kv_; }
+    const GgufValue* find(const std::string& key) const;
+
+    // Typed getters: throw FormatError if present with the wrong type; `fallback` if absent.
+    // Integer getters accept any integer type whose value fits.
+    std::string get_string(const std::string& key, const std::string& fallback) const;
+    std::string get_string(const std::string& key) const;  // required
+    int64_t get_int(const std::string& key, int64_t fallback) const;
+    int64_t get_int(const std::string& key) const;  // required
+    double get_float(const std::string& key, double fallback) const;
+    bool get_bool(const std::string& key, bool fallback) const;
+
+    // Array accessors: throw FormatError if absent (unless optional) or of another element type.
+    std::vector<std::string_view> get_string_array(const std::string& key) const;
+    std::vector<float> get_float_array(const std::string& key) const;        // FLOAT32 elements
+    std::vector<int32_t> get_int_array(const std::string& key) const;        // any integer elements that fit
+    // Element count of an array key, or -1 if absent.
+    int64_t array_size(const std::string& key) const;
+
+    const std::vector<GgufTensor>& tensors() const { return tensors_; }
+    const GgufTensor* find_tensor(const std::string& name) const;
+
+    [[noreturn]] void fail(const std::string& field, const std::string& what) const;
+
+private:
+    MappedFile file_;
+    uint32_t version_ = 0;
+    uint64_t alignment_ = 32;
+    uint64_t data_offset_ = 0;
+    std::vector<std::pair<std::string, GgufValue>> kv_;
+    std::unordered_map<std::string, size_t> kv_index_;
+    std::vector<GgufTensor> tensors_;
+    std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace ei

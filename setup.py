@@ -1,0 +1,75 @@
+"""Builds the private extension `edgeinfer._core` from native/.
+
+Kernels for each instruction set live in their own translation units (native/src/cpu/<arch>/<isa>.cpp)
+and are compiled with that instruction set's flags; everything else is compiled for the baseline
+target, so one build runs on any x86-64 (or ARM64) machine and picks its kernels at run time.
+"""
+import os
+import platform
+from glob import glob
+
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
+from setuptools import setup
+
+ParallelCompile("EDGEINFER_BUILD_JOBS", default=0).install()
+
+MACHINE = platform.machine().lower()
+IS_X86 = MACHINE in ("x86_64", "amd64", "i686", "x86")
+IS_ARM64 = MACHINE in ("aarch64", "arm64")
+
+# Per-ISA translation units and the flags each is compiled with.
+ISA_SOURCES = {}
+if IS_X86:
+    ISA_SOURCES["native/src/cpu/x86/avx2.cpp"] = ["-mavx2", "-mfma", "-mf16c"]
+    ISA_SOURCES["native/src/cpu/x86/avx512.cpp"] = [
+        "-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
+        "-mavx512vnni",
+    ]
+elif IS_ARM64:
+    ISA_SOURCES["native/src/cpu/arm/neon.cpp"] = ["-march=armv8.2-a+dotprod+fp16"]
+
+ISA_DEFINES = {
+    "native/src/cpu/x86/avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/avx512.cpp": "EDGEINFER_HAVE_AVX512",
+    "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",
+}
+
+ALL_ISA_FILES = set(ISA_DEFINES)
+baseline_sources = sorted(
+    f for f in glob("native/src/**/*.cpp", recursive=True) + glob("native/bindings/*.cpp")
+    if f not in ALL_ISA_FILES
+)
+isa_sources = [f for f in ISA_SOURCES if os.path.exists(f)]
+
+COMMON_FLAGS = ["-O3", "-fvisibility=hidden", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
+
+
+class BuildWithIsaUnits(build_ext):
+    """Compiles each ISA unit with its own flags and links the objects into the extension."""
+
+    def build_extension(self, ext):
+        objects = []
+        for src in isa_sources:
+            objects += self.compiler.compile(
+                [src],
+                output_dir=self.build_temp,
+                include_dirs=ext.include_dirs,
+                extra_postargs=["-std=c++17", "-fPIC"] + COMMON_FLAGS + ISA_SOURCES[src],
+            )
+        ext.extra_objects = list(ext.extra_objects or []) + objects
+        super().build_extension(ext)
+
+
+ext = Pybind11Extension(
+    "edgeinfer._core",
+    baseline_sources,
+    include_dirs=["native/src"],
+    define_macros=[(ISA_DEFINES[f], "1") for f in isa_sources],
+    extra_compile_args=COMMON_FLAGS,
+    cxx_std=17,
+)
+import pybind11  # noqa: E402  (include path for the ISA units compiled by hand)
+
+ext.include_dirs.append(pybind11.get_include())
+
+setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithIsaUnits})
