@@ -1,0 +1,181 @@
+"""The single-user decoding loop.
+
+`generate_step` is the engine-facing generator: one native `decode` call for the prompt (the core
+splits it into chunks) and one per generated token, sampling from a zero-copy view of the logits.
+`stream_generate` turns its tokens into text pieces: incremental UTF-8 decoding (a character may
+span tokens), stop strings (text that might be the start of a stop string is held back until it is
+clear), end-of-generation tokens, and the length limit. Its return value is a `GenerationResult`.
+"""
+from __future__ import annotations
+
+import codecs
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Generator, Sequence
+
+import numpy as np
+
+from edgeinfer import _core
+from edgeinfer.errors import ContextOverflowError
+
+Sampler = Callable[[np.ndarray, Sequence[int]], int]
+
+
+@dataclass
+class Timings:
+    load_ms: float = 0.0
+    prompt_ms: float = 0.0
+    prompt_tok_s: float = 0.0
+    gen_ms: float = 0.0
+    gen_tok_s: float = 0.0
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int] = field(default_factory=list)   # generated ids (stop/EOG token excluded)
+    text: str = ""
+    finish_reason: str = "length"                     # "stop" | "length"
+    prompt_tokens: int = 0
+    cached_tokens: int = 0                            # prompt tokens reused from the KV cache
+    timings: Timings = field(default_factory=Timings)
+
+
+class PromptCache:
+    """What a context's KV cache holds: the token ids at positions 0..n_past-1.
+
+    A new prompt reuses the longest common prefix and decodes only the rest (at least one token,
+    so that there are logits to sample from)."""
+
+    def __init__(self, ctx: _core.Context):
+        self.ctx = ctx
+        self.tokens: list[int] = []
+
+    def prepare(self, prompt: Sequence[int]) -> int:
+        """Truncates the cache to what `prompt` shares with it; returns how many tokens are reused."""
+        common = 0
+        limit = min(len(self.tokens), len(prompt) - 1)
+        while common < limit and self.tokens[common] == prompt[common]:
+            common += 1
+        self.ctx.truncate(common)
+        del self.tokens[common:]
+        return common
+
+    def decode(self, ids: Sequence[int], all_logits: bool = False) -> None:
+        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits)
+        self.tokens.extend(int(i) for i in ids)
+
+    def reset(self) -> None:
+        self.ctx.truncate(0)
+        self.tokens.clear()
+
+
+def generate_step(
+    cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict
+) -> Generator[int, None, None]:
+    """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG)."""
+    n_ctx = cache.ctx.n_ctx
+    if len(prompt) == 0:
+        raise ValueError("the prompt is empty: nothing to condition the generation on")
+    if len(prompt) >= n_ctx:
+        raise ContextOverflowError(
+            f"the prompt has {len(prompt)} tokens but the context holds {n_ctx} "
+            f"(including at least one generated token); use a larger n_ctx or a shorter prompt"
+        )
+    reused = cache.prepare(prompt)
+    stats["cached_tokens"] = reused
+    t0 = time.perf_counter()
+    cache.decode(prompt[reused:])
+    stats["prompt_s"] = time.perf_counter() - t0
+    stats["prompt_decoded"] = len(prompt) - reused
+    history = list(prompt)
+    t_gen = time.perf_counter()
+    n = 0
+    while n < max_tokens:
+        token = sampler(cache.ctx.logits[-1], history)
+        n += 1
+        stats["gen_s"] = time.perf_counter() - t_gen
+        stats["generated"] = n
+        yield token
+        history.append(token)
+        if n >= max_tokens or cache.ctx.n_past >= n_ctx:
+            break
+        cache.decode([token])
+    stats["gen_s"] = time.perf_counter() - t_gen
+
+
+def _stop_hold(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest tail of `text` that is a proper prefix of some stop string."""
+    hold = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), hold, -1):
+            if text.endswith(s[:k]):
+                hold = k
+                break
+    return hold
+
+
+def stream_generate(
+    model_core: _core.Model,
+    cache: PromptCache,
+    prompt: Sequence[int],
+    sampler: Sampler,
+    max_tokens: int,
+    stop: Sequence[str] = (),
+    load_ms: float = 0.0,
+) -> Generator[str, None, GenerationResult]:
+    """Yields text pieces; returns a GenerationResult (the generator's StopIteration value)."""
+    vocab = model_core.vocab
+    stops = [s for s in stop if s]
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    result = GenerationResult(prompt_tokens=len(prompt))
+    stats: dict = {}
+    stopped_by_string = False
+    text = ""      # all text decoded so far
+    emitted = 0    # how much of `text` has been yielded
+    finish = "length"
+    for token in generate_step(cache, prompt, sampler, max_tokens, stats):
+        if vocab.is_eog(token):
+            finish = "stop"
+            break
+        result.tokens.append(token)
+        text += decoder.decode(vocab.token_to_piece(token, False))
+        if stops:
+            hit = min((i for i in (text.find(s, max(0, emitted - len(s))) for s in stops) if i >= 0), default=-1)
+            if hit >= 0:
+                if hit > emitted:
+                    yield text[emitted:hit]
+                text = text[:hit]
+                emitted = len(text)
+                finish = "stop"
+                stopped_by_string = True
+                break
+            safe = len(text) - _stop_hold(text, stops)
+        else:
+            safe = len(text)
+        if safe > emitted:
+            yield text[emitted:safe]
+            emitted = safe
+    if not stopped_by_string:
+        # Flush a character cut short by the end, and text held back for a stop string that
+        # never came.
+        text += decoder.decode(b"", final=True)
+        if emitted < len(text):
+            yield text[emitted:]
+            emitted = len(text)
+    result.text = text
+    result.finish_reason = finish
+    result.cached_tokens = stats.get("cached_tokens", 0)
+    prompt_s = stats.get("prompt_s", 0.0)
+    gen_s = stats.get("gen_s", 0.0)
+    n_gen = stats.get("generated", 0)
+    decoded = stats.get("prompt_decoded", 0)
+    # The first generated token is sampled from the prompt's logits, so generation speed counts
+    # the tokens that needed their own decode step.
+    result.timings = Timings(
+        load_ms=load_ms,
+        prompt_ms=prompt_s * 1e3,
+        prompt_tok_s=decoded / prompt_s if prompt_s > 0 else 0.0,
+        gen_ms=gen_s * 1e3,
+        gen_tok_s=(n_gen - 1) / gen_s if gen_s > 0 and n_gen > 1 else 0.0,
+    )
+    return result

@@ -1,0 +1,116 @@
+"""`edgeinfer.Model`: the Python API everything else (CLI, server, REPL) is built on."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Generator, Sequence
+
+import numpy as np
+
+from edgeinfer import _core
+from edgeinfer.generate import GenerationResult, PromptCache, stream_generate
+from edgeinfer.sampling import SamplingParams, make_sampler
+
+
+class Model:
+    """A GGUF model loaded for inference, with one decoding context.
+
+    >>> m = Model.load("SmolLM2-135M-Instruct.Q4_1.gguf", n_ctx=2048)
+    >>> for piece in m.generate("The capital of France is", max_tokens=16, temperature=0):
+    ...     print(piece, end="")
+    """
+
+    def __init__(self, core: _core.Model, ctx: _core.Context, path: Path):
+        self._core = core
+        self._ctx = ctx
+        self._cache = PromptCache(ctx)
+        self.path = path
+        self._metadata: dict[str, Any] | None = None
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike, n_ctx: int = 2048, n_threads: int | None = None, n_batch: int = 512
+    ) -> "Model":
+        """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
+        context of `n_ctx` positions. n_threads None = the number of physical cores."""
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"model file not found: {path}")
+        core = _core.Model(str(path))
+        ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch)
+        return cls(core, ctx, path)
+
+    # --- facts about the model -------------------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """GGUF key/value metadata (arrays as lists), built on first use."""
+        if self._metadata is None:
+            self._metadata = self._core.gguf.metadata()
+        return self._metadata
+
+    @property
+    def tensor_infos(self) -> list[dict]:
+        return self._core.gguf.tensors()
+
+    arch = property(lambda self: self._core.arch)
+    n_params = property(lambda self: self._core.n_params)
+    n_vocab = property(lambda self: self._core.n_vocab)
+    n_ctx_train = property(lambda self: self._core.n_ctx_train)
+    n_ctx = property(lambda self: self._ctx.n_ctx)
+    n_threads = property(lambda self: self._ctx.n_threads)
+    load_ms = property(lambda self: self._core.load_ms)
+    file_size = property(lambda self: self._core.gguf.file_size)
+    isa = property(lambda self: _core.isa())
+    vocab = property(lambda self: self._core.vocab)
+    context = property(lambda self: self._ctx, doc="The native context (KV cache + logits).")
+
+    # --- text <-> tokens -------------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        return self._core.vocab.tokenize(text, add_special, parse_special)
+
+    def detokenize(self, ids: Sequence[int], special: bool = False) -> str:
+        return self._core.vocab.detokenize([int(i) for i in ids], special).decode("utf-8", errors="replace")
+
+    # --- evaluation ------------------------------------------------------------------------------
+    def eval_logits(self, ids: Sequence[int]) -> np.ndarray:
+        """Logits for every position of `ids`, from an empty context: [len(ids), n_vocab] (a copy)."""
+        self._cache.reset()
+        self._cache.decode(ids, all_logits=True)
+        return np.array(self._ctx.logits)
+
+    # --- generation ------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        max_tokens: int = 128,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        min_p: float | None = None,
+        repeat_penalty: float | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        add_special: bool = True,
+    ) -> Generator[str, None, GenerationResult]:
+        """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
+
+        The generator's return value (StopIteration.value) is a GenerationResult with the tokens,
+        the text, the finish reason ("stop" or "length") and timings. temperature=0 is greedy.
+        Sampling options left as None take the defaults of `SamplingParams`."""
+        ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
+        if max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        params = SamplingParams.with_overrides(
+            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty, seed=seed
+        )
+        sampler = make_sampler(params)
+        return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms)
+
+    def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
+        """Runs generate() to the end and returns its result."""
+        gen = self.generate(prompt, **kwargs)
+        while True:
+            try:
+                next(gen)
+            except StopIteration as done:
+                return done.value

@@ -1,0 +1,59 @@
+#include "cpu/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace ei {
+
+size_t matmul_act_row_bytes(const KernelTable& kt, const Tensor& W) {
+    return row_bytes(kt.types[W.type].vec_dot_type, W.cols());
+}
+
+void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
+            MatmulScratch& scratch) {
+    const TypeKernels& wk = kt.types[W.type];
+    const TypeKernels& ak = kt.types[wk.vec_dot_type];
+    if (!wk.vec_dot || (wk.vec_dot_type != TYPE_F32 && !ak.from_float))
+        throw Error(std::string("no matmul kernel for weight type ") + type_info(W.type).name);
+    const int64_t K = W.cols();
+    const int64_t M = W.rows();
+    const size_t act_row = row_bytes(wk.vec_dot_type, K);
+
+    // Convert the activations once (F32 weights use them as they are).
+    const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+    if (wk.vec_dot_type != TYPE_F32) {
+        if (scratch.act.size() < act_row * n) scratch.act.resize(act_row * n);
+        uint8_t* dst = scratch.act.data();
+        if (n == 1) {
+            ak.from_float(x, dst, K);
+        } else {
+            pool.run([&](int ith, int nth) {
+                int64_t t0, t1;
+                ThreadPool::split(n, ith, nth, &t0, &t1);
+                for (int64_t t = t0; t < t1; ++t) ak.from_float(x + t * K, dst + t * act_row, K);
+            });
+        }
+        act = dst;
+    }
+
+    // Each thread owns a contiguous range of weight rows. For a batch, rows are taken in small
+    // tiles so a tile stays in L1/L2 while every activation row passes over it.
+    constexpr int64_t kRowTile = 16;
+    const VecDotFn dot = wk.vec_dot;
+    pool.run([&](int ith, int nth) {
+        int64_t r0, r1;
+        ThreadPool::split(M, ith, nth, &r0, &r1);
+        for (int64_t rt = r0; rt < r1; rt += kRowTile) {
+            const int64_t rt_end = std::min(r1, rt + kRowTile);
+            for (int64_t t = 0; t < n; ++t) {
+                const uint8_t* a = act + t * act_row;
+                float* yt = y + t * M;
+                for (int64_t r = rt; r < rt_end; ++r) dot(K, &yt[r], W.row(r), a);
+            }
+        }
+    });
+}
+
+}  // namespace ei

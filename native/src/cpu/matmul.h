@@ -1,0 +1,27 @@
+// y = W x for a batch of activation rows, the way llama.cpp's CPU backend computes it: the
+// activations are converted once into the weight type's vec_dot_type (Q8_0 / Q8_1 / F16 / F32),
+// then every output element is one vec_dot of a weight row with an activation row. Work is split
+// over the thread pool by weight rows, so each thread streams its own slice of W once per batch.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "cpu/kernels.h"
+#include "model/tensor.h"
+
+namespace ei {
+
+// Scratch for the converted activations; grows on demand, reused across calls.
+struct MatmulScratch {
+    std::vector<uint8_t> act;
+};
+
+// x: [n][W.cols()] floats; y: [n][W.rows()] floats.
+void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
+            MatmulScratch& scratch);
+
+// Bytes of one activation row converted for W (what matmul stores per row in the scratch).
+size_t matmul_act_row_bytes(const KernelTable& kt, const Tensor& W);
+
+}  // namespace ei

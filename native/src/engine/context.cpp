@@ -1,0 +1,62 @@
+#include "engine/context.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "cpu/kernels.h"
+
+namespace ei {
+
+namespace {
+int64_t checked_n_ctx(int64_t n_ctx) {
+    if (n_ctx < 1 || n_ctx > (1 << 22)) throw Error("n_ctx must be in 1..4194304, got " + std::to_string(n_ctx));
+    return n_ctx;
+}
+}  // namespace
+
+Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch)
+    : model_(std::move(model)),
+      n_batch_(std::max<int64_t>(1, n_batch)),
+      pool_(n_threads > 0 ? n_threads : physical_core_count()),
+      kv_(model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width()),
+      env_{pool_, kernels(), kv_, {}, {}},
+      logits_(std::make_shared<std::vector<float>>()) {}
+
+void Context::decode(const int32_t* tokens, int64_t n, bool all_logits) {
+    if (n <= 0) throw Error("decode needs at least one token");
+    if (n_past_ + n > n_ctx())
+        throw ContextOverflowError("context overflow: " + std::to_string(n_past_) + " cached + " + std::to_string(n) +
+                                   " new tokens exceed the context size of " + std::to_string(n_ctx()));
+    const int64_t n_vocab = this->n_vocab();
+    for (int64_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                        " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
+
+    const int64_t rows = all_logits ? n : 1;
+    const size_t need = (size_t)(rows * n_vocab);
+    // A new buffer if the current one is too small or still viewed from Python (use_count > 1),
+    // so a view never sees its values change or its memory go away.
+    if (logits_->size() < need || logits_.use_count() > 1) logits_ = std::make_shared<std::vector<float>>(need);
+
+    for (int64_t done = 0; done < n;) {
+        const int64_t chunk = std::min(n_batch_, n - done);
+        const bool last_chunk = done + chunk == n;
+        float* out = all_logits ? logits_->data() + done * n_vocab : logits_->data();
+        if (all_logits || last_chunk) {
+            model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, all_logits, out});
+        } else {
+            // Earlier chunks of a long prompt only fill the cache; their last-row logits are
+            // computed into the buffer and overwritten by the next chunk.
+            model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, false, out});
+        }
+        n_past_ += chunk;
+        done += chunk;
+    }
+    n_logit_rows_ = rows;
+}
+
+void Context::truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
+
+}  // namespace ei

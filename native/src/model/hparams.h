@@ -1,0 +1,34 @@
+// Hyper-parameters every decoder-only architecture shares, read from the GGUF `<arch>.*` keys.
+// Architecture files add their own fields next to these (models/<arch>.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "gguf/gguf.h"
+
+namespace ei {
+
+struct HParams {
+    std::string arch;        // general.architecture
+    int64_t n_vocab = 0;     // rows of token_embd
+    int64_t n_ctx_train = 0; // <arch>.context_length
+    int64_t n_embd = 0;      // <arch>.embedding_length
+    int64_t n_layer = 0;     // <arch>.block_count
+    int64_t n_head = 0;      // <arch>.attention.head_count
+    int64_t n_head_kv = 0;   // <arch>.attention.head_count_kv (defaults to n_head)
+    int64_t head_dim = 0;    // <arch>.attention.key_length (defaults to n_embd / n_head)
+    int64_t n_ff = 0;        // <arch>.feed_forward_length
+    float norm_eps = 1e-5f;  // <arch>.attention.layer_norm_rms_epsilon
+    int64_t n_rot = 0;       // <arch>.rope.dimension_count (defaults to head_dim)
+    float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
+    float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor for linear scaling
+
+    int64_t q_width() const { return n_head * head_dim; }   // width of Q and of the attention output
+    int64_t kv_width() const { return n_head_kv * head_dim; } // width of one K (or V) row
+};
+
+// Reads the shared keys; throws FormatError for missing/invalid required ones and for
+// inconsistent values (zero heads, head count not dividing, ...).
+HParams read_hparams(const GgufFile& file);
+
+}  // namespace ei

@@ -1,0 +1,27 @@
+#include "model/model.h"
+
+#include <chrono>
+
+#include "cpu/kernels.h"
+
+namespace ei {
+
+Model::Model(const std::string& path) {
+    const auto start = std::chrono::steady_clock::now();
+    file_ = std::make_shared<GgufFile>(path);
+    vocab_ = std::make_unique<Vocab>(*file_);
+    arch_ = load_architecture(*file_, kernels());
+    if (vocab_->n_tokens() > hparams().n_vocab)
+        file_->fail("tokenizer.ggml.tokens", "has " + std::to_string(vocab_->n_tokens()) +
+                                                 " entries but the embedding has only " +
+                                                 std::to_string(hparams().n_vocab) + " rows");
+    load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t Model::n_params() const {
+    int64_t n = 0;
+    for (const GgufTensor& t : file_->tensors()) n += t.n_elements();
+    return n;
+}
+
+}  // namespace ei

@@ -1,0 +1,33 @@
+// A loaded model: the mapped GGUF file, its vocabulary and its architecture's weights (views into
+// the mapping). Immutable after loading; any number of Contexts may share one.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "models/arch.h"
+#include "vocab/vocab.h"
+
+namespace ei {
+
+class Model {
+public:
+    // Opens and validates the file, builds the vocabulary and binds the weights.
+    // Throws FormatError for a malformed file, Error for an unsupported one.
+    explicit Model(const std::string& path);
+
+    const std::shared_ptr<GgufFile>& file() const { return file_; }
+    const Vocab& vocab() const { return *vocab_; }
+    const ArchModel& arch() const { return *arch_; }
+    const HParams& hparams() const { return arch_->hparams(); }
+    int64_t n_params() const;   // elements over all tensors
+    double load_ms() const { return load_ms_; }
+
+private:
+    std::shared_ptr<GgufFile> file_;
+    std::unique_ptr<Vocab> vocab_;
+    std::unique_ptr<ArchModel> arch_;
+    double load_ms_ = 0;
+};
+
+}  // namespace ei

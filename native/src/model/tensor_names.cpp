@@ -1,0 +1,42 @@
+#include "model/tensor_names.h"
+
+namespace ei {
+
+namespace {
+struct Entry {
+    TensorKind kind;
+    const char* name;  // "%d" stands for the layer
+};
+constexpr Entry kNames[] = {
+    {TensorKind::token_embd, "token_embd"},
+    {TensorKind::output_norm, "output_norm"},
+    {TensorKind::output, "output"},
+    {TensorKind::rope_freqs, "rope_freqs"},
+    {TensorKind::attn_norm, "blk.%d.attn_norm"},
+    {TensorKind::attn_q, "blk.%d.attn_q"},
+    {TensorKind::attn_k, "blk.%d.attn_k"},
+    {TensorKind::attn_v, "blk.%d.attn_v"},
+    {TensorKind::attn_output, "blk.%d.attn_output"},
+    {TensorKind::attn_q_norm, "blk.%d.attn_q_norm"},
+    {TensorKind::attn_k_norm, "blk.%d.attn_k_norm"},
+    {TensorKind::attn_post_norm, "blk.%d.post_attention_norm"},
+    {TensorKind::ffn_norm, "blk.%d.ffn_norm"},
+    {TensorKind::ffn_gate, "blk.%d.ffn_gate"},
+    {TensorKind::ffn_up, "blk.%d.ffn_up"},
+    {TensorKind::ffn_down, "blk.%d.ffn_down"},
+    {TensorKind::ffn_post_norm, "blk.%d.post_ffw_norm"},
+};
+}  // namespace
+
+std::string tensor_name(TensorKind kind, int layer) {
+    for (const Entry& e : kNames) {
+        if (e.kind != kind) continue;
+        std::string name = e.name;
+        const auto at = name.find("%d");
+        if (at != std::string::npos) name.replace(at, 2, std::to_string(layer));
+        return name + ".weight";
+    }
+    return "?";
+}
+
+}  // namespace ei

@@ -1,0 +1,17 @@
+// The one table of GGUF tensor names (llama.cpp's LLM_TENSOR_NAMES). Model code asks for a kind
+// and a layer; it never spells a name.
+#pragma once
+#include <string>
+
+namespace ei {
+
+enum class TensorKind {
+    token_embd, output_norm, output, rope_freqs,
+    attn_norm, attn_q, attn_k, attn_v, attn_output, attn_q_norm, attn_k_norm, attn_post_norm,
+    ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm,
+};
+
+// "blk.<layer>.attn_q.weight", "token_embd.weight", ... (layer ignored for non-layer tensors).
+std::string tensor_name(TensorKind kind, int layer = -1);
+
+}  // namespace ei

@@ -1,0 +1,50 @@
+// The building blocks architectures assemble their forward pass from. Each mirrors the numerics
+// of the corresponding ggml CPU op (so that our logits track llama.cpp's), and says where.
+#pragma once
+#include <cstdint>
+
+#include "common/thread_pool.h"
+#include "cpu/kernels.h"
+#include "model/tensor.h"
+
+namespace ei {
+
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, for n rows of width d. Sum of squares in double,
+// then scale and weight applied as two float multiplies (ggml: rms_norm, then mul).
+void rms_norm(const float* x, const float* w, float* out, int64_t n, int64_t d, float eps);
+
+// Row t of an embedding table (any type with a to_float) into out[t].
+void embed_tokens(const KernelTable& kt, const Tensor& table, const int32_t* tokens, int64_t n, float* out);
+
+// Rotary position embedding in place, llama.cpp's "normal" mode (pairs of adjacent values), on
+// the first n_rot dims of each head; x: [n][n_heads][head_dim], positions pos[t].
+// freq_factors (optional, [n_rot/2]) divide the angles (Llama 3.1 style rope_freqs).
+struct RopeParams {
+    int64_t n_rot;
+    float freq_base;
+    float freq_scale;
+    const float* freq_factors;  // nullptr if none
+};
+void rope_norm(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
+
+// Causal attention of n query rows over an F16 KV cache (ggml's CPU flash-attention with an F16
+// cache: Q rounded to F16, online softmax, V accumulated in F16).
+//   q:   [n][n_head][head_dim] floats, already roped; query t sits at position pos0 + t
+//   k,v: [n_kv_total][n_head_kv][head_dim] F16 rows for positions 0 .. pos0 + n - 1
+//   out: [n][n_head][head_dim]
+// window > 0 limits each query to the last `window` positions (sliding-window layers).
+struct AttentionShape {
+    int64_t n_head, n_head_kv, head_dim;
+    float scale;
+    int64_t window;
+};
+void attention_f16(ThreadPool& pool, const float* q, int64_t n, int64_t pos0, const uint16_t* k, const uint16_t* v,
+                   const AttentionShape& s, float* out);
+
+// out[i] = silu(gate[i]) * up[i] over n values (in place allowed: out may equal gate).
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace ei

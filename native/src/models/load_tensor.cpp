@@ -1,0 +1,63 @@
+// Weight lookup with shape and kernel checks, shared by every architecture.
+#include <string>
+
+#include "common/error.h"
+#include "models/arch.h"
+
+namespace ei {
+
+namespace {
+std::string shape_str(const int64_t* ne, size_t n) {
+    std::string s = "[";
+    for (size_t i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+}  // namespace
+
+Tensor load_tensor(const GgufFile& file, const KernelTable& kt, TensorKind kind, int layer,
+                   std::vector<int64_t> shape, bool for_matmul, bool required) {
+    const std::string name = tensor_name(kind, layer);
+    const GgufTensor* gt = file.find_tensor(name);
+    Tensor t;
+    if (!gt) {
+        if (required) file.fail("tensor '" + name + "'", "is missing");
+        return t;
+    }
+    bool ok = gt->n_dims <= shape.size() || gt->n_dims == 0;
+    for (size_t i = 0; ok && i < 4; ++i) {
+        const int64_t want = i < shape.size() ? shape[i] : 1;
+        if (want >= 0 && gt->ne[i] != want) ok = false;
+    }
+    if (!ok) {
+        std::vector<int64_t> want(shape);
+        file.fail("tensor '" + name + "'", "has shape " + shape_str(gt->ne, gt->n_dims ? gt->n_dims : 1) +
+                                               ", expected " + shape_str(want.data(), want.size()));
+    }
+    const TypeKernels& k = kt.types[gt->type];
+    if (for_matmul ? !k.vec_dot : !k.to_float)
+        file.fail("tensor '" + name + "'", std::string("has type ") + type_info(gt->type).name +
+                                               ", which this version cannot compute with yet");
+    t.data = gt->data;
+    t.type = gt->type;
+    for (int i = 0; i < 4; ++i) t.ne[i] = gt->ne[i];
+    t.row_bytes = row_bytes(gt->type, gt->ne[0]);
+    return t;
+}
+
+const float* load_f32_vector(const GgufFile& file, TensorKind kind, int layer, int64_t n, bool required) {
+    const std::string name = tensor_name(kind, layer);
+    const GgufTensor* gt = file.find_tensor(name);
+    if (!gt) {
+        if (required) file.fail("tensor '" + name + "'", "is missing");
+        return nullptr;
+    }
+    if (gt->type != TYPE_F32 || gt->n_elements() != n || gt->ne[0] != n)
+        file.fail("tensor '" + name + "'", std::string("must be an F32 vector of ") + std::to_string(n) +
+                                               " values (has type " + type_info(gt->type).name + ", shape " +
+                                               shape_str(gt->ne, gt->n_dims) + ")");
+    if (reinterpret_cast<uintptr_t>(gt->data) % alignof(float) != 0)
+        file.fail("tensor '" + name + "'", "data is not 4-byte aligned");
+    return reinterpret_cast<const float*>(gt->data);
+}
+
+}  // namespace ei

@@ -1,0 +1,34 @@
+// The architecture registry: general.architecture -> loader. Adding a family is one line here.
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+#include "models/arch.h"
+
+namespace ei {
+
+std::unique_ptr<ArchModel> load_llama(const GgufFile& file, const KernelTable& kt);
+
+namespace {
+using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
+const std::pair<const char*, Loader> kArchitectures[] = {
+    {"llama", load_llama},
+};
+}  // namespace
+
+std::unique_ptr<ArchModel> load_architecture(const GgufFile& file, const KernelTable& kt) {
+    const std::string arch = file.get_string("general.architecture");
+    for (const auto& [name, loader] : kArchitectures)
+        if (arch == name) return loader(file, kt);
+    std::string known;
+    for (const auto& entry : kArchitectures) known += std::string(known.empty() ? "" : ", ") + entry.first;
+    throw Error(file.path() + ": architecture '" + arch + "' is not supported (supported: " + known + ")");
+}
+
+std::vector<std::string> supported_architectures() {
+    std::vector<std::string> names;
+    for (const auto& entry : kArchitectures) names.push_back(entry.first);
+    return names;
+}
+
+}  // namespace ei
