@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 
 #include "gguf/gguf.h"
 #include "quant/types.h"
@@ -107,6 +108,31 @@ void register_gguf(py::module_& m) {
                  return v ? value_to_py(*v) : fallback;
              },
              py::arg("key"), py::arg("default") = py::none(), "One metadata value, or `default`.")
+        // The typed getters model code uses in C++, exposed so Python tools and tests get exactly
+        // the same checks and messages. Without `default` the key is required.
+        .def("get_int",
+             [](const GgufFile& f, const std::string& key, std::optional<int64_t> fallback) {
+                 return fallback ? f.get_int(key, *fallback) : f.get_int(key);
+             },
+             py::arg("key"), py::arg("default") = py::none())
+        .def("get_float", &GgufFile::get_float, py::arg("key"), py::arg("default"))
+        .def("get_bool", &GgufFile::get_bool, py::arg("key"), py::arg("default"))
+        .def("get_string",
+             [](const GgufFile& f, const std::string& key, std::optional<std::string> fallback) {
+                 return decode_utf8(fallback ? f.get_string(key, *fallback) : f.get_string(key));
+             },
+             py::arg("key"), py::arg("default") = py::none())
+        .def("get_string_array",
+             [](const GgufFile& f, const std::string& key) {
+                 std::vector<std::string_view> items = f.get_string_array(key);
+                 py::list out(items.size());
+                 for (size_t k = 0; k < items.size(); ++k) out[k] = decode_utf8(items[k]);
+                 return out;
+             },
+             py::arg("key"))
+        .def("get_int_array", &GgufFile::get_int_array, py::arg("key"))
+        .def("get_float_array", &GgufFile::get_float_array, py::arg("key"))
+        .def("array_size", &GgufFile::array_size, py::arg("key"))
         .def("__contains__", [](const GgufFile& f, const std::string& key) { return f.find(key) != nullptr; })
         .def("tensors",
              [](const GgufFile& f) {
