@@ -5,6 +5,7 @@
 // vocabulary array is only walked once (to index its strings) when asked for.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +46,11 @@ struct GgufTensor {
     size_t nbytes = 0;
     int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
+
+// Calls fn once per element of an ARRAY value (as validated at open), in order, each element as a
+// scalar GgufValue (strings as views into the mapping). For callers that need every element
+// whatever its type, e.g. the Python binding's metadata().
+void gguf_for_each_element(const GgufValue& array, const std::function<void(const GgufValue&)>& fn);
 
 class GgufFile {
 public:

@@ -1,0 +1,10 @@
+// AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; only called when dispatch.cpp
+// has checked that the CPU and OS support them). The kernels themselves live in quants_256.h,
+// shared with the AVX-512 unit.
+#include "cpu/x86/quants_256.h"
+
+namespace ei {
+
+void fill_kernels_avx2(KernelTable& t) { fill_kernels_256(t); }
+
+}  // namespace ei

@@ -1,0 +1,138 @@
+// Every quantized block layout the core computes with: the one definition of ggml's block
+// structs (ggml-common.h), byte for byte, since GGUF tensors are arrays of them. Each struct
+// states its bits per weight and its dequantization formula; each size is checked against the
+// type table (quant/types.cpp), so a layout and its size cannot drift apart.
+//
+// Notation: x[j] is element j of the block (0 <= j < block size); fp16 fields are IEEE halves
+// stored as uint16_t (convert with common/fp16.h). Nibble-packed types hold element j in the low
+// nibble of qs[j] and element j + 16 in the high nibble (for 32-element blocks).
+//
+// Included by translation units compiled with different ISA flags: plain structs and constants
+// only (no functions), so there is nothing for the linker to merge.
+#pragma once
+#include <cstdint>
+
+namespace ei {
+
+constexpr int QK4_0 = 32;
+constexpr int QK4_1 = 32;
+constexpr int QK5_0 = 32;
+constexpr int QK5_1 = 32;
+constexpr int QK8_0 = 32;
+constexpr int QK8_1 = 32;
+constexpr int QK_K = 256;         // super-block size of the k-quants
+constexpr int K_SCALE_SIZE = 12;  // packed 6-bit scales/mins of q4_K and q5_K
+
+// ---- legacy 32-element blocks -------------------------------------------------------------
+
+// 4.5 bpw. x[j] = d * (q[j] - 8), q[j] in [0, 15].
+struct block_q4_0 {
+    uint16_t d;              // fp16 scale
+    uint8_t qs[QK4_0 / 2];   // nibbles: q[j] = qs[j] & 15, q[j + 16] = qs[j] >> 4
+};
+
+// 5.0 bpw. x[j] = d * q[j] + m, q[j] in [0, 15].
+struct block_q4_1 {
+    uint16_t d;              // fp16 scale
+    uint16_t m;              // fp16 minimum
+    uint8_t qs[QK4_1 / 2];   // nibbles as in q4_0
+};
+
+// 5.5 bpw. x[j] = d * (q[j] - 16), q[j] = low nibble | (bit j of qh) << 4, in [0, 31].
+struct block_q5_0 {
+    uint16_t d;              // fp16 scale
+    uint8_t qh[4];           // 5th bits, little-endian uint32: bit j belongs to element j
+    uint8_t qs[QK5_0 / 2];   // low nibbles as in q4_0
+};
+
+// 6.0 bpw. x[j] = d * q[j] + m, q[j] as in q5_0.
+struct block_q5_1 {
+    uint16_t d;              // fp16 scale
+    uint16_t m;              // fp16 minimum
+    uint8_t qh[4];           // 5th bits as in q5_0
+    uint8_t qs[QK5_1 / 2];   // low nibbles as in q4_0
+};
+
+// 8.5 bpw. x[j] = d * qs[j]. Also the activation type of q4_0/q5_0/q8_0 dot products.
+struct block_q8_0 {
+    uint16_t d;              // fp16 scale
+    int8_t qs[QK8_0];
+};
+
+// 9.0 bpw, activations only (dot products with q4_1/q5_1). x[j] = d * qs[j];
+// s = fp16(d * sum(qs)) precomputes the block sum that the weight minimum m multiplies.
+struct block_q8_1 {
+    uint16_t d;              // fp16 scale
+    uint16_t s;              // fp16 of d * sum(qs), d taken before its rounding to fp16
+    int8_t qs[QK8_1];
+};
+
+// ---- k-quants: 256-element super-blocks of 16 or 8 sub-blocks -----------------------------
+// Layouts only; their kernels are a TODO (they will join the table with Q8_K activations).
+
+// 2.625 bpw. 16 sub-blocks of 16: x = d * (scales[i] & 15) * q - dmin * (scales[i] >> 4),
+// q a 2-bit value from qs.
+struct block_q2_K {
+    uint8_t scales[QK_K / 16];  // 4-bit scale (low) and 4-bit min (high) per sub-block
+    uint8_t qs[QK_K / 4];       // 2-bit quants
+    uint16_t d;                 // fp16 super-block scale for the scales
+    uint16_t dmin;              // fp16 super-block scale for the mins
+};
+
+// 3.4375 bpw. 16 sub-blocks of 16: x = d * (scale6[i] - 32) * (q - (hbit ? 0 : 4)),
+// q the 2 low bits from qs, hbit from hmask, scale6 a 6-bit value packed in scales.
+struct block_q3_K {
+    uint8_t hmask[QK_K / 8];    // high bit of each quant
+    uint8_t qs[QK_K / 4];       // low 2 bits
+    uint8_t scales[12];         // 16 6-bit scales
+    uint16_t d;                 // fp16 super-block scale
+};
+
+// 4.5 bpw. 8 sub-blocks of 32: x = d * sc[i] * q - dmin * mn[i], q a nibble,
+// sc/mn 6-bit values packed in scales.
+struct block_q4_K {
+    uint16_t d;                     // fp16 super-block scale for the scales
+    uint16_t dmin;                  // fp16 super-block scale for the mins
+    uint8_t scales[K_SCALE_SIZE];   // 8 scales and 8 mins, 6 bits each
+    uint8_t qs[QK_K / 2];           // 4-bit quants
+};
+
+// 5.5 bpw. As q4_K with a fifth bit per quant from qh.
+struct block_q5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[K_SCALE_SIZE];
+    uint8_t qh[QK_K / 8];           // 5th bits
+    uint8_t qs[QK_K / 2];           // low 4 bits
+};
+
+// 6.5625 bpw. 16 sub-blocks of 16: x = d * scales[i] * (q - 32), q 6 bits (4 from ql, 2 from qh).
+struct block_q6_K {
+    uint8_t ql[QK_K / 2];           // low 4 bits
+    uint8_t qh[QK_K / 4];           // high 2 bits
+    int8_t scales[QK_K / 16];       // 8-bit sub-block scales
+    uint16_t d;                     // fp16 super-block scale
+};
+
+// Activations of the k-quant dot products (never stored in files). x[j] = d * qs[j];
+// bsums[i] = sum of qs over the 16-element group i.
+struct block_q8_K {
+    float d;
+    int8_t qs[QK_K];
+    int16_t bsums[QK_K / 16];
+};
+
+static_assert(sizeof(block_q4_0) == 18, "q4_0 size must match quant/types.cpp");
+static_assert(sizeof(block_q4_1) == 20, "q4_1 size must match quant/types.cpp");
+static_assert(sizeof(block_q5_0) == 22, "q5_0 size must match quant/types.cpp");
+static_assert(sizeof(block_q5_1) == 24, "q5_1 size must match quant/types.cpp");
+static_assert(sizeof(block_q8_0) == 34, "q8_0 size must match quant/types.cpp");
+static_assert(sizeof(block_q8_1) == 36, "q8_1 size must match quant/types.cpp");
+static_assert(sizeof(block_q2_K) == 84, "q2_K size must match quant/types.cpp");
+static_assert(sizeof(block_q3_K) == 110, "q3_K size must match quant/types.cpp");
+static_assert(sizeof(block_q4_K) == 144, "q4_K size must match quant/types.cpp");
+static_assert(sizeof(block_q5_K) == 176, "q5_K size must match quant/types.cpp");
+static_assert(sizeof(block_q6_K) == 210, "q6_K size must match quant/types.cpp");
+static_assert(sizeof(block_q8_K) == 292, "q8_K size must match quant/types.cpp");
+
+}  // namespace ei

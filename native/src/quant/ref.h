@@ -1,0 +1,38 @@
+// The scalar reference kernels (quant/ref_*.cpp): plain C++ with ggml's exact semantics, the
+// oracle every ISA's kernels are tested against. Signatures are those of cpu/kernels.h.
+// Compiled for the baseline target only; ISA units may call them (e.g. for a row tail).
+#pragma once
+#include <cstdint>
+
+namespace ei {
+namespace ref {
+
+// ---- plain types (ref_float.cpp) ----
+void to_float_f32(const void* src, float* dst, int64_t n);
+void to_float_f16(const void* src, float* dst, int64_t n);
+void to_float_bf16(const void* src, float* dst, int64_t n);
+void from_float_f32(const float* src, void* dst, int64_t n);
+void from_float_f16(const float* src, void* dst, int64_t n);
+void from_float_bf16(const float* src, void* dst, int64_t n);
+void vec_dot_f32(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_f16(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_bf16(int64_t n, float* s, const void* x, const void* y);
+
+// ---- 32-element block types (ref_legacy.cpp) ----
+void to_float_q4_0(const void* src, float* dst, int64_t n);
+void to_float_q4_1(const void* src, float* dst, int64_t n);
+void to_float_q5_0(const void* src, float* dst, int64_t n);
+void to_float_q5_1(const void* src, float* dst, int64_t n);
+void to_float_q8_0(const void* src, float* dst, int64_t n);
+void to_float_q8_1(const void* src, float* dst, int64_t n);
+// Activation quantizers; byte-identical with ggml-cpu's x86 quantize_row_q8_0 / q8_1.
+void from_float_q8_0(const float* src, void* dst, int64_t n);
+void from_float_q8_1(const float* src, void* dst, int64_t n);
+void vec_dot_q4_0_q8_0(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q4_1_q8_1(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q5_0_q8_0(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q5_1_q8_1(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q8_0_q8_0(int64_t n, float* s, const void* x, const void* y);
+
+}  // namespace ref
+}  // namespace ei

@@ -1,0 +1,26 @@
+// The reference kernel table: which scalar kernel serves which type, and each weight type's
+// vec_dot_type (the type its activations are quantized to), exactly ggml-cpu's type traits.
+#include "cpu/kernels.h"
+#include "quant/ref.h"
+
+namespace ei {
+
+void fill_kernels_scalar(KernelTable& t) {
+    t = KernelTable{};
+    t.isa = Isa::scalar;
+    // {to_float, from_float, vec_dot, vec_dot_type}
+    t.types[TYPE_F32] = {ref::to_float_f32, ref::from_float_f32, ref::vec_dot_f32, TYPE_F32};
+    t.types[TYPE_F16] = {ref::to_float_f16, ref::from_float_f16, ref::vec_dot_f16, TYPE_F16};
+    t.types[TYPE_BF16] = {ref::to_float_bf16, ref::from_float_bf16, ref::vec_dot_bf16, TYPE_BF16};
+    t.types[TYPE_Q4_0] = {ref::to_float_q4_0, nullptr, ref::vec_dot_q4_0_q8_0, TYPE_Q8_0};
+    t.types[TYPE_Q4_1] = {ref::to_float_q4_1, nullptr, ref::vec_dot_q4_1_q8_1, TYPE_Q8_1};
+    t.types[TYPE_Q5_0] = {ref::to_float_q5_0, nullptr, ref::vec_dot_q5_0_q8_0, TYPE_Q8_0};
+    t.types[TYPE_Q5_1] = {ref::to_float_q5_1, nullptr, ref::vec_dot_q5_1_q8_1, TYPE_Q8_1};
+    t.types[TYPE_Q8_0] = {ref::to_float_q8_0, ref::from_float_q8_0, ref::vec_dot_q8_0_q8_0, TYPE_Q8_0};
+    // Q8_1 is an activation type only: no dot product takes it as weights.
+    t.types[TYPE_Q8_1] = {ref::to_float_q8_1, ref::from_float_q8_1, nullptr, TYPE_Q8_1};
+    // TODO(k-quants): Q2_K..Q6_K to_float/vec_dot against Q8_K activations, Q8_K from_float
+    // (layouts are in quant/blocks.h).
+}
+
+}  // namespace ei
