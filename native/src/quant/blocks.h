@@ -114,7 +114,7 @@ struct block_q6_K {
     uint16_t d;                     // fp16 super-block scale
 };
 
-// Activations of the k-quant dot products (never stored in files). x[j] = d * qs[j];
+// 9.125 bpw, activations of the k-quant dot products (never stored in files). x[j] = d * qs[j];
 // bsums[i] = sum of qs over the 16-element group i.
 struct block_q8_K {
     float d;

@@ -9,8 +9,10 @@
 // when the unit is built with AVX-512 VNNI: the same exact integers), converted to float and
 // accumulated lane-wise with one FMA by d_x * d_y; the 8 lanes are summed at the end
 // (hsum_float_8). The minimum term of q4_1/q5_1 (m_x * s_y) is summed in a separate scalar,
-// added last. The scalar reference (quant/ref_legacy.cpp) has the same integer sums and differs
-// only in float summation order (tests bound it at 1e-5 of sum |x_i * y_i|).
+// added last; that `summs += m * s` is an FMA in llama.cpp's builds (gnu11 with GCC, or clang,
+// both contract it when FMA is enabled), so it is an explicit std::fma here. The scalar
+// reference (quant/ref_legacy.cpp) has the same integer sums and differs only in float
+// summation order (tests bound it at 1e-5 of sum |x_i * y_i|).
 //
 // The q8 activation quantizers are ggml-cpu's quantize_row_q8_0 / quantize_row_q8_1 (AVX2 path)
 // and produce the same bytes as the scalar reference.
@@ -20,6 +22,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "common/fp16.h"
@@ -77,9 +80,10 @@ inline __m256 mul_sum_i8_pairs_float(__m256i x, __m256i y) {
     return mul_sum_us8_pairs_float(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
-inline __m256 set1_fp16_product(uint16_t a, uint16_t b) {
-    return _mm256_set1_ps(fp16_to_fp32(a) * fp16_to_fp32(b));
-}
+// Half -> float with F16C: exact, like fp16_to_fp32, and a single instruction.
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline __m256 set1_fp16_product(uint16_t a, uint16_t b) { return _mm256_set1_ps(h2f(a) * h2f(b)); }
 
 // ---- activation quantizers -----------------------------------------------------------------
 
@@ -156,7 +160,7 @@ void vec_dot_q4_1_q8_1_256(int64_t n, float* s, const void* vx, const void* vy) 
     __m256 acc = _mm256_setzero_ps();
     float summs = 0.0f;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        summs += fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
+        summs = std::fma(h2f(x[i].m), h2f(y[i].s), summs);
         const __m256 d = set1_fp16_product(x[i].d, y[i].d);
         const __m256i qx = bytes_from_nibbles_32(x[i].qs);
         const __m256i qy = _mm256_loadu_si256((const __m256i*)y[i].qs);
@@ -186,9 +190,9 @@ void vec_dot_q5_1_q8_1_256(int64_t n, float* s, const void* vx, const void* vy) 
     __m256 acc = _mm256_setzero_ps();
     float summs = 0.0f;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        summs += fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
-        const __m256 dx = _mm256_set1_ps(fp16_to_fp32(x[i].d));
-        const __m256 dy = _mm256_set1_ps(fp16_to_fp32(y[i].d));
+        summs = std::fma(h2f(x[i].m), h2f(y[i].s), summs);
+        const __m256 dx = _mm256_set1_ps(h2f(x[i].d));
+        const __m256 dy = _mm256_set1_ps(h2f(y[i].d));
         const __m256i hi = _mm256_and_si256(bytes_from_bits_32(x[i].qh), _mm256_set1_epi8(0x10));
         const __m256i qx = _mm256_or_si256(bytes_from_nibbles_32(x[i].qs), hi);
         const __m256i qy = _mm256_loadu_si256((const __m256i*)y[i].qs);
