@@ -17,11 +17,11 @@ from edgeinfer.pull import resolve_model
 def load_model(model: str | None, n_ctx: int, n_threads: int | None) -> tuple[Any, float]:
     """Resolve MODEL (pulling a known model with progress if needed), load it, and return the
     model and the load time in ms. Shared by ``run`` and ``info``."""
+    path = resolve_model(model, reporter=RichReporter(stderr))
     try:
         from edgeinfer.model import Model
     except ImportError as exc:
         raise EdgeInferError(f"this build of edgeinfer cannot load models ({exc})") from exc
-    path = resolve_model(model, reporter=RichReporter(stderr))
     start = time.perf_counter()
     loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads)
     return loaded, (time.perf_counter() - start) * 1000.0
