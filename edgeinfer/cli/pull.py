@@ -32,7 +32,7 @@ class RichReporter(PullReporter):
     def step(self, text: str) -> Iterator[Callable[[str], None]]:
         label = escape(text)
         with self.console.status(label) as status:
-            yield lambda detail: status.update(f"{label}  [dim]{escape(detail[:90])}[/dim]")
+            yield lambda detail: status.update(f"{label}  [dim]{escape(detail[:48])}[/dim]")
         self.console.print(f"[green]✓[/green] {label}")
 
     @contextmanager
