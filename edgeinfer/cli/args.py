@@ -1,0 +1,90 @@
+"""The command line: one argparse parser with a subparser per command.
+
+Sampling defaults are taken from `edgeinfer.sampling.SamplingParams`, so ``--help`` shows the
+values the library actually uses.
+"""
+from __future__ import annotations
+
+import argparse
+
+from edgeinfer import __version__
+from edgeinfer.models import default_model_name, known_names
+from edgeinfer.sampling import DEFAULTS
+
+MODEL_HELP = "a .gguf file or a known model name ({names}); default: {default}"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _add_model(p: argparse.ArgumentParser) -> None:
+    help_text = MODEL_HELP.format(names=", ".join(known_names()), default=default_model_name())
+    p.add_argument("model", nargs="?", metavar="MODEL", help=help_text)
+
+
+def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("run", parents=[common], help="generate a continuation of a prompt",
+                       description="Stream the model's continuation of a prompt to stdout; "
+                                   "timings go to stderr.")
+    _add_model(p)
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("-p", "--prompt", help="the prompt text")
+    src.add_argument("-f", "--file", metavar="PATH", help="read the prompt from a file ('-' = stdin)")
+    p.add_argument("-n", "--n-predict", type=_positive_int, default=128, metavar="N",
+                   help="maximum number of tokens to generate (default: %(default)s)")
+    p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
+                   help="temperature; 0 = greedy (default: %(default)s)")
+    p.add_argument("--top-k", type=int, default=DEFAULTS.top_k, metavar="K",
+                   help="keep the K most likely tokens; 0 = off (default: %(default)s)")
+    p.add_argument("--top-p", type=float, default=DEFAULTS.top_p, metavar="P",
+                   help="nucleus sampling; 1 = off (default: %(default)s)")
+    p.add_argument("--min-p", type=float, default=DEFAULTS.min_p, metavar="P",
+                   help="drop tokens below P x the top probability; 0 = off (default: %(default)s)")
+    p.add_argument("--repeat-penalty", type=float, default=DEFAULTS.repeat_penalty, metavar="R",
+                   help="penalise recently seen tokens; 1 = off (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S",
+                   help="random seed for reproducible sampling (default: random)")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="stop when this text is generated (repeatable)")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="CPU threads (default: physical cores)")
+    p.add_argument("-c", "--ctx-size", type=_positive_int, default=2048, metavar="N",
+                   help="context size in tokens (default: %(default)s)")
+    p.add_argument("--no-bos", action="store_true",
+                   help="do not add the BOS token (or other special tokens) to the prompt")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``edgeinfer`` argument parser."""
+    # Accept --verbose both before and after the command; SUPPRESS keeps a subcommand's default
+    # from overwriting a top-level --verbose.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="show tracebacks on errors (also: EDGEINFER_DEBUG=1)")
+
+    parser = argparse.ArgumentParser(
+        prog="edgeinfer", parents=[common],
+        description="Local LLM inference for GGUF models.",
+    )
+    parser.add_argument("--version", action="version", version=f"edgeinfer {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    _add_run(sub, common)
+
+    p = sub.add_parser("info", parents=[common], help="show what is inside a model file")
+    _add_model(p)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = sub.add_parser("pull", parents=[common], help="download known models")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"models to fetch: {', '.join(known_names())} "
+                        f"(default: {default_model_name()})")
+    p.add_argument("--all", action="store_true", help="fetch every known model")
+    p.add_argument("--force", action="store_true", help="fetch again even if present")
+
+    sub.add_parser("models", parents=[common], help="list known models and whether they are pulled")
+    return parser

@@ -1,0 +1,23 @@
+"""The CLI's consoles: results go to stdout, everything else (progress, timings, errors) to
+stderr, so ``edgeinfer run ... > out.txt`` captures only the generated text."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+stdout = Console(highlight=False)
+stderr = Console(stderr=True, highlight=False)
+
+
+def print_error(message: str) -> None:
+    """One line on stderr: ``error: <message>`` (the message is printed literally, no markup)."""
+    stderr.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+
+
+def human_bytes(n: int | float) -> str:
+    """1234567 -> '1.2 MB' (decimal units, like file managers and PyPI)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")

@@ -1,0 +1,93 @@
+"""``edgeinfer run``: stream a continuation of a prompt to stdout, timings to stderr."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from edgeinfer.cli.output import stderr
+from edgeinfer.cli.pull import RichReporter
+from edgeinfer.errors import EdgeInferError
+from edgeinfer.pull import resolve_model
+
+
+def load_model(model: str | None, n_ctx: int, n_threads: int | None) -> tuple[Any, float]:
+    """Resolve MODEL (pulling a known model with progress if needed), load it, and return the
+    model and the load time in ms. Shared by ``run`` and ``info``."""
+    path = resolve_model(model, reporter=RichReporter(stderr))
+    try:
+        from edgeinfer.model import Model
+    except ImportError as exc:
+        raise EdgeInferError(f"this build of edgeinfer cannot load models ({exc})") from exc
+    start = time.perf_counter()
+    loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads)
+    return loaded, (time.perf_counter() - start) * 1000.0
+
+
+def _read_prompt(args: argparse.Namespace) -> str:
+    if args.prompt is not None:
+        return args.prompt
+    if args.file == "-":
+        return sys.stdin.read()
+    return Path(args.file).read_text(encoding="utf-8")
+
+
+def _timing(timings: Any, name: str) -> float | None:
+    value = timings.get(name) if isinstance(timings, dict) else getattr(timings, name, None)
+    return None if value is None else float(value)
+
+
+def format_stats(result: Any, load_ms: float) -> str:
+    """One line: load time, prompt tokens and speed, generated tokens and speed, why it stopped."""
+    t = getattr(result, "timings", None) or {}
+    parts = [f"load {load_ms:.0f} ms"]
+    prompt_tok_s = _timing(t, "prompt_tok_s")
+    prompt = f"prompt {result.prompt_tokens} tokens"
+    parts.append(prompt + (f" @ {prompt_tok_s:.1f} tok/s" if prompt_tok_s is not None else ""))
+    gen_tok_s = _timing(t, "gen_tok_s")
+    gen = f"generated {len(result.tokens)} tokens"
+    parts.append(gen + (f" @ {gen_tok_s:.1f} tok/s" if gen_tok_s is not None else ""))
+    parts.append(f"finish: {result.finish_reason}")
+    return " · ".join(parts)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run one generation; returns the exit code (130 on Ctrl-C)."""
+    prompt_text = _read_prompt(args)
+    model, load_ms = load_model(args.model, args.ctx_size, args.threads)
+    prompt = model.tokenize(prompt_text, add_special=False) if args.no_bos else prompt_text
+    gen = model.generate(
+        prompt, max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k,
+        top_p=args.top_p, min_p=args.min_p, seed=args.seed, stop=args.stop,
+        repeat_penalty=args.repeat_penalty,
+    )
+    out = sys.stdout
+    try:
+        while True:
+            try:
+                piece = next(gen)
+            except StopIteration as stop:
+                result = stop.value
+                break
+            out.write(piece)
+            out.flush()
+    except KeyboardInterrupt:
+        gen.close()
+        out.write("\n")
+        out.flush()
+        stderr.print("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): stop quietly, and keep Python's exit-time flush
+        # of stdout from raising again.
+        gen.close()
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    out.write("\n")
+    out.flush()
+    if result is not None:
+        stderr.print(format_stats(result, load_ms), style="dim", soft_wrap=True)
+    return 0

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command: install edgeinfer (building the native core), fetch the real models, run
+# every test. CI runs exactly this (.ci/run). Use another interpreter with PYTHON=/path/to/python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+
+# System packages the tests need. None yet; when one is (e.g. pocl-opencl-icd for the OpenCL
+# tests), list it here:
+APT_PACKAGES=()
+if ((${#APT_PACKAGES[@]})); then
+    missing=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+    if ((${#missing[@]})); then
+        SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
+        $SUDO apt-get update -qq
+        $SUDO apt-get install -y -qq "${missing[@]}"
+    fi
+fi
+
+# Editable install: the extension is built into the source tree, so the tests import the same
+# copy of edgeinfer whether or not the repository root is on sys.path.
+"$PYTHON" -m pip install --disable-pip-version-check -q -e ".[test]"
+
+# The real models (idempotent; a verified file is not fetched again).
+"$PYTHON" scripts/fetch_models.py
+
+EDGEINFER_REQUIRE_MODELS=1 "$PYTHON" -m pytest -q tests "$@"

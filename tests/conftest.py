@@ -1,0 +1,62 @@
+"""Shared test fixtures: the reference-data folder and the real model files.
+
+Real models are looked up in the models folder (``EDGEINFER_MODELS_DIR`` or the platformdirs
+default) through the manifest, never pulled here. A missing model skips its tests, unless
+``EDGEINFER_REQUIRE_MODELS=1`` (set by scripts/test.sh, which fetches them first): then it fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from edgeinfer.models import get_entry
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    """``$EDGEINFER_FIXTURES`` or ``<repo>/../shared/fixtures`` (reference data from other engines)."""
+    override = os.environ.get("EDGEINFER_FIXTURES")
+    path = Path(override) if override else REPO_ROOT.parent / "shared" / "fixtures"
+    if not path.is_dir():
+        pytest.skip(f"fixtures folder not found: {path} (set EDGEINFER_FIXTURES)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def load_fixture(fixtures_dir: Path) -> Callable[[str], Any]:
+    """``load_fixture("tokenizer_smollm2")`` (or with ``.json``) -> the parsed JSON file."""
+
+    def load(name: str) -> Any:
+        path = fixtures_dir / (name if name.endswith(".json") else f"{name}.json")
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    return load
+
+
+def _model_path(name: str) -> Path:
+    entry = get_entry(name)
+    if entry.is_present():
+        return entry.path
+    message = (f"model {name!r} not found at {entry.path} "
+               f"(fetch it with `edgeinfer pull {name}` or scripts/fetch_models.py)")
+    if os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """The SmolLM2-135M-Instruct Q4_1 GGUF file."""
+    return _model_path("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    """The Gemma 3 270M Q4_K_M GGUF file."""
+    return _model_path("gemma3-270m")

@@ -1,0 +1,249 @@
+"""The command line as people use it: a subprocess for errors and exit codes, and in-process
+runs against a stand-in model for the streaming, timings and info output."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from edgeinfer.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "EDGEINFER_DEBUG"}
+    full_env = {**base, **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                           os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "edgeinfer", *args], capture_output=True,
+                          text=True, env=full_env, timeout=600)
+
+
+def assert_clean_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and fragment in proc.stderr
+    assert proc.stdout == ""
+
+
+# -- errors, as a subprocess -----------------------------------------------------------------
+
+def test_unknown_model_name_is_one_clean_line():
+    proc = run_cli("run", "no-such-model", "-p", "hi")
+    assert_clean_error(proc, "unknown model 'no-such-model'")
+    assert "smollm2-135m-instruct" in proc.stderr
+
+
+def test_missing_file_is_one_clean_line(tmp_path):
+    proc = run_cli("info", str(tmp_path / "missing.gguf"))
+    assert_clean_error(proc, "no such model file")
+
+
+def test_folder_instead_of_file_is_one_clean_line(tmp_path):
+    assert_clean_error(run_cli("run", str(tmp_path), "-p", "hi"), "is a folder")
+
+
+def test_verbose_shows_the_traceback():
+    proc = run_cli("run", "no-such-model", "-p", "hi", "--verbose")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+    proc = run_cli("run", "no-such-model", "-p", "hi", env={"EDGEINFER_DEBUG": "1"})
+    assert "Traceback" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["run"],                               # no prompt
+    ["run", "-p", "x", "-f", "y"],         # both prompt sources
+    ["run", "-p", "x", "-n", "0"],         # non-positive count
+    ["run", "-p", "x", "--temp", "hot"],   # not a number
+    ["frobnicate"],                        # no such command
+    [],                                    # no command
+])
+def test_argument_errors_exit_2_with_usage(args):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert "usage:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_models_lists_known_models(tmp_path):
+    proc = run_cli("models", env={"EDGEINFER_MODELS_DIR": str(tmp_path)})
+    assert proc.returncode == 0
+    assert "smollm2-135m-instruct *" in proc.stdout and "gemma3-270m" in proc.stdout
+    assert str(tmp_path) in proc.stdout.replace("\n", "")
+
+
+def test_pull_unknown_name_is_one_clean_line():
+    assert_clean_error(run_cli("pull", "llama-70b"), "unknown model 'llama-70b'")
+
+
+def test_version():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("edgeinfer ")
+
+
+# -- run and info in-process, against a stand-in for edgeinfer.model.Model --------------------
+
+@dataclass
+class FakeResult:
+    tokens: list
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    timings: dict = field(default_factory=dict)
+
+
+class FakeModel:
+    """Implements the slice of the Model API the CLI uses."""
+
+    last: "FakeModel | None" = None
+    pieces = ["Paris", ".", " It"]
+    interrupt_after: int | None = None
+
+    def __init__(self, path, n_ctx, n_threads):
+        self.path, self.n_ctx, self.n_threads = Path(path), n_ctx, n_threads
+        self.arch, self.n_params, self.n_ctx_train = "llama", 134_515_008, 8192
+        self.file_size, self.isa = 98_362_432, "avx2"
+        self.metadata = {"general.architecture": "llama", "llama.context_length": 8192,
+                         "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm",
+                         "tokenizer.ggml.tokens": ["a"] * 49152,
+                         "tokenizer.chat_template": "{{ x }}"}
+        self.tensor_infos = [
+            {"name": "token_embd.weight", "type_name": "Q8_0", "shape": [576, 49152],
+             "nbytes": 30_081_024},
+            {"name": "blk.0.attn_q.weight", "type_name": "Q4_1", "shape": [576, 576],
+             "nbytes": 207_360},
+            {"name": "blk.0.attn_norm.weight", "type_name": "F32", "shape": [576], "nbytes": 2304},
+        ]
+        self.generate_kwargs = None
+        FakeModel.last = self
+
+    @classmethod
+    def load(cls, path, n_ctx=2048, n_threads=None):
+        return cls(path, n_ctx, n_threads)
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        return ([1] if add_special else []) + [ord(c) for c in text]
+
+    def generate(self, prompt, **kwargs):
+        self.prompt, self.generate_kwargs = prompt, kwargs
+        for i, piece in enumerate(self.pieces):
+            if self.interrupt_after is not None and i == self.interrupt_after:
+                raise KeyboardInterrupt
+            yield piece
+        return FakeResult(tokens=[5, 6, 7], text="".join(self.pieces), finish_reason="length",
+                          prompt_tokens=6, timings={"load_ms": 1.0, "prompt_ms": 2.0,
+                                                    "prompt_tok_s": 3000.0, "gen_ms": 30.0,
+                                                    "gen_tok_s": 100.0})
+
+
+@pytest.fixture
+def fake_model_file(tmp_path, monkeypatch):
+    module = types.ModuleType("edgeinfer.model")
+    module.Model = FakeModel
+    monkeypatch.setitem(sys.modules, "edgeinfer.model", module)
+    monkeypatch.setattr(FakeModel, "interrupt_after", None)
+    path = tmp_path / "fake.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+def test_run_streams_pieces_to_stdout_and_timings_to_stderr(fake_model_file, capsys):
+    assert main(["run", str(fake_model_file), "-p", "The capital of France is"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "Paris. It\n"
+    assert "prompt 6 tokens @ 3000.0 tok/s" in err
+    assert "generated 3 tokens @ 100.0 tok/s" in err and "load " in err
+
+
+def test_run_passes_options_through(fake_model_file, capsys):
+    main(["run", str(fake_model_file), "-p", "hi", "-n", "7", "--temp", "0", "--top-k", "5",
+          "--top-p", "0.5", "--min-p", "0.1", "--seed", "3", "--stop", "\n", "-t", "2",
+          "-c", "256", "--repeat-penalty", "1.1"])
+    m = FakeModel.last
+    assert (m.n_ctx, m.n_threads, m.prompt) == (256, 2, "hi")
+    assert m.generate_kwargs == dict(max_tokens=7, temperature=0.0, top_k=5, top_p=0.5,
+                                     min_p=0.1, seed=3, stop=["\n"], repeat_penalty=1.1)
+
+
+def test_run_defaults_come_from_sampling_params(fake_model_file, capsys):
+    from edgeinfer.sampling import SamplingParams
+    main(["run", str(fake_model_file), "-p", "hi"])
+    kw, d = FakeModel.last.generate_kwargs, SamplingParams()
+    assert (kw["temperature"], kw["top_k"], kw["top_p"], kw["min_p"], kw["seed"]) == \
+        (d.temperature, d.top_k, d.top_p, d.min_p, d.seed)
+    assert kw["max_tokens"] == 128 and FakeModel.last.n_ctx == 2048
+
+
+def test_run_no_bos_passes_ids_without_special_tokens(fake_model_file, capsys):
+    main(["run", str(fake_model_file), "-p", "ab", "--no-bos"])
+    assert FakeModel.last.prompt == [97, 98]
+
+
+def test_run_reads_prompt_from_file(fake_model_file, tmp_path, capsys):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("from a file")
+    main(["run", str(fake_model_file), "-f", str(prompt)])
+    assert FakeModel.last.prompt == "from a file"
+
+
+def test_ctrl_c_during_run_exits_130(fake_model_file, capsys):
+    FakeModel.interrupt_after = 2
+    assert main(["run", str(fake_model_file), "-p", "hi"]) == 130
+    out, err = capsys.readouterr()
+    assert out == "Paris.\n" and "interrupted" in err and "Traceback" not in err
+
+
+def test_info_prints_the_summary(fake_model_file, capsys):
+    assert main(["info", str(fake_model_file)]) == 0
+    out = capsys.readouterr().out
+    for fragment in ("llama", "134.5M", "8192", "Q8_0: 1 tensors", "gpt2 (pre: smollm)",
+                     "49,152 tokens", "chat template", "yes", "avx2"):
+        assert fragment in out
+
+
+def test_info_json(fake_model_file, capsys):
+    main(["info", str(fake_model_file), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    assert info["architecture"] == "llama" and info["context_length"] == 8192
+    assert info["quantization"]["Q8_0"] == {"tensors": 1, "bytes": 30_081_024}
+    assert info["tokenizer"] == {"model": "gpt2", "pre": "smollm", "vocab_size": 49152}
+    assert info["chat_template"] is True
+
+
+def test_errors_from_the_model_are_one_line(fake_model_file, monkeypatch, capsys):
+    from edgeinfer.errors import ModelFormatError
+
+    def broken(*args, **kwargs):
+        raise ModelFormatError("fake.gguf: bad magic")
+
+    monkeypatch.setattr(FakeModel, "load", broken)
+    assert main(["run", str(fake_model_file), "-p", "hi"]) == 1
+    assert capsys.readouterr().err.strip() == "error: fake.gguf: bad magic"
+
+
+# -- the real thing --------------------------------------------------------------------------
+
+@pytest.mark.realmodel
+def test_run_smollm2_greedy(smollm2_path):
+    pytest.importorskip("edgeinfer.model")
+    proc = run_cli("run", str(smollm2_path), "-p", "The capital of France is", "-n", "8",
+                   "--temp", "0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() and "tok/s" in proc.stderr
+
+
+@pytest.mark.realmodel
+def test_info_gemma3(gemma3_path):
+    pytest.importorskip("edgeinfer.model")
+    proc = run_cli("info", str(gemma3_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["architecture"] == "gemma3" and info["chat_template"] is False
+    assert info["tokenizer"]["vocab_size"] == 262144
