@@ -17,8 +17,25 @@ import numpy as np
 
 from edgeinfer import _core
 from edgeinfer.errors import ContextOverflowError
+from edgeinfer.sampling import SamplingParams
 
+# Picks the next token from the last position's logits and the token history.
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
+
+
+def make_token_picker(params: SamplingParams) -> Sampler:
+    """The history-dependent penalties followed by the sampler, as one function."""
+    sample = params.make_sampler()
+    processors = params.make_logits_processors()
+    if not processors:
+        return lambda logits, history: sample(logits)
+
+    def pick(logits: np.ndarray, history: Sequence[int]) -> int:
+        for process in processors:
+            logits = process(logits, history)
+        return sample(logits)
+
+    return pick
 
 
 @dataclass

@@ -8,8 +8,10 @@ from typing import Any, Generator, Sequence
 import numpy as np
 
 from edgeinfer import _core
-from edgeinfer.generate import GenerationResult, PromptCache, stream_generate
-from edgeinfer.sampling import SamplingParams, make_sampler
+import dataclasses
+
+from edgeinfer.generate import GenerationResult, PromptCache, make_token_picker, stream_generate
+from edgeinfer.sampling import DEFAULTS
 
 
 class Model:
@@ -100,10 +102,10 @@ class Model:
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
-        params = SamplingParams.with_overrides(
-            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty, seed=seed
-        )
-        sampler = make_sampler(params)
+        overrides = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                         repeat_penalty=repeat_penalty, seed=seed)
+        params = dataclasses.replace(DEFAULTS, **{k: v for k, v in overrides.items() if v is not None})
+        sampler = make_token_picker(params)
         return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms)
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:

@@ -8,7 +8,7 @@ from edgeinfer.model import Model
 from llama_reference import LlamaReference
 from tiny_model import TinyConfig, write_tiny_llama
 
-PROMPT = [5, 77, 300, 12, 150, 9, 200, 41, 33, 260, 17]
+PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 # Relative error bound (max |Δlogit| / max |logit|). F32/F16 weights: only the F16 KV cache and
 # the F16 attention accumulator differ from the float64 reference. Quantized weights also round
 # every activation vector to 8 bits (Q8_0 / Q8_1) inside the dot products.

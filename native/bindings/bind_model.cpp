@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "common/error.h"
 #include "cpu/kernels.h"
 #include "engine/context.h"
 #include "model/model.h"

@@ -1,6 +1,7 @@
 // The KV cache: per layer, one K row and one V row per position, stored as F16.
 // (Quantized K/V types, shifting and save/load come with the prompt-caching work.)
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
