@@ -229,7 +229,8 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, *, pull: b
         if entry.is_present():
             return entry.path
         if not pull:
-            raise FileNotFoundError(f"model {text!r} is not pulled yet (run: edgeinfer pull {text})")
+            raise FileNotFoundError(
+                f"model {text!r} is not pulled yet (run: edgeinfer pull {text})")
         return pull_model(text, reporter=reporter)
     if os.sep in text or "/" in text or text.endswith(".gguf"):
         raise FileNotFoundError(f"no such model file: {text}")

@@ -14,8 +14,9 @@ writes to its input: every transform returns a new array (or the input itself, u
 
 Cost on a 262k vocabulary: top-k narrows with one compare and then ``argpartition``s the few
 near the maximum; only the survivors are sorted, and only when top-p needs an order. min-p runs
-before top-p (one vectorised compare), so top-p sorts only what min-p left; that reordering gives the same set as top-p-then-min-p because both keep a prefix of
-the same descending order and top-p's cumulative sum is normalised over every candidate.
+before top-p (one vectorised compare), so top-p sorts only what min-p left. That reordering
+keeps the same set as top-p-then-min-p: both keep a prefix of the same descending order, and
+top-p's cumulative sum is normalised over every candidate, not just min-p's survivors.
 """
 from __future__ import annotations
 

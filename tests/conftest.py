@@ -20,7 +20,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """``$EDGEINFER_FIXTURES`` or ``<repo>/../shared/fixtures`` (reference data from other engines)."""
+    """Reference data from other engines: ``$EDGEINFER_FIXTURES`` or ``../shared/fixtures``
+    relative to the repository root."""
     override = os.environ.get("EDGEINFER_FIXTURES")
     path = Path(override) if override else REPO_ROOT.parent / "shared" / "fixtures"
     if not path.is_dir():

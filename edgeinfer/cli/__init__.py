@@ -19,7 +19,12 @@ from edgeinfer.errors import EdgeInferError
 # command -> "module:function" in edgeinfer.cli; the function takes the parsed arguments and
 # returns the exit code. Modules are imported on use, so `edgeinfer pull` does not load the
 # model runtime.
-COMMANDS = {"run": "run:main", "info": "info:main", "pull": "pull:main", "models": "pull:list_models"}
+COMMANDS = {
+    "run": "run:main",
+    "info": "info:main",
+    "pull": "pull:main",
+    "models": "pull:list_models",
+}
 
 
 def _debug(args: argparse.Namespace) -> bool:
@@ -33,7 +38,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``edgeinfer`` script and ``python -m edgeinfer``; returns the exit code."""
+    """Entry point of ``edgeinfer`` and ``python -m edgeinfer``; returns the exit code."""
     args = build_parser().parse_args(argv)
     debug = _debug(args)
     try:

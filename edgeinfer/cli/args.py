@@ -33,7 +33,8 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     _add_model(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("-p", "--prompt", help="the prompt text")
-    src.add_argument("-f", "--file", metavar="PATH", help="read the prompt from a file ('-' = stdin)")
+    src.add_argument("-f", "--file", metavar="PATH",
+                     help="read the prompt from a file ('-' = stdin)")
     p.add_argument("-n", "--n-predict", type=_positive_int, default=128, metavar="N",
                    help="maximum number of tokens to generate (default: %(default)s)")
     p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",

@@ -63,7 +63,8 @@ class ModelEntry:
 def _parse_entry(name: str, raw: dict) -> ModelEntry:
     source = raw["source"]
     if source.get("kind") != "pypi":
-        raise EdgeInferError(f"manifest entry {name!r}: unsupported source kind {source.get('kind')!r}")
+        raise EdgeInferError(
+            f"manifest entry {name!r}: unsupported source kind {source.get('kind')!r}")
     return ModelEntry(
         name=name,
         description=raw.get("description", ""),

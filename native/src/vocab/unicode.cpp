@@ -1,0 +1,112 @@
+#include "vocab/unicode.h"
+
+#include <array>
+
+namespace ei::unicode {
+
+namespace {
+
+struct Range {
+    uint32_t first;
+    uint16_t flags;
+};
+
+// {first code point, flags}, generated from Python's unicodedata (see the file's header).
+constexpr Range kRanges[] = {
+#include "vocab/unicode_data.inc"
+};
+
+// One uint16 per code point (2.2 MB): the pre-tokenizers ask for flags of every character.
+std::vector<uint16_t> build_flag_table() {
+    std::vector<uint16_t> table(MAX_CODEPOINT, UNDEFINED);
+    constexpr size_t n = sizeof(kRanges) / sizeof(kRanges[0]);
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t end = i + 1 < n ? kRanges[i + 1].first : MAX_CODEPOINT;
+        for (uint32_t c = kRanges[i].first; c < end; ++c) table[c] = kRanges[i].flags;
+    }
+    return table;
+}
+
+// GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes
+// get U+0100.. in byte order.
+struct ByteMap {
+    std::array<std::string, 256> to_utf8;
+    std::array<int16_t, 324> from_cpt;  // stand-ins are all below U+0100 + 68
+    ByteMap() {
+        from_cpt.fill(-1);
+        int n = 0;
+        for (int b = 0; b < 256; ++b) {
+            const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+            const uint32_t cpt = printable ? uint32_t(b) : uint32_t(256 + n++);
+            append_utf8(to_utf8[b], cpt);
+            from_cpt[cpt] = int16_t(b);
+        }
+    }
+};
+
+const ByteMap& byte_map() {
+    static const ByteMap map;
+    return map;
+}
+
+}  // namespace
+
+uint16_t flags(uint32_t cpt) {
+    static const std::vector<uint16_t> table = build_flag_table();
+    return cpt < MAX_CODEPOINT ? table[cpt] : uint16_t(UNDEFINED);
+}
+
+std::vector<uint32_t> decode_utf8(std::string_view s) {
+    std::vector<uint32_t> out;
+    out.reserve(s.size());
+    const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+    const size_t n = s.size();
+    auto cont = [&](size_t i) { return i < n && (p[i] & 0xC0) == 0x80; };
+    size_t i = 0;
+    while (i < n) {
+        const uint8_t b = p[i];
+        if (b < 0x80) {
+            out.push_back(b);
+            i += 1;
+        } else if ((b & 0xE0) == 0xC0 && cont(i + 1)) {
+            out.push_back(uint32_t(b & 0x1F) << 6 | (p[i + 1] & 0x3F));
+            i += 2;
+        } else if ((b & 0xF0) == 0xE0 && cont(i + 1) && cont(i + 2)) {
+            out.push_back(uint32_t(b & 0x0F) << 12 | uint32_t(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3F));
+            i += 3;
+        } else if ((b & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
+            const uint32_t c = uint32_t(b & 0x07) << 18 | uint32_t(p[i + 1] & 0x3F) << 12 |
+                               uint32_t(p[i + 2] & 0x3F) << 6 | (p[i + 3] & 0x3F);
+            out.push_back(c < MAX_CODEPOINT ? c : REPLACEMENT);
+            i += 4;
+        } else {
+            out.push_back(REPLACEMENT);  // stray continuation byte, truncated sequence, 0xF8..0xFF
+            i += 1;
+        }
+    }
+    return out;
+}
+
+void append_utf8(std::string& out, uint32_t c) {
+    if (c < 0x80) {
+        out.push_back(char(c));
+    } else if (c < 0x800) {
+        out.push_back(char(0xC0 | (c >> 6)));
+        out.push_back(char(0x80 | (c & 0x3F)));
+    } else if (c < 0x10000) {
+        out.push_back(char(0xE0 | (c >> 12)));
+        out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
+        out.push_back(char(0x80 | (c & 0x3F)));
+    } else {
+        out.push_back(char(0xF0 | (c >> 18)));
+        out.push_back(char(0x80 | ((c >> 12) & 0x3F)));
+        out.push_back(char(0x80 | ((c >> 6) & 0x3F)));
+        out.push_back(char(0x80 | (c & 0x3F)));
+    }
+}
+
+const std::string& byte_to_utf8(uint8_t byte) { return byte_map().to_utf8[byte]; }
+
+int utf8_to_byte(uint32_t cpt) { return cpt < 324 ? byte_map().from_cpt[cpt] : -1; }
+
+}  // namespace ei::unicode
