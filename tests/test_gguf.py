@@ -349,3 +349,14 @@ def test_gemma3_opens_fast():
     n = f.array_size("tokenizer.ggml.tokens")
     assert n == f.array_size("tokenizer.ggml.scores") == f.array_size("tokenizer.ggml.token_type") > 200_000
     assert len(f.get_string_array("tokenizer.ggml.tokens")) == n
+
+
+def test_non_utf8_key_is_rejected_with_an_escaped_name(tmp_path, sample_bytes):
+    # The message becomes a Python str, so the bad byte must be escaped, not copied.
+    with pytest.raises(ModelFormatError, match=r"key 'test\.\\xff8': key is not valid UTF-8"):
+        _open_bytes(tmp_path, sample_bytes.replace(b"test.u8", b"test.\xff8"))
+
+
+def test_non_utf8_tensor_name_is_rejected(tmp_path, sample_bytes):
+    with pytest.raises(ModelFormatError, match=r"tensor 'output\.weigh\\x80': tensor name is not valid UTF-8"):
+        _open_bytes(tmp_path, sample_bytes.replace(b"output.weight", b"output.weigh\x80"))
