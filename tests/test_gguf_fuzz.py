@@ -112,7 +112,8 @@ def test_hostile_variants_load_or_raise_model_format_error(tmp_path):
                 results.update(single)
             else:
                 failures.append(f"{variants[item[0]][0]}: child died ({single_ending})")
-        assert failures or missing, ending
+        if not failures:
+            failures.append(f"the batch child ended with {ending}, yet every unreported variant passed alone")
 
     for i, (desc, _) in enumerate(variants):
         r = results.get(i)
