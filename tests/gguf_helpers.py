@@ -125,11 +125,10 @@ def field_locations(path: os.PathLike | str) -> list[FieldLoc]:
 
     def add_parts(label: str, offset: int, parts) -> None:
         for i, part in enumerate(parts):
-            if part.dtype.kind in "ui" and part.dtype.itemsize in (1, 4, 8) and part.dtype != np.uint8:
+            is_bytes = part.dtype == np.uint8 and part.size > 1  # a string's bytes
+            if part.dtype.kind in "uib" and part.dtype.itemsize in (1, 4, 8) and not is_bytes:
                 for k in range(part.size):  # dims arrive as one part of n_dims u64s
                     locs.append(FieldLoc(f"{label} part {i}.{k}", offset + k * part.itemsize, part.itemsize))
-            elif part.dtype == np.uint8 and part.size == 1:
-                locs.append(FieldLoc(f"{label} part {i}", offset, 1))
             offset += part.nbytes
 
     for name, field in reader.fields.items():

@@ -53,7 +53,7 @@ py::dict tensor_to_py(const ei::GgufTensor& t) {
     py::list shape;
     for (uint32_t d = 0; d < t.n_dims; ++d) shape.append(t.ne[d]);
     py::dict d;
-    d["name"] = t.name;
+    d["name"] = decode_utf8(t.name);  // valid UTF-8 (checked at open)
     d["type"] = t.type;
     d["type_name"] = ei::type_info(t.type).name;
     d["shape"] = shape;

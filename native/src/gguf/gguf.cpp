@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -40,6 +41,57 @@ constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;          // key length, 1-byte k
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;  // 1-byte name, 1 dim
 
 std::string num(uint64_t v) { return std::to_string(v); }
+
+// Length of the well-formed UTF-8 sequence at p[0..n), or 0 if it is not one (Unicode Table 3-7:
+// no overlongs, no surrogates, nothing above U+10FFFF -- what Python's strict decoder accepts).
+size_t utf8_sequence(const uint8_t* p, size_t n) {
+    uint8_t c = p[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    uint8_t lo = 0x80, hi = 0xBF;  // range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return 0;
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k < len; ++k)
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+// A key or tensor name from the file, made safe for an error message: control characters and
+// bytes that are not UTF-8 become \xNN (the message becomes a Python str, which must decode), and
+// very long names are cut.
+std::string printable(std::string_view s) {
+    constexpr size_t kMaxShown = 200;
+    std::string out;
+    const uint8_t* p = (const uint8_t*)s.data();
+    size_t n = s.size(), k = 0;
+    while (k < n && out.size() < kMaxShown) {
+        size_t len = utf8_sequence(p + k, n - k);
+        if (len == 0 || (len == 1 && (p[k] < 0x20 || p[k] == 0x7F))) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", p[k]);
+            out += buf;
+            k += 1;
+        } else {
+            out.append(s.data() + k, len);
+            k += len;
+        }
+    }
+    if (k < n) out += "... (" + num(n) + " bytes)";
+    return out;
+}
+
+bool is_utf8(std::string_view s) {
+    const uint8_t* p = (const uint8_t*)s.data();
+    for (size_t k = 0, len; k < s.size(); k += len)
+        if ((len = utf8_sequence(p + k, s.size() - k)) == 0) return false;
+    return true;
+}
+
+std::string key_field(std::string_view key) { return "key '" + printable(key) + "'"; }
+std::string tensor_field(std::string_view name) { return "tensor '" + printable(name) + "'"; }
 
 bool is_integer(GgufType t) {
     switch (t) {
@@ -243,7 +295,9 @@ GgufTensor read_tensor_info(Cursor& c, uint64_t index) {
     std::string_view name = c.read_string(where, "name", kMaxTensorNameBytes);
     if (name.empty()) c.fail(where, "empty tensor name");
     t.name = std::string(name);
-    where = "tensor '" + t.name + "'";
+    where = tensor_field(t.name);
+    // Names are looked up by the text callers spell, so they must be text.
+    if (!is_utf8(name)) c.fail(where, "tensor name is not valid UTF-8");
 
     t.n_dims = c.read<uint32_t>(where, "n_dims");
     if (t.n_dims == 0 || t.n_dims > kMaxDims)
@@ -308,7 +362,8 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
         std::string where = "key #" + num(k);
         std::string_view key = c.read_string(where, "key", kMaxKeyBytes);
         if (key.empty()) c.fail(where, "empty key");
-        where = "key '" + std::string(key) + "'";
+        where = key_field(key);
+        if (!is_utf8(key)) c.fail(where, "key is not valid UTF-8");
         GgufType type = read_value_type(c, where, "value type");
         GgufValue value = read_value(c, type, where);
         if (!kv_index_.emplace(std::string(key), kv_.size()).second) c.fail(where, "duplicate key");
@@ -334,7 +389,7 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
     for (uint64_t k = 0; k < n_tensors; ++k) {
         GgufTensor t = read_tensor_info(c, k);
         if (!tensor_index_.emplace(t.name, tensors_.size()).second)
-            c.fail("tensor '" + t.name + "'", "duplicate tensor name");
+            c.fail(tensor_field(t.name), "duplicate tensor name");
         tensors_.push_back(std::move(t));
     }
 
@@ -343,7 +398,7 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
     uint64_t size = file_.size();
     uint64_t data_bytes = size > data_offset_ ? size - data_offset_ : 0;
     for (GgufTensor& t : tensors_) {
-        std::string where = "tensor '" + t.name + "'";
+        std::string where = tensor_field(t.name);
         if (t.offset % alignment_ != 0)
             fail(where, "offset " + num(t.offset) + " is not a multiple of the alignment " + num(alignment_));
         if (t.offset > data_bytes || t.nbytes > data_bytes - t.offset)
@@ -374,19 +429,19 @@ namespace {
 
 const GgufValue& require(const GgufFile& f, const std::string& key) {
     const GgufValue* v = f.find(key);
-    if (!v) f.fail("key '" + key + "'", "required key is missing");
+    if (!v) f.fail(key_field(key), "required key is missing");
     return *v;
 }
 
 [[noreturn]] void wrong_type(const GgufFile& f, const std::string& key, const GgufValue& v,
                              const char* expected) {
-    f.fail("key '" + key + "'", "has type " + type_desc(v) + ", expected " + expected);
+    f.fail(key_field(key), "has type " + type_desc(v) + ", expected " + expected);
 }
 
 int64_t as_int(const GgufFile& f, const std::string& key, const GgufValue& v) {
     if (!is_integer(v.type)) wrong_type(f, key, v, "an integer");
     if (v.type == GgufType::UINT64 && v.u > (uint64_t)std::numeric_limits<int64_t>::max())
-        f.fail("key '" + key + "'", "value " + num(v.u) + " does not fit a signed 64-bit integer");
+        f.fail(key_field(key), "value " + num(v.u) + " does not fit a signed 64-bit integer");
     return v.i;
 }
 
@@ -458,7 +513,7 @@ std::vector<int32_t> GgufFile::get_int_array(const std::string& key) const {
                         ? e.u <= (uint64_t)std::numeric_limits<int32_t>::max()
                         : e.i >= std::numeric_limits<int32_t>::min() && e.i <= std::numeric_limits<int32_t>::max();
         if (!fits)
-            fail("key '" + key + "'", "element " + num(out.size()) + " does not fit a 32-bit integer");
+            fail(key_field(key), "element " + num(out.size()) + " does not fit a 32-bit integer");
         out.push_back((int32_t)e.i);
     });
     return out;
