@@ -141,6 +141,17 @@ def test_smollm2_tokenizes_64k_of_text_fast(smollm2, fixtures_dir):
     assert best < 0.1, f"tokenizing {len(text)} characters took {best * 1e3:.1f} ms"
 
 
+def test_smollm2_tokenizes_in_parallel_threads(smollm2, fixtures_dir):
+    # tokenize releases the GIL and keeps no state between calls
+    from concurrent.futures import ThreadPoolExecutor
+    text = (fixtures_dir / "eval.txt").read_text(encoding="utf-8")
+    chunks = [text[i:i + 4000] for i in range(0, len(text), 4000)]
+    expected = [smollm2.tokenize(c, add_special=False) for c in chunks]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda c: smollm2.tokenize(c, add_special=False), chunks * 4))
+    assert got == expected * 4
+
+
 def test_out_of_range_id_is_an_error(smollm2):
     with pytest.raises(_core.EdgeInferError, match="out of range"):
         smollm2.token_to_piece(smollm2.n_tokens)
