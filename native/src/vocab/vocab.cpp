@@ -385,8 +385,10 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
     for (const Fragment& fr : v.partition(text, parse_special)) {
         if (fr.token >= 0) {
             out.push_back(fr.token);
-        } else {
+        } else if (v.kind == Impl::Kind::BPE) {
             v.bpe->tokenize(text.substr(fr.offset, fr.length), out);
+        } else {
+            throw Error("SentencePiece tokenizer not implemented yet");  // spm.cpp: refused at load for now
         }
     }
     if (add_special && v.add_eos) out.push_back(v.eos);
