@@ -10,18 +10,14 @@ from typing import Any
 
 from edgeinfer.cli.output import stderr
 from edgeinfer.cli.pull import RichReporter
-from edgeinfer.errors import EdgeInferError
+from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 
 
 def load_model(model: str | None, n_ctx: int, n_threads: int | None) -> tuple[Any, float]:
     """Resolve MODEL (pulling a known model with progress if needed), load it, and return the
-    model and the load time in ms. Shared by ``run`` and ``info``."""
+    model and the load time in ms."""
     path = resolve_model(model, reporter=RichReporter(stderr))
-    try:
-        from edgeinfer.model import Model
-    except ImportError as exc:
-        raise EdgeInferError(f"this build of edgeinfer cannot load models ({exc})") from exc
     start = time.perf_counter()
     loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads)
     return loaded, (time.perf_counter() - start) * 1000.0
