@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "vocab/bpe.h"
+#include "vocab/spm.h"
 #include "vocab/unicode.h"
 
 namespace ei {
@@ -91,12 +92,18 @@ struct Vocab::Impl {
     int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
     int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     bool add_bos = false, add_eos = false;
+    bool add_space_prefix = false;     // SPM: a space before the text and after special tokens
     std::vector<int32_t> eog;          // sorted
     std::vector<int32_t> special;      // control / user-defined / unknown, longest text first
     std::vector<std::string> piece;    // token_to_piece(id, special=true), precomputed
     std::unique_ptr<BpeTokenizer> bpe;
+    std::unique_ptr<SpmTokenizer> spm;
 
     void load(const GgufFile& f);
+    void load_bpe(const GgufFile& f);
+    void load_spm(const GgufFile& f);
+    void finish_load(const GgufFile& f);
+    std::vector<float> load_scores(const GgufFile& f) const;
     void load_tokens(const GgufFile& f);
     void load_special_ids(const GgufFile& f);
     void find_special_by_text(const std::string& general_name, const std::string& arch);
@@ -115,14 +122,19 @@ void Vocab::Impl::load(const GgufFile& f) {
 
     if (model == "gpt2") {
         kind = Kind::BPE;
+        load_bpe(f);
     } else if (model == "llama") {
-        throw Error("SentencePiece tokenizer not implemented yet (tokenizer.ggml.model 'llama' in " + f.path() + ")");
+        kind = Kind::SPM;
+        load_spm(f);
     } else {
         throw Error("unsupported tokenizer model '" + model + "' (tokenizer.ggml.model in " + f.path() + ")");
     }
+    finish_load(f);
+}
 
+void Vocab::Impl::load_bpe(const GgufFile& f) {
     // byte-level BPE: llama.cpp's defaults, then what the pre-tokenizer implies.
-    PreTokenizer pre_tok = make_pre_tokenizer(pre_name);  // unknown names fail before the big arrays
+    PreTokenizer pre_tok = make_pre_tokenizer(f.get_string("tokenizer.ggml.pre", ""));  // fails before the big arrays
     bos = 11;
     eos = 11;
     add_bos = pre_tok.add_bos == 1;
@@ -134,8 +146,44 @@ void Vocab::Impl::load(const GgufFile& f) {
         f.fail("key 'tokenizer.ggml.merges'", "missing: a gpt2 (BPE) tokenizer needs its merges");
     bpe = std::make_unique<BpeTokenizer>(token_to_id, int32_t(text.size()),
                                          f.get_string_array("tokenizer.ggml.merges"), std::move(pre_tok));
-
     load_special_ids(f);
+}
+
+void Vocab::Impl::load_spm(const GgufFile& f) {
+    // llama.cpp's defaults for the "llama" model: LLaMA's ids (unk 0, BOS 1, EOS 2), BOS added,
+    // a space prefix; the file's keys override them. No pre-tokenizer: tokenizer.ggml.pre is
+    // ignored, as llama.cpp does for SPM.
+    unk = 0;
+    bos = 1;
+    eos = 2;
+    add_bos = true;
+    add_eos = false;
+    add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", true);
+    load_tokens(f);
+    load_special_ids(f);  // before the tokenizer: the unknown token stands in for bytes without a token
+    spm = std::make_unique<SpmTokenizer>(token_to_id, load_scores(f), unk);
+}
+
+// tokenizer.ggml.scores: float32 or int32 (llama.cpp takes either); all 0 if absent.
+std::vector<float> Vocab::Impl::load_scores(const GgufFile& f) const {
+    const int64_t n = int64_t(text.size());
+    const int64_t count = f.array_size("tokenizer.ggml.scores");
+    if (count < 0) return std::vector<float>(size_t(n), 0.0f);
+    if (count < n)
+        f.fail("key 'tokenizer.ggml.scores'", std::to_string(count) + " entries for " + std::to_string(n) + " tokens");
+    const GgufValue* v = f.find("tokenizer.ggml.scores");
+    std::vector<float> scores;
+    if (v->elem_type == GgufType::INT32) {
+        for (int32_t s : f.get_int_array("tokenizer.ggml.scores")) scores.push_back(float(s));
+    } else {
+        scores = f.get_float_array("tokenizer.ggml.scores");  // names the key if of another type
+    }
+    scores.resize(size_t(n));
+    return scores;
+}
+
+// What both kinds share, after the tokens and special ids are read.
+void Vocab::Impl::finish_load(const GgufFile& f) {
     add_bos = f.get_bool("tokenizer.ggml.add_bos_token", add_bos);
     add_eos = f.get_bool("tokenizer.ggml.add_eos_token", add_eos);
     if (add_bos && bos < 0) f.fail("key 'tokenizer.ggml.add_bos_token'", "true, but tokenizer.ggml.bos_token_id is not set");
@@ -295,6 +343,18 @@ std::string Vocab::Impl::make_piece(int32_t id) const {
     const uint32_t a = attr[id];
     const std::string& t = text[id];
     if (a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return t;
+    if ((a & ATTR_NORMAL) && kind == Kind::SPM) {  // '▁' back to ' '
+        std::string out;
+        for (size_t i = 0; i < t.size(); ++i) {
+            if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
+                out += ' ';
+                i += 2;
+            } else {
+                out += t[i];
+            }
+        }
+        return out;
+    }
     if (a & ATTR_NORMAL) {  // byte-level characters back to bytes
         std::string out;
         for (uint32_t cpt : unicode::decode_utf8(t)) {
@@ -382,13 +442,18 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
     const Impl& v = *impl_;
     std::vector<int32_t> out;
     if (add_special && v.add_bos) out.push_back(v.bos);
+    // SPM: llama.cpp prefixes a space to the first raw fragment and to each one that follows a
+    // special token (control or user-defined alike), not only at the start of the text.
+    bool after_special = true;
     for (const Fragment& fr : v.partition(text, parse_special)) {
         if (fr.token >= 0) {
             out.push_back(fr.token);
+            after_special = true;
         } else if (v.kind == Impl::Kind::BPE) {
             v.bpe->tokenize(text.substr(fr.offset, fr.length), out);
         } else {
-            throw Error("SentencePiece tokenizer not implemented yet");  // spm.cpp: refused at load for now
+            v.spm->tokenize(text.substr(fr.offset, fr.length), v.add_space_prefix && after_special, out);
+            after_special = false;
         }
     }
     if (add_special && v.add_eos) out.push_back(v.eos);
@@ -401,9 +466,18 @@ std::string Vocab::token_to_piece(int32_t id, bool special) const {
     return impl_->piece[id];
 }
 
+// llama.cpp's llama_detokenize(remove_special=false, unparse_special=special), as its
+// common_detokenize calls it: with add_space_prefix, one leading space of the *first* piece is
+// dropped (the prefix tokenize added). So a text tokenized without BOS comes back exactly; with
+// BOS first, the strip lands on BOS and the prefix space stays (" Hello"), as in llama.cpp.
+// token_to_piece itself never strips, so streamed pieces concatenate to the same text.
 std::string Vocab::detokenize(const std::vector<int32_t>& ids, bool special) const {
     std::string out;
-    for (int32_t id : ids) out += token_to_piece(id, special);
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string piece = token_to_piece(ids[i], special);
+        const bool strip = i == 0 && impl_->add_space_prefix && !piece.empty() && piece[0] == ' ';
+        out.append(piece, strip ? 1 : 0, std::string::npos);
+    }
     return out;
 }
 
