@@ -27,12 +27,12 @@ SpmTokenizer::SpmTokenizer(const TokenMap& token_to_id, std::vector<float> score
     static const char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; ++b) {
         const char name[6] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-        auto it = token_to_id_.find(std::string_view(name, 6));
-        if (it == token_to_id_.end()) {
+        int32_t id = token_to_id_.find(std::string_view(name, 6));
+        if (id < 0) {
             const char c = char(b);
-            it = token_to_id_.find(std::string_view(&c, 1));
+            id = token_to_id_.find(std::string_view(&c, 1));
         }
-        byte_token_[b] = it != token_to_id_.end() ? it->second : unk;
+        byte_token_[b] = id >= 0 ? id : unk;
     }
 }
 
@@ -55,10 +55,10 @@ void SpmTokenizer::tokenize(std::string_view raw, bool space_prefix, std::vector
     sym.reserve(text.size());
     for (size_t off = 0; off < text.size();) {
         const size_t len = std::min(utf8_len(text[off]), text.size() - off);
-        auto it = token_to_id_.find(std::string_view(text.data() + off, len));
+        const int32_t id = token_to_id_.find(std::string_view(text.data() + off, len));
         const int32_t i = int32_t(sym.size());
         off += len;
-        sym.push_back({it != token_to_id_.end() ? it->second : -1, i - 1,
+        sym.push_back({id, i - 1,
                        off == text.size() ? -1 : i + 1, uint32_t(off - len), uint32_t(len)});
     }
 
@@ -77,8 +77,8 @@ void SpmTokenizer::tokenize(std::string_view raw, bool space_prefix, std::vector
     auto try_add = [&](int32_t l, int32_t r) {
         if (l < 0 || r < 0) return;
         const uint32_t size = sym[l].len + sym[r].len;
-        auto it = token_to_id_.find(std::string_view(text.data() + sym[l].begin, size));
-        if (it != token_to_id_.end()) queue.push({scores_[it->second], l, r, it->second, size});
+        const int32_t id = token_to_id_.find(std::string_view(text.data() + sym[l].begin, size));
+        if (id >= 0) queue.push({scores_[id], l, r, id, size});
     };
     for (int32_t i = 1; i < int32_t(sym.size()); ++i) try_add(i - 1, i);
 

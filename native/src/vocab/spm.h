@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vocab/bpe.h"  // TokenMap
+#include "vocab/token_map.h"
 
 namespace ei {
 

@@ -60,11 +60,16 @@ const char* const kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<P
 const char* const kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const char* const kFimSepTexts[] = {"<|file_sep|>"};
 
+// The lowest id among the tokens with one of these texts, -1 if none. Looking the few texts
+// up, rather than comparing every token with every list, keeps loading 262k tokens fast.
 template <size_t N>
-bool one_of(const std::string& s, const char* const (&list)[N]) {
-    for (const char* t : list)
-        if (s == t) return true;
-    return false;
+int32_t first_of(const TokenMap& map, const char* const (&list)[N]) {
+    int32_t best = -1;
+    for (const char* t : list) {
+        const int32_t id = map.find(t);
+        if (id >= 0 && (best < 0 || id < best)) best = id;
+    }
+    return best;
 }
 
 bool contains_any(const std::string& s, std::initializer_list<const char*> parts) {
@@ -212,13 +217,10 @@ void Vocab::Impl::load_tokens(const GgufFile& f) {
         text[i] = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : std::string(tokens[i]);
         attr[i] = types.empty() ? ATTR_NORMAL : attr_of_type(types[i]);
     }
-    token_to_id.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-        auto ins = token_to_id.emplace(text[i], int32_t(i));
-        if (!ins.second)
-            f.fail("key 'tokenizer.ggml.tokens'", "duplicate token '" + text[i] + "' (ids " +
-                                                      std::to_string(ins.first->second) + " and " + std::to_string(i) + ")");
-    }
+    const auto [first, dup] = token_to_id.build(text);
+    if (dup >= 0)
+        f.fail("key 'tokenizer.ggml.tokens'", "duplicate token '" + text[dup] + "' (ids " + std::to_string(first) +
+                                                  " and " + std::to_string(dup) + ")");
 }
 
 void Vocab::Impl::load_special_ids(const GgufFile& f) {
@@ -247,20 +249,15 @@ void Vocab::Impl::load_special_ids(const GgufFile& f) {
 void Vocab::Impl::find_special_by_text(const std::string& general_name, const std::string& arch) {
     const int32_t n = int32_t(text.size());
     // A token found by its text is made a control token (llama.cpp: "control-looking token").
-    auto adopt = [&](int32_t& slot, int32_t id, bool match) {
-        if (slot < 0 && match) {
+    // llama.cpp walks an unordered map; here the lowest matching id wins.
+    auto adopt = [&](int32_t& slot, int32_t id) {
+        if (slot < 0 && id >= 0) {
             slot = id;
             attr[id] |= ATTR_CONTROL;
         }
     };
-    // llama.cpp walks an unordered map; in id order the first match wins here.
-    for (int32_t id = 0; id < n; ++id) {
-        const std::string& t = text[id];
-        adopt(eot, id, one_of(t, kEotTexts));
-        adopt(eom, id, t == "<|eom_id|>");
-        adopt(fim_pad, id, one_of(t, kFimPadTexts));
-        adopt(fim_rep, id, one_of(t, kFimRepTexts));
-        adopt(fim_sep, id, one_of(t, kFimSepTexts));
+    static const char* const eom_texts[] = {"<|eom_id|>"};
+    {
         static const char* const pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
             "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>", "\xE2\x96\x81<PRE>",
             "<|code_prefix|>", "<|prefix|>"};
@@ -270,9 +267,13 @@ void Vocab::Impl::find_special_by_text(const std::string& general_name, const st
         static const char* const mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
             "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>", "\xE2\x96\x81<MID>",
             "<|code_middle|>", "<|middle|>"};
-        adopt(fim_pre, id, one_of(t, pre_texts));
-        adopt(fim_suf, id, one_of(t, suf_texts));
-        adopt(fim_mid, id, one_of(t, mid_texts));
+        const std::pair<int32_t*, int32_t> found[] = {
+            {&eot, first_of(token_to_id, kEotTexts)},        {&eom, first_of(token_to_id, eom_texts)},
+            {&fim_pad, first_of(token_to_id, kFimPadTexts)}, {&fim_rep, first_of(token_to_id, kFimRepTexts)},
+            {&fim_sep, first_of(token_to_id, kFimSepTexts)}, {&fim_pre, first_of(token_to_id, pre_texts)},
+            {&fim_suf, first_of(token_to_id, suf_texts)},    {&fim_mid, first_of(token_to_id, mid_texts)},
+        };
+        for (const auto& [slot, id] : found) adopt(*slot, id);
     }
     for (int32_t id = 0; id < n; ++id)
         if ((attr[id] & ATTR_CONTROL) && text[id].find("unused") != std::string::npos) attr[id] |= ATTR_UNUSED;
@@ -280,23 +281,23 @@ void Vocab::Impl::find_special_by_text(const std::string& general_name, const st
     std::vector<bool> is_eog(size_t(n), false);
     for (int32_t id : {fim_pad, fim_rep, fim_sep})
         if (id >= 0) is_eog[id] = true;
-    for (int32_t id = 0; id < n; ++id) {
-        if (one_of(text[id], kEogTexts)) {
+    for (const char* t : kEogTexts) {
+        const int32_t id = token_to_id.find(t);
+        if (id >= 0) {
             is_eog[id] = true;
             attr[id] |= ATTR_CONTROL;
         }
     }
     // gpt-oss: these always render.
-    for (int32_t id = 0; id < n; ++id) {
-        const std::string& t = text[id];
-        if (t == "<|channel|>" || t == "<|message|>" || t == "<|start|>" || t == "<|constrain|>")
-            attr[id] = ATTR_USER_DEFINED;
+    for (const char* t : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+        const int32_t id = token_to_id.find(t);
+        if (id >= 0) attr[id] = ATTR_USER_DEFINED;
     }
     for (int32_t id : {eos, eot, eom})
         if (id >= 0) is_eog[id] = true;
     auto eog_with = [&](const char* t) {
-        auto it = token_to_id.find(t);
-        return it != token_to_id.end() && is_eog[it->second] ? it->second : -1;
+        const int32_t id = token_to_id.find(t);
+        return id >= 0 && is_eog[id] ? id : -1;
     };
     // o200k_harmony / solar-open: "<|end|>" is not the end there.
     const int32_t end_id = eog_with("<|end|>");
@@ -324,8 +325,8 @@ void Vocab::Impl::find_special_by_text(const std::string& general_name, const st
     std::string name = general_name;
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     auto set_attr = [&](const char* t, uint32_t a, bool on) {
-        auto it = token_to_id.find(t);
-        if (it != token_to_id.end()) attr[it->second] = on ? attr[it->second] | a : attr[it->second] & ~a;
+        const int32_t id = token_to_id.find(t);
+        if (id >= 0) attr[id] = on ? attr[id] | a : attr[id] & ~a;
     };
     if (contains_any(pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
         contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
@@ -344,16 +345,13 @@ std::string Vocab::Impl::make_piece(int32_t id) const {
     const std::string& t = text[id];
     if (a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return t;
     if ((a & ATTR_NORMAL) && kind == Kind::SPM) {  // '▁' back to ' '
+        static const std::string_view kSpace = "\xE2\x96\x81";
         std::string out;
-        for (size_t i = 0; i < t.size(); ++i) {
-            if (t.compare(i, 3, "\xE2\x96\x81") == 0) {
-                out += ' ';
-                i += 2;
-            } else {
-                out += t[i];
-            }
-        }
-        return out;
+        out.reserve(t.size());
+        size_t from = 0;
+        for (size_t at; (at = t.find(kSpace, from)) != std::string::npos; from = at + kSpace.size())
+            out.append(t, from, at - from).push_back(' ');
+        return out.append(t, from, std::string::npos);
     }
     if (a & ATTR_NORMAL) {  // byte-level characters back to bytes
         std::string out;
