@@ -37,6 +37,16 @@ def test_gemma3_ids_match_llama_cpp_exactly(gemma3, load_fixture, name, add_spec
     assert not wrong, f"{len(wrong)} of {len(data['cases'])} cases differ: {wrong}"
 
 
+def test_gemma3_greedy_prompts_and_pieces_match_llama_cpp(gemma3, load_fixture):
+    # The greedy-decoding vectors record llama.cpp's prompt ids (plain and chat prompts) and the
+    # piece of each generated token (common_token_to_piece, special=false).
+    for run in load_fixture("greedy_llamacpp_gemma3")["results"]:
+        ids = gemma3.tokenize(run["text"], add_special=run["add_special"], parse_special=run["parse_special"])
+        assert ids == run["prompt_ids"], run["name"]
+        pieces = [gemma3.token_to_piece(t, False).decode("utf-8", "replace") for t in run["gen_ids"]]
+        assert pieces == run["gen_pieces"], run["name"]
+
+
 def test_gemma3_detokenize_inverts_tokenize(gemma3, load_fixture):
     # Gemma sets add_space_prefix false: no space is added, none is removed.
     for case in load_fixture("tokenizer_gemma3_nobos")["cases"]:
