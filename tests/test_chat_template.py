@@ -11,6 +11,7 @@ import pytest
 from edgeinfer.chat_template import (ChatTemplate, apply_chat_template, make_chat_template,
                                      normalize_messages, template_for_vocab,
                                      tokenize_chat_prompt)
+from edgeinfer import _core
 from edgeinfer.errors import ChatTemplateError, EdgeInferError
 from edgeinfer.model import Model
 from test_cli import run_cli
@@ -277,15 +278,13 @@ def test_smollm2_vocabulary_without_its_template_would_get_chatml(smollm2):
 
 @pytest.mark.realmodel
 def test_gemma3_built_in_reproduces_llamacpp_prompt_ids(gemma3_path, load_fixture):
-    try:
-        model = Model.load(gemma3_path, n_ctx=64)
-    except EdgeInferError as exc:
-        if "not implemented" not in str(exc):
-            raise
-        pytest.skip(f"Gemma 3 does not load yet: {exc}")
+    # The vocabulary alone (the architecture may not run yet in this build).
+    gguf = _core.GgufFile(str(gemma3_path))
+    vocab = _core.Vocab(gguf)
+    template = template_for_vocab(gguf.get("general.architecture"), gguf.get("tokenizer.chat_template"), vocab)
     reference = {r["name"]: r for r in load_fixture("greedy_llamacpp_gemma3")["results"]}
     for case, question in QUESTIONS.items():
-        prompt = apply_chat_template(model.chat_template, model.vocab, [user(question)])
+        prompt = apply_chat_template(template, vocab, [user(question)])
         assert prompt.template == "built-in gemma"
         assert prompt.ids == reference[case]["prompt_ids"]
 
