@@ -27,7 +27,8 @@ void require(bool ok, const std::string& what) {
 void register_ops(py::module_& m) {
     m.def("attn_f16_row", [](const Floats& q, const Halves& k, const Halves& v, float scale, const py::object& isa) {
         const ei::KernelTable& t = table_for(isa);
-        require(q.ndim() == 1 && k.ndim() == 2 && v.ndim() == 2, "attn_f16_row: q is [head_dim], k and v [n_kv, head_dim]");
+        require(q.ndim() == 1 && k.ndim() == 2 && v.ndim() == 2,
+                "attn_f16_row: q is [head_dim], k and v [n_kv, head_dim]");
         const int64_t d = q.shape(0), n_kv = k.shape(0);
         require(n_kv >= 1 && k.shape(1) == d && v.shape(0) == n_kv && v.shape(1) == d,
                 "attn_f16_row: k and v must both be [n_kv >= 1, head_dim] with q's head_dim");

@@ -39,8 +39,8 @@ struct AttentionShape {
     float scale;
     int64_t window;
 };
-void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0, const uint16_t* k, const uint16_t* v,
-                   const AttentionShape& s, float* out);
+void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
+                   const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out);
 
 // out[i] = silu(gate[i]) * up[i] over n values (in place allowed: out may equal gate).
 void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);

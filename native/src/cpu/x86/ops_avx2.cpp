@@ -97,8 +97,9 @@ inline __m256 expf8(__m256 x) {
     return _mm256_or_ps(
         _mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
         _mm256_andnot_ps(_mm256_castsi256_ps(d),
-                         _mm256_or_ps(_mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
-                                      _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)))));
+                         _mm256_or_ps(
+                             _mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
+                             _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)))));
 }
 
 inline __m256 silu8(__m256 x) {
