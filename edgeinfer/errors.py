@@ -1,5 +1,11 @@
-"""The exception family of edgeinfer. The classes are defined once, in the native core, which
-raises them; they are re-exported here so callers never import the private module."""
+"""The exception family of edgeinfer. The classes the native core raises are defined once, in the
+core, and re-exported here so callers never import the private module; errors that only Python
+code raises are subclasses of `EdgeInferError` defined below."""
 from edgeinfer._core import ContextOverflowError, EdgeInferError, ModelFormatError
 
-__all__ = ["EdgeInferError", "ModelFormatError", "ContextOverflowError"]
+__all__ = ["EdgeInferError", "ModelFormatError", "ContextOverflowError", "ChatTemplateError"]
+
+
+class ChatTemplateError(EdgeInferError):
+    """A chat template could not be chosen, compiled or rendered (syntax error, an unsafe
+    operation stopped by the sandbox, a `raise_exception` in the template, ...)."""

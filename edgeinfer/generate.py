@@ -54,6 +54,7 @@ class GenerationResult:
     finish_reason: str = "length"                     # "stop" | "length"
     prompt_tokens: int = 0
     cached_tokens: int = 0                            # prompt tokens reused from the KV cache
+    eog_token: int | None = None                      # the end-of-generation token that stopped it
     timings: Timings = field(default_factory=Timings)
 
 
@@ -153,6 +154,7 @@ def stream_generate(
     for token in generate_step(cache, prompt, sampler, max_tokens, stats):
         if vocab.is_eog(token):
             finish = "stop"
+            result.eog_token = token
             break
         result.tokens.append(token)
         text += decoder.decode(vocab.token_to_piece(token, False))

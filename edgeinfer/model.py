@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Generator, Sequence
 
@@ -10,6 +11,8 @@ import numpy as np
 from edgeinfer import _core
 import dataclasses
 
+from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_chat_template,
+                                     template_for_vocab)
 from edgeinfer.generate import GenerationResult, PromptCache, make_token_picker, stream_generate
 from edgeinfer.sampling import DEFAULTS
 
@@ -116,3 +119,20 @@ class Model:
                 next(gen)
             except StopIteration as done:
                 return done.value
+
+    # --- chat ------------------------------------------------------------------------------------
+    @cached_property
+    def chat_template(self) -> ChatTemplate:
+        """The file's `tokenizer.chat_template`, else a built-in one for the model's family;
+        `.origin` says which. ChatTemplateError if there is none."""
+        file_template = self._core.gguf.get("tokenizer.chat_template")
+        return template_for_vocab(self.arch, file_template, self._core.vocab)
+
+    def chat_prompt(self, messages: Messages | str, add_generation_prompt: bool = True) -> ChatPrompt:
+        """`messages` ({"role", "content"} dicts, or one user message as a string) rendered with
+        the chat template and tokenized."""
+        return apply_chat_template(self.chat_template, self._core.vocab, messages, add_generation_prompt)
+
+    def chat(self, messages: Messages | str, **kwargs) -> Generator[str, None, GenerationResult]:
+        """Streams the model's answer to a conversation; takes generate()'s keyword arguments."""
+        return self.generate(self.chat_prompt(messages).ids, **kwargs)

@@ -224,14 +224,14 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, *, pull: b
         if path.is_dir():
             raise IsADirectoryError(f"{path} is a folder, not a model file")
         return path
-    if text in load_manifest():
+    if text in load_manifest() or any(text in e.aliases for e in load_manifest().values()):
         entry = get_entry(text)
         if entry.is_present():
             return entry.path
         if not pull:
             raise FileNotFoundError(
                 f"model {text!r} is not pulled yet (run: edgeinfer pull {text})")
-        return pull_model(text, reporter=reporter)
+        return pull_model(entry.name, reporter=reporter)
     if os.sep in text or "/" in text or text.endswith(".gguf"):
         raise FileNotFoundError(f"no such model file: {text}")
     get_entry(text)  # raises UnknownModelError with the list of known names

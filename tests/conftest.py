@@ -61,3 +61,20 @@ def smollm2_path() -> Path:
 def gemma3_path() -> Path:
     """The Gemma 3 270M Q4_K_M GGUF file."""
     return _model_path("gemma3-270m")
+
+
+@pytest.fixture(scope="session")
+def smollm2_f32_path(smollm2_path: Path) -> Path:
+    """SmolLM2 with every tensor dequantized to F32 (the fp32 oracle's model), made once and kept
+    in the models folder: gguf-py's dequantization is bit-identical to llama.cpp's."""
+    import importlib.util
+
+    target = smollm2_path.parent / "derived" / "SmolLM2-135M-Instruct.F32.gguf"
+    if not target.exists():
+        spec = importlib.util.spec_from_file_location(
+            "dequantize_gguf", REPO_ROOT / "scripts" / "dequantize_gguf.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        module.dequantize_file(smollm2_path, target, "f32")
+    return target

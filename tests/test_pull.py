@@ -193,3 +193,9 @@ def test_pulled_smollm2_matches_manifest(smollm2_path):
     entry = models.get_entry("smollm2-135m-instruct")
     assert smollm2_path.stat().st_size == entry.size
     assert sha256_file(smollm2_path) == entry.sha256
+
+
+def test_short_alias_resolves_to_the_manifest_entry():
+    from edgeinfer.models import get_entry
+    assert get_entry("smollm2").name == "smollm2-135m-instruct"
+    assert get_entry("gemma3").name == "gemma3-270m"

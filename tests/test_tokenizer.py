@@ -189,9 +189,9 @@ def test_unknown_tokenizer_model_is_named(tmp_path):
         tiny_vocab(tmp_path, model="wordpiece-x")
 
 
-def test_sentencepiece_not_implemented_yet(tmp_path):
-    with pytest.raises(_core.EdgeInferError, match="SentencePiece tokenizer not implemented yet"):
-        tiny_vocab(tmp_path, model="llama")
+def test_unknown_tokenizer_model_is_named_in_the_error(tmp_path):
+    with pytest.raises(_core.EdgeInferError, match="nonsense"):
+        tiny_vocab(tmp_path, model="nonsense")
 
 
 def test_missing_merges_is_a_format_error(tmp_path):

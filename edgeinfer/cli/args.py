@@ -35,6 +35,10 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     src.add_argument("-p", "--prompt", help="the prompt text")
     src.add_argument("-f", "--file", metavar="PATH",
                      help="read the prompt from a file ('-' = stdin)")
+    src.add_argument("--chat", metavar="TEXT",
+                     help="ask TEXT as one chat turn, formatted by the model's chat template")
+    p.add_argument("-s", "--system", metavar="TEXT",
+                   help="system message for --chat")
     p.add_argument("-n", "--n-predict", type=_positive_int, default=128, metavar="N",
                    help="maximum number of tokens to generate (default: %(default)s)")
     p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
@@ -56,7 +60,8 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("-c", "--ctx-size", type=_positive_int, default=2048, metavar="N",
                    help="context size in tokens (default: %(default)s)")
     p.add_argument("--no-bos", action="store_true",
-                   help="do not add the BOS token (or other special tokens) to the prompt")
+                   help="do not add the BOS token (or other special tokens) to the prompt; "
+                        "not with --chat, where the chat template decides")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,8 +9,10 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from edgeinfer.cli.output import human_bytes, stdout
-from edgeinfer.cli.run import load_model
+from edgeinfer import _core
+from edgeinfer.cli.output import human_bytes, stderr, stdout
+from edgeinfer.cli.pull import RichReporter
+from edgeinfer.pull import resolve_model
 
 
 def _params(n: int) -> str:
@@ -20,30 +22,38 @@ def _params(n: int) -> str:
     return str(n)
 
 
-def summarize(model: Any) -> dict:
-    """The facts ``info`` prints, as plain data (also what ``--json`` prints)."""
-    meta = model.metadata
-    arch = model.arch
+def summarize(gguf: Any) -> dict:
+    """The facts ``info`` prints, as plain data (also what ``--json`` prints).
+
+    Only the file's metadata and tensor table are read (no weights, no vocabulary build), so this
+    is instant and works for files this version cannot run yet."""
+    arch = gguf.get("general.architecture")
     mix: dict[str, dict[str, int]] = defaultdict(lambda: {"tensors": 0, "bytes": 0})
-    for t in model.tensor_infos:
+    n_params = 0
+    for t in gguf.tensors():
         mix[t["type_name"]]["tensors"] += 1
         mix[t["type_name"]]["bytes"] += int(t["nbytes"])
-    tokens = meta.get("tokenizer.ggml.tokens")
+        count = 1
+        for dim in t["shape"]:
+            count *= int(dim)
+        n_params += count
+    n_tokens = gguf.array_size("tokenizer.ggml.tokens")
     return {
-        "path": str(model.path),
-        "file_size": int(model.file_size),
+        "path": gguf.path,
+        "file_size": int(gguf.file_size),
         "architecture": arch,
-        "name": meta.get("general.name"),
-        "parameters": int(model.n_params),
-        "context_length": meta.get(f"{arch}.context_length", model.n_ctx_train),
+        "supported": arch in _core.supported_architectures(),
+        "name": gguf.get("general.name"),
+        "parameters": n_params,
+        "context_length": gguf.get(f"{arch}.context_length"),
         "quantization": dict(sorted(mix.items(), key=lambda kv: -kv[1]["bytes"])),
         "tokenizer": {
-            "model": meta.get("tokenizer.ggml.model"),
-            "pre": meta.get("tokenizer.ggml.pre"),
-            "vocab_size": len(tokens) if tokens is not None else None,
+            "model": gguf.get("tokenizer.ggml.model"),
+            "pre": gguf.get("tokenizer.ggml.pre"),
+            "vocab_size": n_tokens if n_tokens >= 0 else None,
         },
-        "chat_template": "tokenizer.chat_template" in meta,
-        "isa": model.isa,
+        "chat_template": gguf.get("tokenizer.chat_template") is not None,
+        "isa": _core.isa(),
     }
 
 
@@ -61,7 +71,8 @@ def render(info: dict) -> Table:
     rows = [
         ("file", f"{info['path']} ({human_bytes(info['file_size'])})"),
         ("name", info["name"] or "-"),
-        ("architecture", info["architecture"]),
+        ("architecture", f"{info['architecture']}"
+                         + ("" if info["supported"] else " (not supported by this version)")),
         ("parameters", _params(info["parameters"])),
         ("context length", str(info["context_length"])),
         ("tensor types", quant),
@@ -75,9 +86,8 @@ def render(info: dict) -> Table:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Load the model's metadata and print the summary."""
-    model, _ = load_model(args.model, n_ctx=512, n_threads=1)
-    info = summarize(model)
+    """Read the model's metadata and print the summary."""
+    info = summarize(_core.GgufFile(str(resolve_model(args.model, reporter=RichReporter(stderr)))))
     if args.json:
         print(json.dumps(info, indent=2))
     else:

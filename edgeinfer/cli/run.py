@@ -1,4 +1,5 @@
-"""``edgeinfer run``: stream a continuation of a prompt to stdout, timings to stderr."""
+"""``edgeinfer run``: stream a continuation of a prompt (or the answer to a ``--chat`` turn) to
+stdout, timings to stderr."""
 from __future__ import annotations
 
 import argparse
@@ -10,18 +11,14 @@ from typing import Any
 
 from edgeinfer.cli.output import stderr
 from edgeinfer.cli.pull import RichReporter
-from edgeinfer.errors import EdgeInferError
+from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 
 
 def load_model(model: str | None, n_ctx: int, n_threads: int | None) -> tuple[Any, float]:
     """Resolve MODEL (pulling a known model with progress if needed), load it, and return the
-    model and the load time in ms. Shared by ``run`` and ``info``."""
+    model and the load time in ms."""
     path = resolve_model(model, reporter=RichReporter(stderr))
-    try:
-        from edgeinfer.model import Model
-    except ImportError as exc:
-        raise EdgeInferError(f"this build of edgeinfer cannot load models ({exc})") from exc
     start = time.perf_counter()
     loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads)
     return loaded, (time.perf_counter() - start) * 1000.0
@@ -54,16 +51,38 @@ def format_stats(result: Any, load_ms: float) -> str:
     return " · ".join(parts)
 
 
+def _check_chat_options(args: argparse.Namespace) -> None:
+    if args.system is not None and args.chat is None:
+        raise ValueError("--system needs --chat (a plain prompt has no system message)")
+    if args.no_bos and args.chat is not None:
+        raise ValueError("--no-bos does not apply to --chat: the chat template decides the BOS")
+
+
+def chat_messages(question: str, system: str | None) -> list[dict[str, str]]:
+    """The one-turn conversation of ``--chat``, with the ``--system`` message if given."""
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    return messages + [{"role": "user", "content": question}]
+
+
+def _start(args: argparse.Namespace, model: Any) -> Any:
+    """The generator for the prompt or the chat turn the arguments ask for."""
+    options = dict(
+        max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
+        min_p=args.min_p, seed=args.seed, stop=args.stop, repeat_penalty=args.repeat_penalty,
+    )
+    if args.chat is not None:
+        stderr.print(f"chat template: {model.chat_template.origin}", style="dim", soft_wrap=True)
+        return model.chat(chat_messages(args.chat, args.system), **options)
+    prompt_text = _read_prompt(args)
+    prompt = model.tokenize(prompt_text, add_special=False) if args.no_bos else prompt_text
+    return model.generate(prompt, **options)
+
+
 def main(args: argparse.Namespace) -> int:
     """Run one generation; returns the exit code (130 on Ctrl-C)."""
-    prompt_text = _read_prompt(args)
+    _check_chat_options(args)
     model, load_ms = load_model(args.model, args.ctx_size, args.threads)
-    prompt = model.tokenize(prompt_text, add_special=False) if args.no_bos else prompt_text
-    gen = model.generate(
-        prompt, max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k,
-        top_p=args.top_p, min_p=args.min_p, seed=args.seed, stop=args.stop,
-        repeat_penalty=args.repeat_penalty,
-    )
+    gen = _start(args, model)
     out = sys.stdout
     try:
         while True:

@@ -43,6 +43,7 @@ class ModelEntry:
     filename: str
     sha256: str
     size: int
+    aliases: tuple[str, ...] = ()
 
     @property
     def path(self) -> Path:
@@ -69,6 +70,7 @@ def _parse_entry(name: str, raw: dict) -> ModelEntry:
         name=name,
         description=raw.get("description", ""),
         default=bool(raw.get("default", False)),
+        aliases=tuple(raw.get("aliases", ())),
         packages=tuple(PackageRef(p["name"], p["version"]) for p in source["packages"]),
         files=tuple(source["files"]),
         filename=raw["filename"],
@@ -98,11 +100,15 @@ def default_model_name() -> str:
 
 
 def get_entry(name: str) -> ModelEntry:
-    """The manifest entry for ``name``; `UnknownModelError` listing the known names otherwise."""
-    try:
-        return load_manifest()[name]
-    except KeyError:
-        raise UnknownModelError(
-            f"unknown model {name!r}; known models: {', '.join(known_names())} "
-            "(or give the path of a .gguf file)"
-        ) from None
+    """The manifest entry for ``name`` or one of its short aliases (``smollm2``);
+    `UnknownModelError` listing the known names otherwise."""
+    manifest = load_manifest()
+    if name in manifest:
+        return manifest[name]
+    for entry in manifest.values():
+        if name in entry.aliases:
+            return entry
+    raise UnknownModelError(
+        f"unknown model {name!r}; known models: {', '.join(known_names())} "
+        "(or give the path of a .gguf file)"
+    )

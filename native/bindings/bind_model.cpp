@@ -76,4 +76,6 @@ void register_model(py::module_& m) {
         .def("truncate", &Context::truncate, py::arg("n"), "Forget cached positions >= n.");
 
     m.def("physical_cores", &ei::physical_core_count);
+    m.def("supported_architectures", &ei::supported_architectures,
+          "Values of general.architecture this build can run.");
 }

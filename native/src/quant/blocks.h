@@ -68,7 +68,7 @@ struct block_q8_1 {
 };
 
 // ---- k-quants: 256-element super-blocks of 16 or 8 sub-blocks -----------------------------
-// Layouts only; their kernels are a TODO (they will join the table with Q8_K activations).
+// Kernels: quant/ref_kquants.cpp (scalar), cpu/x86/kquants_256.h (AVX2 / AVX-512).
 
 // 2.625 bpw. 16 sub-blocks of 16: x = d * (scales[i] & 15) * q - dmin * (scales[i] >> 4),
 // q a 2-bit value from qs.

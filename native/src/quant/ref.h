@@ -34,5 +34,26 @@ void vec_dot_q5_0_q8_0(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q5_1_q8_1(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q8_0_q8_0(int64_t n, float* s, const void* x, const void* y);
 
+// ---- k-quants, 256-element super-blocks (ref_kquants.cpp) ----
+void to_float_q2_K(const void* src, float* dst, int64_t n);
+void to_float_q3_K(const void* src, float* dst, int64_t n);
+void to_float_q4_K(const void* src, float* dst, int64_t n);
+void to_float_q5_K(const void* src, float* dst, int64_t n);
+void to_float_q6_K(const void* src, float* dst, int64_t n);
+void to_float_q8_K(const void* src, float* dst, int64_t n);
+// Activation quantizer; byte-identical with ggml's quantize_row_q8_K_ref, which ggml-cpu's x86
+// quantize_row_q8_K calls (there is no SIMD version), so every ISA uses this one.
+void from_float_q8_K(const float* src, void* dst, int64_t n);
+void vec_dot_q2_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q3_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+
 }  // namespace ref
+
+struct KernelTable;
+// The k-quant rows of the reference table (ref_kquants.cpp; called by fill_kernels_scalar).
+void fill_kernels_kquants_scalar(KernelTable& t);
+
 }  // namespace ei

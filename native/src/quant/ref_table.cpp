@@ -19,9 +19,8 @@ void fill_kernels_scalar(KernelTable& t) {
     t.types[TYPE_Q8_0] = {ref::to_float_q8_0, ref::from_float_q8_0, ref::vec_dot_q8_0_q8_0, TYPE_Q8_0};
     // Q8_1 is an activation type only: no dot product takes it as weights.
     t.types[TYPE_Q8_1] = {ref::to_float_q8_1, ref::from_float_q8_1, nullptr, TYPE_Q8_1};
-    fill_ops_scalar(t.ops);
-    // TODO(k-quants): Q2_K..Q6_K to_float/vec_dot against Q8_K activations, Q8_K from_float
-    // (layouts are in quant/blocks.h).
+    fill_kernels_kquants_scalar(t);  // Q2_K..Q6_K with Q8_K activations (ref_kquants.cpp)
+    fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)
 }
 
 }  // namespace ei

@@ -11,8 +11,8 @@ BpeTokenizer::BpeTokenizer(const TokenMap& token_to_id, int32_t n_vocab,
     : token_to_id_(token_to_id), n_vocab_(n_vocab), pre_(std::move(pre)) {
     std::unordered_map<std::string, int32_t> extra;  // non-token strings of the merges
     auto symbol = [&](const std::string& s) {
-        auto it = token_to_id_.find(s);
-        if (it != token_to_id_.end()) return it->second;
+        const int32_t id = token_to_id_.find(s);
+        if (id >= 0) return id;
         auto ins = extra.emplace(s, n_vocab_ + int32_t(extra.size()));
         return ins.first->second;
     };
@@ -29,12 +29,12 @@ BpeTokenizer::BpeTokenizer(const TokenMap& token_to_id, int32_t n_vocab,
     }
     for (int b = 0; b < 256; ++b) {
         const std::string& ch = unicode::byte_to_utf8(uint8_t(b));
-        auto it = token_to_id_.find(ch);
+        const int32_t id = token_to_id_.find(ch);
         auto ex = extra.find(ch);
-        byte_symbol_[b] = it != token_to_id_.end() ? it->second : ex != extra.end() ? ex->second : -1;
+        byte_symbol_[b] = id >= 0 ? id : ex != extra.end() ? ex->second : -1;
         for (char c : ch) {
-            auto one = token_to_id_.find(std::string_view(&c, 1));
-            if (one != token_to_id_.end()) byte_fallback_[b].push_back(one->second);
+            const int32_t one = token_to_id_.find(std::string_view(&c, 1));
+            if (one >= 0) byte_fallback_[b].push_back(one);
         }
     }
 }
@@ -45,9 +45,9 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<int32_t>& out)
     if (pre_.ignore_merges) {  // a word that is a whole token is taken as is
         std::string enc;
         for (char c : word) enc += unicode::byte_to_utf8(uint8_t(c));
-        auto it = token_to_id_.find(enc);
-        if (it != token_to_id_.end()) {
-            out.push_back(it->second);
+        const int32_t id = token_to_id_.find(enc);
+        if (id >= 0) {
+            out.push_back(id);
             return;
         }
     }

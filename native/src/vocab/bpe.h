@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "vocab/pretokenize.h"
+#include "vocab/token_map.h"
 
 namespace ei {
-
-using TokenMap = std::unordered_map<std::string_view, int32_t>;  // token text -> id
 
 class BpeTokenizer {
 public:

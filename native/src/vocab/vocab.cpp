@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "vocab/bpe.h"
+#include "vocab/spm.h"
 #include "vocab/unicode.h"
 
 namespace ei {
@@ -59,11 +60,16 @@ const char* const kFimPadTexts[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<P
 const char* const kFimRepTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"};
 const char* const kFimSepTexts[] = {"<|file_sep|>"};
 
+// The lowest id among the tokens with one of these texts, -1 if none. Looking the few texts
+// up, rather than comparing every token with every list, keeps loading 262k tokens fast.
 template <size_t N>
-bool one_of(const std::string& s, const char* const (&list)[N]) {
-    for (const char* t : list)
-        if (s == t) return true;
-    return false;
+int32_t first_of(const TokenMap& map, const char* const (&list)[N]) {
+    int32_t best = -1;
+    for (const char* t : list) {
+        const int32_t id = map.find(t);
+        if (id >= 0 && (best < 0 || id < best)) best = id;
+    }
+    return best;
 }
 
 bool contains_any(const std::string& s, std::initializer_list<const char*> parts) {
@@ -91,12 +97,18 @@ struct Vocab::Impl {
     int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
     int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     bool add_bos = false, add_eos = false;
+    bool add_space_prefix = false;     // SPM: a space before the text and after special tokens
     std::vector<int32_t> eog;          // sorted
     std::vector<int32_t> special;      // control / user-defined / unknown, longest text first
     std::vector<std::string> piece;    // token_to_piece(id, special=true), precomputed
     std::unique_ptr<BpeTokenizer> bpe;
+    std::unique_ptr<SpmTokenizer> spm;
 
     void load(const GgufFile& f);
+    void load_bpe(const GgufFile& f);
+    void load_spm(const GgufFile& f);
+    void finish_load(const GgufFile& f);
+    std::vector<float> load_scores(const GgufFile& f) const;
     void load_tokens(const GgufFile& f);
     void load_special_ids(const GgufFile& f);
     void find_special_by_text(const std::string& general_name, const std::string& arch);
@@ -115,14 +127,19 @@ void Vocab::Impl::load(const GgufFile& f) {
 
     if (model == "gpt2") {
         kind = Kind::BPE;
+        load_bpe(f);
     } else if (model == "llama") {
-        throw Error("SentencePiece tokenizer not implemented yet (tokenizer.ggml.model 'llama' in " + f.path() + ")");
+        kind = Kind::SPM;
+        load_spm(f);
     } else {
         throw Error("unsupported tokenizer model '" + model + "' (tokenizer.ggml.model in " + f.path() + ")");
     }
+    finish_load(f);
+}
 
+void Vocab::Impl::load_bpe(const GgufFile& f) {
     // byte-level BPE: llama.cpp's defaults, then what the pre-tokenizer implies.
-    PreTokenizer pre_tok = make_pre_tokenizer(pre_name);  // unknown names fail before the big arrays
+    PreTokenizer pre_tok = make_pre_tokenizer(f.get_string("tokenizer.ggml.pre", ""));  // fails before the big arrays
     bos = 11;
     eos = 11;
     add_bos = pre_tok.add_bos == 1;
@@ -134,8 +151,44 @@ void Vocab::Impl::load(const GgufFile& f) {
         f.fail("key 'tokenizer.ggml.merges'", "missing: a gpt2 (BPE) tokenizer needs its merges");
     bpe = std::make_unique<BpeTokenizer>(token_to_id, int32_t(text.size()),
                                          f.get_string_array("tokenizer.ggml.merges"), std::move(pre_tok));
-
     load_special_ids(f);
+}
+
+void Vocab::Impl::load_spm(const GgufFile& f) {
+    // llama.cpp's defaults for the "llama" model: LLaMA's ids (unk 0, BOS 1, EOS 2), BOS added,
+    // a space prefix; the file's keys override them. No pre-tokenizer: tokenizer.ggml.pre is
+    // ignored, as llama.cpp does for SPM.
+    unk = 0;
+    bos = 1;
+    eos = 2;
+    add_bos = true;
+    add_eos = false;
+    add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", true);
+    load_tokens(f);
+    load_special_ids(f);  // before the tokenizer: the unknown token stands in for bytes without a token
+    spm = std::make_unique<SpmTokenizer>(token_to_id, load_scores(f), unk);
+}
+
+// tokenizer.ggml.scores: float32 or int32 (llama.cpp takes either); all 0 if absent.
+std::vector<float> Vocab::Impl::load_scores(const GgufFile& f) const {
+    const int64_t n = int64_t(text.size());
+    const int64_t count = f.array_size("tokenizer.ggml.scores");
+    if (count < 0) return std::vector<float>(size_t(n), 0.0f);
+    if (count < n)
+        f.fail("key 'tokenizer.ggml.scores'", std::to_string(count) + " entries for " + std::to_string(n) + " tokens");
+    const GgufValue* v = f.find("tokenizer.ggml.scores");
+    std::vector<float> scores;
+    if (v->elem_type == GgufType::INT32) {
+        for (int32_t s : f.get_int_array("tokenizer.ggml.scores")) scores.push_back(float(s));
+    } else {
+        scores = f.get_float_array("tokenizer.ggml.scores");  // names the key if of another type
+    }
+    scores.resize(size_t(n));
+    return scores;
+}
+
+// What both kinds share, after the tokens and special ids are read.
+void Vocab::Impl::finish_load(const GgufFile& f) {
     add_bos = f.get_bool("tokenizer.ggml.add_bos_token", add_bos);
     add_eos = f.get_bool("tokenizer.ggml.add_eos_token", add_eos);
     if (add_bos && bos < 0) f.fail("key 'tokenizer.ggml.add_bos_token'", "true, but tokenizer.ggml.bos_token_id is not set");
@@ -164,13 +217,10 @@ void Vocab::Impl::load_tokens(const GgufFile& f) {
         text[i] = tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : std::string(tokens[i]);
         attr[i] = types.empty() ? ATTR_NORMAL : attr_of_type(types[i]);
     }
-    token_to_id.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-        auto ins = token_to_id.emplace(text[i], int32_t(i));
-        if (!ins.second)
-            f.fail("key 'tokenizer.ggml.tokens'", "duplicate token '" + text[i] + "' (ids " +
-                                                      std::to_string(ins.first->second) + " and " + std::to_string(i) + ")");
-    }
+    const auto [first, dup] = token_to_id.build(text);
+    if (dup >= 0)
+        f.fail("key 'tokenizer.ggml.tokens'", "duplicate token '" + text[dup] + "' (ids " + std::to_string(first) +
+                                                  " and " + std::to_string(dup) + ")");
 }
 
 void Vocab::Impl::load_special_ids(const GgufFile& f) {
@@ -199,20 +249,15 @@ void Vocab::Impl::load_special_ids(const GgufFile& f) {
 void Vocab::Impl::find_special_by_text(const std::string& general_name, const std::string& arch) {
     const int32_t n = int32_t(text.size());
     // A token found by its text is made a control token (llama.cpp: "control-looking token").
-    auto adopt = [&](int32_t& slot, int32_t id, bool match) {
-        if (slot < 0 && match) {
+    // llama.cpp walks an unordered map; here the lowest matching id wins.
+    auto adopt = [&](int32_t& slot, int32_t id) {
+        if (slot < 0 && id >= 0) {
             slot = id;
             attr[id] |= ATTR_CONTROL;
         }
     };
-    // llama.cpp walks an unordered map; in id order the first match wins here.
-    for (int32_t id = 0; id < n; ++id) {
-        const std::string& t = text[id];
-        adopt(eot, id, one_of(t, kEotTexts));
-        adopt(eom, id, t == "<|eom_id|>");
-        adopt(fim_pad, id, one_of(t, kFimPadTexts));
-        adopt(fim_rep, id, one_of(t, kFimRepTexts));
-        adopt(fim_sep, id, one_of(t, kFimSepTexts));
+    static const char* const eom_texts[] = {"<|eom_id|>"};
+    {
         static const char* const pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
             "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>", "<PRE>", "\xE2\x96\x81<PRE>",
             "<|code_prefix|>", "<|prefix|>"};
@@ -222,9 +267,13 @@ void Vocab::Impl::find_special_by_text(const std::string& general_name, const st
         static const char* const mid_texts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
             "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>", "<MID>", "\xE2\x96\x81<MID>",
             "<|code_middle|>", "<|middle|>"};
-        adopt(fim_pre, id, one_of(t, pre_texts));
-        adopt(fim_suf, id, one_of(t, suf_texts));
-        adopt(fim_mid, id, one_of(t, mid_texts));
+        const std::pair<int32_t*, int32_t> found[] = {
+            {&eot, first_of(token_to_id, kEotTexts)},        {&eom, first_of(token_to_id, eom_texts)},
+            {&fim_pad, first_of(token_to_id, kFimPadTexts)}, {&fim_rep, first_of(token_to_id, kFimRepTexts)},
+            {&fim_sep, first_of(token_to_id, kFimSepTexts)}, {&fim_pre, first_of(token_to_id, pre_texts)},
+            {&fim_suf, first_of(token_to_id, suf_texts)},    {&fim_mid, first_of(token_to_id, mid_texts)},
+        };
+        for (const auto& [slot, id] : found) adopt(*slot, id);
     }
     for (int32_t id = 0; id < n; ++id)
         if ((attr[id] & ATTR_CONTROL) && text[id].find("unused") != std::string::npos) attr[id] |= ATTR_UNUSED;
@@ -232,23 +281,23 @@ void Vocab::Impl::find_special_by_text(const std::string& general_name, const st
     std::vector<bool> is_eog(size_t(n), false);
     for (int32_t id : {fim_pad, fim_rep, fim_sep})
         if (id >= 0) is_eog[id] = true;
-    for (int32_t id = 0; id < n; ++id) {
-        if (one_of(text[id], kEogTexts)) {
+    for (const char* t : kEogTexts) {
+        const int32_t id = token_to_id.find(t);
+        if (id >= 0) {
             is_eog[id] = true;
             attr[id] |= ATTR_CONTROL;
         }
     }
     // gpt-oss: these always render.
-    for (int32_t id = 0; id < n; ++id) {
-        const std::string& t = text[id];
-        if (t == "<|channel|>" || t == "<|message|>" || t == "<|start|>" || t == "<|constrain|>")
-            attr[id] = ATTR_USER_DEFINED;
+    for (const char* t : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+        const int32_t id = token_to_id.find(t);
+        if (id >= 0) attr[id] = ATTR_USER_DEFINED;
     }
     for (int32_t id : {eos, eot, eom})
         if (id >= 0) is_eog[id] = true;
     auto eog_with = [&](const char* t) {
-        auto it = token_to_id.find(t);
-        return it != token_to_id.end() && is_eog[it->second] ? it->second : -1;
+        const int32_t id = token_to_id.find(t);
+        return id >= 0 && is_eog[id] ? id : -1;
     };
     // o200k_harmony / solar-open: "<|end|>" is not the end there.
     const int32_t end_id = eog_with("<|end|>");
@@ -276,8 +325,8 @@ void Vocab::Impl::find_special_by_text(const std::string& general_name, const st
     std::string name = general_name;
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     auto set_attr = [&](const char* t, uint32_t a, bool on) {
-        auto it = token_to_id.find(t);
-        if (it != token_to_id.end()) attr[it->second] = on ? attr[it->second] | a : attr[it->second] & ~a;
+        const int32_t id = token_to_id.find(t);
+        if (id >= 0) attr[id] = on ? attr[id] | a : attr[id] & ~a;
     };
     if (contains_any(pre, {"jina-v2-de", "jina-v2-es", "jina-v2-code"}) ||
         contains_any(arch, {"nomic-bert-moe", "jina-bert-v3"})) {
@@ -295,6 +344,15 @@ std::string Vocab::Impl::make_piece(int32_t id) const {
     const uint32_t a = attr[id];
     const std::string& t = text[id];
     if (a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return t;
+    if ((a & ATTR_NORMAL) && kind == Kind::SPM) {  // '▁' back to ' '
+        static const std::string_view kSpace = "\xE2\x96\x81";
+        std::string out;
+        out.reserve(t.size());
+        size_t from = 0;
+        for (size_t at; (at = t.find(kSpace, from)) != std::string::npos; from = at + kSpace.size())
+            out.append(t, from, at - from).push_back(' ');
+        return out.append(t, from, std::string::npos);
+    }
     if (a & ATTR_NORMAL) {  // byte-level characters back to bytes
         std::string out;
         for (uint32_t cpt : unicode::decode_utf8(t)) {
@@ -382,13 +440,18 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
     const Impl& v = *impl_;
     std::vector<int32_t> out;
     if (add_special && v.add_bos) out.push_back(v.bos);
+    // SPM: llama.cpp prefixes a space to the first raw fragment and to each one that follows a
+    // special token (control or user-defined alike), not only at the start of the text.
+    bool after_special = true;
     for (const Fragment& fr : v.partition(text, parse_special)) {
         if (fr.token >= 0) {
             out.push_back(fr.token);
+            after_special = true;
         } else if (v.kind == Impl::Kind::BPE) {
             v.bpe->tokenize(text.substr(fr.offset, fr.length), out);
         } else {
-            throw Error("SentencePiece tokenizer not implemented yet");  // spm.cpp: refused at load for now
+            v.spm->tokenize(text.substr(fr.offset, fr.length), v.add_space_prefix && after_special, out);
+            after_special = false;
         }
     }
     if (add_special && v.add_eos) out.push_back(v.eos);
@@ -401,9 +464,18 @@ std::string Vocab::token_to_piece(int32_t id, bool special) const {
     return impl_->piece[id];
 }
 
+// llama.cpp's llama_detokenize(remove_special=false, unparse_special=special), as its
+// common_detokenize calls it: with add_space_prefix, one leading space of the *first* piece is
+// dropped (the prefix tokenize added). So a text tokenized without BOS comes back exactly; with
+// BOS first, the strip lands on BOS and the prefix space stays (" Hello"), as in llama.cpp.
+// token_to_piece itself never strips, so streamed pieces concatenate to the same text.
 std::string Vocab::detokenize(const std::vector<int32_t>& ids, bool special) const {
     std::string out;
-    for (int32_t id : ids) out += token_to_piece(id, special);
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const std::string piece = token_to_piece(ids[i], special);
+        const bool strip = i == 0 && impl_->add_space_prefix && !piece.empty() && piece[0] == ' ';
+        out.append(piece, strip ? 1 : 0, std::string::npos);
+    }
     return out;
 }
 

@@ -1,6 +1,7 @@
 // The tokenizer, built from a GGUF file's `tokenizer.ggml.*` metadata: exactly llama.cpp's ids.
 // Algorithms live in their own files (bpe.cpp: byte-level BPE with pre-tokenizers; spm.cpp:
-// SentencePiece-style, later); this class holds the vocabulary and the special-token logic.
+// SentencePiece-style, scores and byte fallback); this class holds the vocabulary and the
+// special-token logic.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -34,10 +35,12 @@ public:
     // of control/user-defined tokens (e.g. "<|im_start|>") in `text`.
     std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
 
-    // The bytes a token stands for when detokenizing (may be part of a UTF-8 character).
-    // Control tokens give their text only if `special`.
+    // The bytes a token stands for when detokenizing (may be part of a UTF-8 character; SPM's
+    // '▁' is a space, <0xXX> the byte). Control tokens give their text only if `special`. Raw:
+    // no leading space is ever stripped, so streamed pieces concatenate to the generated text.
     std::string token_to_piece(int32_t id, bool special) const;
-    // Concatenated pieces (bytes).
+    // Concatenated pieces (bytes), as llama.cpp's common_detokenize: when the tokenizer adds a
+    // space prefix (SPM add_space_prefix), one leading space of the first piece is dropped.
     std::string detokenize(const std::vector<int32_t>& ids, bool special) const;
 
     const std::string& token_text(int32_t id) const;  // raw vocabulary entry

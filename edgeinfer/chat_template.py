@@ -1,0 +1,322 @@
+"""Chat formatting: a conversation -> prompt text -> token ids, through one sandboxed Jinja2 module.
+
+A chat template comes from the model file (`tokenizer.chat_template`), which makes it untrusted
+input: it is compiled and rendered only by `ImmutableSandboxedEnvironment` (a plain Jinja
+environment lets a template reach `__globals__` and run code). The environment is set up the way
+HF transformers sets it up (trim_blocks, lstrip_blocks, loop controls, `raise_exception`,
+`strftime_now`, a `tojson` that keeps non-ASCII text), so the templates published with models
+render as they do there. Two hardenings on top of the sandbox: touching an unsafe attribute fails
+the render at once (the stock sandbox renders it as an empty string), and `*` / `**` cannot build
+huge strings or numbers.
+
+When the file has no template, a built-in one is chosen by family: the architecture (Gemma) or
+the special tokens the vocabulary has (ChatML, Llama 3). Nothing fitting is an error that asks for
+a template; a template that fails is a `ChatTemplateError` naming why. There is no silent fallback.
+
+Tokenizing follows llama.cpp: special-token text is parsed (`parse_special`), and a model that
+wants a BOS token gets exactly one, whether or not the template wrote it.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any, Callable, Mapping, Sequence
+
+import jinja2
+import jinja2.ext
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from edgeinfer.errors import ChatTemplateError
+
+Messages = Sequence[Mapping[str, Any]]
+
+FILE_ORIGIN = "from the model file"
+
+# Largest string/list that `*` may build and largest exponent `**` may use inside a template.
+_MAX_REPEAT = 1 << 20
+_MAX_EXPONENT = 1024
+
+# --- built-in templates ----------------------------------------------------------------------------
+
+# Gemma's official turn format: the system message is folded into the first user turn,
+# "assistant" is called "model", and the template writes BOS itself.
+GEMMA_TEMPLATE = r"""
+{{- bos_token -}}
+{%- if messages and messages[0]['role'] == 'system' -%}
+    {%- set first_user_prefix = messages[0]['content'] ~ '\n\n' -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = '' -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{- raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') -}}
+    {%- endif -%}
+    {%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}
+    {{- '<start_of_turn>' ~ role ~ '\n' ~ (first_user_prefix if loop.first else '') -}}
+    {{- message['content'] | trim ~ '<end_of_turn>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<start_of_turn>model\n' -}}
+{%- endif -%}
+"""
+
+CHATML_TEMPLATE = r"""
+{%- for message in messages -%}
+    {{- '<|im_start|>' ~ message['role'] ~ '\n' ~ message['content'] ~ '<|im_end|>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\n' -}}
+{%- endif -%}
+"""
+
+LLAMA3_TEMPLATE = r"""
+{{- bos_token -}}
+{%- for message in messages -%}
+    {{- '<|start_header_id|>' ~ message['role'] ~ '<|end_header_id|>\n\n' -}}
+    {{- message['content'] | trim ~ '<|eot_id|>' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+{%- endif -%}
+"""
+
+BUILTIN_TEMPLATES: dict[str, str] = {
+    "gemma": GEMMA_TEMPLATE,
+    "chatml": CHATML_TEMPLATE,
+    "llama3": LLAMA3_TEMPLATE,
+}
+
+# Architectures whose chat format is Gemma's turn format.
+GEMMA_ARCHS = frozenset({"gemma", "gemma2", "gemma3", "gemma3n"})
+
+# A special token in the vocabulary -> the built-in template it implies, tried in this order.
+TOKEN_TEMPLATES: tuple[tuple[str, str], ...] = (
+    ("<|im_start|>", "chatml"),
+    ("<|start_header_id|>", "llama3"),
+)
+
+
+# --- the sandbox -----------------------------------------------------------------------------------
+
+class _TemplateRaised(Exception):
+    """What `raise_exception(msg)` throws inside a template."""
+
+
+def _raise_exception(message: str) -> None:
+    raise _TemplateRaised(str(message))
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    """HF transformers' `tojson`: no HTML escaping (unlike Jinja's) and non-ASCII kept as is."""
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """The immutable sandbox, failing loudly on unsafe attributes and bounding `*` and `**`."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
+        raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__} "
+                            f"object is not allowed")
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
+            raise SecurityError(f"exponent {right} is too large")
+        if operator == "*":
+            _check_repeat(left, right)
+            _check_repeat(right, left)
+        return super().call_binop(context, operator, left, right)
+
+
+def _check_repeat(seq: Any, count: Any) -> None:
+    if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
+        if len(seq) * count > _MAX_REPEAT:
+            raise SecurityError(f"repeating a sequence {count} times makes it too long")
+
+
+def make_environment() -> jinja2.Environment:
+    """The one Jinja environment chat templates run in."""
+    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+# --- messages --------------------------------------------------------------------------------------
+
+def _content_text(content: Any, index: int, has_tool_calls: bool) -> str | None:
+    """A message's content as text: parts of type "text" are joined with newlines (as llama.cpp
+    does for templates that take plain strings); other part types are refused."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        if has_tool_calls:
+            return None
+        raise ValueError(f"message {index} has no 'content'")
+    if isinstance(content, Sequence):
+        texts = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") != "text":
+                kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
+                raise ValueError(f"message {index}: unsupported content part {kind!r} "
+                                 f"(only text parts are supported)")
+            texts.append(str(part.get("text", "")))
+        return "\n".join(texts)
+    raise ValueError(f"message {index}: 'content' must be a string or a list of text parts, "
+                     f"got {type(content).__name__}")
+
+
+def normalize_messages(messages: Messages | str) -> list[dict[str, Any]]:
+    """Copies of the messages with text content; a bare string is one user message."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": messages}]
+    result = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+            raise ValueError(f"message {i} must be a mapping with a string 'role'")
+        copy = dict(message)
+        copy["content"] = _content_text(message.get("content"), i, bool(message.get("tool_calls")))
+        result.append(copy)
+    return result
+
+
+# --- templates -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A chat template and the token texts it may write.
+
+    `name` is "model file" for a template read from the GGUF, or the built-in's name."""
+
+    source: str
+    name: str
+    bos_token: str = ""
+    eos_token: str = ""
+    env: jinja2.Environment = field(default_factory=make_environment, repr=False, compare=False)
+
+    @property
+    def origin(self) -> str:
+        """Where the template came from, for people: "from the model file", "built-in gemma"."""
+        return FILE_ORIGIN if self.name == "model file" else f"built-in {self.name}"
+
+    @cached_property
+    def _compiled(self) -> jinja2.Template:
+        try:
+            return self.env.from_string(self.source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise ChatTemplateError(f"the chat template ({self.origin}) has a syntax error "
+                                    f"on line {exc.lineno}: {exc.message}") from exc
+
+    def render(self, messages: Messages | str, add_generation_prompt: bool = True,
+               tools: Sequence[Mapping[str, Any]] | None = None, **extra: Any) -> str:
+        """The prompt text for `messages`. `extra` variables (e.g. enable_thinking) are passed
+        to the template. Raises ChatTemplateError if the template fails, ValueError for messages
+        that are not well-formed."""
+        context = {
+            **extra,
+            "messages": normalize_messages(messages),
+            "add_generation_prompt": add_generation_prompt,
+            "tools": tools,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+        }
+        template = self._compiled
+        try:
+            return template.render(context)
+        except _TemplateRaised as exc:
+            raise ChatTemplateError(f"the chat template ({self.origin}) refused the "
+                                    f"conversation: {exc}") from exc
+        except SecurityError as exc:
+            raise ChatTemplateError(f"the chat template ({self.origin}) tried something the "
+                                    f"sandbox forbids: {exc}") from exc
+        except Exception as exc:  # anything else a template can trip on (TypeError, ...)
+            raise ChatTemplateError(f"the chat template ({self.origin}) failed to render: "
+                                    f"{type(exc).__name__}: {exc}") from exc
+
+
+def choose_template(arch: str, file_template: str | None,
+                    has_token: Callable[[str], bool]) -> tuple[str, str]:
+    """(source, name) of the template to use: the file's, else a built-in for the family."""
+    if file_template:
+        return file_template, "model file"
+    if arch in GEMMA_ARCHS:
+        return BUILTIN_TEMPLATES["gemma"], "gemma"
+    for token, name in TOKEN_TEMPLATES:
+        if has_token(token):
+            return BUILTIN_TEMPLATES[name], name
+    raise ChatTemplateError(
+        f"the model file has no chat template (tokenizer.chat_template) and its family "
+        f"(architecture {arch!r}) has no built-in one; use a plain prompt, or a GGUF that "
+        f"carries a chat template")
+
+
+def make_chat_template(arch: str, file_template: str | None, has_token: Callable[[str], bool],
+                       bos_token: str = "", eos_token: str = "") -> ChatTemplate:
+    """The chat template for a model, from plain facts about it (see `template_for_vocab`)."""
+    source, name = choose_template(arch, file_template, has_token)
+    return ChatTemplate(source, name, bos_token, eos_token)
+
+
+# --- glue to the native vocabulary -----------------------------------------------------------------
+
+def _token_text(vocab: Any, token_id: int) -> str:
+    return vocab.token_text(token_id).decode("utf-8", errors="replace") if token_id >= 0 else ""
+
+
+def _has_special_token(vocab: Any, text: str) -> bool:
+    """Whether `text` is one special token of the vocabulary."""
+    ids = vocab.tokenize(text, False, True)
+    return len(ids) == 1 and vocab.token_text(ids[0]) == text.encode("utf-8")
+
+
+def template_for_vocab(arch: str, file_template: str | None, vocab: Any) -> ChatTemplate:
+    """The chat template for a loaded model (`vocab` is the native `_core.Vocab`)."""
+    return make_chat_template(arch, file_template, lambda t: _has_special_token(vocab, t),
+                              _token_text(vocab, vocab.bos), _token_text(vocab, vocab.eos))
+
+
+def tokenize_chat_prompt(vocab: Any, text: str) -> list[int]:
+    """Token ids of rendered chat text: special-token text is parsed, nothing else is added,
+    except that a model that wants BOS gets exactly one.
+
+    This is llama.cpp's rule (common/chat.cpp strips a template-written BOS when the vocabulary
+    adds one itself): a BOS is present if the template wrote it or the model adds it, never
+    twice. Two BOS tokens can then only come from the template itself, and are warned about."""
+    ids = list(vocab.tokenize(text, False, True))
+    bos = vocab.bos
+    if vocab.add_bos and bos >= 0 and (not ids or ids[0] != bos):
+        ids.insert(0, bos)
+    if bos >= 0 and ids[:2] == [bos, bos]:
+        warnings.warn("the chat prompt starts with two BOS tokens (the chat template writes "
+                      "both); the model may answer worse", stacklevel=2)
+    return ids
+
+
+@dataclass
+class ChatPrompt:
+    """A rendered conversation: its text, its token ids, and which template made it."""
+
+    text: str
+    ids: list[int]
+    template: str   # ChatTemplate.origin
+
+
+def apply_chat_template(template: ChatTemplate, vocab: Any, messages: Messages | str,
+                        add_generation_prompt: bool = True, **extra: Any) -> ChatPrompt:
+    """Renders `messages` with `template` and tokenizes the text for the model."""
+    text = template.render(messages, add_generation_prompt=add_generation_prompt, **extra)
+    return ChatPrompt(text, tokenize_chat_prompt(vocab, text), template.origin)

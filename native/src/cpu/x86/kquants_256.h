@@ -1,0 +1,285 @@
+// 256-bit x86 dot products of the k-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) with Q8_K
+// activations, shared by the AVX2 unit (avx2.cpp) and the AVX-512 unit (avx512.cpp), each of
+// which compiles this file with its own flags.
+//
+// What must match llama.cpp, and what may not differ: these are ggml-cpu's x86 kernels
+// (ggml/src/ggml-cpu/arch/x86/quants.c, ggml_vec_dot_qN_K_q8_K, the __AVX2__ branch, which is
+// also the one a -march=native build takes on AVX-512 machines: there is no AVX-512 branch),
+// reproduced float operation for float operation so that the results are bit-identical:
+//
+//  * Integers. Per 32 activations the products are summed pairwise twice (maddubs, then madd
+//    against the int16 sub-block scales), so int32 lane k of the accumulator `sumi` holds the
+//    scaled products of the elements whose index mod 32 is 4k..4k+3, summed over the whole
+//    super-block. Those 8 integers are exact (no int16 saturation: |q| <= 63, |q8| <= 127), so
+//    any instruction sequence giving the same lane contents gives the same floats; the lane
+//    assignment itself is what must not change.
+//  * Floats, per super-block: acc = fma(d_y * d_x, float(sumi), acc) lane-wise (8 lanes), and
+//    the minimum term in the type's own place:
+//      q2_K: acc = fma(-d_y * dmin_x, float(m[2k] bsum[2k] + m[2k+1] bsum[2k+1]), acc), first;
+//      q4_K: acc_m (4 lanes) = fma(-d_y * dmin_x, float(m[2k] (b[4k] + b[4k+1]) + m[2k+1] (...)), acc_m);
+//      q5_K: summs = fma(-d_y * dmin_x, float(sum of all those), summs), a scalar: ggml writes
+//            `summs += dmin * int`, which GCC 12 -O3 with FMA contracts into one vfmadd231ss
+//            (checked on the generated code); here it is an explicit std::fma.
+//    At the end: hsum_float_8(acc), plus ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3])) for
+//    q4_K or summs for q5_K.
+// Nothing else here may be contracted: every product is either an explicit fmadd or a value
+// that is not added to anything.
+//
+// The Q8_K activations come from ref::from_float_q8_K on every ISA, as in ggml-cpu on x86.
+//
+// Everything is in an anonymous namespace, like quants_256.h (whose primitives this reuses).
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cpu/kernels.h"
+#include "cpu/x86/quants_256.h"
+#include "quant/blocks.h"
+
+namespace ei {
+namespace {
+
+inline int sum_i32_4(__m128i a) {
+    a = _mm_add_epi32(a, _mm_unpackhi_epi64(a, a));
+    return _mm_cvtsi128_si32(_mm_add_epi32(a, _mm_shuffle_epi32(a, 1)));
+}
+
+// ---- scale plumbing --------------------------------------------------------------------------
+
+// The int16 scales sc[8h .. 8h+7] of a 16-scale register, in both 128-bit halves (pshufb
+// selects within a half).
+inline __m256i scales_half(__m256i sc16, int h) {
+    return h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00) : _mm256_permute2x128_si256(sc16, sc16, 0x11);
+}
+
+// For the 32-element chunk k of a 128-element half whose scales `half` holds (16-element
+// sub-blocks): int16 lanes 0..7 (elements 0..15) get scale 2k, lanes 8..15 scale 2k + 1.
+inline __m256i scales_pair(__m256i half, int k) {
+    const __m256i ctl = _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k + 1))),
+                                         _mm_set1_epi16((short)(0x0100 + 0x0202 * (2 * k))));
+    return _mm256_shuffle_epi8(half, ctl);
+}
+
+// Scale m of a register holding 8 int16 scales in both halves, in all 16 lanes (32-element
+// sub-blocks).
+inline __m256i scales_one(__m256i scales, int m) {
+    return _mm256_shuffle_epi8(scales, _mm256_set1_epi16((short)(0x0100 + 0x0202 * m)));
+}
+
+// 32 unsigned quants (< 64) times 32 int8 activations, adjacent pairs summed (int16, exact),
+// then times the int16 scales and pairs summed again: 8 int32 lanes of 4 elements each.
+inline __m256i dot_scaled(__m256i q, const int8_t* q8, __m256i scales) {
+    return _mm256_madd_epi16(scales, _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i*)q8)));
+}
+
+// q4_K / q5_K: 8 scales then 8 mins, 6 bits each, unpacked from the 12 packed bytes to 16
+// bytes in that order (ggml's get_scale_min_k4 for all sub-blocks at once).
+inline __m128i unpack_scales_mins_k4(const uint8_t* packed) {
+    uint32_t a[3];
+    std::memcpy(a, packed, 12);
+    const uint32_t m6 = 0x3f3f3f3f, lo4 = 0x0f0f0f0f, top2 = 0x03030303;
+    const uint32_t sc_lo = a[0] & m6;                                          // scales 0..3
+    const uint32_t sc_hi = (a[2] & lo4) | (((a[0] >> 6) & top2) << 4);         // scales 4..7
+    const uint32_t mn_lo = a[1] & m6;                                          // mins 0..3
+    const uint32_t mn_hi = ((a[2] >> 4) & lo4) | (((a[1] >> 6) & top2) << 4);  // mins 4..7
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+
+// q3_K: the 16 6-bit scales minus 32, as int8 (low nibbles in bytes 0..7, top bits in 8..11).
+inline __m128i unpack_scales_q3(const uint8_t* packed) {
+    uint32_t a[3];
+    std::memcpy(a, packed, 12);
+    const uint32_t lo4 = 0x0f0f0f0f, top2 = 0x03030303;
+    const __m128i sc = _mm_set_epi32((int)(((a[1] >> 4) & lo4) | (((a[2] >> 6) & top2) << 4)),
+                                     (int)(((a[0] >> 4) & lo4) | (((a[2] >> 4) & top2) << 4)),
+                                     (int)((a[1] & lo4) | (((a[2] >> 2) & top2) << 4)),
+                                     (int)((a[0] & lo4) | ((a[2] & top2) << 4)));
+    return _mm_sub_epi8(sc, _mm_set1_epi8(32));
+}
+
+// m[2k] * (b[4k] + b[4k+1]) + m[2k+1] * (b[4k+2] + b[4k+3]) for k = 0..3: the minimum term of
+// q4_K / q5_K (8 mins against the 16 bsums summed pairwise into the 8 32-element sub-blocks).
+inline __m128i mins_dot_bsums_k4(__m256i scales_mins, const int16_t* bsums) {
+    const __m256i b = _mm256_loadu_si256((const __m256i*)bsums);
+    const __m128i b32 = _mm_hadd_epi16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    return _mm_madd_epi16(_mm256_extracti128_si256(scales_mins, 1), b32);
+}
+
+// ---- dot products ----------------------------------------------------------------------------
+
+void vec_dot_q2_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q2_K* x = (const block_q2_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+
+        // Minimum term first: lane k = m[2k] * bsums[2k] + m[2k+1] * bsums[2k+1].
+        const __m128i packed = _mm_loadu_si128((const __m128i*)x[i].scales);
+        const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+        const __m256i mprod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i*)y[i].bsums));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mprod), acc);
+
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_and_si128(packed, m4));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {  // 128-element halves: 32 bytes of 2-bit quants each
+            const __m256i half = scales_half(sc16, h);
+            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * h));
+            const int8_t* q8 = y[i].qs + 128 * h;
+            for (int k = 0; k < 4; k++) {  // chunk k: bits 2k..2k+1 of every byte
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+                sumi = _mm256_add_epi32(sumi, dot_scaled(q, q8 + 32 * k, scales_pair(half, k)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_float_8(acc);
+}
+
+void vec_dot_q3_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q3_K* x = (const block_q3_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_scales_q3(x[i].scales));
+        const __m256i hbits = _mm256_loadu_si256((const __m256i*)x[i].hmask);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i half = scales_half(sc16, h);
+            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * h));
+            const int8_t* q8 = y[i].qs + 128 * h;
+            for (int k = 0; k < 4; k++) {
+                // q = low - hoff, hoff = 4 where hmask bit (4h + k) is clear: two unsigned
+                // products, subtracted in int16 (|each pair| <= 4 * 127 * 2).
+                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+                const __m256i hset = _mm256_and_si256(_mm256_srli_epi16(hbits, 4 * h + k), ones);
+                const __m256i hoff = _mm256_slli_epi16(_mm256_xor_si256(hset, ones), 2);
+                const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
+                const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(low, qy), _mm256_maddubs_epi16(hoff, qy));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_float_8(acc);
+}
+
+void vec_dot_q4_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q4_K* x = (const block_q4_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    __m128 acc_m = _mm_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
+        const __m128i mprod = mins_dot_bsums_k4(scales_mins, y[i].bsums);
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mprod), acc_m);
+
+        const __m256i scales = scales_half(scales_mins, 0);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {  // 64 elements: 32 low nibbles, then 32 high nibbles
+            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(bits, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)));
+            sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+    acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+    *s = hsum_float_8(acc) + _mm_cvtss_f32(acc_m);
+}
+
+void vec_dot_q5_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q5_K* x = (const block_q5_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const float dmin = -y[i].d * h2f(x[i].dmin);
+        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
+        const __m128i mprod = mins_dot_bsums_k4(scales_mins, y[i].bsums);
+        summs = std::fma(dmin, (float)sum_i32_4(mprod), summs);
+
+        const __m256i scales = scales_half(scales_mins, 0);
+        const __m256i hbits = _mm256_loadu_si256((const __m256i*)x[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
+            // fifth bit of sub-block 2j (2j + 1) is bit 2j (2j + 1) of qh, moved to bit 4
+            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), ones), 4);
+            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), ones), 4);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1);
+            sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)));
+            sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_float_8(acc) + summs;
+}
+
+void vec_dot_q6_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q6_K* x = (const block_q6_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i m32 = _mm256_set1_epi8(32);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = y[i].d * h2f(x[i].d);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x[i].scales));
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i half = scales_half(sc16, h);
+            const __m256i lo1 = _mm256_loadu_si256((const __m256i*)(x[i].ql + 64 * h));
+            const __m256i lo2 = _mm256_loadu_si256((const __m256i*)(x[i].ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i*)(x[i].qh + 32 * h));
+            const int8_t* q8 = y[i].qs + 128 * h;
+            // chunk k: low nibbles of lo1, lo2, then high nibbles; top 2 bits from bits 2k of hb
+            const __m256i q[4] = {
+                _mm256_and_si256(lo1, m4),
+                _mm256_and_si256(lo2, m4),
+                _mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4),
+                _mm256_and_si256(_mm256_srli_epi16(lo2, 4), m4),
+            };
+            for (int k = 0; k < 4; k++) {
+                const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), m3), 4);
+                const __m256i qx = _mm256_or_si256(q[k], top);
+                const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
+                // (q - 32) * q8, pairwise in int16 (|pair| <= 32 * 127 * 2 + 63 * 127 * 2)
+                const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(qx, qy), _mm256_maddubs_epi16(m32, qy));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_float_8(acc);
+}
+
+// The entries this file accelerates (dequantization and the Q8_K quantizer stay scalar: ggml's
+// x86 quantize_row_q8_K is the scalar reference too).
+inline void fill_kernels_kquants_256(KernelTable& t) {
+    t.types[TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_256;
+    t.types[TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_256;
+    t.types[TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_256;
+    t.types[TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_256;
+    t.types[TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_256;
+}
+
+}  // namespace
+}  // namespace ei

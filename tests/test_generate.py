@@ -1,0 +1,118 @@
+"""The decoding loop on a tiny random model: streaming text, stop conditions, the context limit
+and prefix reuse. A scripted sampler makes the generated tokens whatever a test needs."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from edgeinfer.errors import ContextOverflowError
+from edgeinfer.generate import PromptCache, stream_generate
+from edgeinfer.model import Model
+from tiny_model import TinyConfig, write_tiny_llama
+
+IM_END = 2  # a control token of the tiny vocabulary, end of generation
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gen") / "tiny.gguf"
+    write_tiny_llama(path, TinyConfig())
+    return path
+
+
+@pytest.fixture
+def model(model_path):
+    return Model.load(model_path, n_ctx=64, n_threads=2)
+
+
+def scripted(tokens: Sequence[int]):
+    """A sampler that ignores the logits and returns `tokens` in order."""
+    it = iter(tokens)
+    return lambda logits, history: next(it)
+
+
+def run(model: Model, prompt: list[int], sampler, max_tokens=32, stop=()):
+    gen = stream_generate(model._core, PromptCache(model.context), prompt, sampler, max_tokens, stop)
+    pieces = []
+    while True:
+        try:
+            pieces.append(next(gen))
+        except StopIteration as done:
+            return pieces, done.value
+
+
+def test_multibyte_characters_split_across_tokens_stream_whole(model):
+    text = "naïve café 🙂 done"
+    ids = model.tokenize(text, add_special=False)
+    assert len(ids) > len(text.encode()) // 2  # byte-level tokens: characters span several
+    pieces, result = run(model, [5], scripted(ids), max_tokens=len(ids))
+    assert "".join(pieces) == text == result.text
+    assert all("\ufffd" not in p for p in pieces)
+    assert result.finish_reason == "length" and result.tokens == ids
+
+
+def test_stop_string_ends_generation_and_is_not_emitted(model):
+    ids = model.tokenize("hello STOP world", add_special=False)
+    pieces, result = run(model, [5], scripted(ids), stop=["STOP"])
+    assert "".join(pieces) == "hello " == result.text
+    assert result.finish_reason == "stop"
+
+
+def test_text_that_only_starts_like_a_stop_string_is_released(model):
+    ids = model.tokenize("a STO b", add_special=False)
+    pieces, result = run(model, [5], scripted(ids), max_tokens=len(ids), stop=["STOP"])
+    assert "".join(pieces) == "a STO b" and result.finish_reason == "length"
+
+
+def test_end_of_generation_token_stops(model):
+    ids = model.tokenize("hi", add_special=False) + [IM_END, 7, 7]
+    pieces, result = run(model, [5], scripted(ids))
+    assert "".join(pieces) == "hi" and result.finish_reason == "stop" and result.eog_token == IM_END
+    assert result.tokens == ids[:2]
+
+
+def test_reaching_the_context_end_finishes_with_length(model):
+    prompt = list(range(10, 60))  # 50 of 64 positions
+    result = model.complete(prompt, max_tokens=100, temperature=0)
+    assert result.finish_reason == "length"
+    assert len(prompt) + len(result.tokens) == model.n_ctx + 1  # the last token needs no decode
+    assert model.context.n_past == model.n_ctx
+
+
+def test_prompt_longer_than_the_context_is_a_clear_error(model):
+    with pytest.raises(ContextOverflowError, match="64"):
+        model.complete(list(range(10, 80)), max_tokens=4)
+    # The model is still usable afterwards.
+    assert model.complete([5, 6, 7], max_tokens=3, temperature=0).finish_reason == "length"
+
+
+def test_prefix_reuse_gives_the_cold_result(model_path):
+    warm = Model.load(model_path, n_ctx=64)
+    cold = Model.load(model_path, n_ctx=64)
+    first = [5, 6, 7, 8, 9, 10]
+    warm.complete(first, max_tokens=4, temperature=0)
+    extended = first + [11, 12, 13]
+    warm_result = warm.complete(extended, max_tokens=8, temperature=0)
+    cold_result = cold.complete(extended, max_tokens=8, temperature=0)
+    assert warm_result.cached_tokens == len(first)
+    assert cold_result.cached_tokens == 0
+    assert warm_result.tokens == cold_result.tokens
+
+
+def test_seeded_sampling_is_reproducible(model):
+    a = model.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=42, top_k=0, top_p=1.0, min_p=0.0)
+    b = model.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=42, top_k=0, top_p=1.0, min_p=0.0)
+    c = model.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=43, top_k=0, top_p=1.0, min_p=0.0)
+    assert a.tokens == b.tokens and a.tokens != c.tokens
+
+
+def test_logits_view_is_zero_copy_and_read_only(model):
+    model.context.truncate(0)
+    model.context.decode(np.array([5, 6], dtype=np.int32))
+    view = model.context.logits
+    assert view.shape == (1, model.n_vocab) and not view.flags.writeable and not view.flags.owndata
+    before = view.copy()
+    model.context.decode(np.array([7], dtype=np.int32))
+    np.testing.assert_array_equal(view, before)  # a held view keeps its values
