@@ -20,17 +20,23 @@ IS_ARM64 = MACHINE in ("aarch64", "arm64")
 # Per-ISA translation units and the flags each is compiled with.
 ISA_SOURCES = {}
 if IS_X86:
-    ISA_SOURCES["native/src/cpu/x86/avx2.cpp"] = ["-mavx2", "-mfma", "-mf16c"]
-    ISA_SOURCES["native/src/cpu/x86/avx512.cpp"] = [
-        "-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
-        "-mavx512vnni",
-    ]
+    AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
+    AVX512_FLAGS = AVX2_FLAGS + ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"]
+    # The float-op units mirror ggml, whose sources are built in GNU dialects where GCC
+    # contracts a*b+c into FMA; -std=c++17 (ISO) would turn that off.
+    FP_CONTRACT = ["-ffp-contract=fast"]
+    ISA_SOURCES["native/src/cpu/x86/avx2.cpp"] = AVX2_FLAGS
+    ISA_SOURCES["native/src/cpu/x86/avx512.cpp"] = AVX512_FLAGS
+    ISA_SOURCES["native/src/cpu/x86/ops_avx2.cpp"] = AVX2_FLAGS + FP_CONTRACT
+    ISA_SOURCES["native/src/cpu/x86/ops_avx512.cpp"] = AVX512_FLAGS + FP_CONTRACT
 elif IS_ARM64:
     ISA_SOURCES["native/src/cpu/arm/neon.cpp"] = ["-march=armv8.2-a+dotprod+fp16"]
 
 ISA_DEFINES = {
     "native/src/cpu/x86/avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/avx512.cpp": "EDGEINFER_HAVE_AVX512",
+    "native/src/cpu/x86/ops_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/ops_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",
 }
 
@@ -64,9 +70,12 @@ ext = Pybind11Extension(
     "edgeinfer._core",
     baseline_sources,
     include_dirs=["native/src"],
-    define_macros=[(ISA_DEFINES[f], "1") for f in isa_sources],
+    define_macros=sorted({(ISA_DEFINES[f], "1") for f in isa_sources}),
     extra_compile_args=COMMON_FLAGS,
     cxx_std=17,
+    # The ISA objects are linked in as extra objects, which build_ext does not track: list
+    # them (and the headers) so that editing one relinks the extension.
+    depends=isa_sources + sorted(glob("native/src/**/*.h", recursive=True)),
 )
 import pybind11  # noqa: E402  (include path for the ISA units compiled by hand)
 

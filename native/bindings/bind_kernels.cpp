@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "cpu/kernels.h"
 #include "quant/types.h"
+#include "table_arg.h"
 
 namespace py = pybind11;
 
@@ -18,14 +19,6 @@ namespace {
 
 using Bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
-
-const ei::KernelTable& table_for(const py::object& isa) {
-    if (isa.is_none()) return ei::kernels();
-    const std::string name = py::cast<std::string>(isa);
-    for (ei::Isa i : {ei::Isa::scalar, ei::Isa::avx2, ei::Isa::avx512, ei::Isa::neon})
-        if (name == ei::isa_name(i)) return ei::kernels_for(i);
-    throw ei::Error("unknown instruction set '" + name + "' (expected scalar, avx2, avx512 or neon)");
-}
 
 const ei::TypeInfo& checked_type(uint32_t type) {
     if (!ei::type_known(type)) throw ei::Error("unknown ggml type id " + std::to_string(type));

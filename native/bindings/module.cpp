@@ -8,6 +8,7 @@ namespace py = pybind11;
 
 void register_gguf(py::module_& m);
 void register_kernels(py::module_& m);
+void register_ops(py::module_& m);
 void register_vocab(py::module_& m);
 void register_model(py::module_& m);
 
@@ -29,6 +30,7 @@ PYBIND11_MODULE(_core, m) {
     });
     register_gguf(m);
     register_kernels(m);
+    register_ops(m);
     register_vocab(m);
     register_model(m);
 }

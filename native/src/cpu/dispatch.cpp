@@ -134,10 +134,16 @@ KernelTable build_table(Isa isa) {
     switch (isa) {
         case Isa::scalar: break;
 #if defined(EDGEINFER_HAVE_AVX2)
-        case Isa::avx2: fill_kernels_avx2(t); break;
+        case Isa::avx2:
+            fill_kernels_avx2(t);
+            fill_ops_avx2(t.ops);
+            break;
 #endif
 #if defined(EDGEINFER_HAVE_AVX512)
-        case Isa::avx512: fill_kernels_avx512(t); break;
+        case Isa::avx512:
+            fill_kernels_avx512(t);
+            fill_ops_avx512(t.ops);
+            break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)
         case Isa::neon: fill_kernels_neon(t); break;

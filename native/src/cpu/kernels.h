@@ -26,17 +26,50 @@ struct TypeKernels {
     uint32_t vec_dot_type = TYPE_F32;  // the type activations are converted to for vec_dot
 };
 
+// ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
+// Activations are quantized to 8 bits before every matmul, so a last-ulp difference in any of
+// these flips int8 roundings downstream: each ISA version mirrors what ggml's CPU backend
+// computes when built for that ISA (same vector widths, accumulator counts, reduction order,
+// polynomials and FMA contractions), and the scalar reference mirrors ggml built without SIMD.
+
+// One query row of flash attention over an F16 cache (ggml_compute_forward_flash_attn_ext_f16_one_chunk,
+// F16 K and V): positions first..last of K/V rows (k + ic * kv_stride, likewise v), head_dim
+// elements each; Q rounded to F16, KQ dot in ggml_vec_dot_f16's order, online softmax with expf,
+// V accumulated in F16; out = VKQ / S. scratch holds 2 * head_dim halves.
+using AttnF16RowFn = void (*)(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                              int64_t first, int64_t last, int64_t head_dim, float scale, uint16_t* scratch,
+                              float* out);
+// out[i] = silu(gate[i]) * up[i] (ggml_vec_swiglu_f32); out may equal gate.
+using SwigluFn = void (*)(int64_t n, const float* gate, const float* up, float* out);
+// RoPE "normal" rotation of adjacent pairs (ggml's rotate_pairs): for each of n_heads rows of
+// head_dim values, pairs i0 < n_rot are rotated by cs[i0] = cos, cs[i0+1] = sin; values past
+// n_rot are copied. dst may equal src (each pair is read before it is written).
+using RopeRotateFn = void (*)(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                              const float* cs);
+
+struct OpKernels {
+    AttnF16RowFn attn_f16_row = nullptr;
+    SwigluFn swiglu = nullptr;
+    RopeRotateFn rope_rotate = nullptr;
+};
+
 struct KernelTable {
     Isa isa = Isa::scalar;
     TypeKernels types[TYPE_COUNT];
+    OpKernels ops;
 };
 
 // The reference table: plain C++, exact ggml semantics. Always available.
 void fill_kernels_scalar(KernelTable& t);
+// The scalar float ops (cpu/ops_ref.cpp); called by fill_kernels_scalar.
+void fill_ops_scalar(OpKernels& ops);
 // Each ISA unit overrides what it accelerates (only linked in when built for that architecture).
 void fill_kernels_avx2(KernelTable& t);
 void fill_kernels_avx512(KernelTable& t);
 void fill_kernels_neon(KernelTable& t);
+// The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
+void fill_ops_avx2(OpKernels& ops);
+void fill_ops_avx512(OpKernels& ops);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();

@@ -25,7 +25,8 @@ struct RopeParams {
     float freq_scale;
     const float* freq_factors;  // nullptr if none
 };
-void rope_norm(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p);
+void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+               const RopeParams& p);
 
 // Causal attention of n query rows over an F16 KV cache (ggml's CPU flash-attention with an F16
 // cache: Q rounded to F16, online softmax, V accumulated in F16).
@@ -38,11 +39,11 @@ struct AttentionShape {
     float scale;
     int64_t window;
 };
-void attention_f16(ThreadPool& pool, const float* q, int64_t n, int64_t pos0, const uint16_t* k, const uint16_t* v,
-                   const AttentionShape& s, float* out);
+void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
+                   const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out);
 
 // out[i] = silu(gate[i]) * up[i] over n values (in place allowed: out may equal gate).
-void swiglu(const float* gate, const float* up, float* out, int64_t n);
+void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);

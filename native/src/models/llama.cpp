@@ -82,13 +82,13 @@ public:
             matmul(env.pool, env.kt, L.wq, h, n, q, env.matmul_scratch);
             matmul(env.pool, env.kt, L.wk, h, n, k, env.matmul_scratch);
             matmul(env.pool, env.kt, L.wv, h, n, v, env.matmul_scratch);
-            rope_norm(q, n, hp_.n_head, hp_.head_dim, pos.data(), rope);
-            rope_norm(k, n, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
+            rope_norm(env.kt, q, n, hp_.n_head, hp_.head_dim, pos.data(), rope);
+            rope_norm(env.kt, k, n, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
             env.kv.store(il, b.pos0, n, k, v);
 
             if (il == hp_.n_layer - 1 && !b.all_logits) r0 = n - 1;
             const int64_t m = n - r0;
-            attention_f16(env.pool, q + r0 * qw, m, b.pos0 + r0, env.kv.k(il), env.kv.v(il), shape, att);
+            attention_f16(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv.k(il), env.kv.v(il), shape, att);
             matmul(env.pool, env.kt, L.wo, att, m, out, env.matmul_scratch);
             float* xr = x + r0 * d;
             add_inplace(xr, out, m * d);
@@ -96,7 +96,7 @@ public:
             rms_norm(xr, L.ffn_norm, h, m, d, hp_.norm_eps);
             matmul(env.pool, env.kt, L.w_gate, h, m, gate, env.matmul_scratch);
             matmul(env.pool, env.kt, L.w_up, h, m, up, env.matmul_scratch);
-            swiglu(gate, up, gate, m * ff);
+            swiglu(env.kt, gate, up, gate, m * ff);
             matmul(env.pool, env.kt, L.w_down, gate, m, out, env.matmul_scratch);
             add_inplace(xr, out, m * d);
         }

@@ -20,6 +20,7 @@ void fill_kernels_scalar(KernelTable& t) {
     // Q8_1 is an activation type only: no dot product takes it as weights.
     t.types[TYPE_Q8_1] = {ref::to_float_q8_1, ref::from_float_q8_1, nullptr, TYPE_Q8_1};
     fill_kernels_kquants_scalar(t);  // Q2_K..Q6_K with Q8_K activations (ref_kquants.cpp)
+    fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)
 }
 
 }  // namespace ei

@@ -1,0 +1,73 @@
+// The float ops of the kernel table (KernelTable::ops), one call each, for tests: every ISA's
+// version can be compared with the scalar reference and with a numpy formula. The forward pass
+// calls the table directly, never through here.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "cpu/kernels.h"
+#include "table_arg.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using Halves = py::array_t<uint16_t, py::array::c_style | py::array::forcecast>;
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw ei::Error(what);
+}
+
+}  // namespace
+
+void register_ops(py::module_& m) {
+    m.def("attn_f16_row", [](const Floats& q, const Halves& k, const Halves& v, float scale, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(q.ndim() == 1 && k.ndim() == 2 && v.ndim() == 2,
+                "attn_f16_row: q is [head_dim], k and v [n_kv, head_dim]");
+        const int64_t d = q.shape(0), n_kv = k.shape(0);
+        require(n_kv >= 1 && k.shape(1) == d && v.shape(0) == n_kv && v.shape(1) == d,
+                "attn_f16_row: k and v must both be [n_kv >= 1, head_dim] with q's head_dim");
+        py::array_t<float> out(d);
+        std::vector<uint16_t> scratch(2 * d);
+        {
+            py::gil_scoped_release nogil;
+            t.ops.attn_f16_row(q.data(), k.data(), v.data(), d, 0, n_kv - 1, d, scale, scratch.data(),
+                               out.mutable_data());
+        }
+        return out;
+    }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"), py::arg("isa") = py::none(),
+       "One query row of flash attention over F16 K/V rows (uint16 bit patterns, [n_kv, head_dim]): "
+       "softmax(scale * K q16) V with ggml's F16 rounding -> float32 [head_dim].");
+
+    m.def("swiglu", [](const Floats& gate, const Floats& up, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(),
+                "swiglu: gate and up must be 1-d and the same length");
+        py::array_t<float> out(gate.size());
+        {
+            py::gil_scoped_release nogil;
+            t.ops.swiglu(gate.size(), gate.data(), up.data(), out.mutable_data());
+        }
+        return out;
+    }, py::arg("gate"), py::arg("up"), py::arg("isa") = py::none(), "silu(gate) * up, float32.");
+
+    m.def("rope_rotate", [](const Floats& x, const Floats& cs, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(x.ndim() == 2 && cs.ndim() == 1, "rope_rotate: x is [n_heads, head_dim], cs is [n_rot]");
+        const int64_t n_heads = x.shape(0), head_dim = x.shape(1), n_rot = cs.shape(0);
+        require(n_rot % 2 == 0 && n_rot <= head_dim, "rope_rotate: n_rot must be even and <= head_dim");
+        py::array_t<float> out({n_heads, head_dim});
+        {
+            py::gil_scoped_release nogil;
+            t.ops.rope_rotate(x.data(), out.mutable_data(), n_heads, head_dim, n_rot, cs.data());
+        }
+        return out;
+    }, py::arg("x"), py::arg("cs"), py::arg("isa") = py::none(),
+       "RoPE normal-mode rotation of adjacent pairs: cs = [cos0, sin0, cos1, sin1, ...] (n_rot values); "
+       "dims past n_rot are copied.");
+}

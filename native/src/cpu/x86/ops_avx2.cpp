@@ -1,0 +1,128 @@
+// AVX2 + FMA + F16C float ops: ggml-cpu's vec.h / vec.cpp kernels as an -march=native build on
+// an AVX2 (no AVX-512) machine compiles them: ggml's __AVX__ mappings (GGML_F16_STEP 32,
+// GGML_F16_EPR 8: four 8-lane accumulators; F16 through vcvtph2ps / vcvtps2ph), operation for
+// operation. Compiled with -ffp-contract=fast like ggml; contractions that matter are explicit.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "common/fp16.h"
+#include "cpu/attn_online.h"
+#include "cpu/kernels.h"
+#include "cpu/x86/ops_fma.h"
+
+namespace ei {
+
+namespace {
+
+constexpr int64_t kF16Step = 32;  // GGML_F16_STEP
+constexpr int64_t kF16Epr = 8;    // GGML_F16_EPR (GGML_F16_ARR = 4 registers a step)
+
+inline __m256 load_f16x8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
+inline void store_f16x8(uint16_t* p, __m256 v) {
+    _mm_storeu_si128((__m128i*)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+struct Avx2F16Prims {
+    static void to_f16(const float* x, uint16_t* y, int64_t n) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) store_f16x8(y + i, _mm256_loadu_ps(x + i));
+        for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+    }
+
+    // ggml_vec_dot_f16 with GGML_F32x8_REDUCE: (0+2, 1+3), (0+1), low half + high half, two hadds.
+    static float dot(int64_t n, const uint16_t* x, const uint16_t* y) {
+        const int64_t np = n & ~(kF16Step - 1);
+        __m256 sum[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t i = 0; i < np; i += kF16Step)
+            for (int j = 0; j < 4; ++j)
+                sum[j] = _mm256_fmadd_ps(load_f16x8(x + i + j * kF16Epr), load_f16x8(y + i + j * kF16Epr), sum[j]);
+        sum[0] = _mm256_add_ps(sum[0], sum[2]);
+        sum[1] = _mm256_add_ps(sum[1], sum[3]);
+        sum[0] = _mm256_add_ps(sum[0], sum[1]);
+        const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(sum[0]), _mm256_extractf128_ps(sum[0], 1));
+        const __m128 t1 = _mm_hadd_ps(t0, t0);
+        double sumf = (double)_mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+        for (int64_t i = np; i < n; ++i) sumf += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+        return (float)sumf;
+    }
+
+    static void scale(int64_t n, uint16_t* y, float v) {
+        const int64_t np = n & ~(kF16Step - 1);
+        const __m256 vx = _mm256_set1_ps(v);
+        for (int64_t i = 0; i < np; i += kF16Epr) store_f16x8(y + i, _mm256_mul_ps(load_f16x8(y + i), vx));
+        for (int64_t i = np; i < n; ++i) y[i] = fp32_to_fp16(fp16_to_fp32(y[i]) * v);
+    }
+
+    static void mad(int64_t n, uint16_t* y, const uint16_t* x, float v) {
+        const int64_t np = n & ~(kF16Step - 1);
+        const __m256 vx = _mm256_set1_ps(v);
+        for (int64_t i = 0; i < np; i += kF16Epr)
+            store_f16x8(y + i, _mm256_fmadd_ps(load_f16x8(x + i), vx, load_f16x8(y + i)));
+        for (int64_t i = np; i < n; ++i) y[i] = fp32_to_fp16(std::fma(fp16_to_fp32(x[i]), v, fp16_to_fp32(y[i])));
+    }
+
+    static float sum_update(float S, float ms, float vs) { return std::fma(S, ms, vs); }
+};
+
+void attn_f16_row_avx2(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t first,
+                       int64_t last, int64_t head_dim, float scale, uint16_t* scratch, float* out) {
+    attend_row_f16<Avx2F16Prims>(q, k, v, kv_stride, first, last, head_dim, scale, scratch, out);
+}
+
+// ggml_v_expf (AVX2 + FMA): same polynomial as the AVX-512 one, with the exponent applied by
+// integer adds instead of vscalefps, and the large-|n| cases blended in by masks.
+inline __m256 expf8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+    const __m256i c =
+        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(126), _CMP_GT_OQ));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    if (!_mm256_movemask_ps(_mm256_castsi256_ps(c))) return _mm256_fmadd_ps(j, k, k);
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256i d =
+        _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), n), _mm256_set1_ps(192), _CMP_GT_OQ));
+    return _mm256_or_ps(
+        _mm256_and_ps(_mm256_castsi256_ps(d), _mm256_mul_ps(s1, s1)),
+        _mm256_andnot_ps(_mm256_castsi256_ps(d),
+                         _mm256_or_ps(
+                             _mm256_and_ps(_mm256_castsi256_ps(c), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1)),
+                             _mm256_andnot_ps(_mm256_castsi256_ps(c), _mm256_fmadd_ps(k, j, k)))));
+}
+
+inline __m256 silu8(__m256 x) {
+    const __m256 neg_x = _mm256_sub_ps(_mm256_setzero_ps(), x);
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), expf8(neg_x)));
+}
+
+void swiglu_avx2(int64_t n, const float* gate, const float* up, float* out) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(gate + i)), _mm256_loadu_ps(up + i)));
+    for (; i < n; ++i) {
+        const float g = gate[i];
+        out[i] = (g / (1.0f + std::exp(-g))) * up[i];
+    }
+}
+
+}  // namespace
+
+void fill_ops_avx2(OpKernels& ops) {
+    ops.attn_f16_row = attn_f16_row_avx2;
+    ops.swiglu = swiglu_avx2;
+    ops.rope_rotate = rope_rotate_fma;
+}
+
+}  // namespace ei

@@ -1,0 +1,41 @@
+// Float-op pieces shared by the x86 ISA units that have FMA (ops_avx2.cpp, ops_avx512.cpp),
+// compiled into each with that unit's flags (anonymous namespace: one private copy per unit).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+namespace ei {
+namespace {
+
+// ggml's rotate_pairs (normal mode) as GCC compiles it with FMA and -ffp-contract=fast (ggml's
+// C++ is built as gnu++17, where contraction is on): the loop is SLP-vectorized into
+// vfmaddsub, which fuses the products with x0 and rounds the products with x1 separately:
+//   y0 = fma(x0, cos, -(x1*sin)),  y1 = fma(x0, sin, x1*cos).
+// That holds for whole vectors of pairs; GCC's short tail (fewer than 4 pairs) is left
+// unfused (vmulps + vaddsubps), so it is here too. n_rot = 64/128/256 has no tail.
+void rope_rotate_fma(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                     const float* cs) {
+    const int64_t n_fused = n_rot & ~int64_t(7);  // whole groups of 4 pairs
+    for (int64_t h = 0; h < n_heads; ++h) {
+        const float* x = src + h * head_dim;
+        float* y = dst + h * head_dim;
+        int64_t i0 = 0;
+        for (; i0 < n_fused; i0 += 2) {
+            const float c = cs[i0], s = cs[i0 + 1];
+            const float x0 = x[i0], x1 = x[i0 + 1];
+            y[i0] = std::fma(x0, c, -(x1 * s));
+            y[i0 + 1] = std::fma(x0, s, x1 * c);
+        }
+        for (; i0 < n_rot; i0 += 2) {
+            const float c = cs[i0], s = cs[i0 + 1];
+            const float x0 = x[i0], x1 = x[i0 + 1];
+            const float a = x0 * c, b = x1 * s, e = x0 * s, f = x1 * c;
+            y[i0] = a - b;
+            y[i0 + 1] = e + f;
+        }
+        for (int64_t i = n_rot; i < head_dim; ++i) y[i] = x[i];
+    }
+}
+
+}  // namespace
+}  // namespace ei

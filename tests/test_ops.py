@@ -1,0 +1,185 @@
+"""The float ops of the kernel table (attention row, SwiGLU, RoPE rotation) on every ISA this
+machine runs, against the scalar reference and against numpy formulas in float64.
+
+The ISA versions mirror ggml's SIMD builds (its accumulator layout, expf polynomial and FMA
+contractions) and the scalar one mirrors ggml without SIMD, so they differ by a few roundings;
+the bounds below say how many:
+- SwiGLU: ggml_v_expf is within 1.45 + 0.5 ulp of expf, and 1 + e, the division and the
+  product add an ulp each: |isa - scalar| <= 8 ulp(|result|), |any - exact| <= 2^-20 relative.
+- RoPE: the fused form rounds one product fewer: |isa - scalar| and |any - exact| are at most
+  2^-23 * (|x0 cos| + |x1 sin|) (and likewise for the odd element).
+- Attention: V is accumulated in F16, whose rounding (2^-11 relative) happens once per cached
+  position in both versions, and the F16 rounding of q moves the scores by 2^-11 relative:
+  |out - exact(q16)| <= (n_kv + 2) * 2^-10 * max|v|; two versions differ by at most twice that.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeinfer import _core
+
+ISAS = _core.available_isas()
+SIMD_ISAS = [isa for isa in ISAS if isa in ("avx2", "avx512")]
+
+
+def ulp(x: np.ndarray) -> np.ndarray:
+    return np.spacing(np.abs(x).astype(np.float32)).astype(np.float64)
+
+
+# ---- SwiGLU ------------------------------------------------------------------------------
+
+
+def swiglu_inputs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    gate = (rng.standard_normal(n) * 4).astype(np.float32)
+    edges = np.array([-100, -88.5, -30, -1e-3, 0, 1e-3, 30, 88.5, 100], dtype=np.float32)
+    m = min(n, len(edges))
+    gate[:m] = edges[:m]  # saturated exp, overflow of exp(-x), and values around 0
+    up = rng.standard_normal(n).astype(np.float32)
+    return gate, up
+
+
+def swiglu_exact(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    g = gate.astype(np.float64)
+    with np.errstate(over="ignore"):
+        return g / (1.0 + np.exp(-g)) * up.astype(np.float64)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n", [1, 15, 16, 1536, 1536 + 13])  # 1536: SmolLM2's n_ff; odd tails
+def test_swiglu_every_isa_matches_scalar(isa, n):
+    gate, up = swiglu_inputs(n, seed=n)
+    ref = _core.swiglu(gate, up, isa="scalar")
+    got = _core.swiglu(gate, up, isa=isa)
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= 8 * ulp(ref) + 1e-30)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_swiglu_is_silu_times_up(isa):
+    gate, up = swiglu_inputs(1536 + 13, seed=7)
+    want = swiglu_exact(gate, up)
+    got = _core.swiglu(gate, up, isa=isa).astype(np.float64)
+    assert np.all(np.abs(got - want) <= 2.0**-20 * np.abs(want) + 1e-30)
+
+
+def test_swiglu_in_the_table_of_every_isa_handles_empty_input():
+    for isa in ISAS:
+        assert _core.swiglu(np.zeros(0, np.float32), np.zeros(0, np.float32), isa=isa).shape == (0,)
+
+
+# ---- RoPE rotation -----------------------------------------------------------------------
+
+
+def rope_inputs(n_heads: int, head_dim: int, n_rot: int, pos: int, seed: int):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n_heads, head_dim)).astype(np.float32) * 3
+    theta = pos * 10000.0 ** (-np.arange(0, n_rot, 2) / n_rot)
+    cs = np.empty(n_rot, dtype=np.float32)
+    cs[0::2], cs[1::2] = np.cos(theta), np.sin(theta)
+    return x, cs
+
+
+def rope_bound(x: np.ndarray, cs: np.ndarray, n_rot: int) -> np.ndarray:
+    """2^-23 * (|x0 cos| + |x1 sin|) for y0 and (|x0 sin| + |x1 cos|) for y1."""
+    x0, x1 = np.abs(x[:, 0:n_rot:2]).astype(np.float64), np.abs(x[:, 1:n_rot:2]).astype(np.float64)
+    c, s = np.abs(cs[0::2]).astype(np.float64), np.abs(cs[1::2]).astype(np.float64)
+    b = np.zeros_like(x, dtype=np.float64)
+    b[:, 0:n_rot:2] = x0 * c + x1 * s
+    b[:, 1:n_rot:2] = x0 * s + x1 * c
+    return 2.0**-23 * b
+
+
+ROPE_SHAPES = [(9, 64, 64), (3, 64, 64), (4, 256, 256), (2, 64, 36), (2, 64, 6)]  # partial n_rot: tails
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n_heads,head_dim,n_rot", ROPE_SHAPES)
+def test_rope_rotate_is_the_rotation(isa, n_heads, head_dim, n_rot):
+    x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=37, seed=head_dim + n_rot)
+    got = _core.rope_rotate(x, cs, isa=isa).astype(np.float64)
+    xd, c, s = x.astype(np.float64), cs[0::2].astype(np.float64), cs[1::2].astype(np.float64)
+    want = xd.copy()
+    want[:, 0:n_rot:2] = xd[:, 0:n_rot:2] * c - xd[:, 1:n_rot:2] * s
+    want[:, 1:n_rot:2] = xd[:, 0:n_rot:2] * s + xd[:, 1:n_rot:2] * c
+    assert np.all(np.abs(got - want) <= rope_bound(x, cs, n_rot))
+    assert np.array_equal(got[:, n_rot:], xd[:, n_rot:])  # the unrotated dims are copied
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n_heads,head_dim,n_rot", ROPE_SHAPES)
+def test_rope_rotate_every_isa_matches_scalar(isa, n_heads, head_dim, n_rot):
+    x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=1000, seed=n_heads)
+    ref = _core.rope_rotate(x, cs, isa="scalar").astype(np.float64)
+    got = _core.rope_rotate(x, cs, isa=isa).astype(np.float64)
+    assert np.all(np.abs(got - ref) <= rope_bound(x, cs, n_rot))
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+def test_simd_rope_rounds_like_gccs_vfmaddsub(isa):
+    """Whole groups of 4 pairs: y0 = fma(x0, c, -round(x1 s)), y1 = fma(x0, s, round(x1 c)),
+    i.e. the x0 products exact (float64 holds them), the x1 products rounded to float32."""
+    x, cs = rope_inputs(9, 64, 64, pos=11, seed=3)
+    c, s = cs[0::2].astype(np.float64), cs[1::2].astype(np.float64)
+    x0 = x[:, 0::2].astype(np.float64)
+    want = np.empty_like(x)
+    want[:, 0::2] = (x0 * c - (x[:, 1::2] * cs[1::2]).astype(np.float64)).astype(np.float32)
+    want[:, 1::2] = (x0 * s + (x[:, 1::2] * cs[0::2]).astype(np.float64)).astype(np.float32)
+    assert np.array_equal(_core.rope_rotate(x, cs, isa=isa), want)
+
+
+# ---- attention row -----------------------------------------------------------------------
+
+
+def attn_inputs(head_dim: int, n_kv: int, seed: int):
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal(head_dim) * 2).astype(np.float32)
+    k = (rng.standard_normal((n_kv, head_dim)) * 2).astype(np.float16)
+    v = rng.standard_normal((n_kv, head_dim)).astype(np.float16)
+    return q, k, v
+
+
+def attn_exact(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+    q16 = q.astype(np.float16).astype(np.float64)
+    s = k.astype(np.float64) @ q16 * scale
+    w = np.exp(s - s.max())
+    return (w / w.sum()) @ v.astype(np.float64)
+
+
+def attn_bound(v: np.ndarray) -> float:
+    return (len(v) + 2) * 2.0**-10 * float(np.abs(v.astype(np.float64)).max())
+
+
+ATTN_SHAPES = [(64, 1), (64, 7), (64, 100), (80, 33), (256, 40)]  # 80: vector body + tail
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("head_dim,n_kv", ATTN_SHAPES)
+def test_attention_row_is_softmax_attention(isa, head_dim, n_kv):
+    q, k, v = attn_inputs(head_dim, n_kv, seed=head_dim * 1000 + n_kv)
+    scale = 1.0 / np.sqrt(head_dim)
+    got = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa=isa).astype(np.float64)
+    assert np.all(np.abs(got - attn_exact(q, k, v, scale)) <= attn_bound(v))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("head_dim,n_kv", ATTN_SHAPES)
+def test_attention_row_every_isa_matches_scalar(isa, head_dim, n_kv):
+    q, k, v = attn_inputs(head_dim, n_kv, seed=n_kv)
+    scale = 1.0 / np.sqrt(head_dim)
+    ref = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa="scalar").astype(np.float64)
+    got = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa=isa).astype(np.float64)
+    assert np.all(np.abs(got - ref) <= 2 * attn_bound(v))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_attention_over_one_position_returns_its_value(isa):
+    q, k, v = attn_inputs(64, 1, seed=1)
+    got = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), 0.125, isa=isa)
+    assert np.array_equal(got, v[0].astype(np.float32))
+
+
+def test_attention_rejects_mismatched_shapes():
+    q, k, v = attn_inputs(64, 3, seed=2)
+    with pytest.raises(_core.EdgeInferError, match="head_dim"):
+        _core.attn_f16_row(q[:32], k.view(np.uint16), v.view(np.uint16), 0.125)
