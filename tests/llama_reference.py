@@ -15,11 +15,15 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x: np.ndarray, pos: np.ndarray, base: float) -> np.ndarray:
-    """x: [n, heads, head_dim]; rotates adjacent pairs (llama.cpp's normal mode)."""
+def rope(x: np.ndarray, pos: np.ndarray, base: float, factors: np.ndarray | None = None,
+         scale: float = 1.0) -> np.ndarray:
+    """x: [n, heads, head_dim]; rotates adjacent pairs (llama.cpp's normal mode). Angles are
+    divided by `factors` (rope_freqs) and multiplied by `scale` (linear scaling = 1/factor)."""
     hd = x.shape[-1]
     inv = base ** (-np.arange(0, hd, 2) / hd)
-    ang = pos[:, None] * inv[None, :]                    # [n, hd/2]
+    if factors is not None:
+        inv = inv / factors
+    ang = scale * pos[:, None] * inv[None, :]            # [n, hd/2]
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     x0, x1 = x[..., 0::2], x[..., 1::2]
     out = np.empty_like(x)
@@ -49,7 +53,9 @@ class LlamaReference:
             q = (h @ w[p + "attn_q.weight"].T).reshape(n, c.n_head, c.head_dim)
             k = (h @ w[p + "attn_k.weight"].T).reshape(n, c.n_head_kv, c.head_dim)
             v = (h @ w[p + "attn_v.weight"].T).reshape(n, c.n_head_kv, c.head_dim)
-            q, k = rope(q, pos, c.rope_base), rope(k, pos, c.rope_base)
+            factors = w.get("rope_freqs.weight")
+            scale = 1.0 / c.rope_linear_factor if c.rope_linear_factor else 1.0
+            q, k = rope(q, pos, c.rope_base, factors, scale), rope(k, pos, c.rope_base, factors, scale)
             k16 = k.astype(np.float16).astype(np.float64)
             v16 = v.astype(np.float16).astype(np.float64)
             self.k_cache[il] = np.concatenate([self.k_cache[il], k16])

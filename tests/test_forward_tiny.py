@@ -76,3 +76,17 @@ def test_tied_output_uses_token_embedding(tmp_path):
     got = Model.load(path, n_ctx=64).eval_logits(PROMPT)
     want = LlamaReference(cfg, weights).forward(PROMPT)
     assert rel_err(got, want) < REL_TOL["F32"]
+
+
+@pytest.mark.parametrize("cfg", [TinyConfig(rope_freq_factors=True), TinyConfig(rope_linear_factor=4.0)],
+                         ids=["rope_freqs", "linear_scaling"])
+def test_rope_scaling_variants_match_reference(cfg, tmp_path):
+    path = tmp_path / "rope.gguf"
+    weights = write_tiny_llama(path, cfg)
+    got = Model.load(path, n_ctx=64).eval_logits(PROMPT)
+    want = LlamaReference(cfg, weights).forward(PROMPT)
+    assert rel_err(got, want) < REL_TOL["F32"]
+    # The variant matters: the unscaled reference is clearly different.
+    unscaled = {k: v for k, v in weights.items() if k != "rope_freqs.weight"}
+    plain = LlamaReference(TinyConfig(), unscaled).forward(PROMPT)
+    assert rel_err(plain, want) > 10 * REL_TOL["F32"]

@@ -22,6 +22,8 @@ class TinyConfig:
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
     tied_output: bool = False
+    rope_freq_factors: bool = False   # a Llama-3.1-style rope_freqs tensor
+    rope_linear_factor: float = 0.0   # rope.scaling.type linear with this factor (0 = none)
     weight_type: str = "F32"  # F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 for the 2-D matmul weights
 
     @property
@@ -74,6 +76,8 @@ def make_weights(cfg: TinyConfig, n_vocab: int, seed: int = 0) -> dict[str, np.n
         w[p + "ffn_gate.weight"] = mat(ff, d)
         w[p + "ffn_up.weight"] = mat(ff, d)
         w[p + "ffn_down.weight"] = mat(d, ff)
+    if cfg.rope_freq_factors:
+        w["rope_freqs.weight"] = np.linspace(1.0, 8.0, hd // 2).astype(np.float32)
     w["output_norm.weight"] = norm(d)
     if not cfg.tied_output:
         w["output.weight"] = mat(n_vocab, d)
@@ -98,6 +102,9 @@ def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0) 
     writer.add_rope_dimension_count(cfg.head_dim)
     writer.add_rope_freq_base(cfg.rope_base)
     writer.add_layer_norm_rms_eps(cfg.norm_eps)
+    if cfg.rope_linear_factor:
+        writer.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        writer.add_rope_scaling_factor(cfg.rope_linear_factor)
     writer.add_file_type(0 if cfg.weight_type == "F32" else 1)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("default")
