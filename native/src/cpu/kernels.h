@@ -24,6 +24,10 @@ struct TypeKernels {
     FromFloatFn from_float = nullptr;  // set for types that activations are quantized into
     VecDotFn vec_dot = nullptr;        // set for types usable as matmul weights
     uint32_t vec_dot_type = TYPE_F32;  // the type activations are converted to for vec_dot
+    // The per-row dot product of ggml-cpu's repacked GEMV/GEMM (repack.cpp), for the types that
+    // ggml repacks on this ISA (weights with a multiple of 8 rows): same integers as vec_dot,
+    // but the floats are accumulated in that kernel's order. matmul prefers it when set.
+    VecDotFn vec_dot_repacked = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
