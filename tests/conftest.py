@@ -63,18 +63,30 @@ def gemma3_path() -> Path:
     return _model_path("gemma3-270m")
 
 
-@pytest.fixture(scope="session")
-def smollm2_f32_path(smollm2_path: Path) -> Path:
-    """SmolLM2 with every tensor dequantized to F32 (the fp32 oracle's model), made once and kept
-    in the models folder: gguf-py's dequantization is bit-identical to llama.cpp's."""
+def _derived_f32(source: Path, name: str) -> Path:
+    """`source` with every tensor dequantized to F32 (the fp32 oracle's model), made once and
+    kept in the models folder's derived/ dir: gguf-py's dequantization is bit-identical to
+    llama.cpp's."""
     import importlib.util
 
-    target = smollm2_path.parent / "derived" / "SmolLM2-135M-Instruct.F32.gguf"
+    target = source.parent / "derived" / name
     if not target.exists():
         spec = importlib.util.spec_from_file_location(
             "dequantize_gguf", REPO_ROOT / "scripts" / "dequantize_gguf.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         target.parent.mkdir(parents=True, exist_ok=True)
-        module.dequantize_file(smollm2_path, target, "f32")
+        module.dequantize_file(source, target, "f32")
     return target
+
+
+@pytest.fixture(scope="session")
+def smollm2_f32_path(smollm2_path: Path) -> Path:
+    """SmolLM2 dequantized to F32."""
+    return _derived_f32(smollm2_path, "SmolLM2-135M-Instruct.F32.gguf")
+
+
+@pytest.fixture(scope="session")
+def gemma3_f32_path(gemma3_path: Path) -> Path:
+    """Gemma 3 270M dequantized to F32 (about 1.08 GB; the first run takes a minute or two)."""
+    return _derived_f32(gemma3_path, "gemma-3-270m.F32-dequant-from-Q4_K_M.gguf")

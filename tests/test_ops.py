@@ -183,3 +183,104 @@ def test_attention_rejects_mismatched_shapes():
     q, k, v = attn_inputs(64, 3, seed=2)
     with pytest.raises(_core.EdgeInferError, match="head_dim"):
         _core.attn_f16_row(q[:32], k.view(np.uint16), v.view(np.uint16), 0.125)
+
+
+# ---- GEGLU (ggml's F16 GELU table) --------------------------------------------------------
+# ggml rounds the gate to F16 and looks gelu_tanh up in an F16 table, so the result is
+# gelu(f16(gate)) rounded to F16 (2^-11 relative), times up: |got - gelu(f16(g)) up| <=
+# 2^-10 |gelu(f16(g)) up|. The table is built with the inner term fused on FMA ISAs and not in
+# the scalar one, which can move an entry by one F16 step: the same bound covers that. For
+# large negative gates the float32 formula cancels (1 + tanh(z) with tanh(z) near -1), adding up
+# to 2^-22 |gate up| absolute: that is in ggml's table too.
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * x * (1.0 + 0.044715 * x * x)))
+
+
+def geglu_inputs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    gate = (rng.standard_normal(n) * 3).astype(np.float32)
+    edges = np.array([-12, -10, -9.99, -1e-3, 0, 1e-3, 9.99, 10, 12], dtype=np.float32)
+    m = min(n, len(edges))
+    gate[:m] = edges[:m]  # both saturated branches and the table around 0
+    return gate, rng.standard_normal(n).astype(np.float32)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n", [1, 9, 2048 + 7])  # 2048: Gemma 3 270M's n_ff
+def test_geglu_is_table_gelu_times_up(isa, n):
+    gate, up = geglu_inputs(n, seed=n)
+    got = _core.geglu(gate, up, isa=isa).astype(np.float64)
+    g16 = gate.astype(np.float16).astype(np.float64)
+    want = gelu_tanh(g16) * up
+    want = np.where(gate <= -10, 0.0, np.where(gate >= 10, gate.astype(np.float64) * up, want))
+    assert np.all(np.abs(got - want) <= 2.0**-10 * np.abs(want) + 2.0**-22 * np.abs(g16 * up) + 1e-30)
+    assert np.array_equal(got[gate >= 10], (gate * up)[gate >= 10])  # the formula, not the table
+    assert np.all(got[gate <= -10] == 0)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_geglu_every_isa_matches_scalar(isa):
+    gate, up = geglu_inputs(4096, seed=5)
+    ref = _core.geglu(gate, up, isa="scalar").astype(np.float64)
+    got = _core.geglu(gate, up, isa=isa).astype(np.float64)
+    assert np.all(np.abs(got - ref) <= 2.0**-10 * np.abs(ref) + 1e-30)
+
+
+def test_geglu_depends_on_the_gate_only_through_its_f16_value():
+    gate = np.array([1.0, np.nextafter(np.float32(1.0), np.float32(2.0))], dtype=np.float32)
+    out = _core.geglu(gate, np.ones(2, np.float32))
+    assert out[0] == out[1]
+
+
+# ---- RoPE neox rotation ------------------------------------------------------------------
+
+
+def neox_bound(x: np.ndarray, cs: np.ndarray, n_rot: int) -> np.ndarray:
+    half = n_rot // 2
+    x0, x1 = np.abs(x[:, :half]).astype(np.float64), np.abs(x[:, half:n_rot]).astype(np.float64)
+    c, s = np.abs(cs[0::2]).astype(np.float64), np.abs(cs[1::2]).astype(np.float64)
+    b = np.zeros_like(x, dtype=np.float64)
+    b[:, :half] = x0 * c + x1 * s
+    b[:, half:n_rot] = x0 * s + x1 * c
+    return 2.0**-23 * b
+
+
+NEOX_SHAPES = [(4, 256, 256), (1, 256, 256), (2, 64, 32), (2, 64, 6)]  # Gemma 3; partial n_rot
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n_heads,head_dim,n_rot", NEOX_SHAPES)
+def test_rope_rotate_neox_is_the_rotation(isa, n_heads, head_dim, n_rot):
+    x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=37, seed=head_dim + n_rot)
+    got = _core.rope_rotate_neox(x, cs, isa=isa).astype(np.float64)
+    half = n_rot // 2
+    xd, c, s = x.astype(np.float64), cs[0::2].astype(np.float64), cs[1::2].astype(np.float64)
+    want = xd.copy()
+    want[:, :half] = xd[:, :half] * c - xd[:, half:n_rot] * s
+    want[:, half:n_rot] = xd[:, :half] * s + xd[:, half:n_rot] * c
+    assert np.all(np.abs(got - want) <= neox_bound(x, cs, n_rot))
+    assert np.array_equal(got[:, n_rot:], xd[:, n_rot:])
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n_heads,head_dim,n_rot", NEOX_SHAPES)
+def test_rope_rotate_neox_every_isa_matches_scalar(isa, n_heads, head_dim, n_rot):
+    x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=1000, seed=n_heads)
+    ref = _core.rope_rotate_neox(x, cs, isa="scalar").astype(np.float64)
+    got = _core.rope_rotate_neox(x, cs, isa=isa).astype(np.float64)
+    assert np.all(np.abs(got - ref) <= neox_bound(x, cs, n_rot))
+
+
+@pytest.mark.parametrize("isa", SIMD_ISAS)
+def test_simd_rope_neox_fuses_the_x0_products(isa):
+    """y[i] = fma(x0, c, -round(x1 s)), y[i + half] = fma(x0, s, round(x1 c)), as GCC contracts
+    ggml's loop: the x0 products exact (float64 holds them), the x1 products rounded."""
+    x, cs = rope_inputs(4, 256, 256, pos=11, seed=3)
+    c, s = cs[0::2].astype(np.float64), cs[1::2].astype(np.float64)
+    x0 = x[:, :128].astype(np.float64)
+    want = np.empty_like(x)
+    want[:, :128] = (x0 * c - (x[:, 128:] * cs[1::2]).astype(np.float64)).astype(np.float32)
+    want[:, 128:] = (x0 * s + (x[:, 128:] * cs[0::2]).astype(np.float64)).astype(np.float32)
+    assert np.array_equal(_core.rope_rotate_neox(x, cs, isa=isa), want)

@@ -23,3 +23,13 @@ def test_smollm2_q4_1_perplexity_matches_llamacpp(smollm2_path, fixtures_dir, lo
     result = perplexity(model, text, n_ctx=reference["n_ctx"])
     assert result.n_chunks == reference["n_chunks"]
     assert abs(result.ppl / reference["ppl"] - 1) <= 0.005, (result.ppl, reference["ppl"])
+
+
+@pytest.mark.realmodel
+def test_gemma3_q4_k_m_perplexity_matches_llamacpp(gemma3_path, fixtures_dir, load_fixture):
+    reference = next(r for r in load_fixture("perplexity")["results"] if r["model"] == "gemma3_q4_k_m")
+    model = Model.load(gemma3_path, n_ctx=reference["n_ctx"], n_threads=2)
+    text = (fixtures_dir / "eval.txt").read_text(encoding="utf-8")
+    result = perplexity(model, text, n_ctx=reference["n_ctx"])
+    assert result.n_chunks == reference["n_chunks"]
+    assert abs(result.ppl / reference["ppl"] - 1) <= 0.005, (result.ppl, reference["ppl"])

@@ -70,4 +70,32 @@ void register_ops(py::module_& m) {
     }, py::arg("x"), py::arg("cs"), py::arg("isa") = py::none(),
        "RoPE normal-mode rotation of adjacent pairs: cs = [cos0, sin0, cos1, sin1, ...] (n_rot values); "
        "dims past n_rot are copied.");
+
+    m.def("geglu", [](const Floats& gate, const Floats& up, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(),
+                "geglu: gate and up must be 1-d and the same length");
+        py::array_t<float> out(gate.size());
+        {
+            py::gil_scoped_release nogil;
+            t.ops.geglu(gate.size(), gate.data(), up.data(), out.mutable_data());
+        }
+        return out;
+    }, py::arg("gate"), py::arg("up"), py::arg("isa") = py::none(),
+       "gelu_tanh(gate) * up through ggml's F16 GELU table, float32.");
+
+    m.def("rope_rotate_neox", [](const Floats& x, const Floats& cs, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(x.ndim() == 2 && cs.ndim() == 1, "rope_rotate_neox: x is [n_heads, head_dim], cs is [n_rot]");
+        const int64_t n_heads = x.shape(0), head_dim = x.shape(1), n_rot = cs.shape(0);
+        require(n_rot % 2 == 0 && n_rot <= head_dim, "rope_rotate_neox: n_rot must be even and <= head_dim");
+        py::array_t<float> out({n_heads, head_dim});
+        {
+            py::gil_scoped_release nogil;
+            t.ops.rope_rotate_neox(x.data(), out.mutable_data(), n_heads, head_dim, n_rot, cs.data());
+        }
+        return out;
+    }, py::arg("x"), py::arg("cs"), py::arg("isa") = py::none(),
+       "RoPE neox-mode rotation: dim i pairs with dim i + n_rot/2, rotated by cs[2i] = cos, cs[2i+1] = sin; "
+       "dims past n_rot are copied.");
 }

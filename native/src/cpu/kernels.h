@@ -24,6 +24,10 @@ struct TypeKernels {
     FromFloatFn from_float = nullptr;  // set for types that activations are quantized into
     VecDotFn vec_dot = nullptr;        // set for types usable as matmul weights
     uint32_t vec_dot_type = TYPE_F32;  // the type activations are converted to for vec_dot
+    // The per-row dot product of ggml-cpu's repacked GEMV/GEMM (repack.cpp), for the types that
+    // ggml repacks on this ISA (weights with a multiple of 8 rows): same integers as vec_dot,
+    // but the floats are accumulated in that kernel's order. matmul prefers it when set.
+    VecDotFn vec_dot_repacked = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -46,11 +50,20 @@ using SwigluFn = void (*)(int64_t n, const float* gate, const float* up, float* 
 // n_rot are copied. dst may equal src (each pair is read before it is written).
 using RopeRotateFn = void (*)(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                               const float* cs);
+// RoPE "neox" rotation (rotate_pairs with n_offset = n_rot/2): the pair of element i and element
+// i + n_rot/2, for i < n_rot/2, is rotated by cs[2i] = cos, cs[2i+1] = sin (the same angle table
+// as the normal mode); same shapes and aliasing rule as RopeRotateFn.
+// out[i] = gelu_tanh(gate[i]) * up[i] (ggml_vec_geglu_f32 with GGML_GELU_FP16: gate rounded to
+// F16 and looked up in a 65536-entry GELU table, 0 below -10, gate itself above 10); out may
+// equal gate.
+using GegluFn = void (*)(int64_t n, const float* gate, const float* up, float* out);
 
 struct OpKernels {
     AttnF16RowFn attn_f16_row = nullptr;
     SwigluFn swiglu = nullptr;
     RopeRotateFn rope_rotate = nullptr;
+    RopeRotateFn rope_rotate_neox = nullptr;
+    GegluFn geglu = nullptr;
 };
 
 struct KernelTable {

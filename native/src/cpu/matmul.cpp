@@ -41,7 +41,10 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     // Each thread owns a contiguous range of weight rows. For a batch, rows are taken in small
     // tiles so a tile stays in L1/L2 while every activation row passes over it.
     constexpr int64_t kRowTile = 16;
-    const VecDotFn dot = wk.vec_dot;
+    // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
+    // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
+    // gives the same floats without moving the memory.
+    const VecDotFn dot = wk.vec_dot_repacked && M % 8 == 0 ? wk.vec_dot_repacked : wk.vec_dot;
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
         ThreadPool::split(M, ith, nth, &r0, &r1);

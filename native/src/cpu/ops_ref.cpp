@@ -6,6 +6,7 @@
 
 #include "common/fp16.h"
 #include "cpu/attn_online.h"
+#include "cpu/gelu_table.h"
 #include "cpu/kernels.h"
 
 namespace ei {
@@ -60,12 +61,36 @@ void rope_rotate_ref(const float* src, float* dst, int64_t n_heads, int64_t head
     }
 }
 
+// rotate_pairs for GGML_ROPE_TYPE_NEOX: element i pairs with element i + n_rot/2.
+void rope_rotate_neox_ref(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                          const float* cs) {
+    const int64_t half = n_rot / 2;
+    for (int64_t h = 0; h < n_heads; ++h) {
+        const float* x = src + h * head_dim;
+        float* y = dst + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            const float x0 = x[i], x1 = x[i + half];
+            y[i] = x0 * c - x1 * s;
+            y[i + half] = x0 * s + x1 * c;
+        }
+        for (int64_t i = n_rot; i < head_dim; ++i) y[i] = x[i];
+    }
+}
+
+// ggml without FMA: the GELU table's inner term is not fused.
+void geglu_ref(int64_t n, const float* gate, const float* up, float* out) {
+    geglu_with_table(gelu_f16_table<false>(), n, gate, up, out);
+}
+
 }  // namespace
 
 void fill_ops_scalar(OpKernels& ops) {
     ops.attn_f16_row = attn_f16_row_ref;
     ops.swiglu = swiglu_ref;
     ops.rope_rotate = rope_rotate_ref;
+    ops.rope_rotate_neox = rope_rotate_neox_ref;
+    ops.geglu = geglu_ref;
 }
 
 }  // namespace ei

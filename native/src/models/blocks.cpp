@@ -31,11 +31,12 @@ void embed_tokens(const KernelTable& kt, const Tensor& table, const int32_t* tok
     }
 }
 
-void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-               const RopeParams& p) {
-    // Angles as ggml_rope_cache_init builds them: theta_i = pos * base^(-2i/n_rot), formed by
-    // repeated multiplication in float (not pow per i), cos/sin from libm; the rotation itself is
-    // the table's (its FMA contractions differ by ISA, as ggml's builds do).
+namespace {
+// Angles as ggml_rope_cache_init builds them: theta_i = pos * base^(-2i/n_rot), formed by
+// repeated multiplication in float (not pow per i), cos/sin from libm; the rotation itself is
+// the table's (its FMA contractions differ by ISA, as ggml's builds do).
+void rope_apply(RopeRotateFn rotate, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+                const RopeParams& p) {
     const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
     std::vector<float> cs(p.n_rot);  // cos, sin interleaved
     for (int64_t t = 0; t < n; ++t) {
@@ -48,8 +49,19 @@ void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int6
             theta *= theta_scale;
         }
         float* xt = x + t * n_heads * head_dim;
-        kt.ops.rope_rotate(xt, xt, n_heads, head_dim, p.n_rot, cs.data());
+        rotate(xt, xt, n_heads, head_dim, p.n_rot, cs.data());
     }
+}
+}  // namespace
+
+void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+               const RopeParams& p) {
+    rope_apply(kt.ops.rope_rotate, x, n, n_heads, head_dim, pos, p);
+}
+
+void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+               const RopeParams& p) {
+    rope_apply(kt.ops.rope_rotate_neox, x, n, n_heads, head_dim, pos, p);
 }
 
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
@@ -80,6 +92,14 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
 
 void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n) {
     kt.ops.swiglu(n, gate, up, out);
+}
+
+void geglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n) {
+    kt.ops.geglu(n, gate, up, out);
+}
+
+void scale_inplace(float* x, float s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

@@ -27,6 +27,9 @@ struct RopeParams {
 };
 void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                const RopeParams& p);
+// The same angles in llama.cpp's "neox" mode (GPT-NeoX, Gemma, Qwen): dims i and i + n_rot/2 form a pair.
+void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+               const RopeParams& p);
 
 // Causal attention of n query rows over an F16 KV cache (ggml's CPU flash-attention with an F16
 // cache: Q rounded to F16, online softmax, V accumulated in F16).
@@ -44,6 +47,12 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
 
 // out[i] = silu(gate[i]) * up[i] over n values (in place allowed: out may equal gate).
 void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);
+
+// out[i] = gelu_tanh(gate[i]) * up[i] over n values, through ggml's F16 GELU table (in place allowed).
+void geglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] *= s (ggml_scale: one float multiply a value)
+void scale_inplace(float* x, float s, int64_t n);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);

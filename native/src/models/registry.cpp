@@ -8,11 +8,13 @@
 namespace ei {
 
 std::unique_ptr<ArchModel> load_llama(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_gemma3(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
 const std::pair<const char*, Loader> kArchitectures[] = {
     {"llama", load_llama},
+    {"gemma3", load_gemma3},
 };
 }  // namespace
 

@@ -201,6 +201,41 @@ void vec_dot_q4_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) 
     *s = hsum_float_8(acc) + _mm_cvtss_f32(acc_m);
 }
 
+// ggml_gemv_q4_K_8x8_q8_K / ggml_gemm_q4_K_8x8_q8_K (arch/x86/repack.cpp, __AVX2__ branch), the
+// kernels llama.cpp runs on Q4_K weights repacked 8 rows at a time (repack.cpp selects
+// q4_K_8x8_q8_K whenever AVX2 is available and the row count is a multiple of 8). Per output
+// element they keep whole super-blocks in integers and do two float FMAs a super-block:
+//   acc  = fma(float(sum_sub sc * dot(q4, q8)), d_x * d_y, acc)
+//   accm = fma(float(sum_sub m * bsum),         dmin_x * d_y, accm)
+// and return acc - accm. The integers are vec_dot's lanes summed exactly.
+void vec_dot_q4_K_q8_K_repacked_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q4_K* x = (const block_q4_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    float acc = 0.0f, acc_m = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
+        const __m128i mprod = mins_dot_bsums_k4(scales_mins, y[i].bsums);
+        const __m256i scales = scales_half(scales_mins, 0);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 4; j++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(bits, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)));
+            sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+        }
+        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+        const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        const int isum = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 1);
+        const __m128i m2 = _mm_add_epi32(mprod, _mm_unpackhi_epi64(mprod, mprod));
+        const int imin = _mm_cvtsi128_si32(m2) + _mm_extract_epi32(m2, 1);
+        acc = std::fma((float)isum, h2f(x[i].d) * y[i].d, acc);
+        acc_m = std::fma((float)imin, h2f(x[i].dmin) * y[i].d, acc_m);
+    }
+    *s = acc - acc_m;
+}
+
 void vec_dot_q5_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q5_K* x = (const block_q5_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
@@ -277,6 +312,7 @@ inline void fill_kernels_kquants_256(KernelTable& t) {
     t.types[TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_256;
     t.types[TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_256;
     t.types[TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_256;
+    t.types[TYPE_Q4_K].vec_dot_repacked = vec_dot_q4_K_q8_K_repacked_256;
     t.types[TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_256;
     t.types[TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_256;
 }

@@ -123,6 +123,8 @@ void fill_ops_avx2(OpKernels& ops) {
     ops.attn_f16_row = attn_f16_row_avx2;
     ops.swiglu = swiglu_avx2;
     ops.rope_rotate = rope_rotate_fma;
+    ops.rope_rotate_neox = rope_rotate_neox_fma;
+    ops.geglu = geglu_fma;
 }
 
 }  // namespace ei

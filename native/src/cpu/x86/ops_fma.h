@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cpu/gelu_table.h"
+
 namespace ei {
 namespace {
 
@@ -35,6 +37,33 @@ void rope_rotate_fma(const float* src, float* dst, int64_t n_heads, int64_t head
         }
         for (int64_t i = n_rot; i < head_dim; ++i) y[i] = x[i];
     }
+}
+
+// rotate_pairs for neox mode (n_offset = n_rot/2) as GCC compiles it with FMA: the loop is
+// loop-vectorized (the two outputs are n_rot/2 apart, so there is no SLP pairing), and
+// contraction fuses the first product of each expression, the one with x0, rounding the other:
+//   y[i] = fma(x0, cos, -(x1*sin)),  y[i + n_rot/2] = fma(x0, sin, x1*cos)
+// for every element, tails included (scalar epilogues are contracted the same way).
+void rope_rotate_neox_fma(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                          const float* cs) {
+    const int64_t half = n_rot / 2;
+    for (int64_t h = 0; h < n_heads; ++h) {
+        const float* x = src + h * head_dim;
+        float* y = dst + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+            const float c = cs[2 * i], s = cs[2 * i + 1];
+            const float x0 = x[i], x1 = x[i + half];
+            y[i] = std::fma(x0, c, -(x1 * s));
+            y[i + half] = std::fma(x0, s, x1 * c);
+        }
+        for (int64_t i = n_rot; i < head_dim; ++i) y[i] = x[i];
+    }
+}
+
+// ggml_vec_geglu_f32 is the same scalar table loop in every x86 build; only the table differs
+// (its inner term is fused on FMA targets).
+void geglu_fma(int64_t n, const float* gate, const float* up, float* out) {
+    geglu_with_table(gelu_f16_table<true>(), n, gate, up, out);
 }
 
 }  // namespace
