@@ -28,6 +28,9 @@ struct TypeKernels {
     // ggml repacks on this ISA (weights with a multiple of 8 rows): same integers as vec_dot,
     // but the floats are accumulated in that kernel's order. matmul prefers it when set.
     VecDotFn vec_dot_repacked = nullptr;
+    // The same kernels' GEMM order, which ggml uses for the activation rows in whole groups of
+    // 4 (the remaining n % 4 rows go through the GEMV, vec_dot_repacked). Set with it.
+    VecDotFn vec_dot_repacked_gemm = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------

@@ -44,7 +44,11 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
     // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
     // gives the same floats without moving the memory.
-    const VecDotFn dot = wk.vec_dot_repacked && M % 8 == 0 ? wk.vec_dot_repacked : wk.vec_dot;
+    // Its GEMM takes the activation rows in whole groups of 4, the GEMV the n % 4 left over.
+    const bool repacked = wk.vec_dot_repacked && M % 8 == 0;
+    const VecDotFn dot = repacked ? wk.vec_dot_repacked : wk.vec_dot;
+    const VecDotFn dot_gemm = repacked && wk.vec_dot_repacked_gemm ? wk.vec_dot_repacked_gemm : dot;
+    const int64_t n_gemm = n - n % 4;
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
         ThreadPool::split(M, ith, nth, &r0, &r1);
@@ -53,7 +57,8 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
             for (int64_t t = 0; t < n; ++t) {
                 const uint8_t* a = act + t * act_row;
                 float* yt = y + t * M;
-                for (int64_t r = rt; r < rt_end; ++r) dot(K, &yt[r], W.row(r), a);
+                const VecDotFn f = t < n_gemm ? dot_gemm : dot;
+                for (int64_t r = rt; r < rt_end; ++r) f(K, &yt[r], W.row(r), a);
             }
         }
     });

@@ -236,6 +236,40 @@ void vec_dot_q4_K_q8_K_repacked_256(int64_t n, float* s, const void* vx, const v
     *s = acc - acc_m;
 }
 
+// The GEMM of the same repacked kernels (ggml_gemm_q4_K_8x8_q8_K, AVX2 and AVX-512 branches),
+// which llama.cpp runs on the activation rows in whole groups of 4 (the last n % 4 rows go
+// through the GEMV above). It does the two float FMAs once per pair of sub-blocks (64
+// elements, four times a super-block) instead of once per super-block:
+//   acc  = fma(float(sc_2j * dot_2j + sc_2j+1 * dot_2j+1), d_x * d_y, acc)
+//   accm = fma(float(m_2j * bsum_2j + m_2j+1 * bsum_2j+1), dmin_x * d_y, accm)
+void vec_dot_q4_K_q8_K_repacked_gemm_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q4_K* x = (const block_q4_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    float acc = 0.0f, acc_m = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
+        alignas(16) int32_t imin[4];  // lane j: the mins of sub-blocks 2j, 2j + 1 times their bsums
+        _mm_store_si128((__m128i*)imin, mins_dot_bsums_k4(scales_mins, y[i].bsums));
+        const __m256i scales = scales_half(scales_mins, 0);
+        const float d = h2f(x[i].d) * y[i].d;
+        const float dmin = h2f(x[i].dmin) * y[i].d;
+        for (int j = 0; j < 4; j++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
+            const __m256i lo = _mm256_and_si256(bits, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            const __m256i sumi = _mm256_add_epi32(dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)),
+                                                  dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
+            const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+            const int isum = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 1);
+            acc = std::fma((float)isum, d, acc);
+            acc_m = std::fma((float)imin[j], dmin, acc_m);
+        }
+    }
+    *s = acc - acc_m;
+}
+
 void vec_dot_q5_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q5_K* x = (const block_q5_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
@@ -313,6 +347,7 @@ inline void fill_kernels_kquants_256(KernelTable& t) {
     t.types[TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_256;
     t.types[TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_256;
     t.types[TYPE_Q4_K].vec_dot_repacked = vec_dot_q4_K_q8_K_repacked_256;
+    t.types[TYPE_Q4_K].vec_dot_repacked_gemm = vec_dot_q4_K_q8_K_repacked_gemm_256;
     t.types[TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_256;
     t.types[TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_256;
 }
