@@ -17,6 +17,7 @@ PYBIND11_MODULE(_core, m) {
     static py::exception<ei::Error> base(m, "EdgeInferError", PyExc_RuntimeError);
     static py::exception<ei::FormatError> format(m, "ModelFormatError", base.ptr());
     static py::exception<ei::ContextOverflowError> overflow(m, "ContextOverflowError", base.ptr());
+    static py::exception<ei::StateError> state(m, "StateFileError", base.ptr());
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
@@ -24,6 +25,8 @@ PYBIND11_MODULE(_core, m) {
             py::set_error(format, e.what());
         } catch (const ei::ContextOverflowError& e) {
             py::set_error(overflow, e.what());
+        } catch (const ei::StateError& e) {
+            py::set_error(state, e.what());
         } catch (const ei::Error& e) {
             py::set_error(base, e.what());
         }
