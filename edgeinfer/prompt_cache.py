@@ -74,10 +74,11 @@ class PromptCache:
             if n > best_len:
                 best, best_len = snap, n
         self.restored_from_snapshot = False
-        if len(self.tokens) - max(live, best_len) >= self.min_snapshot_tokens:
+        if best is not None:
+            self._snapshots.move_to_end(best.tokens)   # most recently used (evicted last)
+        if self._exact - live >= self.min_snapshot_tokens:
             self.snapshot()   # the prompt would throw away a sizeable part of the live context
         if best is not None:
-            self._snapshots.move_to_end(best.tokens)
             self.ctx.kv_restore(best.kv, len(best.tokens), best_len)
             self.tokens = list(best.tokens[:best_len])
             self.restored_from_snapshot = True
