@@ -126,3 +126,16 @@ def test_n_ctx_is_clamped_to_the_trained_context_with_a_warning(tiny):
         warnings.simplefilter("error")
         assert Model.load(path, n_ctx=0, n_threads=2).n_ctx == cfg.n_ctx_train
         assert Model.load(path, n_ctx=None, n_threads=2).n_ctx == cfg.n_ctx_train
+
+
+def test_cli_run_with_quantized_cache_and_context_shift(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "hd32.gguf"
+    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
+    proc = subprocess.run([sys.executable, "-m", "edgeinfer", "run", str(path), "-p", "the thin tin", "-n", "40",
+                           "-c", "16", "--ctk", "q8_0", "--ctv", "q4_0", "--context-shift", "--temp", "0", "-v"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "KV cache q8_0/q4_0" in proc.stderr
