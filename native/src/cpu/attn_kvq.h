@@ -5,6 +5,8 @@
 //
 //   P::scale(n, y, v)          ggml_vec_scale_f32: y *= v
 //   P::mad(n, y, x, v)         ggml_vec_mad_f32:   y += x * v (one FMA per element in SIMD builds)
+//   P::mad_q8_0(n, y, b, v)    dequantize_row_q8_0 then ggml_vec_mad_f32, fused: d * q is exact in
+//                              float, so one pass gives the same values without the V32 buffer
 //   P::sum_update(S, ms, vs)   S*ms + vs, rounded as ggml's build rounds it
 //
 // The K side goes through the type table (AttnKvTypes): Q is converted once to K's vec_dot_type
@@ -15,7 +17,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/fp16.h"
 #include "cpu/kernels.h"
+#include "quant/blocks.h"
 
 namespace ei {
 namespace {
@@ -46,8 +50,12 @@ void attend_row_kvq(const float* q, const uint8_t* k, const uint8_t* v, size_t k
         } else {
             vs = std::exp(s - M);
         }
-        t.v_to_float(v + ic * v_stride, v32, head_dim);
-        P::mad(head_dim, acc, v32, vs);
+        if (t.type_v == TYPE_Q8_0) {
+            P::mad_q8_0(head_dim, acc, reinterpret_cast<const block_q8_0*>(v + ic * v_stride), vs);
+        } else {
+            t.v_to_float(v + ic * v_stride, v32, head_dim);
+            P::mad(head_dim, acc, v32, vs);
+        }
         S = P::sum_update(S, ms, vs);
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;

@@ -13,6 +13,12 @@ struct ScalarF32Prims {
     static void mad(int64_t n, float* y, const float* x, float v) {
         for (int64_t i = 0; i < n; ++i) y[i] += x[i] * v;
     }
+    static void mad_q8_0(int64_t n, float* y, const block_q8_0* x, float v) {
+        for (int64_t b = 0; b < n / QK8_0; ++b) {
+            const float d = fp16_to_fp32(x[b].d);
+            for (int j = 0; j < QK8_0; ++j) y[b * QK8_0 + j] += ((float)x[b].qs[j] * d) * v;
+        }
+    }
     static float sum_update(float S, float ms, float vs) { return S * ms + vs; }
 };
 

@@ -53,6 +53,7 @@ struct AttnKvTypes {
     FromFloatFn q_to_k;
     VecDotFn kq_dot;
     ToFloatFn v_to_float;
+    uint32_t type_v;  // a Q8_0 V is dequantized and accumulated in one pass (same values)
 };
 // One query row of flash attention over a cache whose K or V is quantized
 // (ggml_compute_forward_flash_attn_ext_f16_one_chunk with a non-F16 V): positions first..last,

@@ -22,7 +22,8 @@ void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, i
     // ggml's one-row kernel with a quantized K and/or V. (With an F16 V ggml accumulates in F16;
     // here every non-F16-pair goes through the F32 accumulator: F16 V rows are converted.)
     const TypeKernels& tk = kt.types[kv.type_k()];
-    const AttnKvTypes types{kt.types[tk.vec_dot_type].from_float, tk.vec_dot, kt.types[kv.type_v()].to_float};
+    const AttnKvTypes types{kt.types[tk.vec_dot_type].from_float, tk.vec_dot, kt.types[kv.type_v()].to_float,
+                            kv.type_v()};
     if (!types.q_to_k || !types.kq_dot || !types.v_to_float || !kt.ops.attn_kvq_row)
         throw Error(std::string("no attention kernels for KV types ") + kv_type_name(kv.type_k()) + "/" +
                     kv_type_name(kv.type_v()));

@@ -15,6 +15,13 @@ struct FmaF32Prims {
     static void mad(int64_t n, float* __restrict y, const float* __restrict x, float v) {
         for (int64_t i = 0; i < n; ++i) y[i] = std::fma(x[i], v, y[i]);
     }
+    static void mad_q8_0(int64_t n, float* __restrict y, const block_q8_0* __restrict x, float v) {
+        for (int64_t b = 0; b < n / QK8_0; ++b) {
+            const float d = fp16_to_fp32(x[b].d);
+            float* __restrict yb = y + b * QK8_0;
+            for (int j = 0; j < QK8_0; ++j) yb[j] = std::fma((float)x[b].qs[j] * d, v, yb[j]);
+        }
+    }
     static float sum_update(float S, float ms, float vs) { return std::fma(S, ms, vs); }
 };
 
