@@ -23,10 +23,7 @@ def ttft(model: Model, prompt: list[int]) -> float:
     """Seconds from the call to the first generated token."""
     t0 = time.perf_counter()
     gen = model.generate(prompt, max_tokens=1, temperature=0)
-    for _ in gen:
-        break
-    else:
-        pass
+    next(gen, None)
     dt = time.perf_counter() - t0
     gen.close()
     return dt
@@ -99,7 +96,8 @@ def main() -> None:
             for tok in ids[:32]:
                 ctx.decode(np.asarray([tok], dtype=np.int32))
             speeds.append(32 / (time.perf_counter() - t0))
-        print(f"KV {tk}/{tv}: {mq.kv_bytes_per_token:,} bytes/token ({mq.kv_bytes_per_token * args.decode_ctx / 2**20:.1f} "
+        total_mib = mq.kv_bytes_per_token * args.decode_ctx / 2**20
+        print(f"KV {tk}/{tv}: {mq.kv_bytes_per_token:,} bytes/token ({total_mib:.1f} "
               f"MiB at {args.decode_ctx}); decode at {args.decode_ctx} context: best {max(speeds):.1f} tok/s, "
               f"median {statistics.median(speeds):.1f} tok/s")
 
