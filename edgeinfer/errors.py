@@ -1,9 +1,10 @@
 """The exception family of edgeinfer. The classes the native core raises are defined once, in the
 core, and re-exported here so callers never import the private module; errors that only Python
 code raises are subclasses of `EdgeInferError` defined below."""
-from edgeinfer._core import ContextOverflowError, EdgeInferError, ModelFormatError
+from edgeinfer._core import ContextOverflowError, EdgeInferError, ModelFormatError, StateFileError
 
-__all__ = ["EdgeInferError", "ModelFormatError", "ContextOverflowError", "ChatTemplateError"]
+__all__ = ["EdgeInferError", "ModelFormatError", "ContextOverflowError", "StateFileError",
+           "ChatTemplateError"]
 
 
 class ChatTemplateError(EdgeInferError):

@@ -17,7 +17,15 @@ import numpy as np
 
 from edgeinfer import _core
 from edgeinfer.errors import ContextOverflowError
+from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams
+
+__all__ = ["GenerationResult", "PromptCache", "Timings", "generate_step", "make_token_picker", "stream_generate",
+           "CONTEXT_OVERFLOW_POLICIES"]
+
+# What happens when generation reaches the end of the context: "stop" ends it (finish_reason
+# "length"); "shift" keeps the first n_keep tokens, drops the oldest half of the rest and goes on.
+CONTEXT_OVERFLOW_POLICIES = ("stop", "shift")
 
 # Picks the next token from the last position's logits and the token history.
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
@@ -55,42 +63,20 @@ class GenerationResult:
     prompt_tokens: int = 0
     cached_tokens: int = 0                            # prompt tokens reused from the KV cache
     eog_token: int | None = None                      # the end-of-generation token that stopped it
+    context_shifts: int = 0                           # times the context was shifted (policy "shift")
     timings: Timings = field(default_factory=Timings)
 
 
-class PromptCache:
-    """What a context's KV cache holds: the token ids at positions 0..n_past-1.
-
-    A new prompt reuses the longest common prefix and decodes only the rest (at least one token,
-    so that there are logits to sample from)."""
-
-    def __init__(self, ctx: _core.Context):
-        self.ctx = ctx
-        self.tokens: list[int] = []
-
-    def prepare(self, prompt: Sequence[int]) -> int:
-        """Truncates the cache to what `prompt` shares with it; returns how many tokens are reused."""
-        common = 0
-        limit = min(len(self.tokens), len(prompt) - 1)
-        while common < limit and self.tokens[common] == prompt[common]:
-            common += 1
-        self.ctx.truncate(common)
-        del self.tokens[common:]
-        return common
-
-    def decode(self, ids: Sequence[int], all_logits: bool = False) -> None:
-        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits)
-        self.tokens.extend(int(i) for i in ids)
-
-    def reset(self) -> None:
-        self.ctx.truncate(0)
-        self.tokens.clear()
-
-
 def generate_step(
-    cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict
+    cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
+    context_overflow: str = "stop", n_keep: int = 0,
 ) -> Generator[int, None, None]:
-    """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG)."""
+    """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG).
+
+    When the context is full, `context_overflow` decides: "stop", or "shift" (keep the first
+    n_keep cached tokens, drop the oldest half of the rest, re-rotate the kept keys, go on)."""
+    if context_overflow not in CONTEXT_OVERFLOW_POLICIES:
+        raise ValueError(f"context_overflow must be one of {CONTEXT_OVERFLOW_POLICIES}, got {context_overflow!r}")
     n_ctx = cache.ctx.n_ctx
     if len(prompt) == 0:
         raise ValueError("the prompt is empty: nothing to condition the generation on")
@@ -115,8 +101,14 @@ def generate_step(
         stats["generated"] = n
         yield token
         history.append(token)
-        if n >= max_tokens or cache.ctx.n_past >= n_ctx:
+        if n >= max_tokens:
             break
+        if cache.ctx.n_past >= n_ctx:
+            n_discard = (cache.ctx.n_past - n_keep) // 2
+            if context_overflow != "shift" or n_discard <= 0:
+                break
+            cache.shift(n_keep, n_discard)
+            stats["shifts"] = stats.get("shifts", 0) + 1
         cache.decode([token])
     stats["gen_s"] = time.perf_counter() - t_gen
 
@@ -140,8 +132,11 @@ def stream_generate(
     max_tokens: int,
     stop: Sequence[str] = (),
     load_ms: float = 0.0,
+    context_overflow: str = "stop",
+    n_keep: int = 0,
 ) -> Generator[str, None, GenerationResult]:
-    """Yields text pieces; returns a GenerationResult (the generator's StopIteration value)."""
+    """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
+    `context_overflow` / `n_keep`: see generate_step."""
     vocab = model_core.vocab
     stops = [s for s in stop if s]
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -151,7 +146,7 @@ def stream_generate(
     text = ""      # all text decoded so far
     emitted = 0    # how much of `text` has been yielded
     finish = "length"
-    for token in generate_step(cache, prompt, sampler, max_tokens, stats):
+    for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep):
         if vocab.is_eog(token):
             finish = "stop"
             result.eog_token = token
@@ -184,6 +179,7 @@ def stream_generate(
     result.text = text
     result.finish_reason = finish
     result.cached_tokens = stats.get("cached_tokens", 0)
+    result.context_shifts = stats.get("shifts", 0)
     prompt_s = stats.get("prompt_s", 0.0)
     gen_s = stats.get("gen_s", 0.0)
     n_gen = stats.get("generated", 0)

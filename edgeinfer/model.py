@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Generator, Sequence
@@ -13,8 +14,28 @@ import dataclasses
 
 from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_chat_template,
                                      template_for_vocab)
-from edgeinfer.generate import GenerationResult, PromptCache, make_token_picker, stream_generate
+from edgeinfer.generate import GenerationResult, make_token_picker, stream_generate
+from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
 from edgeinfer.sampling import DEFAULTS
+
+KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
+# n_ctx=0/None takes the model's trained context, capped here (a 128k-token KV cache would not
+# fit on the machines this runs on; ask for more explicitly).
+DEFAULT_MAX_N_CTX = 8192
+
+
+def resolve_n_ctx(requested: int | None, n_ctx_train: int) -> int:
+    """The context size to allocate: `requested`, clamped to the trained context with a warning;
+    0/None = the trained context capped at DEFAULT_MAX_N_CTX."""
+    if not requested:
+        return min(n_ctx_train, DEFAULT_MAX_N_CTX) if n_ctx_train > 0 else 2048
+    if requested < 0:
+        raise ValueError(f"n_ctx must be positive (or 0 for the model's context), got {requested}")
+    if 0 < n_ctx_train < requested:
+        warnings.warn(f"n_ctx={requested} exceeds the model's trained context of {n_ctx_train} tokens; "
+                      f"using n_ctx={n_ctx_train}", stacklevel=3)
+        return n_ctx_train
+    return requested
 
 
 class Model:
@@ -25,25 +46,35 @@ class Model:
     ...     print(piece, end="")
     """
 
-    def __init__(self, core: _core.Model, ctx: _core.Context, path: Path):
+    def __init__(self, core: _core.Model, ctx: _core.Context, path: Path,
+                 snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET):
         self._core = core
         self._ctx = ctx
-        self._cache = PromptCache(ctx)
+        self._cache = PromptCache(ctx, snapshot_budget=snapshot_budget)
         self.path = path
         self._metadata: dict[str, Any] | None = None
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike, n_ctx: int = 2048, n_threads: int | None = None, n_batch: int = 512
+        cls, path: str | os.PathLike, n_ctx: int | None = 2048, n_threads: int | None = None, n_batch: int = 512,
+        cache_type_k: str = "f16", cache_type_v: str = "f16", snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
     ) -> "Model":
         """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
-        context of `n_ctx` positions. n_threads None = the number of physical cores."""
+        context of `n_ctx` positions (clamped to the model's trained context with a warning;
+        0/None = the trained context, at most DEFAULT_MAX_N_CTX). n_threads None = the number of
+        physical cores. cache_type_k/cache_type_v: KV cache types, "f16", "q8_0" or "q4_0".
+        snapshot_budget: bytes of prefix snapshots the prompt cache may keep (0 = none)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
+        for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
+            if value not in KV_CACHE_TYPES:
+                raise ValueError(f"{name} must be one of {', '.join(KV_CACHE_TYPES)}, got {value!r}")
         core = _core.Model(str(path))
-        ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch)
-        return cls(core, ctx, path)
+        n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
+        ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
+                            type_k=cache_type_k, type_v=cache_type_v)
+        return cls(core, ctx, path, snapshot_budget=snapshot_budget)
 
     # --- facts about the model -------------------------------------------------------------------
     @property
@@ -68,6 +99,28 @@ class Model:
     isa = property(lambda self: _core.isa())
     vocab = property(lambda self: self._core.vocab)
     context = property(lambda self: self._ctx, doc="The native context (KV cache + logits).")
+    prompt_cache = property(lambda self: self._cache, doc="The prompt cache over the context.")
+    cache_type_k = property(lambda self: self._ctx.type_k)
+    cache_type_v = property(lambda self: self._ctx.type_v)
+    kv_bytes_per_token = property(lambda self: self._ctx.kv_bytes_per_token)
+    kv_bytes = property(lambda self: self._ctx.kv_bytes, doc="KV cache bytes at n_ctx.")
+
+    def kv_summary(self) -> str:
+        """One line for verbose output: KV types, bytes per token and the total at n_ctx."""
+        return (f"KV cache {self.cache_type_k}/{self.cache_type_v} (K/V): {self.kv_bytes_per_token:,} bytes per "
+                f"token, {self.kv_bytes / 2**20:.1f} MiB at n_ctx={self.n_ctx}")
+
+    # --- saved states ----------------------------------------------------------------------------
+    def save_state(self, path: str | os.PathLike) -> int:
+        """Saves the cached prompt (tokens + KV rows) to `path`, atomically; returns the number of
+        tokens saved. A later `load_state` (same model file, same KV types) makes a prompt that
+        starts with them skip their prefill."""
+        return self._cache.save(path)
+
+    def load_state(self, path: str | os.PathLike) -> int:
+        """Restores a state written by `save_state`; returns its token count. A corrupt, truncated
+        or foreign file raises StateFileError and leaves the context as it was."""
+        return self._cache.load(path)
 
     # --- text <-> tokens -------------------------------------------------------------------------
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
@@ -96,12 +149,19 @@ class Model:
         seed: int | None = None,
         stop: Sequence[str] = (),
         add_special: bool = True,
+        context_overflow: str = "stop",
+        n_keep: int | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
         The generator's return value (StopIteration.value) is a GenerationResult with the tokens,
         the text, the finish reason ("stop" or "length") and timings. temperature=0 is greedy.
-        Sampling options left as None take the defaults of `SamplingParams`."""
+        Sampling options left as None take the defaults of `SamplingParams`.
+
+        When generation reaches the end of the context, `context_overflow="stop"` (default) ends
+        it with finish_reason "length"; "shift" keeps the first `n_keep` tokens (default: the BOS
+        token if the prompt starts with it), drops the oldest half of the rest and continues.
+        A prompt that does not fit raises ContextOverflowError."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -109,7 +169,11 @@ class Model:
                          repeat_penalty=repeat_penalty, seed=seed)
         params = dataclasses.replace(DEFAULTS, **{k: v for k, v in overrides.items() if v is not None})
         sampler = make_token_picker(params)
-        return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms)
+        if n_keep is None:
+            bos = self._core.vocab.bos
+            n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
+        return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
+                               context_overflow=context_overflow, n_keep=n_keep)
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
         """Runs generate() to the end and returns its result."""

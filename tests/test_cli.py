@@ -124,8 +124,10 @@ class FakeModel:
         FakeModel.last = self
 
     @classmethod
-    def load(cls, path, n_ctx=2048, n_threads=None):
-        return cls(path, n_ctx, n_threads)
+    def load(cls, path, n_ctx=2048, n_threads=None, cache_type_k="f16", cache_type_v="f16"):
+        model = cls(path, n_ctx, n_threads)
+        model.cache_types = (cache_type_k, cache_type_v)
+        return model
 
     def tokenize(self, text, add_special=True, parse_special=False):
         return ([1] if add_special else []) + [ord(c) for c in text]
@@ -167,7 +169,9 @@ def test_run_passes_options_through(fake_model_file, capsys):
     m = FakeModel.last
     assert (m.n_ctx, m.n_threads, m.prompt) == (256, 2, "hi")
     assert m.generate_kwargs == dict(max_tokens=7, temperature=0.0, top_k=5, top_p=0.5,
-                                     min_p=0.1, seed=3, stop=["\n"], repeat_penalty=1.1)
+                                     min_p=0.1, seed=3, stop=["\n"], repeat_penalty=1.1,
+                                     context_overflow="stop", n_keep=None)
+    assert m.cache_types == ("f16", "f16")
 
 
 def test_run_defaults_come_from_sampling_params(fake_model_file, capsys):

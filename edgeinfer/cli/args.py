@@ -21,6 +21,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive integer, got {text}")
+    return value
+
+
+KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
+    """--ctk/--ctv (KV cache types), for every command that loads a model."""
+    p.add_argument("-ctk", "--ctk", "--cache-type-k", dest="cache_type_k", choices=KV_TYPES, default="f16",
+                   help="KV cache type for K (default: %(default)s)")
+    p.add_argument("-ctv", "--ctv", "--cache-type-v", dest="cache_type_v", choices=KV_TYPES, default="f16",
+                   help="KV cache type for V (default: %(default)s)")
+
+
 def _add_model(p: argparse.ArgumentParser) -> None:
     help_text = MODEL_HELP.format(names=", ".join(known_names()), default=default_model_name())
     p.add_argument("model", nargs="?", metavar="MODEL", help=help_text)
@@ -57,8 +75,15 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="stop when this text is generated (repeatable)")
     p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
                    help="CPU threads (default: physical cores)")
-    p.add_argument("-c", "--ctx-size", type=_positive_int, default=2048, metavar="N",
-                   help="context size in tokens (default: %(default)s)")
+    p.add_argument("-c", "--ctx-size", type=_non_negative_int, default=2048, metavar="N",
+                   help="context size in tokens, at most the model's trained context; 0 = the "
+                        "model's (default: %(default)s)")
+    add_kv_cache_options(p)
+    p.add_argument("--context-shift", action="store_true",
+                   help="when generation fills the context, drop the oldest half of it (after "
+                        "--keep tokens) and go on, instead of stopping")
+    p.add_argument("--keep", type=_non_negative_int, default=None, metavar="N",
+                   help="tokens at the start kept by --context-shift (default: the BOS token)")
     p.add_argument("--no-bos", action="store_true",
                    help="do not add the BOS token (or other special tokens) to the prompt; "
                         "not with --chat, where the chat template decides")

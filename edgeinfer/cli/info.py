@@ -38,6 +38,7 @@ def summarize(gguf: Any) -> dict:
             count *= int(dim)
         n_params += count
     n_tokens = gguf.array_size("tokenizer.ggml.tokens")
+    kv = kv_bytes_per_token(gguf, arch)
     return {
         "path": gguf.path,
         "file_size": int(gguf.file_size),
@@ -53,8 +54,34 @@ def summarize(gguf: Any) -> dict:
             "vocab_size": n_tokens if n_tokens >= 0 else None,
         },
         "chat_template": gguf.get("tokenizer.chat_template") is not None,
+        "kv_bytes_per_token": kv,
         "isa": _core.isa(),
     }
+
+
+# Bytes per value of each KV cache type (block bytes / block size).
+KV_TYPE_BYTES = {"f16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32)}
+
+
+def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
+    """KV cache bytes per token for each cache type (K and V of the same type), from the
+    hyper-parameters; None if the file lacks them."""
+    def key(name: str, default: Any = None) -> Any:
+        value = gguf.get(f"{arch}.{name}")
+        return default if value is None else value
+    n_layer, n_embd, n_head = key("block_count"), key("embedding_length"), key("attention.head_count")
+    if not (arch and n_layer and n_embd and n_head):
+        return None
+    n_head_kv = key("attention.head_count_kv", n_head)
+    if isinstance(n_head_kv, list):   # per-layer counts
+        n_head_kv = max(n_head_kv)
+    k_dim = key("attention.key_length", n_embd // n_head) * n_head_kv
+    v_dim = key("attention.value_length", n_embd // n_head) * n_head_kv
+    out = {}
+    for name, (block_bytes, block) in KV_TYPE_BYTES.items():
+        if k_dim % block == 0 and v_dim % block == 0:
+            out[name] = n_layer * (k_dim + v_dim) // block * block_bytes
+    return out
 
 
 def render(info: dict) -> Table:
@@ -78,11 +105,20 @@ def render(info: dict) -> Table:
         ("tensor types", quant),
         ("tokenizer", tokenizer),
         ("chat template", "yes" if info["chat_template"] else "no"),
+        ("KV cache per token", _kv_text(info)),
         ("native ISA", info["isa"]),
     ]
     for key, value in rows:
         table.add_row(key, escape(str(value)))
     return table
+
+
+def _kv_text(info: dict) -> str:
+    kv, n_ctx = info.get("kv_bytes_per_token"), info.get("context_length")
+    if not kv:
+        return "-"
+    return "\n".join(f"{name}: {human_bytes(b)}" + (f" ({human_bytes(b * n_ctx)} at {n_ctx:,} tokens)" if n_ctx else "")
+                     for name, b in kv.items())
 
 
 def main(args: argparse.Namespace) -> int:

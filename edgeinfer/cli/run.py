@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,18 @@ from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 
 
-def load_model(model: str | None, n_ctx: int, n_threads: int | None) -> tuple[Any, float]:
+def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_k: str = "f16",
+               cache_type_v: str = "f16") -> tuple[Any, float]:
     """Resolve MODEL (pulling a known model with progress if needed), load it, and return the
     model and the load time in ms."""
     path = resolve_model(model, reporter=RichReporter(stderr))
     start = time.perf_counter()
-    loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads)
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads, cache_type_k=cache_type_k,
+                            cache_type_v=cache_type_v)
+    for note in notes:
+        stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
     return loaded, (time.perf_counter() - start) * 1000.0
 
 
@@ -69,6 +76,8 @@ def _start(args: argparse.Namespace, model: Any) -> Any:
     options = dict(
         max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
         min_p=args.min_p, seed=args.seed, stop=args.stop, repeat_penalty=args.repeat_penalty,
+        context_overflow="shift" if getattr(args, "context_shift", False) else "stop",
+        n_keep=getattr(args, "keep", None),
     )
     if args.chat is not None:
         stderr.print(f"chat template: {model.chat_template.origin}", style="dim", soft_wrap=True)
@@ -81,7 +90,9 @@ def _start(args: argparse.Namespace, model: Any) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run one generation; returns the exit code (130 on Ctrl-C)."""
     _check_chat_options(args)
-    model, load_ms = load_model(args.model, args.ctx_size, args.threads)
+    model, load_ms = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v)
+    if getattr(args, "verbose", False):
+        stderr.print(model.kv_summary(), style="dim", soft_wrap=True)
     gen = _start(args, model)
     out = sys.stdout
     try:

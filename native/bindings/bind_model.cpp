@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "cpu/kernels.h"
 #include "engine/context.h"
+#include "engine/state_file.h"
 #include "model/model.h"
 
 namespace py = pybind11;
@@ -38,6 +39,47 @@ py::array logits_view(const Context& ctx) {
     return view;
 }
 
+void save_state(const Context& ctx, const std::string& path,
+                py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens) {
+    if (tokens.ndim() != 1) throw ei::Error("tokens must be a 1-D sequence of ids");
+    const int32_t* data = tokens.data();
+    const int64_t n = tokens.shape(0);
+    py::gil_scoped_release release;
+    ei::save_state(ctx, path, data, n);
+}
+
+py::list load_state(Context& ctx, const std::string& path) {
+    std::vector<int32_t> tokens;
+    {
+        py::gil_scoped_release release;
+        tokens = ei::load_state(ctx, path);
+    }
+    py::list out(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) out[i] = tokens[i];
+    return out;
+}
+
+// A copy of the KV rows of positions [0, n) as a 1-D uint8 array (the snapshot owns its memory:
+// the live cache keeps changing).
+py::array_t<uint8_t> kv_snapshot(const Context& ctx, int64_t n) {
+    if (n < 0 || n > ctx.n_past())
+        throw ei::Error("cannot snapshot " + std::to_string(n) + " positions: " + std::to_string(ctx.n_past()) +
+                        " are cached");
+    py::array_t<uint8_t> out((py::ssize_t)ctx.kv_rows_bytes(n));
+    uint8_t* dst = out.mutable_data();
+    py::gil_scoped_release release;
+    ctx.copy_kv_out(n, dst);
+    return out;
+}
+
+void kv_restore(Context& ctx, py::array_t<uint8_t, py::array::c_style> blob, int64_t n_stored, int64_t n_use) {
+    if (blob.ndim() != 1) throw ei::StateError("a KV snapshot is a 1-D uint8 array");
+    const uint8_t* src = blob.data();
+    const size_t size = (size_t)blob.shape(0);
+    py::gil_scoped_release release;
+    ctx.restore_kv(n_stored, n_use, src, size);
+}
+
 }  // namespace
 
 void register_model(py::module_& m) {
@@ -55,15 +97,19 @@ void register_model(py::module_& m) {
         .def_property_readonly("n_head_kv", [](const Model& self) { return self.hparams().n_head_kv; })
         .def_property_readonly("head_dim", [](const Model& self) { return self.hparams().head_dim; })
         .def_property_readonly("n_params", &Model::n_params)
+        .def_property_readonly("fingerprint", &ei::model_fingerprint,
+                               "64-bit hash of the GGUF header, metadata and tensor table (and file size).")
         .def_property_readonly("load_ms", &Model::load_ms);
 
     py::class_<Context>(m, "Context", "Decoding state over a Model: KV cache, thread pool, logits.")
-        .def(py::init([](std::shared_ptr<Model> model, int64_t n_ctx, int n_threads, int64_t n_batch) {
+        .def(py::init([](std::shared_ptr<Model> model, int64_t n_ctx, int n_threads, int64_t n_batch,
+                         const std::string& type_k, const std::string& type_v) {
+                 const uint32_t tk = ei::kv_type_from_name(type_k), tv = ei::kv_type_from_name(type_v);
                  py::gil_scoped_release release;
-                 return new Context(std::move(model), n_ctx, n_threads, n_batch);
+                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv);
              }),
              py::arg("model"), py::arg("n_ctx") = 2048, py::arg("n_threads") = 0, py::arg("n_batch") = 512,
-             py::keep_alive<1, 2>())
+             py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::keep_alive<1, 2>())
         .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false,
              "Run tokens after the cached ones (one native call; the GIL is released).")
         .def_property_readonly("logits", &logits_view,
@@ -73,7 +119,22 @@ void register_model(py::module_& m) {
         .def_property_readonly("n_batch", &Context::n_batch)
         .def_property_readonly("n_threads", &Context::n_threads)
         .def_property_readonly("kv_bytes", &Context::kv_bytes)
-        .def("truncate", &Context::truncate, py::arg("n"), "Forget cached positions >= n.");
+        .def("truncate", &Context::truncate, py::arg("n"), "Forget cached positions >= n.")
+        .def_property_readonly("type_k", [](const Context& c) { return ei::kv_type_name(c.kv().type_k()); })
+        .def_property_readonly("type_v", [](const Context& c) { return ei::kv_type_name(c.kv().type_v()); })
+        .def_property_readonly("kv_bytes_per_token", [](const Context& c) { return c.kv().bytes_per_token(); })
+        .def("shift", &Context::shift, py::arg("n_keep"), py::arg("n_discard"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Drop positions [n_keep, n_keep + n_discard), move the rest down and re-rotate their keys.")
+        .def("kv_bytes_for", &Context::kv_rows_bytes, py::arg("n"), "Bytes of a KV snapshot of n positions.")
+        .def("kv_snapshot", &kv_snapshot, py::arg("n"),
+             "A copy of the KV rows of positions [0, n) as a uint8 array (for kv_restore).")
+        .def("kv_restore", &kv_restore, py::arg("blob"), py::arg("n_stored"), py::arg("n_use"),
+             "Restore positions [0, n_use) from a kv_snapshot(n_stored) blob; n_past becomes n_use.")
+        .def("save_state", &save_state, py::arg("path"), py::arg("tokens"),
+             "Write tokens and the KV rows of their positions to `path` (atomically).")
+        .def("load_state", &load_state, py::arg("path"),
+             "Restore a saved state (StateFileError, nothing changed, if it does not fit); returns its tokens.");
 
     m.def("physical_cores", &ei::physical_core_count);
     m.def("supported_architectures", &ei::supported_architectures,

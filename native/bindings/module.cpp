@@ -11,12 +11,14 @@ void register_kernels(py::module_& m);
 void register_ops(py::module_& m);
 void register_vocab(py::module_& m);
 void register_model(py::module_& m);
+void register_kv(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "edgeinfer native core (private; use the edgeinfer package)";
     static py::exception<ei::Error> base(m, "EdgeInferError", PyExc_RuntimeError);
     static py::exception<ei::FormatError> format(m, "ModelFormatError", base.ptr());
     static py::exception<ei::ContextOverflowError> overflow(m, "ContextOverflowError", base.ptr());
+    static py::exception<ei::StateError> state(m, "StateFileError", base.ptr());
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
@@ -24,6 +26,8 @@ PYBIND11_MODULE(_core, m) {
             py::set_error(format, e.what());
         } catch (const ei::ContextOverflowError& e) {
             py::set_error(overflow, e.what());
+        } catch (const ei::StateError& e) {
+            py::set_error(state, e.what());
         } catch (const ei::Error& e) {
             py::set_error(base, e.what());
         }
@@ -33,4 +37,5 @@ PYBIND11_MODULE(_core, m) {
     register_ops(m);
     register_vocab(m);
     register_model(m);
+    register_kv(m);
 }

@@ -21,4 +21,10 @@ struct ContextOverflowError : Error {
     using Error::Error;
 };
 
+// A saved state (or KV snapshot) that is corrupt, truncated, from another model or for another
+// KV layout -> edgeinfer.StateFileError. Nothing was changed when it is thrown.
+struct StateError : Error {
+    using Error::Error;
+};
+
 }  // namespace ei

@@ -131,18 +131,21 @@ Selection select_isa() {
 KernelTable build_table(Isa isa) {
     KernelTable t;
     fill_kernels_scalar(t);
+    fill_attn_kvq_scalar(t.ops);
     switch (isa) {
         case Isa::scalar: break;
 #if defined(EDGEINFER_HAVE_AVX2)
         case Isa::avx2:
             fill_kernels_avx2(t);
             fill_ops_avx2(t.ops);
+            fill_attn_kvq_fma(t.ops);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_AVX512)
         case Isa::avx512:
             fill_kernels_avx512(t);
             fill_ops_avx512(t.ops);
+            fill_attn_kvq_fma(t.ops);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

@@ -61,8 +61,26 @@ using RopeRotateFn = void (*)(const float* src, float* dst, int64_t n_heads, int
 // equal gate.
 using GegluFn = void (*)(int64_t n, const float* gate, const float* up, float* out);
 
+// The K/V types of a quantized cache, as one-row flash attention uses them: Q is converted to
+// K's vec_dot_type (q_to_k), scores come from K's vec_dot, V rows are dequantized (v_to_float).
+struct AttnKvTypes {
+    FromFloatFn q_to_k;
+    VecDotFn kq_dot;
+    ToFloatFn v_to_float;
+    uint32_t type_v;  // a Q8_0 V is dequantized and accumulated in one pass (same values)
+};
+// One query row of flash attention over a cache whose K or V is quantized
+// (ggml_compute_forward_flash_attn_ext_f16_one_chunk with a non-F16 V): positions first..last,
+// K rows at k + ic * k_stride bytes (likewise V); Q converted with t.q_to_k, KQ by t.kq_dot,
+// online softmax with expf, V rows dequantized and accumulated in F32 (ggml_vec_mad_f32 /
+// ggml_vec_scale_f32); out = VKQ / S. scratch holds 3 * head_dim floats.
+using AttnKvqRowFn = void (*)(const float* q, const uint8_t* k, const uint8_t* v, size_t k_stride, size_t v_stride,
+                              int64_t first, int64_t last, int64_t head_dim, float scale, const AttnKvTypes& t,
+                              float* scratch, float* out);
+
 struct OpKernels {
     AttnF16RowFn attn_f16_row = nullptr;
+    AttnKvqRowFn attn_kvq_row = nullptr;
     SwigluFn swiglu = nullptr;
     RopeRotateFn rope_rotate = nullptr;
     RopeRotateFn rope_rotate_neox = nullptr;
@@ -86,6 +104,10 @@ void fill_kernels_neon(KernelTable& t);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);
+// Attention over a quantized KV cache: scalar (cpu/attn_kvq_ref.cpp) and x86 FMA
+// (cpu/x86/attn_kvq_fma.cpp, used by the AVX2 and AVX-512 tables).
+void fill_attn_kvq_scalar(OpKernels& ops);
+void fill_attn_kvq_fma(OpKernels& ops);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();

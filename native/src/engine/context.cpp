@@ -15,11 +15,12 @@ int64_t checked_n_ctx(int64_t n_ctx) {
 }
 }  // namespace
 
-Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch)
+Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch, uint32_t type_k,
+                 uint32_t type_v)
     : model_(std::move(model)),
       n_batch_(std::max<int64_t>(1, n_batch)),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
-      kv_(model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width()),
+      kv_(kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(), type_k, type_v),
       env_{pool_, kernels(), kv_, {}, {}},
       logits_(std::make_shared<std::vector<float>>()) {}
 
@@ -58,5 +59,39 @@ void Context::decode(const int32_t* tokens, int64_t n, bool all_logits) {
 }
 
 void Context::truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
+
+void Context::shift(int64_t n_keep, int64_t n_discard) {
+    if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > n_past_)
+        throw Error("cannot shift: n_keep=" + std::to_string(n_keep) + ", n_discard=" + std::to_string(n_discard) +
+                    " with " + std::to_string(n_past_) + " cached positions");
+    const ArchModel& arch = model_->arch();
+    const KernelTable& kt = env_.kt;
+    const int32_t delta = (int32_t)-n_discard;
+    // Probe first, so an architecture without a shift throws before anything moves.
+    if (n_keep + n_discard < n_past_) {
+        std::vector<float> probe((size_t)kv_.width(), 0.0f);
+        arch.rotate_cached_keys(kt, 0, probe.data(), 1, delta);
+    }
+    kv_.shift(n_past_, n_keep, n_discard,
+              [&](int64_t layer, float* rows, int64_t m) { arch.rotate_cached_keys(kt, layer, rows, m, delta); });
+    n_past_ -= n_discard;
+}
+
+void Context::copy_kv_out(int64_t n, uint8_t* dst) const {
+    if (n < 0 || n > n_past_)
+        throw Error("cannot copy " + std::to_string(n) + " KV positions: " + std::to_string(n_past_) + " are cached");
+    kv_.copy_rows_out(n, dst);
+}
+
+void Context::restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size) {
+    if (n_stored < 0 || n_use < 0 || n_use > n_stored || n_use > n_ctx())
+        throw StateError("cannot restore " + std::to_string(n_use) + " of " + std::to_string(n_stored) +
+                         " KV positions into a context of " + std::to_string(n_ctx()));
+    if (size != kv_.rows_bytes(n_stored))
+        throw StateError("a KV snapshot of " + std::to_string(n_stored) + " positions for this context has " +
+                         std::to_string(kv_.rows_bytes(n_stored)) + " bytes, not " + std::to_string(size));
+    kv_.copy_rows_in(n_stored, n_use, src);
+    n_past_ = n_use;
+}
 
 }  // namespace ei

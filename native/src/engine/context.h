@@ -16,7 +16,9 @@ class Context {
 public:
     // n_ctx: positions the KV cache holds; n_threads <= 0: physical cores; n_batch: tokens per
     // forward chunk (bounds scratch memory; long prompts are split into chunks).
-    Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512);
+    // type_k/type_v: KV cache types (TYPE_F16, TYPE_Q8_0, TYPE_Q4_0; kv_type_from_name).
+    Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512,
+            uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16);
 
     // Runs tokens[0..n) at positions n_past() .. n_past()+n-1 and keeps their K/V. Afterwards
     // logits() holds one row per token if all_logits, else the last token's row.
@@ -33,6 +35,20 @@ public:
     // Forgets positions >= n (for reusing a common prefix). n is clamped to [0, n_past].
     void truncate(int64_t n);
 
+    // Context overflow: drops positions [n_keep, n_keep + n_discard) and moves the later ones down,
+    // re-rotating their keys by -n_discard positions (the architecture's RoPE). Throws Error
+    // (nothing changed) unless 0 <= n_keep, 0 < n_discard and n_keep + n_discard <= n_past.
+    void shift(int64_t n_keep, int64_t n_discard);
+
+    // KV rows of positions [0, n) as one blob (prefix snapshots): its size, a copy out (n <=
+    // n_past), and a restore from a blob of n_stored positions that keeps its first n_use
+    // (n_past = n_use). restore_kv throws StateError (nothing changed) if the blob's size is not
+    // the one this cache makes or the positions do not fit.
+    size_t kv_rows_bytes(int64_t n) const { return kv_.rows_bytes(n); }
+    void copy_kv_out(int64_t n, uint8_t* dst) const;
+    void restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size);
+
+    const KvCache& kv() const { return kv_; }
     int64_t n_ctx() const { return kv_.n_ctx(); }
     int64_t n_batch() const { return n_batch_; }
     int n_threads() const { return pool_.size(); }

@@ -62,6 +62,8 @@ public:
     uint64_t alignment() const { return alignment_; }
     uint64_t data_offset() const { return data_offset_; }
     size_t file_size() const { return file_.size(); }
+    // The whole mapped file (header, metadata and tensor table are bytes [0, data_offset())).
+    const uint8_t* bytes() const { return file_.data(); }
 
     // Metadata in file order.
     const std::vector<std::pair<std::string, GgufValue>>& kv() const { return kv_; }

@@ -1,19 +1,143 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
 #include "common/fp16.h"
+#include "quant/blocks.h"
 
 namespace ei {
 
-KvCache::KvCache(int64_t n_layer, int64_t n_ctx, int64_t width)
-    : n_layer_(n_layer), n_ctx_(n_ctx), width_(width),
-      k_((size_t)(n_layer * n_ctx * width)), v_((size_t)(n_layer * n_ctx * width)) {}
+namespace {
+
+// F16 rows as the existing cache always wrote them (ggml's scalar fp32 -> fp16 rounding).
+void store_row_f16(const float* src, void* dst, int64_t n) {
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+}
+
+// ggml's quantize_row_q4_0_ref, which ggml-cpu's from_float for Q4_0 (and so set_rows into a
+// Q4_0 cache) calls: d = max / -8 where max is the value of largest magnitude (sign kept),
+// q = min(15, (int8)(x / d + 8.5)).
+void store_row_q4_0(const float* x, void* dst, int64_t n) {
+    block_q4_0* y = static_cast<block_q4_0*>(dst);
+    const int64_t nb = n / QK4_0;
+    for (int64_t i = 0; i < nb; ++i) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_0; ++j) {
+            const float v = x[i * QK4_0 + j];
+            if (amax < std::fabs(v)) {
+                amax = std::fabs(v);
+                max = v;
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = fp32_to_fp16(d);
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            const float x0 = x[i * QK4_0 + j] * id;
+            const float x1 = x[i * QK4_0 + QK4_0 / 2 + j] * id;
+            const uint8_t xi0 = std::min<int8_t>(15, (int8_t)(x0 + 8.5f));
+            const uint8_t xi1 = std::min<int8_t>(15, (int8_t)(x1 + 8.5f));
+            y[i].qs[j] = xi0 | (uint8_t)(xi1 << 4);
+        }
+    }
+}
+
+FromFloatFn row_quantizer(const KernelTable& kt, uint32_t type) {
+    switch (type) {
+        case TYPE_F16: return store_row_f16;
+        case TYPE_Q8_0: return kt.types[TYPE_Q8_0].from_float;  // ggml-cpu's quantize_row_q8_0
+        case TYPE_Q4_0: return store_row_q4_0;
+        default: throw Error(std::string("unsupported KV cache type ") + type_info(type).name);
+    }
+}
+
+size_t checked_row_bytes(uint32_t type, int64_t width) {
+    const TypeInfo& ti = type_info(type);
+    if (width % ti.block_size != 0)
+        throw Error(std::string("KV cache type ") + kv_type_name(type) + " needs rows that are a multiple of " +
+                    std::to_string(ti.block_size) + " values; this model's K/V rows have " + std::to_string(width));
+    return row_bytes(type, width);
+}
+
+}  // namespace
+
+uint32_t kv_type_from_name(const std::string& name) {
+    if (name == "f16") return TYPE_F16;
+    if (name == "q8_0") return TYPE_Q8_0;
+    if (name == "q4_0") return TYPE_Q4_0;
+    throw Error("unknown KV cache type '" + name + "' (expected f16, q8_0 or q4_0)");
+}
+
+const char* kv_type_name(uint32_t type) {
+    switch (type) {
+        case TYPE_F16: return "f16";
+        case TYPE_Q8_0: return "q8_0";
+        case TYPE_Q4_0: return "q4_0";
+        default: return type_info(type).name;
+    }
+}
+
+KvCache::KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, uint32_t type_k,
+                 uint32_t type_v)
+    : n_layer_(n_layer), n_ctx_(n_ctx), width_(width), type_k_(type_k), type_v_(type_v),
+      k_row_(checked_row_bytes(type_k, width)), v_row_(checked_row_bytes(type_v, width)),
+      quantize_k_(row_quantizer(kt, type_k)), quantize_v_(row_quantizer(kt, type_v)),
+      dequantize_k_(kt.types[type_k].to_float),
+      k_((size_t)(n_layer * n_ctx) * k_row_), v_((size_t)(n_layer * n_ctx) * v_row_) {}
+
+uint16_t* KvCache::k(int64_t layer) {
+    if (type_k_ != TYPE_F16) throw Error("the K cache is not F16");
+    return reinterpret_cast<uint16_t*>(k_data(layer));
+}
+
+uint16_t* KvCache::v(int64_t layer) {
+    if (type_v_ != TYPE_F16) throw Error("the V cache is not F16");
+    return reinterpret_cast<uint16_t*>(v_data(layer));
+}
 
 void KvCache::store(int64_t layer, int64_t pos0, int64_t n, const float* k_rows, const float* v_rows) {
-    uint16_t* kd = k(layer) + pos0 * width_;
-    uint16_t* vd = v(layer) + pos0 * width_;
-    for (int64_t i = 0; i < n * width_; ++i) {
-        kd[i] = fp32_to_fp16(k_rows[i]);
-        vd[i] = fp32_to_fp16(v_rows[i]);
+    uint8_t* kd = k_data(layer) + pos0 * k_row_;
+    uint8_t* vd = v_data(layer) + pos0 * v_row_;
+    for (int64_t t = 0; t < n; ++t) {
+        quantize_k_(k_rows + t * width_, kd + t * k_row_, width_);
+        quantize_v_(v_rows + t * width_, vd + t * v_row_, width_);
+    }
+}
+
+void KvCache::copy_rows_out(int64_t n, uint8_t* dst) const {
+    for (int64_t il = 0; il < n_layer_; ++il) {
+        std::memcpy(dst, k_data(il), n * k_row_);
+        dst += n * k_row_;
+        std::memcpy(dst, v_data(il), n * v_row_);
+        dst += n * v_row_;
+    }
+}
+
+void KvCache::copy_rows_in(int64_t n_stored, int64_t n_use, const uint8_t* src) {
+    for (int64_t il = 0; il < n_layer_; ++il) {
+        std::memcpy(k_data(il), src, n_use * k_row_);
+        src += n_stored * k_row_;
+        std::memcpy(v_data(il), src, n_use * v_row_);
+        src += n_stored * v_row_;
+    }
+}
+
+void KvCache::shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
+                    const std::function<void(int64_t, float*, int64_t)>& rerotate) {
+    const int64_t first = n_keep + n_discard, m = n_past - first;  // rows that move
+    if (m <= 0) return;
+    std::vector<float> rows((size_t)(m * width_));
+    for (int64_t il = 0; il < n_layer_; ++il) {
+        uint8_t* kd = k_data(il);
+        for (int64_t t = 0; t < m; ++t) dequantize_k_(kd + (first + t) * k_row_, rows.data() + t * width_, width_);
+        rerotate(il, rows.data(), m);
+        for (int64_t t = 0; t < m; ++t) quantize_k_(rows.data() + t * width_, kd + (n_keep + t) * k_row_, width_);
+        uint8_t* vd = v_data(il);
+        std::memmove(vd + n_keep * v_row_, vd + first * v_row_, m * v_row_);
     }
 }
 

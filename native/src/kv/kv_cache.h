@@ -1,32 +1,74 @@
-// The KV cache: per layer, one K row and one V row per position, stored as F16.
-// (Quantized K/V types, shifting and save/load come with the prompt-caching work.)
+// The KV cache: per layer, one K row and one V row per position. K and V each have their own
+// type: F16 (default, what llama.cpp stores), Q8_0 or Q4_0 (rows quantized as they are written,
+// the way ggml's set_rows writes a quantized cache; attention reads the blocks directly).
+//
+// Besides append (store) the cache supports what prompt caching and context overflow need:
+// copying the rows of positions [0, n) of every layer out and back in (snapshots and state
+// files) and shifting (drop positions, move the rest down, re-rotate their keys).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
+
+#include "cpu/kernels.h"
 
 namespace ei {
 
+// The K/V types the cache supports, by name ("f16", "q8_0", "q4_0"); throws Error otherwise.
+uint32_t kv_type_from_name(const std::string& name);
+const char* kv_type_name(uint32_t type);
+
 class KvCache {
 public:
-    // n_layer layers, n_ctx positions, rows of `width` values (n_head_kv * head_dim).
-    KvCache(int64_t n_layer, int64_t n_ctx, int64_t width);
+    // n_layer layers, n_ctx positions, rows of `width` values (n_head_kv * head_dim). Quantized
+    // types need width (and head_dim, checked by the caller) to be a multiple of 32.
+    KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, uint32_t type_k = TYPE_F16,
+            uint32_t type_v = TYPE_F16);
 
+    int64_t n_layer() const { return n_layer_; }
     int64_t n_ctx() const { return n_ctx_; }
     int64_t width() const { return width_; }
-    size_t bytes() const { return (k_.size() + v_.size()) * sizeof(uint16_t); }
+    uint32_t type_k() const { return type_k_; }
+    uint32_t type_v() const { return type_v_; }
+    size_t k_row_bytes() const { return k_row_; }   // bytes of one position's K row in one layer
+    size_t v_row_bytes() const { return v_row_; }
+    size_t bytes_per_token() const { return (size_t)n_layer_ * (k_row_ + v_row_); }
+    size_t bytes() const { return (size_t)n_ctx_ * bytes_per_token(); }
 
-    // [n_ctx][width] F16 for one layer.
-    uint16_t* k(int64_t layer) { return k_.data() + layer * n_ctx_ * width_; }
-    uint16_t* v(int64_t layer) { return v_.data() + layer * n_ctx_ * width_; }
+    // [n_ctx][k_row_bytes] for one layer, in type_k (likewise V).
+    uint8_t* k_data(int64_t layer) { return k_.data() + layer * n_ctx_ * k_row_; }
+    uint8_t* v_data(int64_t layer) { return v_.data() + layer * n_ctx_ * v_row_; }
+    const uint8_t* k_data(int64_t layer) const { return k_.data() + layer * n_ctx_ * k_row_; }
+    const uint8_t* v_data(int64_t layer) const { return v_.data() + layer * n_ctx_ * v_row_; }
+    // [n_ctx][width] F16 views; only for an F16 K (V) cache (throws Error otherwise).
+    uint16_t* k(int64_t layer);
+    uint16_t* v(int64_t layer);
 
-    // Stores n rows of floats at positions pos0 .. pos0 + n - 1 (rounded to F16).
+    // Stores n rows of floats at positions pos0 .. pos0 + n - 1 (rounded to F16 / quantized).
     void store(int64_t layer, int64_t pos0, int64_t n, const float* k_rows, const float* v_rows);
+
+    // Rows of positions [0, n) of every layer as one blob: per layer, its K rows then its V rows.
+    size_t rows_bytes(int64_t n) const { return (size_t)n * bytes_per_token(); }
+    void copy_rows_out(int64_t n, uint8_t* dst) const;
+    // Writes positions [0, n_use) from a blob that copy_rows_out(n_stored) made (n_use <= n_stored).
+    void copy_rows_in(int64_t n_stored, int64_t n_use, const uint8_t* src);
+
+    // Drops positions [n_keep, n_keep + n_discard) of the first n_past and moves the later ones
+    // down by n_discard. K rows were stored rotated for their old position: each moved K row is
+    // converted to floats, passed to rerotate(layer, rows [m][width], m) and stored again.
+    void shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
+               const std::function<void(int64_t layer, float* rows, int64_t m)>& rerotate);
 
 private:
     int64_t n_layer_, n_ctx_, width_;
-    std::vector<uint16_t> k_;  // [n_layer][n_ctx][width], f16
-    std::vector<uint16_t> v_;  // [n_layer][n_ctx][width], f16
+    uint32_t type_k_, type_v_;
+    size_t k_row_, v_row_;
+    FromFloatFn quantize_k_, quantize_v_;  // float row -> type_k / type_v row
+    ToFloatFn dequantize_k_;               // type_k row -> floats (for shift)
+    std::vector<uint8_t> k_;  // [n_layer][n_ctx][k_row_bytes], type_k
+    std::vector<uint8_t> v_;  // [n_layer][n_ctx][v_row_bytes], type_v
 };
 
 }  // namespace ei

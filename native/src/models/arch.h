@@ -47,6 +47,11 @@ public:
     virtual ~ArchModel() = default;
     virtual const HParams& hparams() const = 0;
     virtual void forward(ForwardEnv& env, const ForwardBatch& batch) const = 0;
+    // Context shift: m cached K rows of `layer` ([m][n_head_kv][head_dim] floats, rotated for
+    // their old positions) rotated further by `delta` positions, in place, with the layer's own
+    // RoPE mode and parameters. Architectures that cannot shift keep this default.
+    virtual void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m,
+                                    int32_t delta) const;
 };
 
 // Loads the architecture named by general.architecture; throws Error for an unknown one.

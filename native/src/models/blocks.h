@@ -5,6 +5,7 @@
 
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
+#include "kv/kv_cache.h"
 #include "model/tensor.h"
 
 namespace ei {
@@ -44,6 +45,13 @@ struct AttentionShape {
 };
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out);
+
+// attention_f16's contract over layer `layer` of a KV cache of any type: an F16 cache goes to
+// attention_f16 (llama.cpp's exact path); a cache with a quantized K or V to ggml's one-row
+// kernel for quantized K/V (kt.ops.attn_kvq_row), reading the blocks in place.
+// (models/attention_kv.cpp)
+void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
+                      const KvCache& kv, int64_t layer, const AttentionShape& s, float* out);
 
 // out[i] = silu(gate[i]) * up[i] over n values (in place allowed: out may equal gate).
 void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);

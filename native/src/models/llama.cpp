@@ -88,7 +88,7 @@ public:
 
             if (il == hp_.n_layer - 1 && !b.all_logits) r0 = n - 1;
             const int64_t m = n - r0;
-            attention_f16(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv.k(il), env.kv.v(il), shape, att);
+            attention_cached(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv, il, shape, att);
             matmul(env.pool, env.kt, L.wo, att, m, out, env.matmul_scratch);
             float* xr = x + r0 * d;
             add_inplace(xr, out, m * d);
@@ -103,6 +103,12 @@ public:
         const int64_t m = n - r0;
         rms_norm(x + r0 * d, output_norm_, h, m, d, hp_.norm_eps);
         matmul(env.pool, env.kt, output_, h, m, b.logits, env.matmul_scratch);
+    }
+
+    void rotate_cached_keys(const KernelTable& kt, int64_t, float* rows, int64_t m, int32_t delta) const override {
+        const RopeParams rope{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, rope_factors_};
+        const std::vector<int32_t> pos(m, delta);
+        rope_norm(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
     }
 
 private:

@@ -1,0 +1,161 @@
+"""Prompt caching: which tokens' K/V the context holds, and snapshots of other prefixes.
+
+A chat re-sends the whole conversation every turn, so a new prompt usually starts with tokens
+whose K/V are already cached. `PromptCache.prepare` finds the longest common prefix between the
+prompt and what is cached, truncates the cache to it and leaves only the rest to decode.
+
+Besides the live context, the cache keeps snapshots of the KV rows of other prefixes (copies
+made by the core, LRU, bounded by a byte budget), so alternating conversations or system prompts
+stay warm: when a prompt shares more with a snapshot than with the live context, the snapshot's
+rows are copied back in (a memcpy, far cheaper than recomputing them). The live context is
+snapshotted when a prompt is about to throw away a sizeable part of it.
+
+After a context shift the cached K/V no longer equal what a fresh decode of the remaining tokens
+would give (they saw the dropped tokens), so only the kept head (`n_keep`) stays reusable.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from edgeinfer import _core
+
+DEFAULT_SNAPSHOT_BUDGET = 256 * 1024 * 1024   # bytes of KV snapshots kept in memory
+DEFAULT_MIN_SNAPSHOT_TOKENS = 32              # smaller prefixes are cheap to recompute
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int], limit: int | None = None) -> int:
+    """Length of the longest common prefix of a and b (at most `limit`)."""
+    n = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class Snapshot:
+    tokens: tuple[int, ...]
+    kv: np.ndarray            # the core's blob of KV rows for positions [0, len(tokens))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.kv.nbytes)
+
+
+class PromptCache:
+    """What a context's KV cache holds (`tokens`: ids at positions 0..n_past-1), plus an LRU of
+    snapshots of other prefixes within `snapshot_budget` bytes (0 = no snapshots)."""
+
+    def __init__(self, ctx: _core.Context, snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
+                 min_snapshot_tokens: int = DEFAULT_MIN_SNAPSHOT_TOKENS):
+        self.ctx = ctx
+        self.tokens: list[int] = []
+        self.snapshot_budget = snapshot_budget
+        self.min_snapshot_tokens = min_snapshot_tokens
+        self._snapshots: OrderedDict[tuple[int, ...], Snapshot] = OrderedDict()
+        self._exact = 0       # tokens[:_exact] hold the K/V a fresh decode would give
+        self.restored_from_snapshot = False  # whether the last prepare() restored a snapshot
+
+    # --- the live context ------------------------------------------------------------------------
+    def prepare(self, prompt: Sequence[int]) -> int:
+        """Makes the cache hold the longest available prefix of `prompt` (from the live context or
+        a snapshot) and returns its length. At least one prompt token is left to decode, so that
+        there are logits to sample from."""
+        limit = len(prompt) - 1
+        live = common_prefix(self.tokens[:self._exact], prompt, limit)
+        best, best_len = None, live
+        for snap in self._snapshots.values():
+            n = common_prefix(snap.tokens, prompt, limit)
+            if n > best_len:
+                best, best_len = snap, n
+        self.restored_from_snapshot = False
+        if best is not None:
+            self._snapshots.move_to_end(best.tokens)   # most recently used (evicted last)
+        if self._exact - live >= self.min_snapshot_tokens:
+            self.snapshot()   # the prompt would throw away a sizeable part of the live context
+        if best is not None:
+            self.ctx.kv_restore(best.kv, len(best.tokens), best_len)
+            self.tokens = list(best.tokens[:best_len])
+            self.restored_from_snapshot = True
+        else:
+            self.ctx.truncate(best_len)
+            del self.tokens[best_len:]
+        self._exact = best_len
+        return best_len
+
+    def decode(self, ids: Sequence[int], all_logits: bool = False) -> None:
+        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits)
+        exact = self._exact == len(self.tokens)
+        self.tokens.extend(int(i) for i in ids)
+        if exact:
+            self._exact = len(self.tokens)
+
+    def shift(self, n_keep: int, n_discard: int) -> None:
+        """Context shift: drops cached positions [n_keep, n_keep + n_discard) (see Context.shift)."""
+        self.ctx.shift(n_keep, n_discard)
+        del self.tokens[n_keep:n_keep + n_discard]
+        self._exact = min(self._exact, n_keep)
+
+    def reset(self) -> None:
+        self.ctx.truncate(0)
+        self.tokens.clear()
+        self._exact = 0
+
+    @property
+    def reusable_tokens(self) -> int:
+        """How many leading cached tokens a later prompt can reuse."""
+        return self._exact
+
+    # --- snapshots -------------------------------------------------------------------------------
+    def snapshot(self) -> bool:
+        """Keeps a copy of the live context's reusable prefix; False if it is too small, too big
+        for the budget, or already covered by a snapshot."""
+        n = self._exact
+        if n < self.min_snapshot_tokens or self.ctx.kv_bytes_for(n) > self.snapshot_budget:
+            return False
+        key = tuple(self.tokens[:n])
+        for other in self._snapshots:
+            if len(other) >= n and other[:n] == key:
+                self._snapshots.move_to_end(other)
+                return False
+        # Snapshots that are prefixes of this one serve no prompt better: drop them.
+        for other in [t for t in self._snapshots if len(t) < n and key[:len(t)] == t]:
+            del self._snapshots[other]
+        self._snapshots[key] = Snapshot(key, self.ctx.kv_snapshot(n))
+        self._evict()
+        return True
+
+    def _evict(self) -> None:
+        while self._snapshots and self.snapshot_bytes > self.snapshot_budget:
+            self._snapshots.popitem(last=False)
+
+    @property
+    def snapshot_bytes(self) -> int:
+        return sum(s.nbytes for s in self._snapshots.values())
+
+    @property
+    def snapshots(self) -> list[tuple[int, ...]]:
+        """Token prefixes held as snapshots, least recently used first."""
+        return list(self._snapshots)
+
+    def clear_snapshots(self) -> None:
+        self._snapshots.clear()
+
+    # --- saved states on disk --------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> int:
+        """Writes the reusable prefix (tokens + KV rows) to `path` atomically; returns its length."""
+        self.ctx.save_state(os.fspath(path), np.asarray(self.tokens[:self._exact], dtype=np.int32))
+        return self._exact
+
+    def load(self, path: str | os.PathLike) -> int:
+        """Restores a state saved by `save` (StateFileError, nothing changed, if it does not fit
+        this model and context); returns its token count."""
+        tokens = self.ctx.load_state(os.fspath(path))
+        self.tokens = [int(t) for t in tokens]
+        self._exact = len(self.tokens)
+        return self._exact

@@ -1,0 +1,141 @@
+"""Context overflow: prompts that do not fit are refused with the numbers; generation that reaches
+the end of the context stops (finish_reason "length") or shifts: the first n_keep positions stay,
+the oldest half of the rest is dropped and the kept keys are re-rotated to their new positions.
+
+The oracle for a shift is the numpy reference with the same surgery on its cache: drop the rows,
+rotate the kept (already rotated, F16-rounded) keys by -n_discard positions, round to F16 again;
+later tokens then sit at the shorter cache's positions in both."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from edgeinfer.errors import ContextOverflowError, EdgeInferError
+from edgeinfer.model import Model
+from llama_reference import LlamaReference, rope
+from tiny_model import TinyConfig, write_tiny_llama
+
+PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    cfg = TinyConfig()
+    path = tmp_path_factory.mktemp("shift") / "tiny.gguf"
+    return cfg, write_tiny_llama(path, cfg), path
+
+
+def reference_shift(ref: LlamaReference, n_keep: int, n_discard: int) -> None:
+    c = ref.cfg
+    for il in range(c.n_layer):
+        K, V = ref.k_cache[il], ref.v_cache[il]
+        moved = rope(K[n_keep + n_discard:], np.full(len(K) - n_keep - n_discard, -float(n_discard)), c.rope_base)
+        moved = moved.astype(np.float16).astype(np.float64)
+        ref.k_cache[il] = np.concatenate([K[:n_keep], moved])
+        ref.v_cache[il] = np.concatenate([V[:n_keep], V[n_keep + n_discard:]])
+
+
+def rel_err(got, want) -> float:
+    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+
+
+@pytest.mark.parametrize("n_keep,n_discard", [(0, 6), (1, 8), (4, 7)])
+def test_shift_matches_reference_with_rerotated_keys(tiny, n_keep, n_discard):
+    cfg, weights, path = tiny
+    m = Model.load(path, n_ctx=64, n_threads=2)
+    ref = LlamaReference(cfg, weights)
+    ctx = m.context
+    ctx.decode(np.array(PROMPT, dtype=np.int32))
+    ref.forward(PROMPT)
+    ctx.shift(n_keep, n_discard)
+    reference_shift(ref, n_keep, n_discard)
+    assert ctx.n_past == len(PROMPT) - n_discard
+    for tok in [7, 99, 150, 31]:
+        ctx.decode(np.array([tok], dtype=np.int32))
+        assert rel_err(np.array(ctx.logits[-1]), ref.forward([tok])[0]) < 5e-3
+
+
+def test_shift_moves_values_and_keeps_the_head_bit_identical(tiny):
+    _, _, path = tiny
+    m = Model.load(path, n_ctx=64, n_threads=2)
+    ctx = m.context
+    ctx.decode(np.array(PROMPT, dtype=np.int32))
+    before = ctx.kv_snapshot(len(PROMPT)).reshape(2, 2, len(PROMPT), -1)  # [layer][K, V][pos][bytes]
+    ctx.shift(3, 5)
+    after = ctx.kv_snapshot(len(PROMPT) - 5).reshape(2, 2, len(PROMPT) - 5, -1)
+    assert np.array_equal(after[:, :, :3], before[:, :, :3])
+    assert np.array_equal(after[:, 1, 3:], before[:, 1, 8:])        # V rows move as they are
+    assert not np.array_equal(after[:, 0, 3:], before[:, 0, 8:])    # K rows are re-rotated
+
+
+def test_bad_shift_arguments_change_nothing(tiny):
+    _, _, path = tiny
+    m = Model.load(path, n_ctx=64, n_threads=2)
+    m.context.decode(np.array(PROMPT, dtype=np.int32))
+    for n_keep, n_discard in [(-1, 2), (2, 0), (10, len(PROMPT))]:
+        with pytest.raises(EdgeInferError, match="cannot shift"):
+            m.context.shift(n_keep, n_discard)
+    assert m.context.n_past == len(PROMPT)
+
+
+def test_generation_stops_at_the_context_end_by_default(tiny):
+    _, _, path = tiny
+    m = Model.load(path, n_ctx=32, n_threads=2)
+    r = m.complete(PROMPT, max_tokens=100, temperature=0, stop=())
+    if r.finish_reason == "length":
+        assert len(r.tokens) == 32 - len(PROMPT) + 1 and r.context_shifts == 0
+
+
+def test_shift_policy_generates_past_the_context_end(tiny):
+    _, _, path = tiny
+    m = Model.load(path, n_ctx=32, n_threads=2)
+    ids = []
+    gen = m.generate(PROMPT, max_tokens=80, context_overflow="shift", n_keep=4,
+                     temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=3)
+    while True:
+        try:
+            next(gen)
+        except StopIteration as done:
+            r = done.value
+            break
+    assert r.context_shifts >= 1 or r.finish_reason == "stop"
+    if r.finish_reason == "length":
+        assert len(r.tokens) == 80
+    assert m.context.n_past <= 32
+    # After a shift only the kept head can be reused by the next prompt.
+    assert m.prompt_cache.reusable_tokens <= 4 or r.context_shifts == 0
+    with pytest.raises(ValueError, match="context_overflow"):
+        m.complete(PROMPT, context_overflow="wrap")
+
+
+def test_prompt_longer_than_the_context_is_an_error_with_the_numbers(tiny):
+    _, _, path = tiny
+    m = Model.load(path, n_ctx=16, n_threads=2)
+    with pytest.raises(ContextOverflowError, match=r"18 tokens.*16"):
+        m.complete(PROMPT, max_tokens=4, context_overflow="shift")
+
+
+def test_n_ctx_is_clamped_to_the_trained_context_with_a_warning(tiny):
+    cfg, _, path = tiny
+    with pytest.warns(UserWarning, match=f"trained context of {cfg.n_ctx_train}"):
+        m = Model.load(path, n_ctx=4 * cfg.n_ctx_train, n_threads=2)
+    assert m.n_ctx == cfg.n_ctx_train
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Model.load(path, n_ctx=0, n_threads=2).n_ctx == cfg.n_ctx_train
+        assert Model.load(path, n_ctx=None, n_threads=2).n_ctx == cfg.n_ctx_train
+
+
+def test_cli_run_with_quantized_cache_and_context_shift(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "hd32.gguf"
+    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
+    proc = subprocess.run([sys.executable, "-m", "edgeinfer", "run", str(path), "-p", "the thin tin", "-n", "40",
+                           "-c", "16", "--ctk", "q8_0", "--ctv", "q4_0", "--context-shift", "--temp", "0", "-v"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "KV cache q8_0/q4_0" in proc.stderr

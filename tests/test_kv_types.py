@@ -1,0 +1,91 @@
+"""KV cache types: attention over quantized K/V blocks against a numpy oracle and across ISAs,
+and the forward pass with q8_0 / q4_0 caches against the reference model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeinfer import _core
+from edgeinfer.model import Model
+from llama_reference import LlamaReference
+from tiny_model import TinyConfig, write_tiny_llama
+
+ISAS = _core.available_isas()
+TYPES = ["f16", "q8_0", "q4_0"]
+
+
+def attention_oracle(q, k, v, window=0):
+    """float64 softmax attention of one query (the last position) over dequantized rows."""
+    n_head, d = q.shape
+    n_kv, n_head_kv, _ = k.shape
+    first = max(0, n_kv - window) if window else 0
+    out = np.empty((n_head, d))
+    for h in range(n_head):
+        kh = h // (n_head // n_head_kv)
+        s = k[first:, kh].astype(np.float64) @ q[h].astype(np.float64) / np.sqrt(d)
+        p = np.exp(s - s.max())
+        out[h] = (p / p.sum()) @ v[first:, kh].astype(np.float64)
+    return out
+
+
+@pytest.mark.parametrize("type_k", TYPES)
+@pytest.mark.parametrize("type_v", TYPES)
+@pytest.mark.parametrize("window", [0, 7])
+def test_attention_over_each_kv_type_matches_the_oracle_on_every_isa(type_k, type_v, window):
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((4, 64)).astype(np.float32)
+    k = rng.standard_normal((37, 2, 64)).astype(np.float32)
+    v = rng.standard_normal((37, 2, 64)).astype(np.float32)
+    ref_out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
+    want = attention_oracle(q, k_deq, v_deq, window)
+    # Q is rounded to K's vec_dot type (F16 or Q8_0) for the scores; the rest is float32.
+    tol = 2e-3 if type_k == "f16" else 2e-2
+    assert np.max(np.abs(ref_out - want)) < tol * np.max(np.abs(want))
+    # The ISAs store the same blocks; their results differ from the scalar one by FMA roundings
+    # (an F16 pair goes through ggml's F16 accumulator, which rounds to half precision).
+    isa_tol = 1e-3 if (type_k, type_v) == ("f16", "f16") else 1e-5
+    for isa in ISAS:
+        out, k2, v2 = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
+        assert np.array_equal(k2, k_deq) and np.array_equal(v2, v_deq), isa
+        assert np.max(np.abs(out - ref_out)) < isa_tol * np.max(np.abs(ref_out)), isa
+
+
+def test_quantized_cache_stores_smaller_rows():
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 32)).astype(np.float32)
+    k = rng.standard_normal((3, 1, 32)).astype(np.float32)
+    _, kd, _ = _core.attention_kv(q, k, k, "q4_0", "q8_0")
+    # Q4_0 keeps 16 levels per block: each row has at most 16 distinct values.
+    assert all(len(np.unique(kd[i, 0])) <= 16 for i in range(3))
+
+
+@pytest.fixture(scope="module")
+def hd32(tmp_path_factory):
+    cfg = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
+    path = tmp_path_factory.mktemp("kvt") / "hd32.gguf"
+    return cfg, write_tiny_llama(path, cfg), path
+
+
+PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
+
+
+@pytest.mark.parametrize("types,tol", [(("q8_0", "q8_0"), 2e-2), (("q4_0", "q4_0"), 1.5e-1),
+                                       (("q8_0", "q4_0"), 1e-1), (("f16", "q8_0"), 2e-2)])
+def test_forward_with_quantized_cache_tracks_the_reference(hd32, types, tol):
+    cfg, weights, path = hd32
+    m = Model.load(path, n_ctx=64, n_threads=2, cache_type_k=types[0], cache_type_v=types[1])
+    assert (m.cache_type_k, m.cache_type_v) == types
+    got = m.eval_logits(PROMPT)
+    want = LlamaReference(cfg, weights).forward(PROMPT)
+    assert np.max(np.abs(got - want)) / np.max(np.abs(want)) < tol
+    f16 = Model.load(path, n_ctx=64, n_threads=2)
+    assert m.kv_bytes_per_token < f16.kv_bytes_per_token or types[0] == "f16"
+
+
+def test_quantized_cache_needs_block_aligned_heads(tmp_path):
+    path = tmp_path / "hd16.gguf"
+    write_tiny_llama(path, TinyConfig())   # head_dim 16, K/V rows of 32 values
+    with pytest.raises(Exception, match="multiple of"):
+        Model.load(path, n_ctx=16, n_threads=2, cache_type_k="q8_0").complete([5, 6], max_tokens=2)
+    with pytest.raises(ValueError, match="cache_type_k"):
+        Model.load(path, n_ctx=16, n_threads=2, cache_type_k="q5_0")

@@ -1,0 +1,82 @@
+"""Prefix reuse with several cached prefixes: alternating conversations stay warm, reused
+generations equal cold ones token for token (greedy), and snapshots stay within their budget."""
+from __future__ import annotations
+
+import pytest
+
+from edgeinfer.model import Model
+from tiny_model import TinyConfig, write_tiny_llama
+
+SYSTEM_A = list(range(40, 100))     # two "system prompts" of 60 tokens
+SYSTEM_B = list(range(140, 200))
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory):
+    p = tmp_path_factory.mktemp("pc") / "tiny.gguf"
+    write_tiny_llama(p, TinyConfig())
+    return p
+
+
+def cold(path, prompt, n=8) -> list[int]:
+    m = Model.load(path, n_ctx=256, n_threads=2, snapshot_budget=0)
+    return m.complete(prompt, max_tokens=n, temperature=0).tokens
+
+
+def test_alternating_conversations_both_stay_warm(path):
+    m = Model.load(path, n_ctx=256, n_threads=2)
+    a1, b1 = SYSTEM_A + [5, 6, 7], SYSTEM_B + [8, 9]
+    ra1 = m.complete(a1, max_tokens=8, temperature=0)
+    rb1 = m.complete(b1, max_tokens=8, temperature=0)
+    assert (ra1.cached_tokens, rb1.cached_tokens) == (0, 0)
+    # Follow-up turns: each conversation so far plus a new message.
+    a2 = a1 + ra1.tokens + [11, 12, 13]
+    b2 = b1 + rb1.tokens + [14, 15]
+    ra2 = m.complete(a2, max_tokens=8, temperature=0)
+    assert m.prompt_cache.restored_from_snapshot
+    # (8 tokens, length-limited: the last sampled token was never decoded)
+    assert ra2.cached_tokens == len(a1) + len(ra1.tokens) - 1
+    rb2 = m.complete(b2, max_tokens=8, temperature=0)
+    assert rb2.cached_tokens == len(b1) + len(rb1.tokens) - 1
+    # And back again to A's first turn: a prefix of the snapshot of A's second turn.
+    ra1_again = m.complete(a1, max_tokens=8, temperature=0)
+    assert ra1_again.cached_tokens == len(a1) - 1
+    for prompt, got in [(a1, ra1), (b1, rb1), (a2, ra2), (b2, rb2), (a1, ra1_again)]:
+        assert got.tokens == cold(path, prompt)
+
+
+def test_live_context_is_preferred_when_it_shares_more(path):
+    m = Model.load(path, n_ctx=256, n_threads=2)
+    r = m.complete(SYSTEM_A + [1, 2], max_tokens=4, temperature=0)
+    live = list(m.prompt_cache.tokens)   # the prompt and the generated tokens that were decoded
+    r2 = m.complete(SYSTEM_A + [1, 2] + r.tokens + [3], max_tokens=4, temperature=0)
+    assert not m.prompt_cache.restored_from_snapshot
+    assert r2.cached_tokens == len(live) >= len(SYSTEM_A) + 2
+    assert m.prompt_cache.snapshots == []   # nothing sizeable was thrown away
+
+
+def test_snapshots_are_evicted_least_recently_used_within_the_budget(path):
+    m = Model.load(path, n_ctx=256, n_threads=2)
+    per_token = m.kv_bytes_per_token
+    m.prompt_cache.snapshot_budget = 150 * per_token   # room for two 63-token prefixes, not three
+    convs = [base + [3, 4, 5] for base in (SYSTEM_A, SYSTEM_B, list(range(200, 260)))]
+    for c in convs:
+        m.complete(c, max_tokens=1, temperature=0)
+    m.complete([7] * 40, max_tokens=1, temperature=0)  # pushes the third conversation out too
+    cache = m.prompt_cache
+    assert cache.snapshot_bytes <= cache.snapshot_budget
+    kept = [list(t[:60]) for t in cache.snapshots]
+    assert kept == [SYSTEM_B, list(range(200, 260))]   # A, the oldest, was evicted
+    r = m.complete(convs[0] + [9], max_tokens=4, temperature=0)
+    assert r.cached_tokens == 0 and r.tokens == cold(path, convs[0] + [9], 4)
+    # That turn pushed the live 40-token prompt into the snapshots and B out; C is still warm.
+    assert [len(t) for t in cache.snapshots] == [63, 40]
+    r = m.complete(convs[2] + [9], max_tokens=4, temperature=0)
+    assert r.cached_tokens == len(convs[2]) and r.tokens == cold(path, convs[2] + [9], 4)
+
+
+def test_a_snapshot_bigger_than_the_budget_is_not_kept(path):
+    m = Model.load(path, n_ctx=256, n_threads=2, snapshot_budget=10 * 1024)
+    m.complete(SYSTEM_A, max_tokens=1, temperature=0)
+    m.complete(SYSTEM_B, max_tokens=1, temperature=0)
+    assert m.prompt_cache.snapshots == [] and m.prompt_cache.snapshot_bytes == 0
