@@ -87,3 +87,26 @@ def test_chunked_prefill_matches_single_batch(tmp_path):
     whole = Model.load(path, n_ctx=64, n_threads=1).eval_logits(PROMPT)
     chunked = Model.load(path, n_ctx=64, n_threads=2, n_batch=5).eval_logits(PROMPT)
     np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-4 * np.abs(whole).max())
+
+
+@pytest.mark.parametrize("kv", [("q8_0", "q8_0"), ("q8_0", "f16")])
+def test_quantized_kv_cache_stays_near_the_reference(kv, tmp_path):
+    cfg = TinyGemma3Config()
+    path = tmp_path / "kv.gguf"
+    weights = write_tiny_gemma3(path, cfg)
+    model = Model.load(path, n_ctx=64, cache_type_k=kv[0], cache_type_v=kv[1])
+    got = model.eval_logits(PROMPT)
+    want = Gemma3Reference(cfg, weights).forward(PROMPT)
+    assert rel_err(got, want) < 4e-2  # 8-bit K/V rows on top of the F16 tolerance
+
+
+def test_context_shift_rotates_gemma_keys_and_keeps_generating(tmp_path):
+    """Gemma's shift hook (neox rope with each layer's own base) runs, and generation goes on past
+    the end of a 16-position context."""
+    cfg = TinyGemma3Config()
+    path = tmp_path / "shift.gguf"
+    write_tiny_gemma3(path, cfg)
+    model = Model.load(path, n_ctx=16, n_threads=1)
+    result = model.complete(PROMPT, max_tokens=20, temperature=0, context_overflow="shift", n_keep=1)
+    assert result.finish_reason == "length" and len(result.tokens) == 20
+    assert model.context.n_past <= 16

@@ -87,6 +87,17 @@ public:
 
     const HParams& hparams() const override { return hp_; }
 
+    // Context shift: cached keys were roped at their old positions; rotating them by `delta`
+    // with the layer's own rope (local or global base, neox mode) moves them to the new ones.
+    void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m,
+                            int32_t delta) const override {
+        const RopeParams rope = layers_[layer].local
+                                    ? RopeParams{hp_.n_rot, kLocalRopeBase, 1.0f, nullptr}
+                                    : RopeParams{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, nullptr};
+        const std::vector<int32_t> pos(m, delta);
+        rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
+    }
+
     void forward(ForwardEnv& env, const ForwardBatch& b) const override {
         const int64_t n = b.n, d = hp_.n_embd, qw = hp_.q_width(), kvw = hp_.kv_width(), ff = hp_.n_ff;
         const int64_t hd = hp_.head_dim;
@@ -130,7 +141,7 @@ public:
             if (il == hp_.n_layer - 1 && !b.all_logits) r0 = n - 1;
             const int64_t m = n - r0;
             const AttentionShape shape{hp_.n_head, hp_.n_head_kv, hd, 1.0f, L.local ? n_swa_ : 0};
-            attention_f16(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv.k(il), env.kv.v(il), shape, att);
+            attention_cached(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv, il, shape, att);
             matmul(env.pool, env.kt, L.wo, att, m, out, env.matmul_scratch);
             rms_norm(out, L.post_attn_norm, out, m, d, hp_.norm_eps);
             float* xr = x + r0 * d;
