@@ -131,8 +131,10 @@ Selection select_isa() {
 KernelTable build_table(Isa isa) {
     KernelTable t;
     fill_kernels_scalar(t);
+    // gemm entries are per ISA (a scalar one left in another ISA's table would bypass its
+    // vec_dots): the scalar references, or the ISA's own tiled kernels, or none.
     switch (isa) {
-        case Isa::scalar: break;
+        case Isa::scalar: fill_gemm_scalar(t); break;
 #if defined(EDGEINFER_HAVE_AVX2)
         case Isa::avx2:
             fill_kernels_avx2(t);
@@ -143,6 +145,7 @@ KernelTable build_table(Isa isa) {
         case Isa::avx512:
             fill_kernels_avx512(t);
             fill_ops_avx512(t.ops);
+            fill_gemm_avx512(t);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

@@ -3,6 +3,7 @@
 // Every entry has a scalar reference (quant/ref_*.cpp); each ISA unit (cpu/x86/avx2.cpp, ...)
 // overrides the entries it accelerates. One table is selected at start-up (cpu/dispatch.cpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/types.h"
@@ -18,12 +19,17 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
+// Many dot products at once (cpu/gemm.cpp, cpu/x86/gemm_avx512.cpp): y[c * ldy + r] = vec_dot(k, w row r, a row c) for
+// r < m, c < n, every result bit-identical to the same table's vec_dot.
+using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                        size_t a_stride, float* y, int64_t ldy);
 
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
     FromFloatFn from_float = nullptr;  // set for types that activations are quantized into
     VecDotFn vec_dot = nullptr;        // set for types usable as matmul weights
     uint32_t vec_dot_type = TYPE_F32;  // the type activations are converted to for vec_dot
+    GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -70,6 +76,9 @@ void fill_kernels_neon(KernelTable& t);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);
+// The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
+void fill_gemm_scalar(KernelTable& t);
+void fill_gemm_avx512(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();
