@@ -89,6 +89,38 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         "not with --chat, where the chat template decides")
 
 
+def _int_list(text: str) -> list[int]:
+    """'512' or '128,256' -> [512] or [128, 256] (non-negative; 0 skips that kind of test)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}")
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
+def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("bench", parents=[common], help="measure prompt and generation speed (like llama-bench)",
+                       description="Prompt processing (one decode of P tokens from an empty context) and "
+                                   "token generation (N single-token decodes) on fixed token ids: no "
+                                   "tokenizer, no sampler. Prints mean ± stddev tok/s over the repetitions.")
+    _add_model(p)
+    p.add_argument("-p", "--n-prompt", type=_int_list, default=[512], metavar="P[,P...]",
+                   help="prompt lengths; 0 = no prompt test (default: 512)")
+    p.add_argument("-n", "--n-gen", type=_int_list, default=[128], metavar="N[,N...]",
+                   help="generation lengths; 0 = no generation test (default: 128)")
+    p.add_argument("-t", "--threads", type=_int_list, default=[0], metavar="T[,T...]",
+                   help="thread counts; 0 = physical cores (default: 0)")
+    p.add_argument("-r", "--repetitions", type=_positive_int, default=5, metavar="R",
+                   help="timed runs per test, after one warm-up run (default: %(default)s)")
+    p.add_argument("-c", "--ctx-size", type=_positive_int, default=None, metavar="N",
+                   help="context size (default: the longest test's length)")
+    p.add_argument("-b", "--batch-size", type=_positive_int, default=512, metavar="N",
+                   help="tokens per forward chunk (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``edgeinfer`` argument parser."""
     # Accept --verbose both before and after the command; SUPPRESS keeps a subcommand's default
@@ -109,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", parents=[common], help="show what is inside a model file")
     _add_model(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    _add_bench(sub, common)
 
     p = sub.add_parser("pull", parents=[common], help="download known models")
     p.add_argument("names", nargs="*", metavar="NAME",

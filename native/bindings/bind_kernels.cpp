@@ -124,4 +124,33 @@ void register_kernels(py::module_& m) {
         return s;
     }, py::arg("type"), py::arg("w"), py::arg("y"), py::arg("n"), py::arg("isa") = py::none(),
        "dot(weights row of `type`, activations already stored as vec_dot_type(type)).");
+
+    m.def("gemm", [](uint32_t type, const Bytes& w, int64_t m, const Floats& act, const py::object& isa,
+                     bool by_vec_dot) {
+        const ei::KernelTable& t = table_for(isa);
+        const ei::TypeKernels& k = entry(t, type);
+        if (act.ndim() != 2) throw ei::Error("gemm: activations must be [n, k]");
+        const int64_t n = act.shape(0), kk = act.shape(1);
+        check_row(type, kk);
+        const size_t w_row = ei::row_bytes(type, kk), a_row = ei::row_bytes(k.vec_dot_type, kk);
+        if ((size_t)w.size() != w_row * (size_t)m) throw ei::Error("gemm: weights must be m rows of k elements");
+        if (!by_vec_dot && !k.gemm)
+            throw ei::Error(std::string("no gemm kernel for ") + ei::type_info(type).name + " in this table");
+        if (!k.vec_dot || !t.types[k.vec_dot_type].from_float)
+            throw ei::Error(std::string("no vec_dot kernel for ") + ei::type_info(type).name);
+        std::vector<uint8_t> a(a_row * (size_t)n);
+        for (int64_t c = 0; c < n; ++c) t.types[k.vec_dot_type].from_float(act.data() + c * kk, a.data() + c * a_row, kk);
+        py::array_t<float> out({n, m});
+        float* y = out.mutable_data();
+        if (by_vec_dot) {
+            for (int64_t c = 0; c < n; ++c)
+                for (int64_t r = 0; r < m; ++r) k.vec_dot(kk, &y[c * m + r], w.data() + r * w_row, a.data() + c * a_row);
+        } else {
+            k.gemm(kk, m, n, w.data(), w_row, a.data(), a_row, y, m);
+        }
+        return out;
+    }, py::arg("type"), py::arg("w"), py::arg("m"), py::arg("act"), py::arg("isa") = py::none(),
+       py::arg("by_vec_dot") = false,
+       "[n, m] = act [n, k] times the m weight rows (bytes of `type`), activations quantized with "
+       "the table's from_float; by the table's gemm entry, or (by_vec_dot) one vec_dot per output.");
 }

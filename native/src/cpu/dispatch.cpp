@@ -132,8 +132,10 @@ KernelTable build_table(Isa isa) {
     KernelTable t;
     fill_kernels_scalar(t);
     fill_attn_kvq_scalar(t.ops);
+    // gemm entries are per ISA (a scalar one left in another ISA's table would bypass its
+    // vec_dots): the scalar references, or the ISA's own tiled kernels, or none.
     switch (isa) {
-        case Isa::scalar: break;
+        case Isa::scalar: fill_gemm_scalar(t); break;
 #if defined(EDGEINFER_HAVE_AVX2)
         case Isa::avx2:
             fill_kernels_avx2(t);
@@ -146,6 +148,7 @@ KernelTable build_table(Isa isa) {
             fill_kernels_avx512(t);
             fill_ops_avx512(t.ops);
             fill_attn_kvq_fma(t.ops);
+            fill_gemm_avx512(t);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

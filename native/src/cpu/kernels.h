@@ -3,6 +3,7 @@
 // Every entry has a scalar reference (quant/ref_*.cpp); each ISA unit (cpu/x86/avx2.cpp, ...)
 // overrides the entries it accelerates. One table is selected at start-up (cpu/dispatch.cpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/types.h"
@@ -18,6 +19,10 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
+// Many dot products at once (cpu/gemm.cpp, cpu/x86/gemm_avx512.cpp): y[c * ldy + r] = vec_dot(k, w row r, a row c) for
+// r < m, c < n, every result bit-identical to the same table's vec_dot.
+using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                        size_t a_stride, float* y, int64_t ldy);
 
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
@@ -31,6 +36,7 @@ struct TypeKernels {
     // The same kernels' GEMM order, which ggml uses for the activation rows in whole groups of
     // 4 (the remaining n % 4 rows go through the GEMV, vec_dot_repacked). Set with it.
     VecDotFn vec_dot_repacked_gemm = nullptr;
+    GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -108,6 +114,9 @@ void fill_ops_avx512(OpKernels& ops);
 // (cpu/x86/attn_kvq_fma.cpp, used by the AVX2 and AVX-512 tables).
 void fill_attn_kvq_scalar(OpKernels& ops);
 void fill_attn_kvq_fma(OpKernels& ops);
+// The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
+void fill_gemm_scalar(KernelTable& t);
+void fill_gemm_avx512(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();

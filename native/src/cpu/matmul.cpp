@@ -7,6 +7,11 @@
 
 namespace ei {
 
+namespace {
+// Below this many tokens the per-token vec_dots win (the GEMM pads columns to panels of 8).
+constexpr int64_t kGemmMinTokens = 4;
+}  // namespace
+
 size_t matmul_act_row_bytes(const KernelTable& kt, const Tensor& W) {
     return row_bytes(kt.types[W.type].vec_dot_type, W.cols());
 }
@@ -38,8 +43,26 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
         act = dst;
     }
 
-    // Each thread owns a contiguous range of weight rows. For a batch, rows are taken in small
-    // tiles so a tile stays in L1/L2 while every activation row passes over it.
+    // Each thread owns a contiguous range of weight rows (a multiple of 4, the GEMM tiles' height).
+    auto rows_of = [M](int ith, int nth, int64_t* r0, int64_t* r1) {
+        const int64_t per = ((M + nth - 1) / nth + 3) & ~(int64_t)3;
+        *r0 = std::min(M, per * ith);
+        *r1 = std::min(M, *r0 + per);
+    };
+
+    // Prompt chunks: the ISA's tiled kernel, whose results are bit-identical to the vec_dots.
+    if (wk.gemm && n >= kGemmMinTokens) {
+        const GemmFn gemm = wk.gemm;
+        pool.run([&](int ith, int nth) {
+            int64_t r0, r1;
+            rows_of(ith, nth, &r0, &r1);
+            if (r1 > r0) gemm(K, r1 - r0, n, W.row(r0), W.row_bytes, act, act_row, y + r0, M);
+        });
+        return;
+    }
+
+    // One vec_dot per output. For a batch, rows are taken in small tiles so a tile stays in
+    // L1/L2 while every activation row passes over it.
     constexpr int64_t kRowTile = 16;
     // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
     // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
@@ -51,7 +74,7 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     const int64_t n_gemm = n - n % 4;
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
-        ThreadPool::split(M, ith, nth, &r0, &r1);
+        rows_of(ith, nth, &r0, &r1);
         for (int64_t rt = r0; rt < r1; rt += kRowTile) {
             const int64_t rt_end = std::min(r1, rt + kRowTile);
             for (int64_t t = 0; t < n; ++t) {

@@ -1,0 +1,134 @@
+"""Throughput benchmark in the spirit of llama-bench: prompt processing and token generation,
+measured separately, on fixed token ids (no tokenizer, no sampler).
+
+- ``pp<N>``: one decode of N tokens from an empty context (split into n_batch chunks by the
+  context, as any prompt is). tok/s = N / time.
+- ``tg<N>``: N single-token decodes from an empty context, each feeding a fixed id; only the
+  last row's logits are computed (the same work as greedy generation minus the argmax).
+
+Each test runs once untimed (warm-up: page faults, caches, pool spin-up), then ``repetitions``
+timed runs. The ids are drawn from a seeded generator, like llama-bench's random prompt; the
+model sees the same ids on every run.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from edgeinfer import _core
+
+
+@dataclass
+class BenchResult:
+    """One test (pp or tg) at one thread count: the samples and their summary."""
+
+    model: str
+    model_size: int      # file bytes
+    n_params: int
+    isa: str
+    n_threads: int
+    n_batch: int
+    n_ctx: int
+    n_prompt: int        # tokens of one prompt-processing run (0 for tg)
+    n_gen: int           # single-token decodes of one generation run (0 for pp)
+    samples_ns: list[int] = field(default_factory=list)
+
+    @property
+    def test(self) -> str:
+        return f"pp{self.n_prompt}" if self.n_prompt else f"tg{self.n_gen}"
+
+    @property
+    def n_tokens(self) -> int:
+        return self.n_prompt or self.n_gen
+
+    @property
+    def samples_ts(self) -> list[float]:
+        return [self.n_tokens * 1e9 / ns for ns in self.samples_ns]
+
+    @property
+    def avg_ts(self) -> float:
+        return statistics.fmean(self.samples_ts)
+
+    @property
+    def stddev_ts(self) -> float:
+        ts = self.samples_ts
+        return statistics.stdev(ts) if len(ts) > 1 else 0.0
+
+    def to_dict(self) -> dict:
+        """Plain data (the ``--json`` record), with llama-bench's field names where they exist."""
+        d = asdict(self)
+        d.update(test=self.test, samples_ts=self.samples_ts, avg_ts=self.avg_ts, stddev_ts=self.stddev_ts,
+                 avg_ns=int(statistics.fmean(self.samples_ns)) if self.samples_ns else 0)
+        return d
+
+
+def make_token_ids(n: int, n_vocab: int, seed: int = 42) -> np.ndarray:
+    """n fixed pseudo-random ids in [0, n_vocab), as int32."""
+    return np.random.default_rng(seed).integers(0, n_vocab, size=n, dtype=np.int32)
+
+
+def time_prompt(ctx: _core.Context, ids: np.ndarray) -> int:
+    """ns for one decode of `ids` from an empty context."""
+    ctx.truncate(0)
+    start = time.perf_counter_ns()
+    ctx.decode(ids)
+    return time.perf_counter_ns() - start
+
+
+def time_generation(ctx: _core.Context, ids: np.ndarray) -> int:
+    """ns for len(ids) single-token decodes from an empty context."""
+    ctx.truncate(0)
+    steps = [ids[i:i + 1] for i in range(len(ids))]  # sliced before the clock starts
+    start = time.perf_counter_ns()
+    for step in steps:
+        ctx.decode(step)
+    return time.perf_counter_ns() - start
+
+
+def run_bench(
+    path: str | Path,
+    n_prompt: Sequence[int] = (512,),
+    n_gen: Sequence[int] = (128,),
+    threads: Sequence[int] = (0,),
+    repetitions: int = 5,
+    n_ctx: int | None = None,
+    n_batch: int = 512,
+    on_result: Callable[[BenchResult], None] | None = None,
+) -> list[BenchResult]:
+    """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every thread count
+    (0 = physical cores). n_ctx None = just enough for the longest test. Returns the results in
+    run order, also passing each to on_result as it completes."""
+    if repetitions < 1:
+        raise ValueError("repetitions must be at least 1")
+    tests = [(p, 0) for p in n_prompt if p > 0] + [(0, g) for g in n_gen if g > 0]
+    if not tests:
+        raise ValueError("nothing to run: give a positive -p or -n")
+    need = max(p + g for p, g in tests)
+    if n_ctx is None:
+        n_ctx = need
+    elif n_ctx < need:
+        raise ValueError(f"context size {n_ctx} is smaller than the longest test ({need} tokens)")
+
+    path = Path(path)
+    model = _core.Model(str(path))
+    ids = make_token_ids(need, model.n_vocab)
+    results = []
+    for t in threads:
+        ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch)
+        for p, g in tests:
+            r = BenchResult(model=path.name, model_size=path.stat().st_size, n_params=model.n_params,
+                            isa=_core.isa(), n_threads=ctx.n_threads, n_batch=n_batch, n_ctx=n_ctx,
+                            n_prompt=p, n_gen=g)
+            run = (lambda: time_prompt(ctx, ids[:p])) if p else (lambda: time_generation(ctx, ids[:g]))
+            run()  # warm-up
+            r.samples_ns = [run() for _ in range(repetitions)]
+            results.append(r)
+            if on_result:
+                on_result(r)
+        del ctx
+    return results

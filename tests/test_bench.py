@@ -1,0 +1,78 @@
+"""`edgeinfer bench` on the tiny random model: what it runs, its JSON and its arguments (no
+timing assertions: speed is measured, not tested)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from edgeinfer.bench import make_token_ids, run_bench
+from edgeinfer.cli import main
+from edgeinfer.cli.args import build_parser
+from tiny_model import TinyConfig, write_tiny_llama
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "tiny.gguf"
+    write_tiny_llama(path, TinyConfig())
+    return path
+
+
+def test_runs_every_test_at_every_thread_count(tiny_path):
+    results = run_bench(tiny_path, n_prompt=[8, 16], n_gen=[4], threads=[1, 2], repetitions=2)
+    assert [(r.n_threads, r.test) for r in results] == [
+        (1, "pp8"), (1, "pp16"), (1, "tg4"), (2, "pp8"), (2, "pp16"), (2, "tg4")]
+    for r in results:
+        assert len(r.samples_ns) == 2 and all(ns > 0 for ns in r.samples_ns)
+        assert r.avg_ts > 0 and r.stddev_ts >= 0
+        assert r.n_ctx == 16  # just enough for the longest test
+
+
+def test_zero_skips_a_kind_of_test(tiny_path):
+    results = run_bench(tiny_path, n_prompt=[0], n_gen=[3], threads=[1], repetitions=1)
+    assert [r.test for r in results] == ["tg3"]
+    assert results[0].stddev_ts == 0.0
+
+
+def test_refuses_a_context_shorter_than_a_test(tiny_path):
+    with pytest.raises(ValueError, match="smaller than the longest test"):
+        run_bench(tiny_path, n_prompt=[32], n_gen=[0], threads=[1], repetitions=1, n_ctx=16)
+    with pytest.raises(ValueError, match="nothing to run"):
+        run_bench(tiny_path, n_prompt=[0], n_gen=[0], threads=[1], repetitions=1)
+
+
+def test_token_ids_are_fixed_and_in_range():
+    a, b = make_token_ids(100, 50), make_token_ids(100, 50)
+    assert (a == b).all() and a.min() >= 0 and a.max() < 50 and str(a.dtype) == "int32"
+
+
+def test_json_output_has_llama_bench_fields(tiny_path, capsys):
+    assert main(["bench", str(tiny_path), "-p", "8", "-n", "4", "-t", "1,2", "-r", "2", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["n_threads"], r["test"]) for r in records] == [(1, "pp8"), (1, "tg4"), (2, "pp8"), (2, "tg4")]
+    for r in records:
+        assert {"model", "model_size", "n_params", "isa", "n_prompt", "n_gen", "n_batch", "n_ctx",
+                "samples_ns", "samples_ts", "avg_ts", "stddev_ts", "avg_ns"} <= set(r)
+        assert len(r["samples_ts"]) == 2
+
+
+def test_table_output_lists_each_test(tiny_path, capsys):
+    assert main(["bench", str(tiny_path), "-p", "8", "-n", "4", "-t", "1", "-r", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "pp8" in out and "tg4" in out and "±" in out
+
+
+def test_argument_lists():
+    args = build_parser().parse_args(["bench", "m.gguf", "-p", "128,512", "-n", "0", "-t", "1,2", "-r", "3",
+                                      "-c", "1024", "-b", "256"])
+    assert (args.n_prompt, args.n_gen, args.threads, args.repetitions, args.ctx_size, args.batch_size) == (
+        [128, 512], [0], [1, 2], 3, 1024, 256)
+    defaults = build_parser().parse_args(["bench", "m.gguf"])
+    assert (defaults.n_prompt, defaults.n_gen, defaults.threads, defaults.repetitions) == ([512], [128], [0], 5)
+
+
+@pytest.mark.parametrize("bad", [["-p", "x"], ["-p", "-1"], ["-t", "1,,a"], ["-r", "0"]])
+def test_bad_arguments_are_rejected(bad):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "m.gguf", *bad])

@@ -1,0 +1,80 @@
+"""The tiled matmul kernels (table entry `gemm`) against the same table's vec_dot: every output
+bit-identical, for every weight type and every ISA that has a gemm, on shapes that exercise the
+row-tile tails (m % 4), the column-panel tails (n % 8) and SmolLM2's row lengths. The prompt
+path relies on this to stay bit-exact with llama.cpp (tests/test_llamacpp_exact.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
+
+from edgeinfer import _core  # noqa: E402
+
+GEMM_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
+HAS_MIN = {T.Q4_1, T.Q5_1}
+SHAPES = [(1, 1, 32), (5, 3, 64), (13, 11, 160), (8, 16, 576), (6, 9, 1536)]  # (m rows, n columns, k)
+
+
+def isas_with_gemm(qtype: T) -> list[str]:
+    out = []
+    for isa in _core.available_isas():
+        try:
+            _core.gemm(int(qtype), np.zeros(GGML_QUANT_SIZES[qtype][1], np.uint8), 1, np.zeros((1, 32), np.float32), isa)
+        except Exception:
+            continue
+        out.append(isa)
+    return out
+
+
+def random_weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """m rows of random blocks with finite fp16 scales (and minimums)."""
+    block_size, type_size = GGML_QUANT_SIZES[qtype]
+    nb = m * k // block_size
+    blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
+    blocks[:, 0:2] = (np.abs(rng.standard_normal((nb, 1))) * 0.05).astype(np.float16).view(np.uint8)
+    if qtype in HAS_MIN:
+        blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
+    return blocks.reshape(-1)
+
+
+def test_scalar_and_avx512_tables_have_gemms_where_expected():
+    for qtype in GEMM_TYPES:
+        isas = isas_with_gemm(qtype)
+        assert "scalar" in isas
+        if "avx512" in _core.available_isas():
+            assert "avx512" in isas
+        assert "avx2" not in isas  # no AVX2 gemm: matmul keeps the AVX2 vec_dots
+
+
+@pytest.mark.parametrize("qtype", GEMM_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
+    rng = np.random.default_rng([int(qtype), m, n, k])
+    w = random_weights(qtype, m, k, rng)
+    act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
+    act[0, :7] = 0.0  # a partly zero row, and below an all-zero one (d = 0)
+    if n > 2:
+        act[2] = 0.0
+    for isa in isas_with_gemm(qtype):
+        got = _core.gemm(int(qtype), w, m, act, isa)
+        want = _core.gemm(int(qtype), w, m, act, isa, by_vec_dot=True)
+        assert got.shape == (n, m)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
+
+
+@pytest.mark.parametrize("qtype", GEMM_TYPES, ids=lambda t: t.name)
+def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
+    """Across ISAs only the float summation order differs (same bound as test_kernels.py)."""
+    if "avx512" not in isas_with_gemm(qtype):
+        pytest.skip("no AVX-512 on this machine")
+    rng = np.random.default_rng(int(qtype))
+    m, n, k = 12, 10, 576
+    w = random_weights(qtype, m, k, rng)
+    act = rng.standard_normal((n, k)).astype(np.float32)
+    fast = _core.gemm(int(qtype), w, m, act, "avx512")
+    ref = _core.gemm(int(qtype), w, m, act, "scalar")
+    deq = np.stack([_core.dequantize(int(qtype), w.reshape(m, -1)[r], k) for r in range(m)])
+    bound = 1e-5 * (np.abs(act) @ np.abs(deq).T) + 1e-6
+    assert (np.abs(fast - ref) <= bound).all()
