@@ -21,62 +21,89 @@ namespace ei {
 namespace {
 // How long a worker spins for the next job before it sleeps. Decode steps issue a few hundred
 // jobs back to back, so the gap between two jobs is microseconds; a sleeping worker would add a
-// futex wake-up (tens of microseconds) to each one.
+// futex wake-up (tens of microseconds) to each one (or leave its tasks to the caller).
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     threads_.reserve(n_threads_ - 1);
-    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);
-        generation_.fetch_add(1);
+        ticket_.fetch_add(uint64_t(1) << (2 * kTaskBits));  // a new generation wakes everyone
     }
     wake_.notify_all();
     for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
-    if (n_threads_ == 1) {
-        fn(0, 1);
+void ThreadPool::work_on(uint64_t job_ticket) {
+    const uint64_t gen = job_ticket >> (2 * kTaskBits);
+    const int n_tasks = (int)((job_ticket >> kTaskBits) & kTaskMask);
+    uint64_t t = ticket_.load(std::memory_order_acquire);
+    for (;;) {
+        if ((t >> (2 * kTaskBits)) != gen || (int)(t & kTaskMask) >= n_tasks) return;
+        if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+        // The claimed task keeps the job alive (run() waits for it), so job_ is this job's.
+        (*job_)((int)(t & kTaskMask), n_tasks);
+        done_.fetch_add(1, std::memory_order_acq_rel);
+        t = ticket_.load(std::memory_order_acquire);
+    }
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn, int n_tasks) {
+    if (n_tasks <= 0) n_tasks = n_threads_;
+    if (n_threads_ == 1 || n_tasks == 1) {
+        for (int i = 0; i < n_tasks; ++i) fn(i, n_tasks);
         return;
     }
+    if ((uint64_t)n_tasks > kTaskMask) n_tasks = (int)kTaskMask;  // callers ask for far fewer
     job_ = &fn;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    {
-        // The lock orders the generation bump with a worker that is about to sleep.
-        std::lock_guard<std::mutex> lock(mutex_);
-        generation_.fetch_add(1, std::memory_order_release);
+    done_.store(0, std::memory_order_relaxed);
+    const uint64_t gen = (ticket_.load(std::memory_order_relaxed) >> (2 * kTaskBits)) + 1;
+    const uint64_t job_ticket = (gen << (2 * kTaskBits)) | ((uint64_t)n_tasks << kTaskBits);
+    ticket_.store(job_ticket, std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+        // The lock orders the new ticket with a worker that is about to sleep.
+        { std::lock_guard<std::mutex> lock(mutex_); }
+        wake_.notify_all();
     }
-    wake_.notify_all();
-    fn(0, n_threads_);
-    while (pending_.load(std::memory_order_acquire) != 0) EI_CPU_RELAX();
+    work_on(job_ticket);
+    // Every task is claimed; wait for the ones still running on workers.
+    for (int spins = 0; done_.load(std::memory_order_acquire) != n_tasks; ++spins) {
+        if (spins < 4096) EI_CPU_RELAX();
+        else std::this_thread::yield();  // the worker holding a task may need this CPU
+    }
     job_ = nullptr;
 }
 
-void ThreadPool::worker(int ith) {
+void ThreadPool::worker() {
+    // Generation 0 is the constructor's: a worker that starts late must still see every later
+    // one, the destructor's included (its tasks may all have been done by others meanwhile).
     uint64_t seen = 0;
     for (;;) {
-        // Spin a little, then sleep until the generation changes.
+        // Spin a little, then sleep until a new generation is published.
         const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
-        uint64_t gen = generation_.load(std::memory_order_acquire);
-        while (gen == seen && std::chrono::steady_clock::now() < spin_until) {
+        uint64_t t = ticket_.load(std::memory_order_acquire);
+        while ((t >> (2 * kTaskBits)) == seen && std::chrono::steady_clock::now() < spin_until) {
             for (int i = 0; i < 64; ++i) EI_CPU_RELAX();
-            gen = generation_.load(std::memory_order_acquire);
+            t = ticket_.load(std::memory_order_acquire);
         }
-        if (gen == seen) {
+        if ((t >> (2 * kTaskBits)) == seen) {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-            gen = generation_.load(std::memory_order_acquire);
+            sleepers_.fetch_add(1, std::memory_order_seq_cst);
+            wake_.wait(lock, [&] {
+                return stop_.load() || (ticket_.load(std::memory_order_seq_cst) >> (2 * kTaskBits)) != seen;
+            });
+            sleepers_.fetch_sub(1, std::memory_order_relaxed);
+            t = ticket_.load(std::memory_order_acquire);
         }
-        seen = gen;
+        seen = t >> (2 * kTaskBits);
         if (stop_.load()) return;
-        (*job_)(ith, n_threads_);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        work_on(t);
     }
 }
 

@@ -1,6 +1,9 @@
-// A persistent pool of worker threads. `run(fn)` calls fn(ith, nth) on every thread (the caller
-// is thread 0) and returns when all are done; workers spin briefly between jobs (decode steps
-// come back-to-back) and then sleep, so an oversubscribed machine degrades instead of collapsing.
+// A persistent pool of worker threads. `run(fn)` calls fn(i, n) for every task i of n (n ==
+// size() by default) and returns when all are done. Tasks are claimed from a shared counter, so
+// the calling thread and whichever workers are running take them in any order: a worker the OS
+// has not scheduled yet is simply not waited for (its tasks are done by the others), which is
+// what keeps an oversubscribed machine from collapsing. Workers spin briefly between jobs
+// (decode steps issue a few hundred back to back) and then sleep.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -21,10 +24,12 @@ public:
 
     int size() const { return n_threads_; }
 
-    // Calls fn(ith, nth) for ith in [0, nth) concurrently; nth == size(). Not reentrant.
-    void run(const std::function<void(int ith, int nth)>& fn);
+    // Calls fn(i, n_tasks) once for each i in [0, n_tasks), concurrently on the pool's threads
+    // (the caller included); n_tasks <= 0 means size(). A task must not assume which thread
+    // runs it. Not reentrant.
+    void run(const std::function<void(int i, int n)>& fn, int n_tasks = 0);
 
-    // Splits [0, n) into nth contiguous ranges; returns the range of thread ith.
+    // Splits [0, n) into nth contiguous ranges; returns the range of part ith.
     static void split(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
         const int64_t per = (n + nth - 1) / nth;
         *begin = std::min<int64_t>(n, per * ith);
@@ -32,13 +37,21 @@ public:
     }
 
 private:
-    void worker(int ith);
+    void worker();
+    // Claims and runs tasks of the current job until none are left.
+    void work_on(uint64_t job_ticket);
+
+    // ticket_ = generation << 40 | n_tasks << 20 | next task. A thread claims a task with a CAS
+    // that also checks the generation, so a late worker can never take a task of a later job.
+    static constexpr int kTaskBits = 20;
+    static constexpr uint64_t kTaskMask = (uint64_t(1) << kTaskBits) - 1;
 
     int n_threads_;
     std::vector<std::thread> threads_;
-    const std::function<void(int, int)>* job_ = nullptr;
-    std::atomic<uint64_t> generation_{0};  // bumped once per run(); workers wait for a change
-    std::atomic<int> pending_{0};          // workers still busy with the current job
+    const std::function<void(int, int)>* job_ = nullptr;  // valid while tasks are unfinished
+    std::atomic<uint64_t> ticket_{0};
+    std::atomic<int> done_{0};      // tasks of the current job finished
+    std::atomic<int> sleepers_{0};  // workers waiting on wake_
     std::atomic<bool> stop_{false};
     std::mutex mutex_;
     std::condition_variable wake_;
