@@ -294,6 +294,15 @@ def model_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
     for b in range(d_y.size):
         prod = scaled_q[b * QK_K:(b + 1) * QK_K] * qs[b].astype(np.int64)
         sumi = [int(prod[lane == k].sum()) for k in range(8)]
+        if qtype == T.Q6_K:
+            # ggml sums the unsigned q (0..63) per lane and takes the -32 off per super-block as
+            # 32 * (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) in lane k: move each element's
+            # offset 32 sc q8 from its product's lane to the lane of its 16-element sub-block.
+            sc = w.reshape(-1, GGML_QUANT_SIZES[qtype][1])[b, 192:208].view(np.int8).astype(np.int64)
+            off = 32 * sc.repeat(16) * qs[b].astype(np.int64)
+            bs6 = bsums[b].astype(np.int64)
+            sumi = [sumi[k] + int(off[lane == k].sum()) - 32 * int(sc[2 * k] * bs6[2 * k] + sc[2 * k + 1] * bs6[2 * k + 1])
+                    for k in range(8)]
         d = np.float32(d_y[b] * d_x[b])
         dmin = np.float32(-d_y[b] * dmin_x[b])
         m = mins[b * QK_K:(b + 1) * QK_K]

@@ -12,7 +12,10 @@
 //    scaled products of the elements whose index mod 32 is 4k..4k+3, summed over the whole
 //    super-block. Those 8 integers are exact (no int16 saturation: |q| <= 63, |q8| <= 127), so
 //    any instruction sequence giving the same lane contents gives the same floats; the lane
-//    assignment itself is what must not change.
+//    assignment itself is what must not change. Q6_K's exception: its -32 offset is not in the
+//    products (q stays unsigned 0..63) but subtracted per super-block from the Q8_K block sums,
+//    madd(scales, bsums) << 5, so lane k also carries the offsets of sub-blocks 2k and 2k+1
+//    (elements 32k..32k+31) - the same total, different lanes, hence different floats.
 //  * Floats, per super-block: acc = fma(d_y * d_x, float(sumi), acc) lane-wise (8 lanes), and
 //    the minimum term in the type's own place:
 //      q2_K: acc = fma(-d_y * dmin_x, float(m[2k] bsum[2k] + m[2k+1] bsum[2k+1]), acc), first;
@@ -307,11 +310,15 @@ void vec_dot_q6_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) 
     const block_q8_K* y = (const block_q8_K*)vy;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i m3 = _mm256_set1_epi8(3);
-    const __m256i m32 = _mm256_set1_epi8(32);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = y[i].d * h2f(x[i].d);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x[i].scales));
+        // The -32 offset, per 16-element sub-block from the activation block sums: int32 lane k
+        // gets 32 * (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) (ggml: madd(scales, bsums) << 5,
+        // subtracted once per super-block), not the per-element offsets of the lane's products.
+        const __m256i offs = _mm256_slli_epi32(
+                _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y[i].bsums)), 5);
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             const __m256i half = scales_half(sc16, h);
@@ -330,11 +337,12 @@ void vec_dot_q6_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) 
                 const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), m3), 4);
                 const __m256i qx = _mm256_or_si256(q[k], top);
                 const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
-                // (q - 32) * q8, pairwise in int16 (|pair| <= 32 * 127 * 2 + 63 * 127 * 2)
-                const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(qx, qy), _mm256_maddubs_epi16(m32, qy));
+                // q * q8 with q unsigned (0..63), pairwise in int16 (|pair| <= 63 * 127 * 2)
+                const __m256i p16 = _mm256_maddubs_epi16(qx, qy);
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
             }
         }
+        sumi = _mm256_sub_epi32(sumi, offs);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum_float_8(acc);
