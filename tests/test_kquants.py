@@ -339,6 +339,50 @@ def test_simd_vec_dot_is_ggml_x86_float_sequence_bit_for_bit(qtype, n):
         assert bits(got) == bits(expected), (isa, got, expected)
 
 
+# -- the tiled GEMM's order (ggml-cpu tiled.cpp: batches of 8+ rows on non-repacked k-quants) --
+
+
+def model_tiled_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
+    """Per super-block: exact integer sums, r = f32(sumi) * d_x (minus dmin_x * summ in one FMA
+    for the types with a minimum), acc = fma(r, d_y, acc)."""
+    scaled_q, mins = integer_parts(qtype, w)
+    d_x, dmin_x = super_scales(qtype, w)
+    d_y, qs, bsums = split_q8_K(y)
+    acc = np.float32(0)
+    for b in range(d_y.size):
+        blk = slice(b * QK_K, (b + 1) * QK_K)
+        sumi = int((scaled_q[blk] * qs[b].astype(np.int64)).sum())
+        r = np.float32(np.float32(sumi) * d_x[b])
+        if qtype in HAS_MIN:
+            summ = int((mins[blk] * qs[b].astype(np.int64)).sum())  # = sum over sub-blocks of m * bsum
+            r = fma32(-dmin_x[b], np.float32(summ), r)
+        acc = fma32(r, d_y[b], acc)
+    return acc
+
+
+@pytest.mark.parametrize("n", ROW_LENGTHS)
+@pytest.mark.parametrize("qtype", KQUANTS)
+def test_tiled_vec_dot_is_ggml_tiled_float_sequence_on_every_isa(qtype, n):
+    rng = rng_for(qtype, n, 10)
+    w, x = random_row(qtype, n, rng), activations(n, rng)
+    y = _core.quantize(int(T.Q8_K), x)
+    expected = model_tiled_vec_dot(qtype, w, y)
+    for isa in ISAS:
+        got = np.float32(_core.vec_dot_raw(int(qtype), w, y, n, isa=isa, order="tiled"))
+        assert bits(got) == bits(expected), (isa, got, expected)
+    # the same value as vec_dot up to float rounding, not a different dot product
+    ref = _core.vec_dot_raw(int(qtype), w, y, n, isa="scalar")
+    d_y, qs, _ = split_q8_K(y)
+    assert abs(float(expected) - ref) <= 4e-6 * abs_terms(qtype, w, np.abs(d_y[:, None] * qs.astype(np.float64)))
+
+
+def test_vec_dot_raw_rejects_an_unknown_order():
+    w = random_row(T.Q6_K, 256, rng_for(T.Q6_K, 11))
+    y = _core.quantize(int(T.Q8_K), np.ones(256, np.float32))
+    with pytest.raises(Exception, match="order must be"):
+        _core.vec_dot_raw(int(T.Q6_K), w, y, 256, order="sideways")
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_vec_dot_of_zero_activations_is_zero(qtype, isa):

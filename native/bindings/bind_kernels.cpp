@@ -113,17 +113,26 @@ void register_kernels(py::module_& m) {
        "dot(weights row of `type`, float32 activations), the activations first converted to "
        "vec_dot_type(type) with the same ISA's quantizer, as the matmul path does.");
 
-    m.def("vec_dot_raw", [](uint32_t type, const Bytes& w, const Bytes& y, int64_t n, const py::object& isa) {
+    m.def("vec_dot_raw", [](uint32_t type, const Bytes& w, const Bytes& y, int64_t n, const py::object& isa,
+                            const std::string& order) {
         const ei::TypeKernels& k = entry(table_for(isa), type);
-        if (!k.vec_dot) throw ei::Error(std::string("no vec_dot kernel for ") + ei::type_info(type).name);
+        ei::VecDotFn f = nullptr;
+        if (order == "vec_dot") f = k.vec_dot;
+        else if (order == "tiled") f = k.vec_dot_tiled;
+        else if (order == "repacked") f = k.vec_dot_repacked;
+        else if (order == "repacked_gemm") f = k.vec_dot_repacked_gemm;
+        else throw ei::Error("order must be vec_dot, tiled, repacked or repacked_gemm, not " + order);
+        if (!f) throw ei::Error("no " + order + " kernel for " + ei::type_info(type).name);
         check_row(type, n);
         check_bytes(type, n, w, "vec_dot_raw weights");
         check_bytes(k.vec_dot_type, n, y, "vec_dot_raw activations");
         float s = 0.0f;
-        k.vec_dot(n, &s, w.data(), y.data());
+        f(n, &s, w.data(), y.data());
         return s;
     }, py::arg("type"), py::arg("w"), py::arg("y"), py::arg("n"), py::arg("isa") = py::none(),
-       "dot(weights row of `type`, activations already stored as vec_dot_type(type)).");
+       py::arg("order") = "vec_dot",
+       "dot(weights row of `type`, activations already stored as vec_dot_type(type)); `order` picks "
+       "the float order: vec_dot, or the one matmul uses for repacked weights / tiled k-quant batches.");
 
     m.def("gemm", [](uint32_t type, const Bytes& w, int64_t m, const Floats& act, const py::object& isa,
                      bool by_vec_dot) {

@@ -36,6 +36,11 @@ struct TypeKernels {
     // The same kernels' GEMM order, which ggml uses for the activation rows in whole groups of
     // 4 (the remaining n % 4 rows go through the GEMV, vec_dot_repacked). Set with it.
     VecDotFn vec_dot_repacked_gemm = nullptr;
+    // The per-output order of ggml-cpu's tiled k-quant GEMM (tiled.cpp), which ggml uses for
+    // k-quant weights it has not repacked when a matmul has at least kTiledMinBatch activation
+    // rows: same integers as vec_dot, summed exactly per super-block, one float rounding chain
+    // per super-block. matmul prefers it for such batches when set.
+    VecDotFn vec_dot_tiled = nullptr;
     GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
 };
 

@@ -11,6 +11,9 @@ namespace {
 // Below this many tokens the per-token vec_dots win (the GEMM pads columns to panels of 8; a
 // 4-row interleaved one-column kernel was tried for decode and measured slower: 73 vs 96 tok/s).
 constexpr int64_t kGemmMinTokens = 4;
+// From this many activation rows ggml-cpu multiplies k-quant weights it has not repacked with
+// its tiled GEMM (tiled.cpp), whose float order vec_dot_tiled reproduces.
+constexpr int64_t kTiledMinBatch = 8;
 // Row tasks per pool thread (dynamic balancing; each task costs one atomic claim).
 constexpr int64_t kTasksPerThread = 4;
 }  // namespace
@@ -77,7 +80,8 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     // gives the same floats without moving the memory.
     // Its GEMM takes the activation rows in whole groups of 4, the GEMV the n % 4 left over.
     const bool repacked = wk.vec_dot_repacked && M % 8 == 0;
-    const VecDotFn dot = repacked ? wk.vec_dot_repacked : wk.vec_dot;
+    const bool tiled = !repacked && wk.vec_dot_tiled && n >= kTiledMinBatch;
+    const VecDotFn dot = repacked ? wk.vec_dot_repacked : tiled ? wk.vec_dot_tiled : wk.vec_dot;
     const VecDotFn dot_gemm = repacked && wk.vec_dot_repacked_gemm ? wk.vec_dot_repacked_gemm : dot;
     const int64_t n_gemm = n - n % 4;
     pool.run([&](int ith, int nth) {

@@ -11,7 +11,8 @@
 // largest magnitude (with its sign), iscale = -127 / max, q = nearest_int(iscale * x) capped at
 // 127, d = 1 / iscale, bsums[g] = sum of q over element group g of 16.
 //
-// Dot products form exact integer sums per super-block and combine them in float as ggml does:
+// Dot products form exact integer sums per super-block (block_ints) and combine them in float
+// as ggml does:
 //   q2_K, q4_K, q5_K:  s += (d_y * d_x) * sum_sub(sc * dot(q, q8)) - (d_y * dmin_x) * sum_sub(m * bsum)
 //   q3_K, q6_K:        s += (d_y * d_x) * sum_sub(sc * dot(q, q8))       (q centred: q - 4 / q - 32)
 // Only the float summation order differs from the SIMD versions (cpu/x86/kquants_256.h).
@@ -200,93 +201,108 @@ void from_float_q8_K(const float* src, void* dst, int64_t n) {
 
 // ---- dot products ------------------------------------------------------------------------
 
-void vec_dot_q2_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q2_K* x = (const block_q2_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    float sumf = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t* qs = x[i].qs;
-        int sumi = 0, summ = 0;
-        for (int sub = 0; sub < 16; sub++) {
-            sumi += (x[i].scales[sub] & 0x0F) * dot_range([qs](int j) { return q2_at(qs, j); }, y[i].qs, 16 * sub, 16);
-            summ += (x[i].scales[sub] >> 4) * y[i].bsums[sub];
-        }
-        const float d = y[i].d * fp16_to_fp32(x[i].d);
-        const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
-        sumf += d * (float)sumi - dmin * (float)summ;
+namespace {
+
+// The exact integers of one super-block: sumi = sum_sub(sc * dot(q, q8)), summ = sum_sub(m * bsum)
+// (0 for the types without a minimum).
+struct BlockInts {
+    int sumi = 0;
+    int summ = 0;
+};
+
+BlockInts block_ints(const block_q2_K& b, const block_q8_K& y) {
+    BlockInts r;
+    for (int sub = 0; sub < 16; sub++) {
+        r.sumi += (b.scales[sub] & 0x0F) * dot_range([&b](int j) { return q2_at(b.qs, j); }, y.qs, 16 * sub, 16);
+        r.summ += (b.scales[sub] >> 4) * y.bsums[sub];
     }
-    *s = sumf;
+    return r;
 }
 
-void vec_dot_q3_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q3_K* x = (const block_q3_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    float sumf = 0.0f;
+BlockInts block_ints(const block_q3_K& b, const block_q8_K& y) {
     int sc[16];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const block_q3_K& b = x[i];
-        unpack_scales_q3(b.scales, sc);
-        int sumi = 0;
-        for (int sub = 0; sub < 16; sub++)
-            sumi += sc[sub] * dot_range([&b](int j) { return q3_at(b, j); }, y[i].qs, 16 * sub, 16);
-        sumf += (y[i].d * fp16_to_fp32(b.d)) * (float)sumi;
-    }
-    *s = sumf;
+    unpack_scales_q3(b.scales, sc);
+    BlockInts r;
+    for (int sub = 0; sub < 16; sub++)
+        r.sumi += sc[sub] * dot_range([&b](int j) { return q3_at(b, j); }, y.qs, 16 * sub, 16);
+    return r;
 }
 
-void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q4_K* x = (const block_q4_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    float sumf = 0.0f;
+BlockInts block_ints(const block_q4_K& b, const block_q8_K& y) {
     uint8_t sc[8], mn[8];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t* qs = x[i].qs;
-        unpack_scales_k4(x[i].scales, sc, mn);
-        int sumi = 0, summ = 0;
-        for (int sub = 0; sub < 8; sub++) {
-            sumi += sc[sub] * dot_range([qs](int j) { return q4_at(qs, j); }, y[i].qs, 32 * sub, 32);
-            summ += mn[sub] * (y[i].bsums[2 * sub] + y[i].bsums[2 * sub + 1]);
-        }
-        const float d = y[i].d * fp16_to_fp32(x[i].d);
-        const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
-        sumf += d * (float)sumi - dmin * (float)summ;
+    unpack_scales_k4(b.scales, sc, mn);
+    BlockInts r;
+    for (int sub = 0; sub < 8; sub++) {
+        r.sumi += sc[sub] * dot_range([&b](int j) { return q4_at(b.qs, j); }, y.qs, 32 * sub, 32);
+        r.summ += mn[sub] * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
     }
-    *s = sumf;
+    return r;
 }
 
-void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q5_K* x = (const block_q5_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    float sumf = 0.0f;
+BlockInts block_ints(const block_q5_K& b, const block_q8_K& y) {
     uint8_t sc[8], mn[8];
+    unpack_scales_k4(b.scales, sc, mn);
+    BlockInts r;
+    for (int sub = 0; sub < 8; sub++) {
+        r.sumi += sc[sub] * dot_range([&b](int j) { return q5_at(b, j); }, y.qs, 32 * sub, 32);
+        r.summ += mn[sub] * (y.bsums[2 * sub] + y.bsums[2 * sub + 1]);
+    }
+    return r;
+}
+
+BlockInts block_ints(const block_q6_K& b, const block_q8_K& y) {
+    BlockInts r;
+    for (int sub = 0; sub < 16; sub++)
+        r.sumi += b.scales[sub] * dot_range([&b](int j) { return q6_at(b, j); }, y.qs, 16 * sub, 16);
+    return r;
+}
+
+// The super-block scales; 0 for the minimum of the types that have none.
+template <typename B>
+float d_of(const B& b) { return fp16_to_fp32(b.d); }
+float dmin_of(const block_q2_K& b) { return fp16_to_fp32(b.dmin); }
+float dmin_of(const block_q3_K&) { return 0.0f; }
+float dmin_of(const block_q4_K& b) { return fp16_to_fp32(b.dmin); }
+float dmin_of(const block_q5_K& b) { return fp16_to_fp32(b.dmin); }
+float dmin_of(const block_q6_K&) { return 0.0f; }
+
+}  // namespace
+
+template <typename B>
+void vec_dot_k(int64_t n, float* s, const void* vx, const void* vy) {
+    const B* x = (const B*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    float sumf = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const block_q5_K& b = x[i];
-        unpack_scales_k4(b.scales, sc, mn);
-        int sumi = 0, summ = 0;
-        for (int sub = 0; sub < 8; sub++) {
-            sumi += sc[sub] * dot_range([&b](int j) { return q5_at(b, j); }, y[i].qs, 32 * sub, 32);
-            summ += mn[sub] * (y[i].bsums[2 * sub] + y[i].bsums[2 * sub + 1]);
-        }
-        const float d = y[i].d * fp16_to_fp32(b.d);
-        const float dmin = y[i].d * fp16_to_fp32(b.dmin);
-        sumf += d * (float)sumi - dmin * (float)summ;
+        const BlockInts k = block_ints(x[i], y[i]);
+        const float d = y[i].d * d_of(x[i]);
+        const float dmin = y[i].d * dmin_of(x[i]);
+        sumf += d * (float)k.sumi - dmin * (float)k.summ;
     }
     *s = sumf;
 }
 
-void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q6_K* x = (const block_q6_K*)vx;
+// The order of ggml-cpu's tiled GEMM (TypeKernels::vec_dot_tiled): per super-block
+// r = float(sumi) * d_x, minus dmin_x * float(summ) in one FMA (an exact no-op without a
+// minimum), then acc = fma(r, d_y, acc).
+template <typename B>
+void vec_dot_k_tiled(int64_t n, float* s, const void* vx, const void* vy) {
+    const B* x = (const B*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    float sumf = 0.0f;
+    float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const block_q6_K& b = x[i];
-        int sumi = 0;
-        for (int sub = 0; sub < 16; sub++)
-            sumi += b.scales[sub] * dot_range([&b](int j) { return q6_at(b, j); }, y[i].qs, 16 * sub, 16);
-        sumf += (y[i].d * fp16_to_fp32(b.d)) * (float)sumi;
+        const BlockInts k = block_ints(x[i], y[i]);
+        const float r = std::fma(-dmin_of(x[i]), (float)k.summ, (float)k.sumi * d_of(x[i]));
+        acc = std::fma(r, y[i].d, acc);
     }
-    *s = sumf;
+    *s = acc;
 }
+
+void vec_dot_q2_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q2_K>(n, s, x, y); }
+void vec_dot_q3_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q3_K>(n, s, x, y); }
+void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q4_K>(n, s, x, y); }
+void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q5_K>(n, s, x, y); }
+void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q6_K>(n, s, x, y); }
 
 }  // namespace ref
 
@@ -298,6 +314,11 @@ void fill_kernels_kquants_scalar(KernelTable& t) {
     t.types[TYPE_Q4_K] = {ref::to_float_q4_K, nullptr, ref::vec_dot_q4_K_q8_K, TYPE_Q8_K};
     t.types[TYPE_Q5_K] = {ref::to_float_q5_K, nullptr, ref::vec_dot_q5_K_q8_K, TYPE_Q8_K};
     t.types[TYPE_Q6_K] = {ref::to_float_q6_K, nullptr, ref::vec_dot_q6_K_q8_K, TYPE_Q8_K};
+    t.types[TYPE_Q2_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q2_K>;
+    t.types[TYPE_Q3_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q3_K>;
+    t.types[TYPE_Q4_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q4_K>;
+    t.types[TYPE_Q5_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q5_K>;
+    t.types[TYPE_Q6_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q6_K>;
     // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
     t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
 }

@@ -112,91 +112,110 @@ inline __m128i mins_dot_bsums_k4(__m256i scales_mins, const int16_t* bsums) {
 
 // ---- dot products ----------------------------------------------------------------------------
 
+// Per super-block integer parts. Lane k of `sumi` holds the scaled products of the elements
+// whose index mod 32 is 4k..4k+3 (exact); `mprod` the minimum term's integers. vec_dot turns
+// the lanes into floats one by one, the tiled order (below) sums them first.
+inline void q2_K_block_ints(const block_q2_K& x, const block_q8_K& y, __m256i* sumi_out, __m256i* mprod) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    // lane k = m[2k] * bsums[2k] + m[2k+1] * bsums[2k+1]
+    const __m128i packed = _mm_loadu_si128((const __m128i*)x.scales);
+    const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+    *mprod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i*)y.bsums));
+
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_and_si128(packed, m4));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {  // 128-element halves: 32 bytes of 2-bit quants each
+        const __m256i half = scales_half(sc16, h);
+        const __m256i bits = _mm256_loadu_si256((const __m256i*)(x.qs + 32 * h));
+        const int8_t* q8 = y.qs + 128 * h;
+        for (int k = 0; k < 4; k++) {  // chunk k: bits 2k..2k+1 of every byte
+            const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+            sumi = _mm256_add_epi32(sumi, dot_scaled(q, q8 + 32 * k, scales_pair(half, k)));
+        }
+    }
+    *sumi_out = sumi;
+}
+
 void vec_dot_q2_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q2_K* x = (const block_q2_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = y[i].d * h2f(x[i].d);
         const float dmin = -y[i].d * h2f(x[i].dmin);
-
-        // Minimum term first: lane k = m[2k] * bsums[2k] + m[2k+1] * bsums[2k+1].
-        const __m128i packed = _mm_loadu_si128((const __m128i*)x[i].scales);
-        const __m256i mins = _mm256_cvtepi8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
-        const __m256i mprod = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i*)y[i].bsums));
+        __m256i sumi, mprod;
+        q2_K_block_ints(x[i], y[i], &sumi, &mprod);
+        // the minimum term first
         acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mprod), acc);
-
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_and_si128(packed, m4));
-        __m256i sumi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {  // 128-element halves: 32 bytes of 2-bit quants each
-            const __m256i half = scales_half(sc16, h);
-            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * h));
-            const int8_t* q8 = y[i].qs + 128 * h;
-            for (int k = 0; k < 4; k++) {  // chunk k: bits 2k..2k+1 of every byte
-                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
-                sumi = _mm256_add_epi32(sumi, dot_scaled(q, q8 + 32 * k, scales_pair(half, k)));
-            }
-        }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum_float_8(acc);
+}
+
+inline __m256i q3_K_block_ints(const block_q3_K& x, const block_q8_K& y) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_scales_q3(x.scales));
+    const __m256i hbits = _mm256_loadu_si256((const __m256i*)x.hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i half = scales_half(sc16, h);
+        const __m256i bits = _mm256_loadu_si256((const __m256i*)(x.qs + 32 * h));
+        const int8_t* q8 = y.qs + 128 * h;
+        for (int k = 0; k < 4; k++) {
+            // q = low - hoff, hoff = 4 where hmask bit (4h + k) is clear: two unsigned
+            // products, subtracted in int16 (|each pair| <= 4 * 127 * 2).
+            const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+            const __m256i hset = _mm256_and_si256(_mm256_srli_epi16(hbits, 4 * h + k), ones);
+            const __m256i hoff = _mm256_slli_epi16(_mm256_xor_si256(hset, ones), 2);
+            const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
+            const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(low, qy), _mm256_maddubs_epi16(hoff, qy));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
+        }
+    }
+    return sumi;
 }
 
 void vec_dot_q3_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q3_K* x = (const block_q3_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m256i ones = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = y[i].d * h2f(x[i].d);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_scales_q3(x[i].scales));
-        const __m256i hbits = _mm256_loadu_si256((const __m256i*)x[i].hmask);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i half = scales_half(sc16, h);
-            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * h));
-            const int8_t* q8 = y[i].qs + 128 * h;
-            for (int k = 0; k < 4; k++) {
-                // q = low - hoff, hoff = 4 where hmask bit (4h + k) is clear: two unsigned
-                // products, subtracted in int16 (|each pair| <= 4 * 127 * 2).
-                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
-                const __m256i hset = _mm256_and_si256(_mm256_srli_epi16(hbits, 4 * h + k), ones);
-                const __m256i hoff = _mm256_slli_epi16(_mm256_xor_si256(hset, ones), 2);
-                const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
-                const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(low, qy), _mm256_maddubs_epi16(hoff, qy));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q3_K_block_ints(x[i], y[i])), acc);
     }
     *s = hsum_float_8(acc);
+}
+
+inline void q4_K_block_ints(const block_q4_K& x, const block_q8_K& y, __m256i* sumi_out, __m128i* mprod) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x.scales));
+    *mprod = mins_dot_bsums_k4(scales_mins, y.bsums);
+    const __m256i scales = scales_half(scales_mins, 0);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {  // 64 elements: 32 low nibbles, then 32 high nibbles
+        const __m256i bits = _mm256_loadu_si256((const __m256i*)(x.qs + 32 * j));
+        const __m256i lo = _mm256_and_si256(bits, m4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y.qs + 64 * j, scales_one(scales, 2 * j)));
+        sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y.qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+    }
+    *sumi_out = sumi;
 }
 
 void vec_dot_q4_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q4_K* x = (const block_q4_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     __m128 acc_m = _mm_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = y[i].d * h2f(x[i].d);
         const float dmin = -y[i].d * h2f(x[i].dmin);
-        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
-        const __m128i mprod = mins_dot_bsums_k4(scales_mins, y[i].bsums);
+        __m256i sumi;
+        __m128i mprod;
+        q4_K_block_ints(x[i], y[i], &sumi, &mprod);
         acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mprod), acc_m);
-
-        const __m256i scales = scales_half(scales_mins, 0);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {  // 64 elements: 32 low nibbles, then 32 high nibbles
-            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(bits, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)));
-            sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
-        }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
@@ -214,27 +233,13 @@ void vec_dot_q4_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) 
 void vec_dot_q4_K_q8_K_repacked_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q4_K* x = (const block_q4_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     float acc = 0.0f, acc_m = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
-        const __m128i mprod = mins_dot_bsums_k4(scales_mins, y[i].bsums);
-        const __m256i scales = scales_half(scales_mins, 0);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
-            const __m256i lo = _mm256_and_si256(bits, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)));
-            sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
-        }
-        const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sumi), _mm256_extracti128_si256(sumi, 1));
-        const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-        const int isum = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 1);
-        const __m128i m2 = _mm_add_epi32(mprod, _mm_unpackhi_epi64(mprod, mprod));
-        const int imin = _mm_cvtsi128_si32(m2) + _mm_extract_epi32(m2, 1);
-        acc = std::fma((float)isum, h2f(x[i].d) * y[i].d, acc);
-        acc_m = std::fma((float)imin, h2f(x[i].dmin) * y[i].d, acc_m);
+        __m256i sumi;
+        __m128i mprod;
+        q4_K_block_ints(x[i], y[i], &sumi, &mprod);
+        acc = std::fma((float)hsum_i32_8(sumi), h2f(x[i].d) * y[i].d, acc);
+        acc_m = std::fma((float)sum_i32_4(mprod), h2f(x[i].dmin) * y[i].d, acc_m);
     }
     *s = acc - acc_m;
 }
@@ -273,79 +278,138 @@ void vec_dot_q4_K_q8_K_repacked_gemm_256(int64_t n, float* s, const void* vx, co
     *s = acc - acc_m;
 }
 
+inline void q5_K_block_ints(const block_q5_K& x, const block_q8_K& y, __m256i* sumi_out, __m128i* mprod) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x.scales));
+    *mprod = mins_dot_bsums_k4(scales_mins, y.bsums);
+    const __m256i scales = scales_half(scales_mins, 0);
+    const __m256i hbits = _mm256_loadu_si256((const __m256i*)x.qh);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; j++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i*)(x.qs + 32 * j));
+        // fifth bit of sub-block 2j (2j + 1) is bit 2j (2j + 1) of qh, moved to bit 4
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), ones), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), ones), 4);
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1);
+        sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y.qs + 64 * j, scales_one(scales, 2 * j)));
+        sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y.qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+    }
+    *sumi_out = sumi;
+}
+
 void vec_dot_q5_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q5_K* x = (const block_q5_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i ones = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
     float summs = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = y[i].d * h2f(x[i].d);
         const float dmin = -y[i].d * h2f(x[i].dmin);
-        const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x[i].scales));
-        const __m128i mprod = mins_dot_bsums_k4(scales_mins, y[i].bsums);
+        __m256i sumi;
+        __m128i mprod;
+        q5_K_block_ints(x[i], y[i], &sumi, &mprod);
         summs = std::fma(dmin, (float)sum_i32_4(mprod), summs);
-
-        const __m256i scales = scales_half(scales_mins, 0);
-        const __m256i hbits = _mm256_loadu_si256((const __m256i*)x[i].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int j = 0; j < 4; j++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i*)(x[i].qs + 32 * j));
-            // fifth bit of sub-block 2j (2j + 1) is bit 2j (2j + 1) of qh, moved to bit 4
-            const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j), ones), 4);
-            const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 2 * j + 1), ones), 4);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), h1);
-            sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y[i].qs + 64 * j, scales_one(scales, 2 * j)));
-            sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y[i].qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
-        }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum_float_8(acc) + summs;
 }
 
+inline __m256i q6_K_block_ints(const block_q6_K& x, const block_q8_K& y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x.scales));
+    // The -32 offset, per 16-element sub-block from the activation block sums: int32 lane k
+    // gets 32 * (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) (ggml: madd(scales, bsums) << 5,
+    // subtracted once per super-block), not the per-element offsets of the lane's products.
+    const __m256i offs = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y.bsums)), 5);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const __m256i half = scales_half(sc16, h);
+        const __m256i lo1 = _mm256_loadu_si256((const __m256i*)(x.ql + 64 * h));
+        const __m256i lo2 = _mm256_loadu_si256((const __m256i*)(x.ql + 64 * h + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i*)(x.qh + 32 * h));
+        const int8_t* q8 = y.qs + 128 * h;
+        // chunk k: low nibbles of lo1, lo2, then high nibbles; top 2 bits from bits 2k of hb
+        const __m256i q[4] = {
+            _mm256_and_si256(lo1, m4),
+            _mm256_and_si256(lo2, m4),
+            _mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4),
+            _mm256_and_si256(_mm256_srli_epi16(lo2, 4), m4),
+        };
+        for (int k = 0; k < 4; k++) {
+            const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), m3), 4);
+            const __m256i qx = _mm256_or_si256(q[k], top);
+            const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
+            // q * q8 with q unsigned (0..63), pairwise in int16 (|pair| <= 63 * 127 * 2)
+            const __m256i p16 = _mm256_maddubs_epi16(qx, qy);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
+        }
+    }
+    return _mm256_sub_epi32(sumi, offs);
+}
+
 void vec_dot_q6_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q6_K* x = (const block_q6_K*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i m3 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d = y[i].d * h2f(x[i].d);
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x[i].scales));
-        // The -32 offset, per 16-element sub-block from the activation block sums: int32 lane k
-        // gets 32 * (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) (ggml: madd(scales, bsums) << 5,
-        // subtracted once per super-block), not the per-element offsets of the lane's products.
-        const __m256i offs = _mm256_slli_epi32(
-                _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y[i].bsums)), 5);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            const __m256i half = scales_half(sc16, h);
-            const __m256i lo1 = _mm256_loadu_si256((const __m256i*)(x[i].ql + 64 * h));
-            const __m256i lo2 = _mm256_loadu_si256((const __m256i*)(x[i].ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i*)(x[i].qh + 32 * h));
-            const int8_t* q8 = y[i].qs + 128 * h;
-            // chunk k: low nibbles of lo1, lo2, then high nibbles; top 2 bits from bits 2k of hb
-            const __m256i q[4] = {
-                _mm256_and_si256(lo1, m4),
-                _mm256_and_si256(lo2, m4),
-                _mm256_and_si256(_mm256_srli_epi16(lo1, 4), m4),
-                _mm256_and_si256(_mm256_srli_epi16(lo2, 4), m4),
-            };
-            for (int k = 0; k < 4; k++) {
-                const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), m3), 4);
-                const __m256i qx = _mm256_or_si256(q[k], top);
-                const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
-                // q * q8 with q unsigned (0..63), pairwise in int16 (|pair| <= 63 * 127 * 2)
-                const __m256i p16 = _mm256_maddubs_epi16(qx, qy);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
-            }
-        }
-        sumi = _mm256_sub_epi32(sumi, offs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q6_K_block_ints(x[i], y[i])), acc);
     }
     *s = hsum_float_8(acc);
+}
+
+// ggml-cpu's tiled k-quant GEMM (tiled.cpp / tiled-kernel.cpp), which llama.cpp runs on k-quant
+// weights that are not repacked whenever the batch has at least 8 activation rows. Per output
+// element and super-block it keeps the whole integer sum exact, then rounds once per
+// super-block in its own order (the VNNI microtile's epilogue, its add contracted into an FMA):
+//   r   = float(sumi) * d_x                    (q3_K, q6_K)
+//   r   = fma(-dmin_x, float(summ), float(sumi) * d_x)   (q2_K, q4_K, q5_K)
+//   acc = fma(r, d_y, acc)
+// The whole super-block's integers for the tiled order: {sum_sub(sc * dot), sum_sub(m * bsum)}.
+struct TiledInts {
+    int sumi, summ;
+};
+inline TiledInts tiled_ints(const block_q2_K& x, const block_q8_K& y) {
+    __m256i sumi, mprod;
+    q2_K_block_ints(x, y, &sumi, &mprod);
+    return {hsum_i32_8(sumi), hsum_i32_8(mprod)};
+}
+inline TiledInts tiled_ints(const block_q3_K& x, const block_q8_K& y) { return {hsum_i32_8(q3_K_block_ints(x, y)), 0}; }
+inline TiledInts tiled_ints(const block_q4_K& x, const block_q8_K& y) {
+    __m256i sumi;
+    __m128i mprod;
+    q4_K_block_ints(x, y, &sumi, &mprod);
+    return {hsum_i32_8(sumi), sum_i32_4(mprod)};
+}
+inline TiledInts tiled_ints(const block_q5_K& x, const block_q8_K& y) {
+    __m256i sumi;
+    __m128i mprod;
+    q5_K_block_ints(x, y, &sumi, &mprod);
+    return {hsum_i32_8(sumi), sum_i32_4(mprod)};
+}
+inline TiledInts tiled_ints(const block_q6_K& x, const block_q8_K& y) { return {hsum_i32_8(q6_K_block_ints(x, y)), 0}; }
+
+inline float dmin_of(const block_q2_K& x) { return h2f(x.dmin); }
+inline float dmin_of(const block_q3_K&) { return 0.0f; }
+inline float dmin_of(const block_q4_K& x) { return h2f(x.dmin); }
+inline float dmin_of(const block_q5_K& x) { return h2f(x.dmin); }
+inline float dmin_of(const block_q6_K&) { return 0.0f; }
+
+template <typename B>
+void vec_dot_tiled_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const B* x = (const B*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const TiledInts k = tiled_ints(x[i], y[i]);
+        // without a minimum the inner FMA adds -0 * 0: exact, r unchanged
+        const float r = std::fma(-dmin_of(x[i]), (float)k.summ, (float)k.sumi * h2f(x[i].d));
+        acc = std::fma(r, y[i].d, acc);
+    }
+    *s = acc;
 }
 
 // The entries this file accelerates (dequantization and the Q8_K quantizer stay scalar: ggml's
@@ -358,6 +422,11 @@ inline void fill_kernels_kquants_256(KernelTable& t) {
     t.types[TYPE_Q4_K].vec_dot_repacked_gemm = vec_dot_q4_K_q8_K_repacked_gemm_256;
     t.types[TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_256;
     t.types[TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_256;
+    t.types[TYPE_Q2_K].vec_dot_tiled = vec_dot_tiled_256<block_q2_K>;
+    t.types[TYPE_Q3_K].vec_dot_tiled = vec_dot_tiled_256<block_q3_K>;
+    t.types[TYPE_Q4_K].vec_dot_tiled = vec_dot_tiled_256<block_q4_K>;
+    t.types[TYPE_Q5_K].vec_dot_tiled = vec_dot_tiled_256<block_q5_K>;
+    t.types[TYPE_Q6_K].vec_dot_tiled = vec_dot_tiled_256<block_q6_K>;
 }
 
 }  // namespace
