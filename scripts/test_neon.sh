@@ -5,11 +5,13 @@
 # (qemu-aarch64 -cpu max). The test compares every NEON kernel with the scalar reference and
 # checks that dispatch.cpp selects NEON there. Two builds: the NEON unit with dotprod (as
 # setup.py compiles it) and without (the dot-product fallback in cpu/arm/quants_neon.h).
+# On an AArch64 machine the same two builds are made and run natively.
 #
 # Usage: scripts/test_neon.sh [--native]
 #   --native   also build and run the same test natively on x86 (AVX2 / AVX-512 units).
 # Installs the two packages with apt-get if they are missing. EDGEINFER_NEON_BUILD names the
-# build folder (default build/neon_test). Exit code: the test's (0 = every check passed).
+# build folder (default build/neon_test). Exit code: 0 if every check passed, 77 if the
+# toolchain is missing and cannot be installed, else non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,15 +23,27 @@ for arg in "$@"; do
     esac
 done
 
-PACKAGES=(g++-aarch64-linux-gnu qemu-user)
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-    SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+# On an AArch64 machine the test is built and run natively; elsewhere it needs the cross
+# compiler and qemu. Exit code 77 (the automake convention for "skipped") if they are missing
+# and cannot be installed.
+if [ "$(uname -m)" = aarch64 ]; then
+    ARM_CXX=g++
+    ARM_RUN=()
+else
+    ARM_CXX=aarch64-linux-gnu-g++
+    ARM_RUN=(qemu-aarch64 -cpu max)
+    if ! command -v "$ARM_CXX" >/dev/null || ! command -v qemu-aarch64 >/dev/null; then
+        if ! command -v apt-get >/dev/null; then
+            echo "test_neon.sh: $ARM_CXX or qemu-aarch64 missing and no apt-get to install them" >&2
+            exit 77
+        fi
+        SUDO=$([ "$(id -u)" -eq 0 ] && echo "" || echo sudo)
+        if ! { $SUDO apt-get update -qq &&
+               DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq g++-aarch64-linux-gnu qemu-user; }; then
+            echo "test_neon.sh: could not install g++-aarch64-linux-gnu and qemu-user" >&2
+            exit 77
+        fi
+    fi
 fi
 
 BUILD="${EDGEINFER_NEON_BUILD:-build/neon_test}"
@@ -81,7 +95,7 @@ run_step() {  # label, command...: runs it and prints its wall time
 # ---- AArch64 under qemu ----
 ARM="$BUILD/aarch64"
 build_arm() {
-    local cxx=aarch64-linux-gnu-g++
+    local cxx="$ARM_CXX"
     compile $cxx "$ARM/base" -DEDGEINFER_HAVE_NEON=1 -- "${BASELINE[@]}"
     compile $cxx "$ARM/dotprod" -march=armv8.2-a+dotprod+fp16 -- native/src/cpu/arm/neon.cpp  # setup.py's flags
     compile $cxx "$ARM/plain" -march=armv8-a -- native/src/cpu/arm/neon.cpp
@@ -91,10 +105,10 @@ build_arm() {
 run_step "cross-compile aarch64" build_arm
 
 status=0
-echo "== qemu-aarch64 -cpu max: NEON unit with dotprod (setup.py's build)"
-run_step "qemu run (dotprod)" qemu-aarch64 -cpu max "$ARM/kernel_test" --expect-isa neon || status=1
-echo "== qemu-aarch64 -cpu max: NEON unit built without dotprod (the fallback path)"
-run_step "qemu run (no dotprod)" qemu-aarch64 -cpu max "$ARM/kernel_test_nodotprod" --expect-isa neon || status=1
+echo "== ${ARM_RUN[*]:-native}: NEON unit with dotprod (setup.py's build)"
+run_step "run (dotprod)" "${ARM_RUN[@]}" "$ARM/kernel_test" --expect-isa neon || status=1
+echo "== ${ARM_RUN[*]:-native}: NEON unit built without dotprod (the fallback path)"
+run_step "run (no dotprod)" "${ARM_RUN[@]}" "$ARM/kernel_test_nodotprod" --expect-isa neon || status=1
 
 # ---- x86 natively (optional) ----
 X86="$BUILD/x86"
@@ -109,7 +123,7 @@ build_x86() {
     compile g++ "$X86/isa" "${avx512[@]}" -ffp-contract=fast -- native/src/cpu/x86/ops_avx512.cpp
     g++ -o "$X86/kernel_test" "$X86"/base/*.o "$X86"/isa/*.o
 }
-if ((NATIVE)); then
+if ((NATIVE)) && [ "$(uname -m)" = x86_64 ]; then
     run_step "compile x86" build_x86
     echo "== native x86"
     run_step "native run" "$X86/kernel_test" || status=1
