@@ -12,23 +12,25 @@
 // -std) written out as std::fma:
 //   sumf = fma(d_x * d_y, (float)sumi, sumf)                   (q4_0, q5_0, q8_0)
 //   sumf = sumf + fma(m_x, s_y, (d_x * d_y) * (float)sumi)     (q4_1, q5_1)
-// so the result is the reference's, bit for bit, on the machines these kernels run on.
+// so the result is the reference's, bit for bit, when GCC builds both (another compiler may
+// contract the reference differently; the result then still meets the tests' bound).
 // Why not lane-wise float accumulators like the x86 kernels: those mirror ggml's x86 float
 // sequence so that results match llama.cpp there; the ARM equivalent cannot be checked on this
 // project's machines, while agreement with the reference can, and one float step per 32
 // elements costs little next to the integer work. native/tests/kernel_test.cpp checks the
-// bit-identity (and the tests' 1e-5 bound, which is what a different contraction would still
-// meet).
+// bit-identity and the tests' 1e-5 bound.
 //
 // The Q8_0/Q8_1 activation quantizers produce the reference's bytes: amax over the block,
 // d = amax / 127, x * (127 / amax) rounded to nearest-even by FCVTNS (std::nearbyint in the
 // reference), saturated to int8 (only reached when 127 / amax overflows). Inputs are finite
 // (a NaN input is where the two may differ).
 //
-// The float dot products (F32, F16, BF16) are ggml_vec_dot_*'s SIMD shape at 128 bits: four
-// 4-lane FMA accumulators over steps of 16, reduced pairwise, the tail summed in double. They
-// differ from the reference (products summed in double) by float rounding only; the tests bound
-// that at 1e-5 of sum |x_i * y_i|.
+// The float dot products (F32, F16, BF16) have ggml_vec_dot_f32's NEON shape: four 4-lane FMA
+// accumulators over steps of 16, reduced (a0 + a2) + (a1 + a3), the tail summed in double; F16
+// and BF16 are widened to float first (exact; ggml's F16 path on fp16-capable CPUs accumulates
+// in half precision instead, which is not copied here). They differ from the reference
+// (products summed in double) by float rounding only; the tests bound that at 1e-5 of
+// sum |x_i * y_i|.
 //
 // Everything is in an anonymous namespace, like the x86 headers: this code is compiled with ISA
 // flags, and the linker must never pick it for a baseline caller.
