@@ -62,7 +62,7 @@ BASELINE=(
     native/src/quant/ref_table.cpp
     native/src/quant/types.cpp
 )
-COMMON=(-O2 -std=c++17 -Wall -Wno-unused-function -Inative/src)
+COMMON=(-O3 -std=c++17 -fno-math-errno -Wall -Wno-unused-function -Inative/src)  # setup.py's COMMON_FLAGS
 
 # compile CXX OUT_DIR FLAGS... -- SOURCES...: one object per source, in parallel (2 at a time).
 compile() {
