@@ -15,9 +15,10 @@
 //    printed as KNOWN and not counted: the x86 Q8 quantizers on blocks with amax < 2^-121.
 //  * to_float: the same float bits, on random blocks of every type.
 //  * vec_dot: |t - r| <= tol * sum_i |w_i * y_i| (w, y dequantized; tol 1e-5, 4e-6 for the
-//    k-quants: the bounds of tests/test_kernels.py and tests/test_kquants.py). Kernels whose
-//    header promises the reference's float sequence (every quantized NEON dot product) must
-//    also give the reference's bits.
+//    k-quants: the bounds of tests/test_kernels.py and tests/test_kquants.py), and exactly 0
+//    for zero activations. How many results are bit-identical is reported, not required: the
+//    NEON quantized dot products give the reference's bits as GCC builds both today, but that
+//    hangs on how the compiler contracts the reference's float expression.
 // One line per check, then "<isa>: N passed, N failed"; the exit code is 1 if anything failed.
 // Options: --expect-isa NAME fails unless dispatch selects NAME (the best ISA) on this machine.
 #include <cmath>
@@ -219,9 +220,6 @@ void check_to_float(const KernelTable& r, const KernelTable& t, uint32_t type) {
 
 // ---- vec_dot -------------------------------------------------------------------------------
 
-// Whether t's vec_dot for `type` promises the reference's bits (see the kernel headers).
-bool promises_reference_bits(Isa isa, uint32_t type) { return isa == Isa::neon && !is_float(type); }
-
 void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
     if (!t.types[type].vec_dot || t.types[type].vec_dot == r.types[type].vec_dot) return;
     const uint32_t act = r.types[type].vec_dot_type;
@@ -231,7 +229,6 @@ void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
     else if (is_kquant(type)) sizes = {256, 768, 4096};
     else sizes = {32, 96, 256, 4096};
     const double tol = is_kquant(type) ? 4e-6 : 1e-5;
-    const bool exact = promises_reference_bits(t.isa, type);
     for (int64_t n : sizes) {
         if (n % bs) continue;
         const int rows = 16;
@@ -257,10 +254,9 @@ void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
             if (scale > 0) worst = std::max(worst, diff / scale);
         }
         char detail[200];
-        std::snprintf(detail, sizeof detail, "%d/%d within %.0e * sum|w*y|, %d/%d bit-identical%s, max dev %.2e * sum|w*y|",
-                      within, rows, tol, identical, rows, exact ? " (required)" : "", worst);
-        const bool ok = within == rows && (!exact || identical == rows);
-        report(ok, label("vec_dot", type, t.isa) + " n=" + std::to_string(n), detail);
+        std::snprintf(detail, sizeof detail, "%d/%d within %.0e * sum|w*y| (max dev %.2e), %d/%d bit-identical",
+                      within, rows, tol, worst, identical, rows);
+        report(within == rows, label("vec_dot", type, t.isa) + " n=" + std::to_string(n), detail);
     }
 }
 

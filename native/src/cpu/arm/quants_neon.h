@@ -12,13 +12,13 @@
 // -std) written out as std::fma:
 //   sumf = fma(d_x * d_y, (float)sumi, sumf)                   (q4_0, q5_0, q8_0)
 //   sumf = sumf + fma(m_x, s_y, (d_x * d_y) * (float)sumi)     (q4_1, q5_1)
-// so the result is the reference's, bit for bit, when GCC builds both (another compiler may
-// contract the reference differently; the result then still meets the tests' bound).
+// so the result is the reference's, bit for bit, as GCC 12 builds both (another compiler, or
+// another way of writing the reference, may round differently; the tests' bound still holds).
 // Why not lane-wise float accumulators like the x86 kernels: those mirror ggml's x86 float
 // sequence so that results match llama.cpp there; the ARM equivalent cannot be checked on this
 // project's machines, while agreement with the reference can, and one float step per 32
-// elements costs little next to the integer work. native/tests/kernel_test.cpp checks the
-// bit-identity and the tests' 1e-5 bound.
+// elements costs little next to the integer work (not measured on ARM hardware: none here).
+// native/tests/kernel_test.cpp requires the tests' 1e-5 bound and reports the bit-identity.
 //
 // The Q8_0/Q8_1 activation quantizers produce the reference's bytes: amax over the block,
 // d = amax / 127, x * (127 / amax) rounded to nearest-even by FCVTNS (std::nearbyint in the
