@@ -1,6 +1,6 @@
 // NEON kernels of the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights; Q8_0 and
-// Q8_1 activations) and of the float types, for the NEON unit (neon.cpp, built with
-// -march=armv8.2-a+dotprod+fp16).
+// Q8_1 activations; dequantization of the KV cache types Q8_0 and Q4_0) and of the float
+// types, for the NEON unit (neon.cpp, built with -march=armv8.2-a+dotprod+fp16).
 //
 // What is computed, and the numerical policy. The quantized dot products form, per block, the
 // same exact integer sum(qx * qy) as the scalar reference (quant/ref_legacy.cpp): 32 int8
@@ -87,6 +87,39 @@ inline void bits_32(const uint8_t* qh, uint8x16_t& lo, uint8x16_t& hi) {
     const uint8x16_t bit = vld1q_u8(kBit);
     lo = vtstq_u8(vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1])), bit);
     hi = vtstq_u8(vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3])), bit);
+}
+
+// ---- dequantization (the quantized KV cache's V rows: q8_0, q4_0) ----------------------------
+// One multiply per element, as the reference: the same floats.
+
+// 16 int8 values times d, stored as 16 floats.
+inline void store_scaled_16(float* dst, int8x16_t q, float d) {
+    const int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_high_s8(q);
+    vst1q_f32(dst, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), d));
+    vst1q_f32(dst + 4, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(lo)), d));
+    vst1q_f32(dst + 8, vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), d));
+    vst1q_f32(dst + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(hi)), d));
+}
+
+void to_float_q8_0_neon(const void* src, float* dst, int64_t n) {
+    const block_q8_0* x = (const block_q8_0*)src;
+    for (int64_t i = 0; i < n / QK8_0; i++, dst += QK8_0) {
+        const float d = h2f(x[i].d);
+        store_scaled_16(dst, vld1q_s8(x[i].qs), d);
+        store_scaled_16(dst + 16, vld1q_s8(x[i].qs + 16), d);
+    }
+}
+
+void to_float_q4_0_neon(const void* src, float* dst, int64_t n) {
+    const block_q4_0* x = (const block_q4_0*)src;
+    const int8x16_t eight = vdupq_n_s8(8);
+    for (int64_t i = 0; i < n / QK4_0; i++, dst += QK4_0) {
+        int8x16_t lo, hi;
+        nibbles_32(x[i].qs, lo, hi);
+        const float d = h2f(x[i].d);
+        store_scaled_16(dst, vsubq_s8(lo, eight), d);
+        store_scaled_16(dst + 16, vsubq_s8(hi, eight), d);
+    }
 }
 
 // ---- activation quantizers -----------------------------------------------------------------
@@ -276,10 +309,12 @@ inline void fill_kernels_quants_neon(KernelTable& t) {
     t.types[TYPE_F16].from_float = from_float_f16_neon;
     t.types[TYPE_F16].vec_dot = vec_dot_f16_neon;
     t.types[TYPE_BF16].vec_dot = vec_dot_bf16_neon;
+    t.types[TYPE_Q4_0].to_float = to_float_q4_0_neon;
     t.types[TYPE_Q4_0].vec_dot = vec_dot_q4_0_q8_0_neon;
     t.types[TYPE_Q4_1].vec_dot = vec_dot_q4_1_q8_1_neon;
     t.types[TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_neon;
     t.types[TYPE_Q5_1].vec_dot = vec_dot_q5_1_q8_1_neon;
+    t.types[TYPE_Q8_0].to_float = to_float_q8_0_neon;
     t.types[TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_neon;
     t.types[TYPE_Q8_0].from_float = from_float_q8_0_neon;
     t.types[TYPE_Q8_1].from_float = from_float_q8_1_neon;
