@@ -21,6 +21,7 @@
 //    hangs on how the compiler contracts the reference's float expression.
 // One line per check, then "<isa>: N passed, N failed"; the exit code is 1 if anything failed.
 // Options: --expect-isa NAME fails unless dispatch selects NAME (the best ISA) on this machine.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
