@@ -8,7 +8,7 @@ PYTHON="${PYTHON:-python3}"
 
 # System packages the tests need. None yet; when one is (e.g. pocl-opencl-icd for the OpenCL
 # tests), list it here:
-APT_PACKAGES=()
+APT_PACKAGES=(g++-aarch64-linux-gnu qemu-user)
 if ((${#APT_PACKAGES[@]})); then
     missing=()
     for pkg in "${APT_PACKAGES[@]}"; do

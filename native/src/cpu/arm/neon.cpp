@@ -1,13 +1,22 @@
-// NEON (+dotprod) kernels for AArch64. Not written yet: the scalar reference entries that
-// dispatch.cpp fills first stay in place, so selecting "neon" is correct, just not fast.
-// TODO(neon): vec_dot for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 with vdotq_s32, F16 with fp16 FMA,
-// and the Q8_0/Q8_1 quantizers (must give the scalar reference's bytes).
+// NEON kernels for AArch64 with the dot-product extension (compiled with
+// -march=armv8.2-a+dotprod+fp16; dispatch.cpp selects them only where HWCAP_ASIMDDP is set).
+// The kernels live in quants_neon.h (32-element block types, float types, Q8_0/Q8_1
+// quantizers) and kquants_neon.h (k-quants); every entry they do not set keeps the scalar
+// reference that build_table fills first. native/tests/kernel_test.cpp (run under qemu by
+// scripts/test_neon.sh) checks each one against that reference.
+#if defined(__aarch64__)
+#include "cpu/arm/kquants_neon.h"
+#include "cpu/arm/quants_neon.h"
+#endif
 #include "cpu/kernels.h"
 
 namespace ei {
 
 #if defined(__aarch64__)
-void fill_kernels_neon(KernelTable& t) { (void)t; }
+void fill_kernels_neon(KernelTable& t) {
+    fill_kernels_quants_neon(t);
+    fill_kernels_kquants_neon(t);
+}
 #endif
 
 }  // namespace ei
