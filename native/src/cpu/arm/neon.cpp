@@ -8,6 +8,8 @@
 #include "cpu/arm/kquants_neon.h"
 #include "cpu/arm/quants_neon.h"
 #endif
+#include <initializer_list>
+
 #include "cpu/kernels.h"
 
 namespace ei {
@@ -16,6 +18,10 @@ namespace ei {
 void fill_kernels_neon(KernelTable& t) {
     fill_kernels_quants_neon(t);
     fill_kernels_kquants_neon(t);
+    // ggml's tiled k-quant GEMM (the float order of vec_dot_tiled) runs on x86 only; on ARM it
+    // multiplies every batch with its vec_dot, so the NEON table has no tiled order (matmul
+    // then uses vec_dot) rather than inheriting the slow scalar one.
+    for (uint32_t type : {TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K}) t.types[type].vec_dot_tiled = nullptr;
 }
 #endif
 
