@@ -130,10 +130,11 @@ class Model:
         return self._core.vocab.detokenize([int(i) for i in ids], special).decode("utf-8", errors="replace")
 
     # --- evaluation ------------------------------------------------------------------------------
-    def eval_logits(self, ids: Sequence[int]) -> np.ndarray:
-        """Logits for every position of `ids`, from an empty context: [len(ids), n_vocab] (a copy)."""
+    def eval_logits(self, ids: Sequence[int], first: int = 0) -> np.ndarray:
+        """Logits for positions first..len(ids)-1 of `ids`, from an empty context:
+        [len(ids) - first, n_vocab] (a copy). Rows before `first` are not computed."""
         self._cache.reset()
-        self._cache.decode(ids, all_logits=True)
+        self._cache.decode(ids, logits_from=first)
         return np.array(self._ctx.logits)
 
     # --- generation ------------------------------------------------------------------------------

@@ -57,8 +57,8 @@ def perplexity(
         chunk = tokens[i * n_ctx:(i + 1) * n_ctx].copy()
         if bos >= 0:
             chunk[0] = bos
-        logits = model.eval_logits(chunk.tolist())
-        nll_all.append(token_nll(logits[first:n_ctx - 1], chunk[first + 1:n_ctx]))
+        logits = model.eval_logits(chunk.tolist(), first=first)  # rows first..n_ctx-1
+        nll_all.append(token_nll(logits[:-1], chunk[first + 1:n_ctx]))
         running.append(math.exp(float(np.concatenate(nll_all).mean())))
         if on_chunk:
             on_chunk(i, n, running[-1])

@@ -88,8 +88,10 @@ class PromptCache:
         self._exact = best_len
         return best_len
 
-    def decode(self, ids: Sequence[int], all_logits: bool = False) -> None:
-        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits)
+    def decode(self, ids: Sequence[int], all_logits: bool = False, logits_from: int | None = None) -> None:
+        """Decodes ids after the cached tokens; logits for the last id, every id (all_logits) or
+        ids[logits_from:] (see _core.Context.decode)."""
+        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits, logits_from)
         exact = self._exact == len(self.tokens)
         self.tokens.extend(int(i) for i in ids)
         if exact:

@@ -116,3 +116,31 @@ def test_logits_view_is_zero_copy_and_read_only(model):
     before = view.copy()
     model.context.decode(np.array([7], dtype=np.int32))
     np.testing.assert_array_equal(view, before)  # a held view keeps its values
+
+
+def test_logits_from_keeps_only_the_asked_rows_with_the_same_values(model_path):
+    # n_batch 8 splits the 20 ids into chunks, so rows start inside, at and past chunk edges.
+    m = Model.load(model_path, n_ctx=64, n_threads=2, n_batch=8)
+    ids = [(7 * i + 3) % 60 + 3 for i in range(20)]
+    full = m.eval_logits(ids)
+    assert full.shape == (20, m.n_vocab)
+    for first in (0, 5, 8, 13, 19):
+        part = m.eval_logits(ids, first=first)
+        assert part.shape == (20 - first, m.n_vocab)
+        np.testing.assert_array_equal(part, full[first:])
+    m.context.truncate(0)
+    m.context.decode(np.asarray(ids, dtype=np.int32), logits_from=len(ids))  # cache only
+    assert m.context.logits.shape == (0, m.n_vocab) and m.context.n_past == len(ids)
+    # the cache it filled is the one a logits-producing decode fills
+    m.context.decode(np.asarray([9], dtype=np.int32))
+    after_cache_only = np.array(m.context.logits)
+    np.testing.assert_array_equal(after_cache_only, m.eval_logits(ids + [9], first=20))
+
+
+def test_logits_from_outside_the_batch_is_a_clear_error(model):
+    model.context.truncate(0)
+    for bad in (-1, 4):
+        with pytest.raises(Exception, match="first logit row"):
+            model.context.decode(np.array([5, 6, 7], dtype=np.int32), logits_from=bad)
+    with pytest.raises(Exception, match="not both"):
+        model.context.decode(np.array([5, 6, 7], dtype=np.int32), all_logits=True, logits_from=1)

@@ -20,12 +20,18 @@ std::shared_ptr<Model> load_model(const std::string& path) {
     return std::make_shared<Model>(path);
 }
 
-void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, bool all_logits) {
+void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, bool all_logits,
+            const py::object& logits_from) {
     if (tokens.ndim() != 1) throw ei::Error("tokens must be a 1-D sequence of ids");
     const int32_t* data = tokens.data();
     const int64_t n = tokens.shape(0);
+    int64_t first = all_logits ? 0 : n - 1;
+    if (!logits_from.is_none()) {
+        if (all_logits) throw ei::Error("give all_logits or logits_from, not both");
+        first = logits_from.cast<int64_t>();
+    }
     py::gil_scoped_release release;
-    ctx.decode(data, n, all_logits);
+    ctx.decode(data, n, first);
 }
 
 // [rows][n_vocab] float32 view of the context's logits; the array owns a reference to the buffer.
@@ -110,8 +116,10 @@ void register_model(py::module_& m) {
              }),
              py::arg("model"), py::arg("n_ctx") = 2048, py::arg("n_threads") = 0, py::arg("n_batch") = 512,
              py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::keep_alive<1, 2>())
-        .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false,
-             "Run tokens after the cached ones (one native call; the GIL is released).")
+        .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
+             "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
+             "kept for the last token, for every token (all_logits), or for tokens[logits_from:] "
+             "(len(tokens): none).")
         .def_property_readonly("logits", &logits_view,
                                "Logits of the last decode, [rows, n_vocab] float32, a read-only zero-copy view.")
         .def_property_readonly("n_past", &Context::n_past)

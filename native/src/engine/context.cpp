@@ -24,8 +24,10 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
       env_{pool_, kernels(), kv_, {}, {}},
       logits_(std::make_shared<std::vector<float>>()) {}
 
-void Context::decode(const int32_t* tokens, int64_t n, bool all_logits) {
+void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit) {
     if (n <= 0) throw Error("decode needs at least one token");
+    if (first_logit < 0 || first_logit > n)
+        throw Error("first logit row " + std::to_string(first_logit) + " is outside 0.." + std::to_string(n));
     if (n_past_ + n > n_ctx())
         throw ContextOverflowError("context overflow: " + std::to_string(n_past_) + " cached + " + std::to_string(n) +
                                    " new tokens exceed the context size of " + std::to_string(n_ctx()));
@@ -35,7 +37,7 @@ void Context::decode(const int32_t* tokens, int64_t n, bool all_logits) {
             throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
                         " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
 
-    const int64_t rows = all_logits ? n : 1;
+    const int64_t rows = n - first_logit;
     const size_t need = (size_t)(rows * n_vocab);
     // A new buffer if the current one is too small or still viewed from Python (use_count > 1),
     // so a view never sees its values change or its memory go away.
@@ -43,15 +45,10 @@ void Context::decode(const int32_t* tokens, int64_t n, bool all_logits) {
 
     for (int64_t done = 0; done < n;) {
         const int64_t chunk = std::min(n_batch_, n - done);
-        const bool last_chunk = done + chunk == n;
-        float* out = all_logits ? logits_->data() + done * n_vocab : logits_->data();
-        if (all_logits || last_chunk) {
-            model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, all_logits, out});
-        } else {
-            // Earlier chunks of a long prompt only fill the cache; their last-row logits are
-            // computed into the buffer and overwritten by the next chunk.
-            model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, false, out});
-        }
+        // This chunk's rows from first_logit on (all of them, some, or none: chunk).
+        const int64_t first = std::clamp<int64_t>(first_logit - done, 0, chunk);
+        float* out = logits_->data() + std::max<int64_t>(0, done - first_logit) * n_vocab;
+        model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, first, out});
         n_past_ += chunk;
         done += chunk;
     }

@@ -21,9 +21,10 @@ public:
             uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16);
 
     // Runs tokens[0..n) at positions n_past() .. n_past()+n-1 and keeps their K/V. Afterwards
-    // logits() holds one row per token if all_logits, else the last token's row.
+    // logits() holds one row for each of tokens[first_logit..n) (n - 1: the last token's only;
+    // n: none). Rows before first_logit are not computed past the last layer's K/V.
     // Throws ContextOverflowError (nothing changed) if the tokens do not fit, Error for a bad id.
-    void decode(const int32_t* tokens, int64_t n, bool all_logits);
+    void decode(const int32_t* tokens, int64_t n, int64_t first_logit);
 
     // Logits of the last decode: [n_logit_rows][n_vocab]. The buffer is shared so a caller's
     // zero-copy view stays valid after later decodes (which use a fresh buffer when they must grow).

@@ -38,8 +38,8 @@ struct ForwardBatch {
     const int32_t* tokens;  // [n]
     int64_t n;
     int64_t pos0;           // position of tokens[0]; the cache holds positions < pos0
-    bool all_logits;        // logits for every token, else only for the last one
-    float* logits;          // [all_logits ? n : 1][n_vocab]
+    int64_t first_logit;    // logits for tokens first_logit..n-1 (n: none, the batch only fills the cache)
+    float* logits;          // [n - first_logit][n_vocab]
 };
 
 class ArchModel {

@@ -138,7 +138,10 @@ public:
             scale_inplace(q, attn_scale_, n * qw);
             env.kv.store(il, b.pos0, n, k, v);
 
-            if (il == hp_.n_layer - 1 && !b.all_logits) r0 = n - 1;
+            if (il == hp_.n_layer - 1) {
+                r0 = b.first_logit;
+                if (r0 == n) return;  // no logits wanted: the cache is all this batch was for
+            }
             const int64_t m = n - r0;
             const AttentionShape shape{hp_.n_head, hp_.n_head_kv, hd, 1.0f, L.local ? n_swa_ : 0};
             attention_cached(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv, il, shape, att);

@@ -86,7 +86,10 @@ public:
             rope_norm(env.kt, k, n, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
             env.kv.store(il, b.pos0, n, k, v);
 
-            if (il == hp_.n_layer - 1 && !b.all_logits) r0 = n - 1;
+            if (il == hp_.n_layer - 1) {
+                r0 = b.first_logit;
+                if (r0 == n) return;  // no logits wanted: the cache is all this batch was for
+            }
             const int64_t m = n - r0;
             attention_cached(env.pool, env.kt, q + r0 * qw, m, b.pos0 + r0, env.kv, il, shape, att);
             matmul(env.pool, env.kt, L.wo, att, m, out, env.matmul_scratch);
