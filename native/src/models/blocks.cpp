@@ -73,20 +73,34 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
     // split-KV path; both round differently from this one (results stay within tolerance).
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t row_stride = s.n_head_kv * s.head_dim;  // elements per cached position
-    const int64_t jobs = n * s.n_head;
     const AttnF16RowFn attend = kt.ops.attn_f16_row;
+    auto attend_row_head = [&](int64_t t, int64_t h, uint16_t* scratch) {
+        const int64_t hk = h / group;
+        const int64_t last = pos0 + t;
+        const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
+        const int64_t off = (t * s.n_head + h) * s.head_dim;
+        attend(q + off, k + hk * s.head_dim, v + hk * s.head_dim, row_stride, first, last, s.head_dim, s.scale,
+               scratch, out + off);
+    };
+    if (n >= 2 * pool.size()) {
+        // A causal query row costs in proportion to its position, so contiguous ranges would
+        // leave most of a prompt's work to the thread with the last rows: tasks take rows
+        // round-robin (task i: rows i, i + n_tasks, ...), a few tasks per thread.
+        const int n_tasks = (int)std::min<int64_t>(n, 4 * pool.size());
+        pool.run([&](int task, int nt) {
+            std::vector<uint16_t> scratch(2 * s.head_dim);
+            for (int64_t t = task; t < n; t += nt)
+                for (int64_t h = 0; h < s.n_head; ++h) attend_row_head(t, h, scratch.data());
+        }, n_tasks);
+        return;
+    }
+    // Decode (a row or a few): the heads are the work to share.
+    const int64_t jobs = n * s.n_head;
     pool.run([&](int ith, int nth) {
         std::vector<uint16_t> scratch(2 * s.head_dim);
         int64_t j0, j1;
         ThreadPool::split(jobs, ith, nth, &j0, &j1);
-        for (int64_t j = j0; j < j1; ++j) {
-            const int64_t t = j / s.n_head, h = j % s.n_head, hk = h / group;
-            const int64_t last = pos0 + t;
-            const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
-            const int64_t off = (t * s.n_head + h) * s.head_dim;
-            attend(q + off, k + hk * s.head_dim, v + hk * s.head_dim, row_stride, first, last, s.head_dim, s.scale,
-                   scratch.data(), out + off);
-        }
+        for (int64_t j = j0; j < j1; ++j) attend_row_head(j / s.n_head, j % s.n_head, scratch.data());
     });
 }
 
