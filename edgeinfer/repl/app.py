@@ -1,0 +1,137 @@
+"""The chat loops: interactive (prompt-toolkit input, streamed answers, commands) and piped (one
+message per line from stdin, only the answers on stdout).
+
+While an answer streams, SIGINT only sets a flag that the session checks after every piece, so
+Ctrl-C stops generation between two tokens (never inside the core or half-way through updating
+the prompt cache) and the partial answer stays in the conversation.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Generator, Iterable, Iterator
+
+from edgeinfer.errors import EdgeInferError
+from edgeinfer.repl.commands import SETTABLE, COMMANDS, CommandContext, Outcome, is_command, run_command
+from edgeinfer.repl.render import Renderer
+from edgeinfer.repl.session import TurnStats
+
+StartTurn = Callable[[Callable[[], bool]], Generator[str, None, TurnStats]]
+
+
+class StopFlag:
+    """Set by Ctrl-C while an answer streams; the session polls it."""
+
+    def __init__(self) -> None:
+        self.is_set = False
+
+    def __call__(self) -> bool:
+        return self.is_set
+
+
+@contextmanager
+def ctrl_c_sets(flag: StopFlag) -> Iterator[None]:
+    """Within the block, Ctrl-C (SIGINT) sets `flag` instead of raising KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield   # signal handlers can only be installed from the main thread
+        return
+
+    def handler(signum, frame) -> None:
+        flag.is_set = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def stream_answer(start: StartTurn, out: Renderer, show_stats: bool) -> TurnStats | None:
+    """Runs one turn, printing its pieces, then the stats line; errors a user can act on are
+    printed, not raised. Returns the stats (None if the turn failed)."""
+    flag = StopFlag()
+    with ctrl_c_sets(flag):
+        try:
+            gen = start(flag)
+            while True:
+                try:
+                    piece = next(gen)
+                except StopIteration as done:
+                    stats = done.value
+                    break
+                out.piece(piece)
+        except (EdgeInferError, ValueError) as exc:
+            out.end_answer()
+            out.error(str(exc))
+            return None
+    out.end_answer()
+    if stats.finish == "cancelled":
+        out.notice("stopped; the answer so far is kept in the conversation")
+    if show_stats:
+        out.stats(stats)
+    return stats
+
+
+def ask(ctx: CommandContext, text: str, out: Renderer) -> str | None:
+    session = ctx.session
+    stats = stream_answer(lambda stop: session.ask(text, stop), out, ctx.options.show_stats)
+    return None if stats is not None else "error"
+
+
+def handle_command(ctx: CommandContext, line: str, out: Renderer) -> str | None:
+    """Runs a slash command and prints its outcome; returns "quit", "error" or None."""
+    outcome: Outcome = run_command(ctx, line)
+    if outcome.text:
+        (out.error if outcome.error else out.info)(outcome.text)
+    if outcome.action == "regen":
+        if stream_answer(ctx.session.regenerate, out, ctx.options.show_stats) is None:
+            return "error"
+    return outcome.action if outcome.action == "quit" else ("error" if outcome.error else None)
+
+
+def handle_line(ctx: CommandContext, text: str, out: Renderer) -> str | None:
+    """A command or a message; returns "quit" to end the chat, "error" if it failed."""
+    if not text.strip():
+        return None
+    if is_command(text):
+        return handle_command(ctx, text.strip(), out)
+    if text.startswith("//"):
+        text = text[1:]   # "//..." sends a message that starts with "/"
+    return ask(ctx, text, out)
+
+
+def run_interactive(ctx: CommandContext, out: Renderer, history: Path | None = None) -> int:
+    """The terminal chat, input history in the file `history` (None: not kept); returns the
+    exit code."""
+    from edgeinfer.repl.terminal import make_prompt_session, read_message
+
+    m = ctx.session.model
+    out.banner(ctx.model_name, m.n_ctx, f"{m.cache_type_k}/{m.cache_type_v}", m.n_threads, m.isa)
+    prompt = make_prompt_session(COMMANDS, SETTABLE, history)
+    while True:
+        try:
+            text = read_message(prompt)
+        except KeyboardInterrupt:
+            out.console.print("Ctrl-C stops an answer; to quit, type /bye or press Ctrl-D.", style="dim")
+            continue
+        except EOFError:
+            return 0
+        if handle_line(ctx, text, out) == "quit":
+            return 0
+
+
+def run_piped(ctx: CommandContext, out: Renderer, lines: Iterable[str], single: bool = False) -> int:
+    """One message per line of `lines` (all of them as one message if `single`); slash commands
+    work as in the terminal. Returns the exit code: 1 if a message or command failed."""
+    if single:
+        text = "".join(lines).strip()
+        return 1 if text and ask(ctx, text, out) == "error" else 0
+    failed = False
+    for line in lines:
+        status = handle_line(ctx, line.rstrip("\r\n"), out)
+        if status == "quit":
+            break
+        failed = failed or status == "error"
+    return 1 if failed else 0
