@@ -7,7 +7,9 @@ the prompt cache) and the partial answer stays in the conversation.
 """
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +35,8 @@ class StopFlag:
 
 @contextmanager
 def ctrl_c_sets(flag: StopFlag) -> Iterator[None]:
-    """Within the block, Ctrl-C (SIGINT) sets `flag` instead of raising KeyboardInterrupt."""
+    """Within the block, Ctrl-C (SIGINT) sets `flag` instead of raising KeyboardInterrupt, and a
+    terminal does not echo keys (a "^C" or typed-ahead text would land inside the answer)."""
     if threading.current_thread() is not threading.main_thread():
         yield   # signal handlers can only be installed from the main thread
         return
@@ -43,9 +46,30 @@ def ctrl_c_sets(flag: StopFlag) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGINT, handler)
     try:
-        yield
+        with _no_echo():
+            yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _no_echo() -> Iterator[None]:
+    try:
+        import termios
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    except (ImportError, OSError, ValueError, AttributeError):   # Windows, or no stdin
+        saved = None
+    if saved is None:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | termios.ECHOCTL)
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def stream_answer(start: StartTurn, out: Renderer, show_stats: bool) -> TurnStats | None:
