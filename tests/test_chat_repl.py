@@ -181,3 +181,12 @@ def test_piped_input_prints_only_the_answers(smollm2_path, tmp_path):
     assert "expected a number, got 'hot'" in proc.stderr
     single = run_piped(smollm2_path, tmp_path, "What is\n2+2?\n", "--single")
     assert single.returncode == 0 and len(single.stdout.splitlines()) == 1 and single.stdout.strip()
+
+
+def test_overflowing_the_context_drops_old_turns_with_a_notice(smollm2_path, tmp_path):
+    questions = "".join(f"Tell me a fact about the number {i}, in detail please.\n" for i in range(8))
+    proc = run_piped(smollm2_path, tmp_path, questions, "-c", "160", "-n", "16")
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) >= 8
+    notices = [line for line in proc.stderr.splitlines() if line.startswith("context full: dropped the ")]
+    assert notices and "Traceback" not in proc.stderr

@@ -142,7 +142,11 @@ def run_interactive(ctx: CommandContext, out: Renderer, history: Path | None = N
             continue
         except EOFError:
             return 0
-        if handle_line(ctx, text, out) == "quit":
+        # Ctrl-C while a command runs (say, the prefill of a /load) is ignored rather than
+        # raised half-way through an update of the prompt cache; answers poll their own flag.
+        with ctrl_c_sets(StopFlag()):
+            status = handle_line(ctx, text, out)
+        if status == "quit":
             return 0
 
 

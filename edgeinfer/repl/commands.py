@@ -98,6 +98,7 @@ def _help(ctx: CommandContext, arg: str) -> Outcome:
               "  Alt-Enter          new line (or Esc then Enter)",
               "  Up / Down          previous messages (history is kept between sessions)",
               "  Tab                complete a command",
+              "  //text             send a message that starts with /",
               "  Ctrl-C             stop the answer (the part so far is kept); clear the line",
               "  Ctrl-D             quit"]
     return Outcome("\n".join(lines))
