@@ -155,6 +155,7 @@ def test_unknown_commands_and_bad_values_get_a_clear_message(smollm2_path, tmp_p
     chat.command("/set top_p 5", r"/set top_p: expected a number in \(0, 1\], got 5")
     chat.command("/set speed 11", "unknown setting 'speed'; settable: temp, top_k")
     chat.command("/load missing.json", "could not load: .*missing.json")
+    chat.command("/regen", "nothing to regenerate: ask something first")
     chat.command("/set temp 0.5", "temp = 0.5")
     chat.child.send("/sh\t")   # Tab completes the command
     chat.expect("/show")

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.repl.session import ChatSession
 from edgeinfer.repl import transcript
+from edgeinfer.repl.render import format_stats
+from edgeinfer.repl.session import ChatSession
 
 
 @dataclass
@@ -166,7 +167,6 @@ def _stats(ctx: CommandContext, arg: str) -> Outcome:
         return Outcome(f"stats line {arg}")
     if arg:
         return Outcome("usage: /stats [on|off]", error=True)
-    from edgeinfer.repl.render import format_stats
     last = ctx.session.last_stats
     state = "on" if ctx.options.show_stats else "off"
     if last is None:

@@ -90,8 +90,10 @@ class ChatSession:
     # --- the conversation ------------------------------------------------------------------------
     def conversation(self) -> list[Message]:
         """The messages as the chat template sees them: the system prompt first, if any."""
-        head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [dict(m) for m in self.messages]
+        return self._head() + [dict(m) for m in self.messages]
+
+    def _head(self) -> list[Message]:
+        return [{"role": "system", "content": self.system}] if self.system else []
 
     def clear(self) -> None:
         """A new conversation; the system prompt stays."""
@@ -107,14 +109,15 @@ class ChatSession:
 
     def fit_context(self) -> tuple[list[int], int]:
         """The prompt ids of the conversation and the number of messages dropped to get them: the
-        oldest turns go if the prompt would not leave `answer_reserve()` positions free. The last user message is never dropped: if it
-        does not fit even alone, ContextOverflowError is raised and nothing is dropped."""
+        oldest turns go if the prompt would not leave `answer_reserve()` positions free. The last
+        user message is never dropped: if it does not fit even alone (after the system prompt),
+        ContextOverflowError is raised and nothing is dropped."""
         n_ctx = self.model.n_ctx
         reserve = self.answer_reserve()
         ids = self.prompt_ids()
         dropped = 0
         if len(ids) + reserve > n_ctx:
-            alone = self.model.chat_prompt(self.conversation()[:-len(self.messages)] + self.messages[-1:]).ids
+            alone = self.model.chat_prompt(self._head() + self.messages[-1:]).ids
             if len(alone) >= n_ctx:
                 raise ContextOverflowError(
                     f"the message does not fit: with the system prompt it is {len(alone)} tokens and "
