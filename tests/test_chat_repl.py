@@ -17,7 +17,7 @@ pexpect = pytest.importorskip("pexpect")
 pytestmark = pytest.mark.realmodel
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STATS = re.compile(r"(\d+) tokens · prompt (\d+)(?: \((\d+) cached\))? · context (\d+)/(\d+)")
+STATS = re.compile(r"(\d+) tokens · prompt (\d+) \((\d+) cached\) · context (\d+)/(\d+)")
 TIMEOUT = 60
 
 
@@ -59,8 +59,7 @@ class Chat:
         m = self.expect(STATS.pattern)
         self.expect_prompt()
         tokens, prompt, cached, used, n_ctx = m.groups()
-        return dict(tokens=int(tokens), prompt=int(prompt), cached=-1 if cached is None else int(cached),
-                    used=int(used), n_ctx=int(n_ctx))
+        return dict(tokens=int(tokens), prompt=int(prompt), cached=int(cached), used=int(used), n_ctx=int(n_ctx))
 
     def command(self, line: str, reply: str) -> None:
         self.send_line(line)

@@ -30,7 +30,11 @@ def drain(gen) -> tuple[str, TurnStats]:
 
 @pytest.fixture(scope="module")
 def model(smollm2_path) -> Model:
-    return Model.load(smollm2_path, n_ctx=384, n_threads=2)
+    # n_batch=64: longer prompts are prefilled in several chunks, each a chance to stop.
+    return Model.load(smollm2_path, n_ctx=384, n_threads=2, n_batch=64)
+
+
+LONG = "Here is some background. " + " ".join(f"Fact {i}: the sky was blue on day {i}." for i in range(14))
 
 
 def new_session(model, **kw) -> ChatSession:
@@ -68,6 +72,31 @@ def test_stopping_keeps_the_partial_answer_and_the_next_turn_reuses_it(model):
     assert stats.context_used == stats.prompt_tokens + stats.tokens - 1
     _, next_turn = drain(s.ask("Shorter, please."))
     assert next_turn.cached_tokens >= stats.prompt_tokens
+
+
+def test_a_chunked_prefill_answers_as_one_prefill_call_does(model):
+    s = new_session(model)
+    text, stats = drain(s.ask(LONG + " What colour was the sky?"))
+    assert stats.prompt_tokens > 3 * 64 and stats.cached_tokens == 0
+    model.prompt_cache.reset()
+    one_call = model.complete(model.chat_prompt(s.messages[:1]).ids, **GREEDY.generate_kwargs())
+    assert text == one_call.text
+
+
+def test_stopping_during_the_prefill_keeps_no_message_but_keeps_the_cache(model):
+    s = new_session(model)
+    calls = 0
+
+    def stop() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls >= 2
+
+    text, stats = drain(s.ask(LONG, stop))
+    assert text == "" and stats.finish == "cancelled" and stats.tokens == 0
+    assert s.messages == [] and model.context.n_past == 64
+    _, again = drain(s.ask(LONG))
+    assert again.cached_tokens == 64
 
 
 def test_overflow_drops_oldest_turns_with_a_notice_and_keeps_the_system_prompt(model):

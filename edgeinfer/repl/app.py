@@ -91,6 +91,9 @@ def stream_answer(start: StartTurn, out: Renderer, show_stats: bool) -> TurnStat
             out.error(str(exc))
             return None
     out.end_answer()
+    if stats.finish == "cancelled" and stats.tokens == 0:
+        out.notice("stopped before the answer began")
+        return stats
     if stats.finish == "cancelled":
         out.notice("stopped; the answer so far is kept in the conversation")
     if show_stats:

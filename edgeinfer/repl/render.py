@@ -19,10 +19,7 @@ def format_stats(s: TurnStats) -> str:
     parts = [f"{s.ttft_s * 1e3:.0f} ms to first token"]
     parts.append(f"{s.gen_tok_s:.1f} tok/s")
     parts.append(f"{s.tokens} tokens")
-    if s.cached_tokens is None:
-        parts.append(f"prompt {s.prompt_tokens}")
-    else:
-        parts.append(f"prompt {s.prompt_tokens} ({s.cached_tokens} cached)")
+    parts.append(f"prompt {s.prompt_tokens} ({s.cached_tokens} cached)")
     parts.append(f"context {s.context_used}/{s.n_ctx} ({s.context_left} left)")
     if s.finish == "cancelled":
         parts.append("stopped")

@@ -60,7 +60,7 @@ class TurnStats:
     finish: str                 # "stop" (end of turn), "length" (limit or context full), "cancelled"
     tokens: int                 # generated tokens (the end-of-turn token excluded)
     prompt_tokens: int          # tokens of the rendered conversation
-    cached_tokens: int | None   # prompt tokens reused from the KV cache (None: not known)
+    cached_tokens: int          # prompt tokens reused from the KV cache
     ttft_s: float               # from the start of the turn to the first token
     gen_tok_s: float            # generation speed after the first token
     total_s: float
@@ -150,11 +150,14 @@ class ChatSession:
         message = {"role": "user", "content": text}
         self.messages.append(message)
         try:
-            return (yield from self.reply(should_stop))
+            stats = yield from self.reply(should_stop)
         except BaseException:
             if self.messages and self.messages[-1] is message:
                 self.messages.pop()
             raise
+        if self.messages[-1] is message:   # stopped before the answer began
+            self.messages.pop()
+        return stats
 
     def regenerate(self, should_stop: Callable[[], bool] = lambda: False
                    ) -> Generator[str, None, TurnStats]:
@@ -169,10 +172,17 @@ class ChatSession:
     def reply(self, should_stop: Callable[[], bool] = lambda: False
               ) -> Generator[str, None, TurnStats]:
         """Streams the model's answer to the conversation (which ends with a user message) and
-        records it. `should_stop` is checked after every piece; when it returns True generation
-        stops there and the partial answer is kept. Returns the turn's TurnStats."""
+        records it. `should_stop` is checked between prefill chunks and after every piece; when
+        it returns True generation stops there and the partial answer is kept (stopped during the
+        prefill, there is no answer to keep). Returns the turn's TurnStats."""
         t0 = time.perf_counter()
         ids, dropped = self.fit_context()
+        cached, stopped = self._prefill(ids, should_stop)
+        if stopped:
+            stats = TurnStats("cancelled", 0, len(ids), cached, 0.0, 0.0, time.perf_counter() - t0,
+                              self.model.context.n_past, self.model.n_ctx, dropped)
+            self.last_stats = stats
+            return stats
         gen = self.model.generate(ids, **self.settings.generate_kwargs())
         pieces: list[str] = []
         t_first: float | None = None
@@ -202,18 +212,34 @@ class ChatSession:
             t = result.timings
             ttft = (t_first - t0) if t_first is not None else total
             stats = TurnStats(result.finish_reason, len(result.tokens), result.prompt_tokens,
-                              result.cached_tokens, ttft, t.gen_tok_s, total, n_past,
-                              self.model.n_ctx, dropped)
+                              cached, ttft, t.gen_tok_s, total, n_past, self.model.n_ctx, dropped)
         else:
             # Stopped after a piece: generate_step had sampled n tokens and decoded all but the
             # last, so the KV cache holds the prompt and n - 1 of them.
             n = max(1, n_past - len(ids) + 1)
             gen_s = total - (t_first - t0)
-            stats = TurnStats("cancelled", n, len(ids), None, t_first - t0,
+            stats = TurnStats("cancelled", n, len(ids), cached, t_first - t0,
                               (n - 1) / gen_s if gen_s > 0 and n > 1 else 0.0, total, n_past,
                               self.model.n_ctx, dropped)
         self.last_stats = stats
         return stats
+
+    def _prefill(self, ids: list[int], should_stop: Callable[[], bool]) -> tuple[int, bool]:
+        """Decodes the uncached part of a long prompt one chunk (n_batch tokens) at a time,
+        checking `should_stop` between chunks, so that Ctrl-C need not wait for a long prefill.
+        The last chunk (1..n_batch tokens) is left to `generate`, which samples from its logits:
+        the chunks are the ones the core would make itself. Returns (tokens that were already
+        cached, whether it stopped)."""
+        cache = self.model.prompt_cache
+        cached = cache.prepare(ids)
+        step = self.model.context.n_batch
+        done = cached
+        while len(ids) - done > step:
+            if should_stop():
+                return cached, True
+            cache.decode(ids[done:done + step])
+            done += step
+        return cached, False
 
     # --- resuming --------------------------------------------------------------------------------
     def prefill(self) -> int:
