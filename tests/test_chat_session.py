@@ -75,9 +75,13 @@ def test_stopping_keeps_the_partial_answer_and_the_next_turn_reuses_it(model):
 
 
 def test_a_chunked_prefill_answers_as_one_prefill_call_does(model):
-    s = new_session(model)
+    progress = []
+    s = new_session(model, progress=lambda done, total: progress.append((done, total)))
     text, stats = drain(s.ask(LONG + " What colour was the sky?"))
-    assert stats.prompt_tokens > 3 * 64 and stats.cached_tokens == 0
+    n = stats.prompt_tokens
+    assert n > 3 * 64 and stats.cached_tokens == 0
+    # after every chunk but the last (1..64 tokens), which generate() decodes
+    assert progress == [(k, n) for k in range(64, n, 64)]
     model.prompt_cache.reset()
     one_call = model.complete(model.chat_prompt(s.messages[:1]).ids, **GREEDY.generate_kwargs())
     assert text == one_call.text

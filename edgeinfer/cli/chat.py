@@ -42,7 +42,8 @@ def main(args: argparse.Namespace) -> int:
     else:
         out = Renderer(stderr, answer_file=sys.stdout)
         options = ChatOptions(show_stats=False)
-    session = ChatSession(model, system=system, settings=settings_from_args(args), notify=out.notice)
+    session = ChatSession(model, system=system, settings=settings_from_args(args), notify=out.notice,
+                          progress=out.progress)
     ctx = CommandContext(session, options, model_name)
     if interactive:
         return run_interactive(ctx, out, history=None if args.no_history else history_path())

@@ -36,6 +36,7 @@ class Renderer:
         self.console = console
         self.file = answer_file if answer_file is not None else console.file
         self._at_line_start = True
+        self._progress_shown = False
 
     def banner(self, model_name: str, n_ctx: int, kv: str, threads: int, isa: str) -> None:
         self.console.print(Text.assemble(
@@ -43,13 +44,27 @@ class Renderer:
             soft_wrap=True)
         self.console.print("Type /help for commands and keys, Ctrl-D or /bye to quit.", style="dim")
 
+    def progress(self, done: int, total: int) -> None:
+        """A transient "reading the prompt" line (terminals only), erased by what comes next."""
+        if self.console.is_terminal:
+            self.console.file.write(f"\r\x1b[2mreading the prompt: {done}/{total} tokens\x1b[0m\x1b[K")
+            self.console.file.flush()
+            self._progress_shown = True
+
+    def _erase_progress(self) -> None:
+        if self._progress_shown:
+            self.console.file.write("\r\x1b[K")
+            self._progress_shown = False
+
     def piece(self, text: str) -> None:
+        self._erase_progress()
         if text:
             self.file.write(text)
             self.file.flush()
             self._at_line_start = text.endswith("\n")
 
     def end_answer(self) -> None:
+        self._erase_progress()
         if not self._at_line_start:
             self.file.write("\n")
             self.file.flush()
@@ -59,10 +74,13 @@ class Renderer:
         self.console.print(Text(format_stats(s), style="dim"), soft_wrap=True)
 
     def info(self, text: str) -> None:
+        self._erase_progress()
         self.console.print(Text(text), soft_wrap=True)
 
     def notice(self, text: str) -> None:
+        self._erase_progress()
         self.console.print(Text(text, style="yellow"), soft_wrap=True)
 
     def error(self, text: str) -> None:
+        self._erase_progress()
         self.console.print(Text("error: ", style="bold red") + Text(text), soft_wrap=True)

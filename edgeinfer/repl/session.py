@@ -78,13 +78,15 @@ class ChatSession:
     """One conversation with `model` (an `edgeinfer.Model`).
 
     `messages` holds the user and assistant messages; the system prompt is kept apart so that
-    `clear` and trimming never touch it. `notify` receives one-line notices (trimmed turns)."""
+    `clear` and trimming never touch it. `notify` receives one-line notices (trimmed turns);
+    `progress(done, total)` is called after each chunk of a prefill longer than one chunk."""
 
     model: Any
     system: str | None = None
     settings: Settings = field(default_factory=Settings)
     messages: list[Message] = field(default_factory=list)
     notify: Callable[[str], None] = lambda text: None
+    progress: Callable[[int, int], None] = lambda done, total: None
     last_stats: TurnStats | None = None
 
     # --- the conversation ------------------------------------------------------------------------
@@ -239,6 +241,7 @@ class ChatSession:
                 return cached, True
             cache.decode(ids[done:done + step])
             done += step
+            self.progress(done, len(ids))
         return cached, False
 
     # --- resuming --------------------------------------------------------------------------------
