@@ -232,17 +232,23 @@ class ChatSession:
         The last chunk (1..n_batch tokens) is left to `generate`, which samples from its logits:
         the chunks are the ones the core would make itself. Returns (tokens that were already
         cached, whether it stopped)."""
-        cache = self.model.prompt_cache
-        cached = cache.prepare(ids)
+        cached = self.model.prompt_cache.prepare(ids)
         step = self.model.context.n_batch
-        done = cached
-        while len(ids) - done > step:
+        end = cached + (len(ids) - cached - 1) // step * step
+        return cached, self._decode_chunks(ids, cached, end, should_stop)
+
+    def _decode_chunks(self, ids: list[int], start: int, end: int,
+                       should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """Decodes ids[start:end] in chunks of n_batch, reporting progress; True if stopped."""
+        step = self.model.context.n_batch
+        while start < end:
             if should_stop():
-                return cached, True
-            cache.decode(ids[done:done + step])
-            done += step
-            self.progress(done, len(ids))
-        return cached, False
+                return True
+            n = min(step, end - start)
+            self.model.prompt_cache.decode(ids[start:start + n])
+            start += n
+            self.progress(start, len(ids))
+        return False
 
     # --- resuming --------------------------------------------------------------------------------
     def prefill(self) -> int:
@@ -251,9 +257,8 @@ class ChatSession:
         if not self.conversation():
             return 0
         ids = self.prompt_ids(add_generation_prompt=False)
-        cache = self.model.prompt_cache
         if len(ids) >= self.model.n_ctx:
             return 0   # the next turn trims it
-        reused = cache.prepare(ids)
-        cache.decode(ids[reused:])
+        reused = self.model.prompt_cache.prepare(ids)
+        self._decode_chunks(ids, reused, len(ids))
         return len(ids) - reused
