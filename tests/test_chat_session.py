@@ -137,6 +137,17 @@ def test_regenerate_answers_the_last_message_again_from_the_cache(model):
     assert second.cached_tokens == first.prompt_tokens - 1
 
 
+def test_a_regen_stopped_before_its_answer_does_not_break_the_next_turn(model):
+    s = new_session(model)
+    s.messages.append({"role": "user", "content": LONG})
+    calls = []
+    _, stats = drain(s.regenerate(lambda: calls.append(1) or len(calls) >= 2))
+    assert stats.tokens == 0 and s.messages[-1]["role"] == "user"
+    _, stats = drain(s.ask("Hello"))
+    assert [m["role"] for m in s.messages] == ["user", "assistant"]
+    assert s.messages[0]["content"] == "Hello"
+
+
 def test_regenerate_without_a_message_is_an_error(model):
     with pytest.raises(ValueError, match="no message"):
         drain(new_session(model).regenerate())

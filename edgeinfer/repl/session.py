@@ -147,8 +147,13 @@ class ChatSession:
     # --- turns -----------------------------------------------------------------------------------
     def ask(self, text: str, should_stop: Callable[[], bool] = lambda: False
             ) -> Generator[str, None, TurnStats]:
-        """Adds a user message and streams the answer (see `reply`). If the turn fails before
-        the first piece (e.g. the message does not fit), the message is taken back out."""
+        """Adds a user message and streams the answer (see `reply`). If the turn fails or is
+        stopped before the first piece (e.g. the message does not fit), the message is taken
+        back out."""
+        if self.messages and self.messages[-1]["role"] == "user":
+            # A message left without an answer (a /regen stopped before the answer began, or a
+            # transcript that ends with one): chat templates want the roles to alternate.
+            self.messages.pop()
         message = {"role": "user", "content": text}
         self.messages.append(message)
         try:
