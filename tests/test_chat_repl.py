@@ -88,6 +88,9 @@ def test_second_turn_reuses_the_cache_and_ctrl_c_at_the_prompt_does_not_quit(smo
     chat.expect("to quit, type /bye or press Ctrl-D")
     chat.expect_prompt()
     assert chat.child.isalive()
+    chat.child.send("a draft")
+    chat.expect("a draft")
+    chat.child.send("\x03")   # clears the line: the Ctrl-D that follows quits
     assert chat.quit() == 0
     history = (tmp_path / "data" / "edgeinfer" / "chat_history").read_text(encoding="utf-8")
     assert "What is the capital of France?" in history and "And of Italy?" in history
