@@ -1,9 +1,10 @@
 """The chat loops: interactive (prompt-toolkit input, streamed answers, commands) and piped (one
 message per line from stdin, only the answers on stdout).
 
-While an answer streams, SIGINT only sets a flag that the session checks after every piece, so
-Ctrl-C stops generation between two tokens (never inside the core or half-way through updating
-the prompt cache) and the partial answer stays in the conversation.
+While an answer streams from a terminal, SIGINT only sets a flag that the session checks between
+prefill chunks and after every piece, so Ctrl-C stops generation between two steps (never inside
+the core or half-way through updating the prompt cache) and the partial answer stays in the
+conversation. With piped input, Ctrl-C ends the program as usual.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Generator, Iterable, Iterator
 
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.repl.commands import SETTABLE, COMMANDS, CommandContext, Outcome, is_command, run_command
+from edgeinfer.repl.commands import COMMANDS, SETTABLE, CommandContext, Outcome, is_command, run_command
 from edgeinfer.repl.render import Renderer
 from edgeinfer.repl.session import TurnStats
 
@@ -35,10 +36,11 @@ class StopFlag:
 
 @contextmanager
 def ctrl_c_sets(flag: StopFlag) -> Iterator[None]:
-    """Within the block, Ctrl-C (SIGINT) sets `flag` instead of raising KeyboardInterrupt, and a
-    terminal does not echo keys (a "^C" or typed-ahead text would land inside the answer)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield   # signal handlers can only be installed from the main thread
+    """Within the block, Ctrl-C (SIGINT) sets `flag` instead of raising KeyboardInterrupt, and the
+    terminal does not echo keys (a "^C" or typed-ahead text would land inside the answer). Only
+    when stdin is a terminal, and only in the main thread (the one that receives signals)."""
+    if threading.current_thread() is not threading.main_thread() or not _stdin_is_terminal():
+        yield
         return
 
     def handler(signum, frame) -> None:
@@ -52,13 +54,20 @@ def ctrl_c_sets(flag: StopFlag) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _stdin_is_terminal() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):   # stdin closed or replaced
+        return False
+
+
 @contextmanager
 def _no_echo() -> Iterator[None]:
     try:
         import termios
         fd = sys.stdin.fileno()
-        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
-    except (ImportError, OSError, ValueError, AttributeError):   # Windows, or no stdin
+        saved = termios.tcgetattr(fd)
+    except Exception:   # no termios (Windows), or not a terminal after all
         saved = None
     if saved is None:
         yield
