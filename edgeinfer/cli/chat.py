@@ -36,6 +36,7 @@ def main(args: argparse.Namespace) -> int:
     system = system_from_args(args)
     model, _ = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v)
     model_name = Path(model.path).name
+    model.chat_template   # a model without one fails here, with the reason, not at each message
     if interactive:
         out = Renderer(Console(highlight=False))
         options = ChatOptions(show_stats=not args.no_stats)

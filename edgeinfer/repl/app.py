@@ -118,7 +118,10 @@ def ask(ctx: CommandContext, text: str, out: Renderer) -> str | None:
 
 def handle_command(ctx: CommandContext, line: str, out: Renderer) -> str | None:
     """Runs a slash command and prints its outcome; returns "quit", "error" or None."""
-    outcome: Outcome = run_command(ctx, line)
+    try:
+        outcome: Outcome = run_command(ctx, line)
+    except (EdgeInferError, ValueError, OSError) as exc:
+        outcome = Outcome(str(exc), error=True)
     if outcome.text:
         (out.error if outcome.error else out.info)(outcome.text)
     if outcome.action == "regen":
