@@ -184,12 +184,18 @@ def _path_arg(arg: str, command: str) -> Path:
     return Path(parts[0]).expanduser()
 
 
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc) or type(exc).__name__
+
+
 def _save(ctx: CommandContext, arg: str) -> Outcome:
     try:
         path = _path_arg(arg, "/save")
         saved = transcript.save(ctx.session, path, ctx.model_name)
     except (ValueError, OSError, EdgeInferError) as exc:
-        return Outcome(f"could not save: {exc}", error=True)
+        return Outcome(f"could not save: {_reason(exc)}", error=True)
     return Outcome(f"saved {len(ctx.session.messages)} messages to {path} "
                    f"and the KV state ({saved.state_tokens} tokens) to {saved.state_path}")
 
@@ -199,7 +205,7 @@ def _load(ctx: CommandContext, arg: str) -> Outcome:
         path = _path_arg(arg, "/load")
         loaded = transcript.load(ctx.session, path)
     except (ValueError, OSError, EdgeInferError) as exc:
-        return Outcome(f"could not load: {exc}", error=True)
+        return Outcome(f"could not load: {_reason(exc)}", error=True)
     lines = [f"loaded {len(ctx.session.messages)} messages from {path}"]
     if loaded.state_tokens is not None:
         lines.append(f"KV state restored: {loaded.state_tokens} tokens, no prefill needed")
