@@ -184,6 +184,10 @@ def test_piped_input_prints_only_the_answers(smollm2_path, tmp_path):
     assert "expected a number, got 'hot'" in proc.stderr
     single = run_piped(smollm2_path, tmp_path, "What is\n2+2?\n", "--single")
     assert single.returncode == 0 and len(single.stdout.splitlines()) == 1 and single.stdout.strip()
+    (tmp_path / "system.txt").write_text("You are a pirate.\n")
+    shown = run_piped(smollm2_path, tmp_path, "/show\n", "--system-file", str(tmp_path / "system.txt"))
+    assert shown.returncode == 0 and shown.stdout == ""
+    assert "system prompt  You are a pirate." in shown.stderr
 
 
 def test_overflowing_the_context_drops_old_turns_with_a_notice(smollm2_path, tmp_path):
