@@ -219,6 +219,7 @@ def test_set_changes_the_setting(ctx, line, attr, value):
 
 @pytest.mark.parametrize("line, message", [
     ("/set temp hot", "/set temp: expected a number, got 'hot'"),
+    ("/set temp nan", "/set temp: expected a number, got 'nan'"),
     ("/set temp -1", "/set temp: expected a number >= 0, got -1"),
     ("/set top_p 0", "/set top_p: expected a number in (0, 1], got 0"),
     ("/set top_k 1.5", "/set top_k: expected an integer, got '1.5'"),

@@ -6,6 +6,7 @@ without a terminal. `COMMANDS` is the one table the help text, the completer and
 """
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ def _number(kind: type, lo: float | None = None, hi: float | None = None, lo_ope
             return None
         try:
             value = kind(text)
+            if not math.isfinite(value):
+                raise ValueError
         except ValueError:
             raise ValueError(f"expected {words[kind]}, got {text!r}") from None
         if (lo is not None and (value < lo or (lo_open and value == lo))) or \

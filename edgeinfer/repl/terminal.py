@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application.current import get_app
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
@@ -95,7 +96,6 @@ def make_key_bindings() -> KeyBindings:
 
 
 def _current_text() -> str:
-    from prompt_toolkit.application.current import get_app
     return get_app().current_buffer.text
 
 
