@@ -10,11 +10,11 @@ from rich.console import Console
 
 from edgeinfer.cli.output import stderr
 from edgeinfer.cli.run import load_model
+from edgeinfer.paths import chat_history_file
 from edgeinfer.repl.app import run_interactive, run_piped
 from edgeinfer.repl.commands import ChatOptions, CommandContext
 from edgeinfer.repl.render import Renderer
 from edgeinfer.repl.session import ChatSession, Settings
-from edgeinfer.repl.terminal import history_path
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -47,5 +47,5 @@ def main(args: argparse.Namespace) -> int:
                           progress=out.progress)
     ctx = CommandContext(session, options, model_name)
     if interactive:
-        return run_interactive(ctx, out, history=None if args.no_history else history_path())
+        return run_interactive(ctx, out, history=None if args.no_history else chat_history_file())
     return run_piped(ctx, out, sys.stdin, single=args.single)

@@ -20,16 +20,10 @@ from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings
 
-from edgeinfer.paths import data_dir
 
 FENCE = '"""'
 PROMPT = ">>> "
 CONTINUATION = "... "
-
-
-def history_path() -> Path:
-    """The chat's input history file, in the per-user data folder."""
-    return data_dir() / "chat_history"
 
 
 def open_block(text: str) -> bool:
