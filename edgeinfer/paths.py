@@ -29,3 +29,8 @@ def models_dir() -> Path:
     if override:
         return Path(override).expanduser()
     return data_dir() / "models"
+
+
+def chat_history_file() -> Path:
+    """The input history of ``edgeinfer chat``: ``<data dir>/chat_history`` (not created)."""
+    return data_dir() / "chat_history"

@@ -1,4 +1,4 @@
-"""``edgeinfer`` command line: run, info, bench, pull, models.
+"""``edgeinfer`` command line: run, chat, info, bench, pull, models.
 
 Every failure a user can cause (a bad path, an unknown model, a broken file, no network) ends as
 one ``error: ...`` line on stderr and exit status 1; Ctrl-C exits with 130. Tracebacks are shown
@@ -21,6 +21,7 @@ from edgeinfer.errors import EdgeInferError
 # model runtime.
 COMMANDS = {
     "run": "run:main",
+    "chat": "chat:main",
     "info": "info:main",
     "bench": "bench:main",
     "pull": "pull:main",

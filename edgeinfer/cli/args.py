@@ -39,6 +39,22 @@ def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
                    help="KV cache type for V (default: %(default)s)")
 
 
+def add_sampling_options(p: argparse.ArgumentParser) -> None:
+    """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed."""
+    p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
+                   help="temperature; 0 = greedy (default: %(default)s)")
+    p.add_argument("--top-k", type=int, default=DEFAULTS.top_k, metavar="K",
+                   help="keep the K most likely tokens; 0 = off (default: %(default)s)")
+    p.add_argument("--top-p", type=float, default=DEFAULTS.top_p, metavar="P",
+                   help="nucleus sampling; 1 = off (default: %(default)s)")
+    p.add_argument("--min-p", type=float, default=DEFAULTS.min_p, metavar="P",
+                   help="drop tokens below P x the top probability; 0 = off (default: %(default)s)")
+    p.add_argument("--repeat-penalty", type=float, default=DEFAULTS.repeat_penalty, metavar="R",
+                   help="penalise recently seen tokens; 1 = off (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S",
+                   help="random seed for reproducible sampling (default: random)")
+
+
 def _add_model(p: argparse.ArgumentParser) -> None:
     help_text = MODEL_HELP.format(names=", ".join(known_names()), default=default_model_name())
     p.add_argument("model", nargs="?", metavar="MODEL", help=help_text)
@@ -59,18 +75,7 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                    help="system message for --chat")
     p.add_argument("-n", "--n-predict", type=_positive_int, default=128, metavar="N",
                    help="maximum number of tokens to generate (default: %(default)s)")
-    p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
-                   help="temperature; 0 = greedy (default: %(default)s)")
-    p.add_argument("--top-k", type=int, default=DEFAULTS.top_k, metavar="K",
-                   help="keep the K most likely tokens; 0 = off (default: %(default)s)")
-    p.add_argument("--top-p", type=float, default=DEFAULTS.top_p, metavar="P",
-                   help="nucleus sampling; 1 = off (default: %(default)s)")
-    p.add_argument("--min-p", type=float, default=DEFAULTS.min_p, metavar="P",
-                   help="drop tokens below P x the top probability; 0 = off (default: %(default)s)")
-    p.add_argument("--repeat-penalty", type=float, default=DEFAULTS.repeat_penalty, metavar="R",
-                   help="penalise recently seen tokens; 1 = off (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S",
-                   help="random seed for reproducible sampling (default: random)")
+    add_sampling_options(p)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
     p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
@@ -87,6 +92,30 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--no-bos", action="store_true",
                    help="do not add the BOS token (or other special tokens) to the prompt; "
                         "not with --chat, where the chat template decides")
+
+
+def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("chat", parents=[common], help="chat with a model in the terminal",
+                       description="An interactive chat (type /help in it). With stdin not a "
+                                   "terminal, each line is a message and only the answers are "
+                                   "printed.")
+    _add_model(p)
+    system = p.add_mutually_exclusive_group()
+    system.add_argument("-s", "--system", metavar="TEXT", help="system prompt")
+    system.add_argument("--system-file", metavar="PATH", help="read the system prompt from a file")
+    p.add_argument("-n", "--max-tokens", type=_positive_int, default=1024, metavar="N",
+                   help="longest answer, in tokens (default: %(default)s)")
+    add_sampling_options(p)
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="CPU threads (default: physical cores)")
+    p.add_argument("-c", "--ctx-size", type=_non_negative_int, default=4096, metavar="N",
+                   help="context size in tokens, at most the model's trained context; 0 = the "
+                        "model's (default: %(default)s)")
+    add_kv_cache_options(p)
+    p.add_argument("--single", action="store_true",
+                   help="with piped input: the whole input is one message")
+    p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
+    p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
 
 
 def _int_list(text: str) -> list[int]:
@@ -137,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     _add_run(sub, common)
+    _add_chat(sub, common)
 
     p = sub.add_parser("info", parents=[common], help="show what is inside a model file")
     _add_model(p)
