@@ -95,6 +95,8 @@ class Model:
     n_ctx = property(lambda self: self._ctx.n_ctx)
     n_threads = property(lambda self: self._ctx.n_threads)
     load_ms = property(lambda self: self._core.load_ms)
+    fingerprint = property(lambda self: self._core.fingerprint,
+                           doc="64-bit hash of the file's header, metadata and tensor table.")
     file_size = property(lambda self: self._core.gguf.file_size)
     isa = property(lambda self: _core.isa())
     vocab = property(lambda self: self._core.vocab)

@@ -25,6 +25,7 @@ COMMANDS = {
     "bench": "bench:main",
     "pull": "pull:main",
     "models": "pull:list_models",
+    "serve": "serve:main",
 }
 
 
