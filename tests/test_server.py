@@ -326,3 +326,88 @@ def test_metrics_are_prometheus_text(server):
             "edgeinfer_queue_depth", "edgeinfer_prompt_cache_hit_tokens_total",
             "edgeinfer_generation_tokens_per_second"} <= names
     assert metric(server, "generated_tokens_total") > 0 and metric(server, "prompt_cache_hit_tokens_total") > 0
+
+
+# --- API key and the prompt cache on disk ---------------------------------------------------------
+
+KEY = "sk-test-123"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("prompt-cache")
+
+
+@pytest.fixture(scope="module")
+def keyed_server(smollm2_path, cache_dir, tmp_path_factory):
+    proc = ServerProcess(smollm2_path, "-c", "512", "-n", "8", "--api-key", KEY, "--prompt-cache-dir",
+                         str(cache_dir), "--prompt-cache-min", "32",
+                         log_path=tmp_path_factory.mktemp("keyed") / "server.log")
+    yield proc
+    proc.stop()
+
+
+def test_api_key_is_required_except_for_health(keyed_server):
+    wrong = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as err:
+        wrong.chat.completions.create(model="smollm2", messages=ask("Hi"), max_tokens=2)
+    assert err.value.code == "invalid_api_key"
+    assert httpx.get(f"{keyed_server.url}/v1/models").status_code == 401
+    assert httpx.get(f"{keyed_server.url}/health").status_code == 200
+    assert httpx.get(f"{keyed_server.url}/v1/models", headers={"X-Api-Key": KEY}).status_code == 200
+    right = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key=KEY, max_retries=0)
+    assert right.chat.completions.create(model="smollm2", messages=ask("Hi"), max_tokens=2).choices
+
+
+def test_shared_prefix_state_survives_a_restart(keyed_server, smollm2_path, cache_dir, tmp_path):
+    system = "You answer questions about the solar system, briefly and precisely. " * 6
+    client = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key=KEY, max_retries=0)
+
+    def chat(c: openai.OpenAI, question: str):
+        return c.chat.completions.create(model="smollm2", max_tokens=4, temperature=0, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": question}])
+
+    chat(client, "How many moons has Mars?")
+    second = chat(client, "What is the hottest planet?")   # shares the system prompt, then diverges
+    shared = second.usage.prompt_tokens_details.cached_tokens
+    assert shared > 60
+    assert len(list(cache_dir.rglob("*.eistate"))) == 1
+    restarted = ServerProcess(smollm2_path, "-c", "512", "-n", "8", "--api-key", KEY, "--prompt-cache-dir",
+                              str(cache_dir), log_path=tmp_path / "restarted.log")
+    try:
+        c2 = openai.OpenAI(base_url=f"{restarted.url}/v1", api_key=KEY, max_retries=0)
+        first = chat(c2, "Which planet has rings?")   # the first request after the restart
+        assert first.usage.prompt_tokens_details.cached_tokens == shared
+    finally:
+        restarted.stop()
+
+
+# --- fuzzing against the OpenAPI schema --------------------------------------------------------------
+
+def test_schemathesis_finds_no_server_errors(server):
+    """A bounded property-based pass (valid and invalid bodies from the published schema) over the
+    endpoints that take input: nothing may answer 5xx."""
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+    from schemathesis.checks import not_a_server_error
+
+    schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json").include(
+        path_regex=r"^/v1/(chat/completions|completions|tokenize|detokenize|models/\{model_id\})$")
+    cases = st.one_of(schema.as_strategy(generation_mode=schemathesis.GenerationMode.POSITIVE),
+                      schema.as_strategy(generation_mode=schemathesis.GenerationMode.NEGATIVE))
+    seen: dict[int, int] = {}
+    started = time.monotonic()
+
+    @settings(max_examples=50, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(case=cases)
+    def check(case):
+        if time.monotonic() - started > 60:   # a hard bound on the CI budget
+            return
+        response = case.call(base_url=server.url, timeout=60)
+        seen[response.status_code] = seen.get(response.status_code, 0) + 1
+        case.validate_response(response, checks=[not_a_server_error])
+
+    check()
+    assert sum(seen.values()) >= 20 and any(code < 300 for code in seen) and any(code >= 400 for code in seen)
+    print(f"\nschemathesis: status codes {dict(sorted(seen.items()))} in {time.monotonic() - started:.0f} s")
