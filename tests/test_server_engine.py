@@ -190,3 +190,24 @@ def test_api_key_as_bearer_or_header_and_cors_only_when_asked():
         r = client.get("/health", headers={"Origin": "http://evil.example"})
         assert "access-control-allow-origin" not in r.headers
         gate.set()
+
+
+@pytest.mark.realmodel
+def test_a_chat_template_refusal_is_a_400_with_the_reason(gemma3_path):
+    """Gemma's template raises on roles that do not alternate: the client gets that reason, not a
+    500 and not a prompt in some other format."""
+    from edgeinfer.model import Model
+
+    engine = Engine(lambda: Model.load(gemma3_path, n_ctx=256, n_threads=1), Metrics(), 4)
+    cfg = ServerConfig(model_path=gemma3_path, model_id="gemma3", accepted_model_ids=frozenset({"gemma3"}),
+                       max_tokens_limit=2)
+    with TestClient(create_app(cfg, engine)) as client:
+        assert engine.wait_ready(30)
+        r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "a"},
+                                                                    {"role": "user", "content": "b"}]})
+        assert r.status_code == 400
+        error = r.json()["error"]
+        assert error["code"] == "chat_template_error" and "alternate" in error["message"]
+        ok = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}],
+                                                       "max_tokens": 2})
+        assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] <= 2

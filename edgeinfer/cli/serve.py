@@ -20,6 +20,16 @@ from edgeinfer.sampling import SamplingParams
 API_KEY_ENV = "EDGEINFER_API_KEY"
 
 
+def bind_warning(host: str, has_api_key: bool) -> str | None:
+    """What to tell the user when `host` exposes the server beyond this machine, else None."""
+    from edgeinfer.server.config import is_loopback
+
+    if is_loopback(host):
+        return None
+    return (f"binding {host} makes the model reachable from other machines"
+            + ("" if has_api_key else " by anyone, without a key (consider --api-key)"))
+
+
 def make_config(args: argparse.Namespace, path: Path):
     from edgeinfer.server.config import ServerConfig, model_ids
 
@@ -41,7 +51,6 @@ def main(args: argparse.Namespace) -> int:
     import uvicorn
 
     from edgeinfer.server.app import create_app
-    from edgeinfer.server.config import is_loopback
     from edgeinfer.server.metrics import Metrics
     from edgeinfer.server.prompt_store import PromptStateStore
     from edgeinfer.server.worker import Engine, EngineState
@@ -80,10 +89,9 @@ def main(args: argparse.Namespace) -> int:
                     make_prompt_store=make_store if config.prompt_cache_dir else None,
                     on_load_failure=on_load_failure)
     app = create_app(config, engine)
-    if not is_loopback(args.host):
-        stderr.print(f"warning: binding {args.host} makes the model reachable from other machines"
-                     + ("" if config.api_key else " by anyone, without a key (consider --api-key)"),
-                     style="bold yellow", soft_wrap=True)
+    warning = bind_warning(args.host, bool(config.api_key))
+    if warning:
+        stderr.print(f"warning: {warning}", style="bold yellow", soft_wrap=True)
     host = f"[{args.host}]" if ":" in args.host else args.host
     stderr.print(f"edgeinfer serve: http://{host}:{args.port}/v1  (model id {config.model_id!r})",
                  soft_wrap=True)
