@@ -45,6 +45,14 @@ def metric(server, name: str) -> float:
 
 # --- models and health ------------------------------------------------------------------------
 
+def test_a_model_that_fails_to_load_stops_the_server(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        ServerProcess(bad, log_path=tmp_path / "server.log", timeout=30)
+    assert "cannot load the model" in (tmp_path / "server.log").read_text()
+
+
 def test_models_list_and_retrieve(client):
     assert [m.id for m in client.models.list().data] == [ALIAS]
     assert client.models.retrieve(ALIAS).id == ALIAS
@@ -291,6 +299,9 @@ def test_concurrent_streams_complete_in_arrival_order_without_interleaving(serve
         while accepted() < base + i + 1:
             assert time.monotonic() < deadline
             time.sleep(0.002)
+    started = time.perf_counter()   # the HTTP side answers while the engine works through the queue
+    assert httpx.get(f"{server.url}/health").status_code == 200
+    assert time.perf_counter() - started < 0.25
     for t in threads:
         t.join(120)
     for i in range(n):
@@ -316,6 +327,18 @@ def test_client_dropped_mid_stream_cancels_its_generation(server, client):
         time.sleep(0.01)
     reply = client.chat.completions.create(model=ALIAS, messages=ask("Hi"), max_tokens=4, temperature=0)
     assert reply.choices[0].message.content and reply.model_extra["timings"]["queue_ms"] < 500
+
+
+def test_client_gone_before_a_whole_response_cancels_it(server):
+    before = metric(server, 'requests_total{outcome="cancelled"}')
+    body = {"prompt": "A long list of animals: cat, dog,", "max_tokens": MAX_TOKENS_LIMIT,
+            "logit_bias": {"2": -100, "0": -100}}
+    with pytest.raises(httpx.ReadTimeout):   # the client gives up and closes the connection
+        httpx.post(f"{server.url}/v1/completions", json=body, timeout=httpx.Timeout(60, read=0.15))
+    gone = time.perf_counter()
+    while metric(server, 'requests_total{outcome="cancelled"}') == before:
+        assert time.perf_counter() - gone < 0.5, "the generation went on after its client left"
+        time.sleep(0.01)
 
 
 def test_metrics_are_prometheus_text(server):

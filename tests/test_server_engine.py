@@ -3,9 +3,11 @@ FIFO order, the queue limit, cancellation, /health while loading, the body limit
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -32,7 +34,7 @@ class ScriptedModel:
             assert self.gate.wait(10)
         result = GenerationResult(prompt_tokens=len(prompt))
         for i in range(max_tokens):
-            on_token(100 + i, __import__("numpy").zeros(8, dtype="float32"))
+            on_token(100 + i, np.zeros(8, dtype=np.float32))
             self.steps += 1
             result.tokens.append(100 + i)
             yield f"t{i} "
@@ -211,3 +213,40 @@ def test_a_chat_template_refusal_is_a_400_with_the_reason(gemma3_path):
         ok = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}],
                                                        "max_tokens": 2})
         assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] <= 2
+
+
+class BreakingModel(ScriptedModel):
+    """Fails after two tokens, as a generation that hits a fault would."""
+
+    def generate(self, prompt, max_tokens=4, on_token=None, **options):
+        for i in range(2):
+            on_token(100 + i, None)
+            yield f"t{i} "
+        raise RuntimeError("the engine broke")
+
+
+class PieceVocab:
+    def token_to_piece(self, token, special):
+        return f"<{token}>".encode()
+
+
+def test_an_error_after_the_stream_started_is_an_error_event_without_done():
+    from edgeinfer.server.responses import ChatResponses
+    from edgeinfer.server.sse import stream_job
+
+    engine = make_engine(BreakingModel())
+    assert engine.wait_ready(5)
+
+    async def main():
+        job = GenerationJob([1], {"max_tokens": 10})
+        engine.submit(job)
+        return [chunk async for chunk in stream_job(job, ChatResponses("m", "fp", PieceVocab(), False), True)]
+
+    chunks = asyncio.run(main())
+    payloads = [json.loads(c[len(b"data: "):]) for c in chunks]
+    assert payloads[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert [p["choices"][0]["delta"]["content"] for p in payloads[1:3]] == ["t0 ", "t1 "]
+    assert payloads[-1]["error"]["type"] == "server_error" and "the engine broke" in payloads[-1]["error"]["message"]
+    assert all(c.startswith(b"data: {") and c.endswith(b"\n\n") for c in chunks)   # no [DONE]
+    assert engine.metrics.snapshot().requests_failed == 1
+    engine.shutdown()
