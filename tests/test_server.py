@@ -126,10 +126,9 @@ def test_sse_wire_format(server):
     assert payloads[-1]["choices"] == [] and "usage" in payloads[-1] and "timings" in payloads[-1]
 
 
-def test_sampling_fields_are_honoured(client):
+def test_sampling_fields_are_honoured(server, client):
     # logit_bias: +100 on one token makes greedy decoding emit only it.
-    token = httpx.post(f"{client.base_url}".replace("/v1/", "") + "/tokenize",
-                       json={"content": " banana"}).json()["tokens"][0]
+    token = httpx.post(f"{server.url}/tokenize", json={"content": " banana"}).json()["tokens"][0]
     reply = client.chat.completions.create(model=ALIAS, messages=ask("Hi"), max_tokens=3, temperature=0,
                                            logit_bias={str(token): 100})
     assert reply.choices[0].message.content == " banana" * 3
@@ -204,6 +203,7 @@ def test_unknown_model_is_404(client):
     ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
      "response_format", "not_supported"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"abc": 1}}, "logit_bias", "invalid_value"),
+    ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"\u00b2": 1}}, "logit_bias", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"999999": 1}}, "logit_bias", "invalid_value"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages", "invalid_value"),

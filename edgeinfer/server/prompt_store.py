@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edgeinfer.errors import StateFileError
+from edgeinfer.errors import EdgeInferError, StateFileError
 from edgeinfer.model import Model
 
 log = logging.getLogger("edgeinfer.server")
@@ -78,7 +78,11 @@ class PromptStateStore:
         if path.exists():
             os.utime(path)   # most recently used
             return path
-        self.model.save_state(path)
+        try:
+            self.model.save_state(path)
+        except (OSError, EdgeInferError) as exc:   # a full disk must not fail the request
+            log.warning("prompt cache: could not save %s: %s", path, exc)
+            return None
         log.info("prompt cache: saved a shared prefix of %d tokens to %s", shared, path.name)
         for old in self.files()[:-self.max_files]:
             old.unlink(missing_ok=True)

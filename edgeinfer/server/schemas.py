@@ -8,12 +8,14 @@ names the feature instead of looking like a type error.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
+TOKEN_ID = re.compile(r"\s*-?[0-9]{1,12}\s*")
 
 
 class _Request(BaseModel):
@@ -58,7 +60,7 @@ class SamplingFields(_Request):
     @classmethod
     def _logit_bias(cls, value: dict[str, float] | None) -> dict[str, float] | None:
         for key, bias in (value or {}).items():
-            if not key.strip().lstrip("-").isdigit():
+            if not TOKEN_ID.fullmatch(key):
                 raise ValueError(f"keys must be token ids, got {key!r}")
             if not -100.0 <= bias <= 100.0:
                 raise ValueError(f"bias for token {key} must be in [-100, 100], got {bias}")

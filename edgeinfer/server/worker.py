@@ -69,8 +69,8 @@ class GenerationJob:
     logprobs: int | None = None
     accepted_at: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
-    _loop: asyncio.AbstractEventLoop | None = None
-    _events: asyncio.Queue | None = None
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+    _events: asyncio.Queue | None = field(default=None, init=False, repr=False)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -117,6 +117,7 @@ class Engine:
         self._queue: queue.Queue[GenerationJob | None] = queue.Queue()
         self._submit_lock = threading.Lock()
         self._current: GenerationJob | None = None
+        self._in_flight = 0   # submitted and not yet done (queued or running)
         self._thread = threading.Thread(target=self._run, name="edgeinfer-engine", daemon=True)
 
     # --- the HTTP side ---------------------------------------------------------------------------
@@ -151,6 +152,11 @@ class Engine:
                                     f"Retry later.", type="server_error", code="queue_full",
                                headers={"Retry-After": str(RETRY_AFTER_S)})
             self._queue.put(job)
+            self._in_flight += 1
+
+    def _done(self) -> None:
+        with self._submit_lock:
+            self._in_flight -= 1
 
     @property
     def queue_depth(self) -> int:
@@ -158,7 +164,7 @@ class Engine:
 
     @property
     def in_flight(self) -> int:
-        return self._queue.qsize() + (self._current is not None)
+        return self._in_flight
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Cancels the running job, drops queued ones and stops the thread."""
@@ -171,6 +177,7 @@ class Engine:
                 if job is not None:
                     job.cancel()
                     job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error")))
+                    self._in_flight -= 1
             current = self._current
             if current is not None:
                 current.cancel()
@@ -197,14 +204,15 @@ class Engine:
             job = self._queue.get()
             if job is None:
                 return
-            if job.cancelled.is_set():
-                self.metrics.record_cancelled()
-                continue
             self._current = job
             try:
-                self._serve(job)
+                if job.cancelled.is_set():   # its client left while it waited
+                    self.metrics.record_cancelled()
+                else:
+                    self._serve(job)
             finally:
                 self._current = None
+                self._done()
 
     def _serve(self, job: GenerationJob) -> None:
         started = time.perf_counter()
