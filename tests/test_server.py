@@ -382,6 +382,15 @@ def test_api_key_is_required_except_for_health(keyed_server):
     assert right.chat.completions.create(model="smollm2", messages=ask("Hi"), max_tokens=2).choices
 
 
+def test_max_tokens_past_the_context_end_is_clamped_with_length(keyed_server):
+    client = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key=KEY, max_retries=0)
+    prompt = [1] + [28120, 905] * 254   # 509 token ids: 3 positions of the 512-token context remain
+    reply = client.completions.create(model="smollm2", prompt=prompt, max_tokens=100,
+                                      logit_bias={"0": -100, "2": -100})   # no end-of-text
+    assert reply.choices[0].finish_reason == "length"
+    assert reply.usage.prompt_tokens == 509 and reply.usage.completion_tokens == 512 - 509 + 1
+
+
 def test_shared_prefix_state_survives_a_restart(keyed_server, smollm2_path, cache_dir, tmp_path):
     system = "You answer questions about the solar system, briefly and precisely. " * 6
     client = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key=KEY, max_retries=0)
