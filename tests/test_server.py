@@ -126,6 +126,18 @@ def test_sse_wire_format(server):
     assert payloads[-1]["choices"] == [] and "usage" in payloads[-1] and "timings" in payloads[-1]
 
 
+def test_stream_deltas_never_split_a_character(server):
+    body = {"prompt": "Emoji row: " + "\U0001F642" * 8, "max_tokens": 12, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=60) as r:
+        payloads = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+    deltas = [p["choices"][0]["text"] for p in payloads if p["choices"] and p["choices"][0]["text"]]
+    n_tokens = payloads[-1]["usage"]["completion_tokens"]
+    assert any(ord(c) > 0xFFFF for c in "".join(deltas))   # emoji were generated...
+    assert len(deltas) < n_tokens                           # ...each from several tokens...
+    assert all("\ufffd" not in d for d in deltas)           # ...and sent whole
+
+
 def test_sampling_fields_are_honoured(server, client):
     # logit_bias: +100 on one token makes greedy decoding emit only it.
     token = httpx.post(f"{server.url}/tokenize", json={"content": " banana"}).json()["tokens"][0]
