@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from edgeinfer import __version__
 from edgeinfer.server import prompts, schemas as s
 from edgeinfer.server.config import ServerConfig
-from edgeinfer.server.errors import APIError, from_exception, install_error_handlers
+from edgeinfer.server.errors import from_exception, install_error_handlers
 from edgeinfer.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware, JsonBodyMiddleware
 from edgeinfer.server.responses import ChatResponses, CompletionResponses
 from edgeinfer.server.sse import HEADERS, MEDIA_TYPE, stream_job

@@ -118,6 +118,7 @@ class Engine:
         self._submit_lock = threading.Lock()
         self._current: GenerationJob | None = None
         self._in_flight = 0   # submitted and not yet done (queued or running)
+        self._settled = threading.Event()   # set when loading has succeeded or failed
         self._thread = threading.Thread(target=self._run, name="edgeinfer-engine", daemon=True)
 
     # --- the HTTP side ---------------------------------------------------------------------------
@@ -125,11 +126,8 @@ class Engine:
         self._thread.start()
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.state is EngineState.LOADING:
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
+        """Waits until loading ends; True if the model is ready."""
+        self._settled.wait(timeout)
         return self.state is EngineState.READY
 
     def require_model(self) -> Model:
@@ -195,11 +193,13 @@ class Engine:
             self.error = exc
             self.state = EngineState.FAILED
             log.error("model failed to load: %s", exc)
+            self._settled.set()
             if self._on_load_failure is not None:
                 self._on_load_failure(exc)
             return
         self.model = model
         self.state = EngineState.READY
+        self._settled.set()
         while True:
             job = self._queue.get()
             if job is None:
