@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -34,6 +35,13 @@ def state_name(tokens: Sequence[int]) -> str:
     """The file name of the state holding exactly `tokens`."""
     digest = hashlib.sha256(np.asarray(tokens, dtype=np.int32).tobytes()).hexdigest()
     return f"{len(tokens)}-{digest[:24]}{SUFFIX}"
+
+
+def _touch(path: Path) -> None:
+    """Marks `path` most recently used. The clock is read here because file systems stamp
+    writes with a coarse clock, which would tie files saved within a few milliseconds."""
+    now = time.time_ns()
+    os.utime(path, ns=(now, now))
 
 
 class PromptStateStore:
@@ -76,13 +84,14 @@ class PromptStateStore:
             return None
         path = self.folder / state_name(prefix)
         if path.exists():
-            os.utime(path)   # most recently used
+            _touch(path)   # most recently used
             return path
         try:
             self.model.save_state(path)
         except (OSError, EdgeInferError) as exc:   # a full disk must not fail the request
             log.warning("prompt cache: could not save %s: %s", path, exc)
             return None
+        _touch(path)
         log.info("prompt cache: saved a shared prefix of %d tokens to %s", shared, path.name)
         for old in self.files()[:-self.max_files]:
             old.unlink(missing_ok=True)
