@@ -89,6 +89,28 @@ def test_chat_completion_is_the_library_answer(client, smollm2_path):
     assert timings["ttft_ms"] > 0 and timings["predicted_n"] == u.completion_tokens
 
 
+def test_message_forms_reach_the_template(client):
+    def prompt_tokens(messages, **kw) -> tuple[int, str]:
+        reply = client.chat.completions.create(model=ALIAS, messages=messages, max_tokens=4, temperature=0, **kw)
+        return reply.usage.prompt_tokens, reply.choices[0].message.content
+
+    plain = prompt_tokens([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])
+    # "developer" is the system role of newer OpenAI models; text parts are joined text.
+    assert prompt_tokens([{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]) == plain
+    assert prompt_tokens([{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                          {"role": "user", "content": [{"type": "text", "text": "Hi"}]}]) == plain
+    # A tool result is a turn of its own.
+    with_tool = prompt_tokens([{"role": "user", "content": "Weather?"},
+                               {"role": "assistant", "content": "Checking."},
+                               {"role": "tool", "content": "Sunny, 21 C", "tool_call_id": "call_1"}])
+    assert with_tool[0] > 10
+    # stop as a single string
+    text = plain[1]
+    assert len(text) > 2 and text.find(text[1:3]) == 1
+    assert prompt_tokens([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+                         stop=text[1:3])[1] == text[:1]
+
+
 def test_stream_matches_the_whole_response_and_ends_with_usage(client):
     messages = ask("Name three colours.")
     whole = client.chat.completions.create(model=ALIAS, messages=messages, max_tokens=16, temperature=0)
