@@ -452,10 +452,13 @@ def test_shared_prefix_state_survives_a_restart(keyed_server, smollm2_path, cach
 
 def test_schemathesis_finds_no_server_errors(server):
     """A bounded property-based pass (valid and invalid bodies from the published schema) over the
-    endpoints that take input: nothing may answer 5xx."""
+    endpoints that take input: nothing may answer 5xx, and every answer has a documented status,
+    content type and body shape."""
     import schemathesis
     from hypothesis import HealthCheck, Phase, given, settings, strategies as st
     from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
+                                                   status_code_conformance)
 
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json").include(
         path_regex=r"^/v1/(chat/completions|completions|tokenize|detokenize|models/\{model_id\})$")
@@ -472,7 +475,8 @@ def test_schemathesis_finds_no_server_errors(server):
             return
         response = case.call(base_url=server.url, timeout=60)
         seen[response.status_code] = seen.get(response.status_code, 0) + 1
-        case.validate_response(response, checks=[not_a_server_error])
+        case.validate_response(response, checks=[not_a_server_error, status_code_conformance,
+                                                 content_type_conformance, response_schema_conformance])
 
     check()
     assert sum(seen.values()) >= 20 and any(code < 300 for code in seen) and any(code >= 400 for code in seen)
