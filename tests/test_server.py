@@ -53,6 +53,24 @@ def test_a_model_that_fails_to_load_stops_the_server(tmp_path):
     assert "cannot load the model" in (tmp_path / "server.log").read_text()
 
 
+def test_ctrl_c_ends_open_streams_with_an_error_event_and_exits(smollm2_path, tmp_path):
+    import signal
+
+    proc = ServerProcess(smollm2_path, "-c", "512", log_path=tmp_path / "server.log")
+    try:
+        body = {"prompt": "A long list of fruits: apple,", "max_tokens": 500, "stream": True,
+                "logit_bias": {"0": -100, "2": -100}}
+        with httpx.stream("POST", f"{proc.url}/v1/completions", json=body, timeout=30) as r:
+            lines = r.iter_lines()
+            assert next(lines).startswith("data: {")
+            proc.proc.send_signal(signal.SIGINT)
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert json.loads(rest[-1][6:])["error"]["code"] == "shutting_down"
+        assert proc.proc.wait(10) == 130   # the CLI's exit status for Ctrl-C
+    finally:
+        proc.stop()
+
+
 def test_models_list_and_retrieve(client):
     assert [m.id for m in client.models.list().data] == [ALIAS]
     assert client.models.retrieve(ALIAS).id == ALIAS

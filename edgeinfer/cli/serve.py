@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -95,8 +96,15 @@ def main(args: argparse.Namespace) -> int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     stderr.print(f"edgeinfer serve: http://{host}:{args.port}/v1  (model id {config.model_id!r})",
                  soft_wrap=True)
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, access_log=verbose,
-                                           log_level="info" if verbose else "warning",
-                                           timeout_graceful_shutdown=3))
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            # uvicorn waits for open connections before the app's shutdown runs: end the
+            # generations first, so streams close with an error event instead of being cut.
+            # (A thread, not this signal handler, takes the engine's lock.)
+            threading.Thread(target=engine.cancel_all, daemon=True).start()
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, host=args.host, port=args.port, access_log=verbose,
+                                   log_level="info" if verbose else "warning", timeout_graceful_shutdown=3))
     server.run()
     return 1 if engine.state is EngineState.FAILED else 0

@@ -164,8 +164,9 @@ class Engine:
     def in_flight(self) -> int:
         return self._in_flight
 
-    def shutdown(self, timeout: float = 5.0) -> None:
-        """Cancels the running job, drops queued ones and stops the thread."""
+    def cancel_all(self) -> None:
+        """Fails the queued jobs and cancels the running one (its client gets an error event at
+        the next token), so open streams end at once when the server is asked to stop."""
         with self._submit_lock:
             while True:
                 try:
@@ -174,12 +175,17 @@ class Engine:
                     break
                 if job is not None:
                     job.cancel()
-                    job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error")))
+                    job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error",
+                                             code="shutting_down")))
                     self._in_flight -= 1
             current = self._current
             if current is not None:
                 current.cancel()
-            self._queue.put(None)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """cancel_all(), then stops the engine thread."""
+        self.cancel_all()
+        self._queue.put(None)
         if self._thread.is_alive():
             self._thread.join(timeout)
 
@@ -244,8 +250,8 @@ class Engine:
             self.metrics.record_cancelled()
             log.info("generation cancelled")
             # Usually nobody listens any more; on shutdown this ends the client's stream.
-            job.emit(Failed(APIError(503, "The generation was cancelled (server shutting down).",
-                                     type="server_error", code="cancelled")))
+            job.emit(Failed(APIError(503, "The generation was cancelled (the server is shutting down).",
+                                     type="server_error", code="shutting_down")))
             return
         except Exception as exc:  # noqa: BLE001 - sent to the client, the engine goes on
             self.metrics.record_failed()
