@@ -353,7 +353,7 @@ def test_concurrent_streams_complete_in_arrival_order_without_interleaving(serve
             time.sleep(0.002)
     started = time.perf_counter()   # the HTTP side answers while the engine works through the queue
     assert httpx.get(f"{server.url}/health").status_code == 200
-    assert time.perf_counter() - started < 1.0   # while ~8 generations (several seconds) wait
+    assert time.perf_counter() - started < 0.5   # while the engine still has 1-2 s of queued work
     for t in threads:
         t.join(120)
     for i in range(n):
