@@ -11,14 +11,14 @@ from __future__ import annotations
 import codecs
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Sequence
+from typing import Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
 from edgeinfer import _core
 from edgeinfer.errors import ContextOverflowError
 from edgeinfer.prompt_cache import PromptCache
-from edgeinfer.sampling import SamplingParams
+from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
 
 __all__ = ["GenerationResult", "PromptCache", "Timings", "generate_step", "make_token_picker", "stream_generate",
            "CONTEXT_OVERFLOW_POLICIES"]
@@ -29,12 +29,14 @@ CONTEXT_OVERFLOW_POLICIES = ("stop", "shift")
 
 # Picks the next token from the last position's logits and the token history.
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
+# Sees each generated token and the logits it was drawn from (see stream_generate).
+TokenHook = Callable[[int, np.ndarray], None]
 
 
-def make_token_picker(params: SamplingParams) -> Sampler:
-    """The history-dependent penalties followed by the sampler, as one function."""
+def make_token_picker(params: SamplingParams, logit_bias: Mapping[int, float] | None = None) -> Sampler:
+    """The logit bias and the history-dependent penalties followed by the sampler, as one function."""
     sample = params.make_sampler()
-    processors = params.make_logits_processors()
+    processors = make_logit_bias_processor(logit_bias) + params.make_logits_processors()
     if not processors:
         return lambda logits, history: sample(logits)
 
@@ -134,9 +136,15 @@ def stream_generate(
     load_ms: float = 0.0,
     context_overflow: str = "stop",
     n_keep: int = 0,
+    on_token: TokenHook | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
-    `context_overflow` / `n_keep`: see generate_step."""
+    `context_overflow` / `n_keep`: see generate_step.
+
+    `on_token(token, logits)` is called once per generated token (not for the end-of-generation
+    token), before the token's own decode step, with the raw logits it was drawn from (a view of
+    the core's buffer, valid only during the call). It may raise to abort the generation at once
+    (e.g. a cancelled request): the exception propagates and the prompt cache stays consistent."""
     vocab = model_core.vocab
     stops = [s for s in stop if s]
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -151,6 +159,8 @@ def stream_generate(
             finish = "stop"
             result.eog_token = token
             break
+        if on_token is not None:
+            on_token(token, cache.ctx.logits[-1])
         result.tokens.append(token)
         text += decoder.decode(vocab.token_to_piece(token, False))
         if stops:

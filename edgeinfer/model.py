@@ -5,7 +5,7 @@ import os
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generator, Sequence
+from typing import Any, Generator, Mapping, Sequence
 
 import numpy as np
 
@@ -14,7 +14,7 @@ import dataclasses
 
 from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_chat_template,
                                      template_for_vocab)
-from edgeinfer.generate import GenerationResult, make_token_picker, stream_generate
+from edgeinfer.generate import GenerationResult, TokenHook, make_token_picker, stream_generate
 from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
 from edgeinfer.sampling import DEFAULTS
 
@@ -95,6 +95,8 @@ class Model:
     n_ctx = property(lambda self: self._ctx.n_ctx)
     n_threads = property(lambda self: self._ctx.n_threads)
     load_ms = property(lambda self: self._core.load_ms)
+    fingerprint = property(lambda self: self._core.fingerprint,
+                           doc="64-bit hash of the file's header, metadata and tensor table.")
     file_size = property(lambda self: self._core.gguf.file_size)
     isa = property(lambda self: _core.isa())
     vocab = property(lambda self: self._core.vocab)
@@ -152,6 +154,10 @@ class Model:
         add_special: bool = True,
         context_overflow: str = "stop",
         n_keep: int | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        logit_bias: Mapping[int, float] | None = None,
+        on_token: TokenHook | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -162,19 +168,28 @@ class Model:
         When generation reaches the end of the context, `context_overflow="stop"` (default) ends
         it with finish_reason "length"; "shift" keeps the first `n_keep` tokens (default: the BOS
         token if the prompt starts with it), drops the oldest half of the rest and continues.
-        A prompt that does not fit raises ContextOverflowError."""
+        A prompt that does not fit raises ContextOverflowError.
+
+        `logit_bias` maps token ids to values added to their logits before sampling (OpenAI's
+        meaning). `on_token(token, logits)` sees every generated token and its raw logits, and may
+        raise to abort (see `stream_generate`)."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         overrides = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                         repeat_penalty=repeat_penalty, seed=seed)
+                         repeat_penalty=repeat_penalty, seed=seed, presence_penalty=presence_penalty,
+                         frequency_penalty=frequency_penalty)
         params = dataclasses.replace(DEFAULTS, **{k: v for k, v in overrides.items() if v is not None})
-        sampler = make_token_picker(params)
+        if logit_bias:
+            bad = [t for t in logit_bias if not 0 <= int(t) < self.n_vocab]
+            if bad:
+                raise ValueError(f"logit_bias: token id {bad[0]} is outside the vocabulary (0..{self.n_vocab - 1})")
+        sampler = make_token_picker(params, logit_bias)
         if n_keep is None:
             bos = self._core.vocab.bos
             n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
         return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
-                               context_overflow=context_overflow, n_keep=n_keep)
+                               context_overflow=context_overflow, n_keep=n_keep, on_token=on_token)
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
         """Runs generate() to the end and returns its result."""

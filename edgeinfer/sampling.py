@@ -2,7 +2,8 @@
 
 The chain, in llama.cpp's order::
 
-    penalties (repeat / presence / frequency over the last n tokens)   apply_penalties
+    logit bias (per-token additive, optional)                         apply_logit_bias
+    -> penalties (repeat / presence / frequency over the last n tokens) apply_penalties
     -> top-k -> top-p -> min-p                                          filters on raw logits
     -> temperature -> softmax -> draw (seeded numpy Generator)
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -107,6 +108,30 @@ def make_logits_processors(repeat_penalty: float = DEFAULTS.repeat_penalty,
                                frequency_penalty=frequency_penalty)
 
     return [penalties]
+
+
+def apply_logit_bias(logits: np.ndarray, bias: Mapping[int, float]) -> np.ndarray:
+    """Adds ``bias[id]`` to each listed token's logit (OpenAI's ``logit_bias``: -100 all but bans
+    a token, +100 all but forces it). Returns ``logits`` itself when ``bias`` is empty, otherwise
+    a biased copy. Ids outside the vocabulary raise ValueError."""
+    if not bias:
+        return logits
+    ids = np.fromiter(bias.keys(), dtype=np.int64, count=len(bias))
+    if ids.min() < 0 or ids.max() >= len(logits):
+        bad = int(ids[(ids < 0) | (ids >= len(logits))][0])
+        raise ValueError(f"logit_bias: token id {bad} is outside the vocabulary (0..{len(logits) - 1})")
+    out = np.array(logits, dtype=np.float32, copy=True)
+    out[ids] += np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
+    return out
+
+
+def make_logit_bias_processor(bias: Mapping[int, float] | None) -> list[LogitsProcessor]:
+    """``[f(logits, history) -> logits]`` adding ``bias`` (empty when there is none). It goes
+    first in the chain, before the penalties, as in llama.cpp."""
+    if not bias:
+        return []
+    frozen = {int(k): float(v) for k, v in bias.items()}
+    return [lambda logits, history: apply_logit_bias(logits, frozen)]
 
 
 # -- filters ---------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from edgeinfer.sampling import (
-    DEFAULTS, SamplingParams, apply_min_p, apply_penalties, apply_top_k, apply_top_p,
-    make_logits_processors, make_sampler, sort_desc,
+    DEFAULTS, SamplingParams, apply_logit_bias, apply_min_p, apply_penalties, apply_top_k, apply_top_p,
+    make_logit_bias_processor, make_logits_processors, make_sampler, sort_desc,
 )
 
 
@@ -185,3 +185,38 @@ def test_logits_processor_applies_penalty():
     out = proc(np.array([4.0, 4.0], np.float32), [1])
     np.testing.assert_allclose(out, [4.0, 2.0])
 
+
+
+def test_logit_bias_adds_to_listed_tokens_only():
+    logits = random_logits(10)
+    before = logits.copy()
+    out = apply_logit_bias(logits, {3: 5.0, 7: -100.0})
+    expected = logits.copy()
+    expected[3] += 5.0
+    expected[7] -= 100.0
+    np.testing.assert_allclose(out, expected)
+    np.testing.assert_array_equal(logits, before)  # the input is untouched
+
+
+def test_empty_logit_bias_returns_input_without_copy():
+    logits = random_logits(10)
+    assert apply_logit_bias(logits, {}) is logits
+    assert make_logit_bias_processor(None) == [] and make_logit_bias_processor({}) == []
+
+
+def test_logit_bias_outside_vocabulary_is_an_error():
+    with pytest.raises(ValueError, match="token id 10"):
+        apply_logit_bias(random_logits(10), {10: 1.0})
+    with pytest.raises(ValueError, match="token id -1"):
+        apply_logit_bias(random_logits(10), {-1: 1.0})
+
+
+def test_logit_bias_goes_before_penalties_in_the_token_picker():
+    from edgeinfer.generate import make_token_picker
+
+    logits = np.zeros(8, dtype=np.float32)
+    logits[2] = 1.0
+    greedy = SamplingParams(temperature=0.0, presence_penalty=2.0)
+    pick = make_token_picker(greedy, logit_bias={5: 1.5})
+    assert pick(logits, []) == 5          # bias lifts 5 above 2
+    assert pick(logits, [5]) == 2         # ... and the presence penalty then drops it again

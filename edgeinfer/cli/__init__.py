@@ -26,6 +26,7 @@ COMMANDS = {
     "bench": "bench:main",
     "pull": "pull:main",
     "models": "pull:list_models",
+    "serve": "serve:main",
 }
 
 

@@ -40,7 +40,7 @@ def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
-    """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed."""
+    """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed (defaults: SamplingParams)."""
     p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
                    help="temperature; 0 = greedy (default: %(default)s)")
     p.add_argument("--top-k", type=int, default=DEFAULTS.top_k, metavar="K",
@@ -150,6 +150,42 @@ def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
+def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("serve", parents=[common], help="serve a model over an OpenAI-compatible HTTP API",
+                       description="A local OpenAI-compatible server (/v1/chat/completions, /v1/completions, "
+                                   "/v1/models, /health, /metrics, /tokenize, /detokenize). One model, one "
+                                   "request in the engine at a time, the rest queued in order.")
+    _add_model(p)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind; anything but loopback exposes the model to the network "
+                        "(default: %(default)s)")
+    p.add_argument("--port", type=int, default=8080, help="port to bind (default: %(default)s)")
+    p.add_argument("--alias", metavar="NAME", help="model id to report and accept (default: the model's name)")
+    p.add_argument("--api-key", metavar="KEY",
+                   help="require this key as 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' "
+                        "(/health stays open; default: $EDGEINFER_API_KEY, else no key)")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser pages from ORIGIN (repeatable; '*' = any); default: CORS off")
+    p.add_argument("-c", "--ctx-size", type=_non_negative_int, default=2048, metavar="N",
+                   help="context size in tokens, at most the model's trained context; 0 = the "
+                        "model's (default: %(default)s)")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="CPU threads (default: physical cores)")
+    add_kv_cache_options(p)
+    p.add_argument("-n", "--n-predict", type=_positive_int, default=None, metavar="N",
+                   help="tokens per request at most; larger max_tokens are clamped (default: the context)")
+    add_sampling_options(p)
+    p.add_argument("--max-queue", type=_positive_int, default=32, metavar="N",
+                   help="requests that may wait for the engine; more get 503 (default: %(default)s)")
+    p.add_argument("--max-body", type=_positive_int, default=8 * 1024 * 1024, metavar="BYTES",
+                   help="largest request body accepted (default: %(default)s)")
+    p.add_argument("--prompt-cache-dir", metavar="DIR",
+                   help="keep the KV state of long shared prompt prefixes (e.g. a system prompt) in DIR "
+                        "across restarts")
+    p.add_argument("--prompt-cache-min", type=_positive_int, default=64, metavar="N",
+                   help="shortest shared prefix saved to --prompt-cache-dir (default: %(default)s tokens)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``edgeinfer`` argument parser."""
     # Accept --verbose both before and after the command; SUPPRESS keeps a subcommand's default
@@ -182,4 +218,5 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="fetch again even if present")
 
     sub.add_parser("models", parents=[common], help="list known models and whether they are pulled")
+    _add_serve(sub, common)
     return parser

@@ -1,0 +1,60 @@
+"""The server's settings, made once from the command line and passed down."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from edgeinfer.models import load_manifest
+from edgeinfer.sampling import DEFAULTS, SamplingParams
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_MAX_QUEUE = 32                 # requests waiting for the engine; more get 503
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_PROMPT_STATE_MIN_TOKENS = 64   # shared prefixes shorter than this are not saved
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    model_path: Path
+    model_id: str                                   # the id /v1/models reports
+    accepted_model_ids: frozenset[str]              # ids a request's "model" may name
+    n_ctx: int = 2048
+    n_threads: int | None = None
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    sampling: SamplingParams = DEFAULTS             # defaults for fields a request leaves out
+    max_tokens_limit: int | None = None             # -n: tokens per request at most (None = context)
+    api_key: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    max_queue: int = DEFAULT_MAX_QUEUE
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    prompt_cache_dir: Path | None = None
+    prompt_state_min_tokens: int = DEFAULT_PROMPT_STATE_MIN_TOKENS
+
+
+def model_ids(path: Path, requested: str | None, alias: str | None) -> tuple[str, frozenset[str]]:
+    """The model id to report and every id a request may use for this model: the alias, the
+    name it was asked for, its manifest name and aliases, the file name and its stem."""
+    names = {path.name, path.stem}
+    entry_name = None
+    for entry in load_manifest().values():
+        if entry.filename == path.name:
+            entry_name = entry.name
+            names.update({entry.name, *entry.aliases})
+    if requested:
+        names.add(requested)
+    model_id = alias or entry_name or path.stem
+    names.add(model_id)
+    return model_id, frozenset(names)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server on this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,102 @@
+"""Counters for ``GET /metrics``, in Prometheus' text exposition format.
+
+The worker thread records each finished generation; the HTTP side records rejections. Gauges
+that describe the present (queue depth, requests in flight) are read from the engine when the
+metrics are rendered, so they cannot drift.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+PREFIX = "edgeinfer_"
+
+
+@dataclass
+class _Totals:
+    requests_ok: int = 0
+    requests_cancelled: int = 0
+    requests_failed: int = 0
+    requests_rejected: int = 0           # refused before reaching the engine (queue full, loading)
+    prompt_tokens: int = 0               # prompt tokens of finished requests, cached or not
+    prompt_tokens_decoded: int = 0
+    prompt_cache_hit_tokens: int = 0
+    generated_tokens: int = 0
+    prompt_seconds: float = 0.0
+    generation_seconds: float = 0.0
+    last_prompt_tok_s: float = 0.0
+    last_generation_tok_s: float = 0.0
+
+
+class Metrics:
+    """Thread-safe counters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._t = _Totals()
+
+    def record_generation(self, prompt_tokens: int, cached_tokens: int, generated: int, prompt_s: float,
+                          gen_s: float, prompt_tok_s: float, gen_tok_s: float) -> None:
+        with self._lock:
+            t = self._t
+            t.requests_ok += 1
+            t.prompt_tokens += prompt_tokens
+            t.prompt_tokens_decoded += prompt_tokens - cached_tokens
+            t.prompt_cache_hit_tokens += cached_tokens
+            t.generated_tokens += generated
+            t.prompt_seconds += prompt_s
+            t.generation_seconds += gen_s
+            if prompt_tok_s > 0:
+                t.last_prompt_tok_s = prompt_tok_s
+            if gen_tok_s > 0:
+                t.last_generation_tok_s = gen_tok_s
+
+    def record_cancelled(self) -> None:
+        with self._lock:
+            self._t.requests_cancelled += 1
+
+    def record_failed(self) -> None:
+        with self._lock:
+            self._t.requests_failed += 1
+
+    def record_rejected(self) -> None:
+        with self._lock:
+            self._t.requests_rejected += 1
+
+    def snapshot(self) -> _Totals:
+        with self._lock:
+            return _Totals(**vars(self._t))
+
+    def render(self, in_flight: int, queue_depth: int, model_loaded: bool) -> str:
+        """The Prometheus text for these counters and the engine's present state."""
+        t = self.snapshot()
+        lines: list[str] = []
+
+        def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+            lines.append(f"# HELP {PREFIX}{name} {help_text}")
+            lines.append(f"# TYPE {PREFIX}{name} {kind}")
+            for labels, value in samples:
+                lines.append(f"{PREFIX}{name}{labels} {value:g}" if isinstance(value, float)
+                             else f"{PREFIX}{name}{labels} {value}")
+
+        metric("requests_total", "counter", "Generation requests by outcome.", [
+            ('{outcome="ok"}', t.requests_ok), ('{outcome="cancelled"}', t.requests_cancelled),
+            ('{outcome="error"}', t.requests_failed), ('{outcome="rejected"}', t.requests_rejected)])
+        metric("prompt_tokens_total", "counter", "Prompt tokens of finished requests (cached or not).",
+               [("", t.prompt_tokens)])
+        metric("prompt_tokens_decoded_total", "counter", "Prompt tokens that needed a prefill.",
+               [("", t.prompt_tokens_decoded)])
+        metric("prompt_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prompt cache.",
+               [("", t.prompt_cache_hit_tokens)])
+        metric("generated_tokens_total", "counter", "Generated tokens.", [("", t.generated_tokens)])
+        metric("prompt_seconds_total", "counter", "Time spent in prefill.", [("", float(t.prompt_seconds))])
+        metric("generation_seconds_total", "counter", "Time spent generating.",
+               [("", float(t.generation_seconds))])
+        metric("prompt_tokens_per_second", "gauge", "Prefill speed of the last request.",
+               [("", float(t.last_prompt_tok_s))])
+        metric("generation_tokens_per_second", "gauge", "Generation speed of the last request.",
+               [("", float(t.last_generation_tok_s))])
+        metric("requests_in_flight", "gauge", "Requests queued or running in the engine.", [("", in_flight)])
+        metric("queue_depth", "gauge", "Requests waiting for the engine.", [("", queue_depth)])
+        metric("model_loaded", "gauge", "1 once the model is loaded.", [("", int(model_loaded))])
+        return "\n".join(lines) + "\n"

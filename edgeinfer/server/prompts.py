@@ -1,0 +1,158 @@
+"""From a validated request to a `GenerationJob`: which model, which features, the prompt's
+token ids (chat template or plain text), the room left in the context and the sampling options.
+
+Everything here can fail only because of the request, so every failure is a 4xx `APIError`,
+raised before the job reaches the engine (and before a stream starts, so a streamed request
+still gets a real status code).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from edgeinfer.errors import ChatTemplateError
+from edgeinfer.model import Model
+from edgeinfer.server.config import ServerConfig
+from edgeinfer.server.errors import APIError, context_overflow
+from edgeinfer.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from edgeinfer.server.worker import GenerationJob
+
+UINT64_MASK = (1 << 64) - 1
+
+
+def not_supported(feature: str, param: str) -> APIError:
+    return APIError(400, f"{feature} is not supported yet.", param=param, code="not_supported")
+
+
+def check_model(requested: str | None, config: ServerConfig) -> None:
+    """404 unless `requested` (when given) names the served model."""
+    if requested and requested not in config.accepted_model_ids:
+        raise APIError(404, f"The model {requested!r} does not exist; this server serves {config.model_id!r}.",
+                       param="model", code="model_not_found")
+
+
+def _check_common(req: SamplingFields) -> None:
+    if req.n != 1:
+        raise not_supported("n > 1 (several choices per request)", "n")
+
+
+def check_supported_chat(req: ChatCompletionRequest) -> None:
+    _check_common(req)
+    if req.response_format is not None and req.response_format.type != "text":
+        raise not_supported(f"response_format {req.response_format.type!r} (constrained decoding)",
+                            "response_format")
+    if req.tools:
+        raise not_supported("Tool calling ('tools')", "tools")
+    if req.functions:
+        raise not_supported("Function calling ('functions')", "functions")
+
+
+def check_supported_completion(req: CompletionRequest) -> None:
+    _check_common(req)
+    if req.echo:
+        raise not_supported("echo", "echo")
+    if req.suffix:
+        raise not_supported("suffix (fill-in-the-middle)", "suffix")
+    if req.best_of is not None and req.best_of > 1:
+        raise not_supported("best_of > 1", "best_of")
+
+
+def chat_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
+    """The messages as the chat template expects them. OpenAI's "developer" role is the system
+    role of newer models; templates know only "system"."""
+    messages = []
+    for m in req.messages:
+        message: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role}
+        if isinstance(m.content, list):
+            message["content"] = [part.model_dump(exclude_none=True) for part in m.content]
+        else:
+            message["content"] = m.content
+        for key in ("name", "tool_calls", "tool_call_id"):
+            value = getattr(m, key)
+            if value is not None:
+                message[key] = value
+        messages.append(message)
+    return messages
+
+
+def chat_prompt_ids(req: ChatCompletionRequest, model: Model) -> list[int]:
+    try:
+        return model.chat_prompt(chat_messages(req)).ids
+    except ChatTemplateError as exc:
+        raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
+    except ValueError as exc:   # a message the template cannot take (e.g. an image part)
+        raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
+
+
+def completion_prompt_ids(req: CompletionRequest, model: Model) -> list[int]:
+    prompt = req.prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        if len(prompt) != 1:
+            raise not_supported("Several prompts in one request", "prompt")
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        if not prompt:
+            raise APIError(400, "The prompt is empty.", param="prompt", code="invalid_value")
+        return model.tokenize(prompt, add_special=True)
+    if not prompt:
+        raise APIError(400, "The prompt is empty.", param="prompt", code="invalid_value")
+    check_token_ids(prompt, model.n_vocab, "prompt")
+    return list(prompt)
+
+
+def check_token_ids(ids: list[int], n_vocab: int, param: str) -> None:
+    bad = next((t for t in ids if not 0 <= t < n_vocab), None)
+    if bad is not None:
+        raise APIError(400, f"Token id {bad} is outside the vocabulary (0..{n_vocab - 1}).", param=param,
+                       code="invalid_value")
+
+
+def generation_options(req: SamplingFields, requested_max: int | None, n_prompt: int, model: Model,
+                       config: ServerConfig) -> dict[str, Any]:
+    """Model.generate keyword arguments: the request's values, else the server's defaults.
+
+    max_tokens: what was asked, else unlimited; then at most the server's -n, and at most the
+    context (the engine stops at the context's end with finish_reason "length")."""
+    if n_prompt >= model.n_ctx:
+        raise context_overflow(n_prompt, model.n_ctx)
+    max_tokens = requested_max or model.n_ctx
+    if config.max_tokens_limit:
+        max_tokens = min(max_tokens, config.max_tokens_limit)
+    max_tokens = min(max_tokens, model.n_ctx)
+    defaults = config.sampling
+
+    def pick(name: str) -> Any:
+        value = getattr(req, name)
+        return getattr(defaults, name) if value is None else value
+
+    seed = req.seed if req.seed is not None else defaults.seed
+    logit_bias = None
+    if req.logit_bias:
+        logit_bias = {int(k): float(v) for k, v in req.logit_bias.items()}
+        check_token_ids(list(logit_bias), model.n_vocab, "logit_bias")
+    stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+    return dict(
+        max_tokens=max_tokens,
+        temperature=pick("temperature"), top_k=pick("top_k"), top_p=pick("top_p"), min_p=pick("min_p"),
+        repeat_penalty=pick("repeat_penalty"), presence_penalty=pick("presence_penalty"),
+        frequency_penalty=pick("frequency_penalty"),
+        seed=None if seed is None else seed & UINT64_MASK,
+        stop=stop, logit_bias=logit_bias,
+    )
+
+
+def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
+    ids = chat_prompt_ids(req, model)
+    options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config)
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    return GenerationJob(ids, options, logprobs)
+
+
+def completion_job(req: CompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
+    ids = completion_prompt_ids(req, model)
+    try:
+        options = generation_options(req, req.max_tokens, len(ids), model, config)
+    except APIError as exc:
+        if exc.code == "context_length_exceeded":
+            exc.param = "prompt"
+        raise
+    return GenerationJob(ids, options, req.logprobs)

@@ -1,0 +1,266 @@
+"""The engine thread: the only code that touches the model's context.
+
+Requests become `GenerationJob`s in a FIFO queue; one thread takes them in order and runs each
+to the end, so generations never interleave inside the engine, while the asyncio side stays free
+to accept, validate and stream. Each job carries an asyncio queue that the thread feeds with
+events (`Piece`, `Finished`, `Failed`) through the event loop's thread-safe call.
+
+Cancellation: `job.cancel()` sets a flag that the per-token hook checks before every decode
+step, so a client that goes away stops costing compute within one step. A job cancelled while
+still queued is skipped.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from edgeinfer.generate import GenerationResult
+from edgeinfer.model import Model
+from edgeinfer.server.errors import APIError
+from edgeinfer.server.logprobs import TokenLogprob, token_logprob
+from edgeinfer.server.metrics import Metrics
+
+log = logging.getLogger("edgeinfer.server")
+
+RETRY_AFTER_S = 1
+
+
+class GenerationCancelled(Exception):
+    """Raised inside the generation when its job was cancelled."""
+
+
+@dataclass
+class Piece:
+    text: str
+    logprobs: list[TokenLogprob]
+
+
+@dataclass
+class Finished:
+    result: GenerationResult
+    logprobs: list[TokenLogprob]    # of tokens whose text was never emitted as a piece
+    ttft_ms: float
+    queue_ms: float
+
+
+@dataclass
+class Failed:
+    error: BaseException
+
+
+Event = Union[Piece, Finished, Failed]
+
+
+@dataclass
+class GenerationJob:
+    """A prompt (token ids) and generate() keyword arguments; `logprobs` None = none, k = the
+    chosen token's and the k most likely."""
+
+    prompt: list[int]
+    options: dict[str, Any]
+    logprobs: int | None = None
+    accepted_at: float = field(default_factory=time.perf_counter)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
+    _events: asyncio.Queue | None = field(default=None, init=False, repr=False)
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._events = asyncio.Queue()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    async def next_event(self) -> Event:
+        assert self._events is not None, "bind() the job to the event loop first"
+        return await self._events.get()
+
+    def emit(self, event: Event) -> None:
+        """Called from the engine thread."""
+        try:
+            self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+        except RuntimeError:   # the event loop is gone (shutdown): nobody is listening
+            self.cancel()
+
+
+class EngineState(str, Enum):
+    LOADING = "loading"
+    READY = "ok"
+    FAILED = "error"
+
+
+class Engine:
+    """Owns the model; `start()` loads it on the engine thread, then serves jobs in order."""
+
+    def __init__(self, load: Callable[[], Model], metrics: Metrics, max_queue: int,
+                 make_prompt_store: Callable[[Model], Any] | None = None,
+                 on_load_failure: Callable[[BaseException], None] | None = None):
+        """`load` makes the model (on the engine thread); `make_prompt_store(model)` the optional
+        PromptStateStore (loading saved states is part of loading: /health says 503 until done)."""
+        self._load = load
+        self._make_prompt_store = make_prompt_store
+        self._on_load_failure = on_load_failure
+        self.metrics = metrics
+        self.max_queue = max_queue
+        self.state = EngineState.LOADING
+        self.error: BaseException | None = None
+        self.model: Model | None = None
+        self.prompt_store: Any = None
+        self._queue: queue.Queue[GenerationJob | None] = queue.Queue()
+        self._submit_lock = threading.Lock()
+        self._current: GenerationJob | None = None
+        self._in_flight = 0   # submitted and not yet done (queued or running)
+        self._settled = threading.Event()   # set when loading has succeeded or failed
+        self._thread = threading.Thread(target=self._run, name="edgeinfer-engine", daemon=True)
+
+    # --- the HTTP side ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Waits until loading ends; True if the model is ready."""
+        self._settled.wait(timeout)
+        return self.state is EngineState.READY
+
+    def require_model(self) -> Model:
+        """The model, or a 503 while it is loading (or failed to load)."""
+        if self.state is EngineState.READY:
+            return self.model
+        if self.state is EngineState.LOADING:
+            raise APIError(503, "The model is still loading; retry shortly.", type="server_error",
+                           code="model_loading", headers={"Retry-After": str(RETRY_AFTER_S)})
+        raise APIError(503, f"The model failed to load: {self.error}", type="server_error", code="model_failed")
+
+    def submit(self, job: GenerationJob) -> None:
+        """Queues `job` (bound to the running event loop); 503 with Retry-After when full."""
+        self.require_model()
+        job.bind(asyncio.get_running_loop())
+        with self._submit_lock:
+            if self._queue.qsize() >= self.max_queue:
+                self.metrics.record_rejected()
+                raise APIError(503, f"The server is busy: {self.max_queue} requests are already waiting. "
+                                    f"Retry later.", type="server_error", code="queue_full",
+                               headers={"Retry-After": str(RETRY_AFTER_S)})
+            self._queue.put(job)
+            self._in_flight += 1
+
+    def _done(self) -> None:
+        with self._submit_lock:
+            self._in_flight -= 1
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def cancel_all(self) -> None:
+        """Fails the queued jobs and cancels the running one (its client gets an error event at
+        the next token), so open streams end at once when the server is asked to stop."""
+        with self._submit_lock:
+            while True:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job.cancel()
+                    job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error",
+                                             code="shutting_down")))
+                    self._in_flight -= 1
+            current = self._current
+            if current is not None:
+                current.cancel()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """cancel_all(), then stops the engine thread."""
+        self.cancel_all()
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    # --- the engine thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            model = self._load()
+            if self._make_prompt_store is not None:
+                self.prompt_store = self._make_prompt_store(model)
+        except BaseException as exc:  # noqa: BLE001 - reported to the HTTP side and the CLI
+            self.error = exc
+            self.state = EngineState.FAILED
+            log.error("model failed to load: %s", exc)
+            self._settled.set()
+            if self._on_load_failure is not None:
+                self._on_load_failure(exc)
+            return
+        self.model = model
+        self.state = EngineState.READY
+        self._settled.set()
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            self._current = job
+            try:
+                if job.cancelled.is_set():   # its client left while it waited
+                    self.metrics.record_cancelled()
+                else:
+                    self._serve(job)
+            finally:
+                self._current = None
+                self._done()
+
+    def _serve(self, job: GenerationJob) -> None:
+        started = time.perf_counter()
+        first_token_at: float | None = None
+        pending: list[TokenLogprob] = []
+
+        def on_token(token: int, logits: np.ndarray) -> None:
+            nonlocal first_token_at
+            if job.cancelled.is_set():
+                raise GenerationCancelled
+            if first_token_at is None:
+                first_token_at = time.perf_counter()
+            if job.logprobs is not None:
+                pending.append(token_logprob(logits, token, job.logprobs))
+
+        try:
+            if self.prompt_store is not None:
+                self.prompt_store.before_generate(job.prompt)
+            gen = self.model.generate(job.prompt, on_token=on_token, **job.options)
+            while True:
+                try:
+                    text = next(gen)
+                except StopIteration as done:
+                    result: GenerationResult = done.value
+                    break
+                job.emit(Piece(text, pending.copy()))
+                pending.clear()
+        except GenerationCancelled:
+            self.metrics.record_cancelled()
+            log.info("generation cancelled")
+            # Usually nobody listens any more; on shutdown this ends the client's stream.
+            job.emit(Failed(APIError(503, "The generation was cancelled (the server is shutting down).",
+                                     type="server_error", code="shutting_down")))
+            return
+        except Exception as exc:  # noqa: BLE001 - sent to the client, the engine goes on
+            self.metrics.record_failed()
+            log.exception("generation failed")
+            job.emit(Failed(exc))
+            return
+        end = time.perf_counter()
+        t = result.timings
+        self.metrics.record_generation(result.prompt_tokens, result.cached_tokens, len(result.tokens),
+                                       t.prompt_ms / 1e3, t.gen_ms / 1e3, t.prompt_tok_s, t.gen_tok_s)
+        ttft = (first_token_at or end) - job.accepted_at
+        job.emit(Finished(result, pending.copy(), ttft * 1e3, (started - job.accepted_at) * 1e3))

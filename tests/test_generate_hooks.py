@@ -1,0 +1,94 @@
+"""Model.generate's hooks for callers such as the server: on_token (per-token logits, abort by
+raising), logit_bias and the presence/frequency penalties, on the tiny random model."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pytest
+
+from edgeinfer.generate import PromptCache, stream_generate
+from edgeinfer.model import Model
+from tiny_model import TinyConfig, write_tiny_llama
+
+IM_END = 2  # a control token of the tiny vocabulary, end of generation
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("hooks") / "tiny.gguf"
+    write_tiny_llama(path, TinyConfig())
+    return path
+
+
+@pytest.fixture
+def model(model_path):
+    return Model.load(model_path, n_ctx=64, n_threads=2)
+
+
+def scripted(tokens: Sequence[int]):
+    """A sampler that ignores the logits and returns `tokens` in order."""
+    it = iter(tokens)
+    return lambda logits, history: next(it)
+
+
+def test_on_token_sees_each_generated_token_and_its_logits(model):
+    seen = []
+    expected = model.complete([5, 6, 7], max_tokens=6, temperature=0).tokens
+    result = model.complete([5, 6, 7], max_tokens=6, temperature=0,
+                            on_token=lambda token, logits: seen.append((token, int(np.argmax(logits)),
+                                                                        logits.shape)))
+    assert [t for t, _, _ in seen] == result.tokens == expected
+    assert all(argmax == t and shape == (model.n_vocab,) for t, argmax, shape in seen)  # greedy
+
+
+def test_on_token_not_called_for_the_end_of_generation_token(model):
+    seen = []
+    ids = model.tokenize("hi", add_special=False) + [IM_END]
+    gen = stream_generate(model._core, PromptCache(model.context), [5], scripted(ids), 8,
+                          on_token=lambda token, logits: seen.append(token))
+    result = None
+    while result is None:
+        try:
+            next(gen)
+        except StopIteration as done:
+            result = done.value
+    assert seen == ids[:-1] == result.tokens
+
+
+class Abort(Exception):
+    pass
+
+
+def test_on_token_raising_aborts_and_the_next_generation_reuses_the_cache(model):
+    calls = []
+
+    def abort_on_third(token, logits):
+        calls.append(token)
+        if len(calls) == 3:
+            raise Abort
+
+    prompt = list(range(10, 30))
+    with pytest.raises(Abort):
+        model.complete(prompt, max_tokens=20, temperature=0, on_token=abort_on_third)
+    assert len(calls) == 3
+    # The cache holds the prompt and the two tokens decoded before the abort; a new request that
+    # extends the prompt reuses it and gives the same tokens as a cold run.
+    assert model.context.n_past == len(prompt) + 2
+    result = model.complete(prompt + [40], max_tokens=4, temperature=0)
+    assert result.cached_tokens == len(prompt)
+    cold = Model.load(model.path, n_ctx=64).complete(prompt + [40], max_tokens=4, temperature=0)
+    assert result.tokens == cold.tokens
+
+
+def test_logit_bias_and_penalties_reach_the_sampler(model):
+    plain = model.complete([5, 6, 7], max_tokens=1, temperature=0).tokens[0]
+    forced = 3 if plain != 3 else 4
+    biased = model.complete([5, 6, 7], max_tokens=3, temperature=0, logit_bias={forced: 1000.0})
+    assert biased.tokens == [forced] * 3
+    # A huge presence penalty stops the forced token from repeating.
+    mixed = model.complete([5, 6, 7], max_tokens=3, temperature=0, logit_bias={forced: 50.0},
+                           presence_penalty=1000.0)
+    assert mixed.tokens[0] == forced and forced not in mixed.tokens[1:]
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.complete([5, 6, 7], max_tokens=1, logit_bias={model.n_vocab: 1.0})
