@@ -42,6 +42,11 @@ struct TypeKernels {
     // per super-block. matmul prefers it for such batches when set.
     VecDotFn vec_dot_tiled = nullptr;
     GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
+    // GEMMs in the orders above (cpu/x86/gemm_kquants_avx512.cpp): every output bit-identical to
+    // vec_dot_repacked_gemm / vec_dot_tiled. matmul uses them for the columns and batches it would
+    // give those per-output functions, and falls back to the per-output calls where they are null.
+    GemmFn gemm_repacked = nullptr;
+    GemmFn gemm_tiled = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -122,6 +127,8 @@ void fill_attn_kvq_fma(OpKernels& ops);
 // The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);
+// The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
+void fill_gemm_kquants_avx512(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();
