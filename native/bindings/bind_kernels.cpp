@@ -146,10 +146,18 @@ void register_kernels(py::module_& m) {
         // The GEMM entry and the per-output function whose float order it reproduces.
         ei::GemmFn gemm = nullptr;
         ei::VecDotFn dot = nullptr;
-        if (order == "vec_dot") gemm = k.gemm, dot = k.vec_dot;
-        else if (order == "repacked_gemm") gemm = k.gemm_repacked, dot = k.vec_dot_repacked_gemm;
-        else if (order == "tiled") gemm = k.gemm_tiled, dot = k.vec_dot_tiled;
-        else throw ei::Error("gemm: order must be vec_dot, repacked_gemm or tiled, not " + order);
+        if (order == "vec_dot") {
+            gemm = k.gemm;
+            dot = k.vec_dot;
+        } else if (order == "repacked_gemm") {
+            gemm = k.gemm_repacked;
+            dot = k.vec_dot_repacked_gemm;
+        } else if (order == "tiled") {
+            gemm = k.gemm_tiled;
+            dot = k.vec_dot_tiled;
+        } else {
+            throw ei::Error("gemm: order must be vec_dot, repacked_gemm or tiled, not " + order);
+        }
         if (!by_vec_dot && !gemm)
             throw ei::Error("no " + order + " gemm kernel for " + ei::type_info(type).name + " in this table");
         if (!dot || !t.types[k.vec_dot_type].from_float)

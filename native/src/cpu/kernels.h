@@ -20,7 +20,8 @@ using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
 // Many dot products at once (cpu/gemm.cpp, cpu/x86/gemm_avx512.cpp): y[c * ldy + r] = vec_dot(k, w row r, a row c) for
-// r < m, c < n, every result bit-identical to the same table's vec_dot.
+// r < m, c < n, every result bit-identical to the same table's vec_dot (or, for gemm_repacked /
+// gemm_tiled below, to vec_dot_repacked_gemm / vec_dot_tiled).
 using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                         size_t a_stride, float* y, int64_t ldy);
 
