@@ -32,6 +32,7 @@ if IS_X86:
     ISA_SOURCES["native/src/cpu/x86/attn_kvq_fma.cpp"] = AVX2_FLAGS + FP_CONTRACT
     # Like avx512.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_avx512.cpp"] = AVX512_FLAGS
+    ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx512.cpp"] = AVX512_FLAGS
 elif IS_ARM64:
     ISA_SOURCES["native/src/cpu/arm/neon.cpp"] = ["-march=armv8.2-a+dotprod+fp16"]
 
@@ -42,6 +43,7 @@ ISA_DEFINES = {
     "native/src/cpu/x86/ops_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/attn_kvq_fma.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_avx512.cpp": "EDGEINFER_HAVE_AVX512",
+    "native/src/cpu/x86/gemm_kquants_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",
 }
 

@@ -78,3 +78,69 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     deq = np.stack([_core.dequantize(int(qtype), w.reshape(m, -1)[r], k) for r in range(m)])
     bound = 1e-5 * (np.abs(act) @ np.abs(deq).T) + 1e-6
     assert (np.abs(fast - ref) <= bound).all()
+
+
+# -- the k-quant GEMMs (gemm_repacked / gemm_tiled) against their per-output orders ----------------
+
+KQUANT_ORDERS = [(T.Q4_K, "repacked_gemm"), (T.Q4_K, "tiled"), (T.Q5_K, "tiled"), (T.Q6_K, "tiled")]
+# (m rows, n columns, k): row counts off the 16-row tile, column counts off the 4-column tile.
+KQUANT_SHAPES = [(1, 4, 256), (5, 7, 512), (19, 13, 1024), (40, 40, 2048), (16, 8, 768), (33, 5, 256)]
+
+
+def random_kquant_weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """m rows of random k-quant super-blocks: random quants and scales, finite fp16 d (and dmin)."""
+    block_size, type_size = GGML_QUANT_SIZES[qtype]
+    nb = m * k // block_size
+    blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
+    d = (np.abs(rng.standard_normal((nb, 1))) * 0.01).astype(np.float16).view(np.uint8)
+    if qtype == T.Q6_K:
+        blocks[:, -2:] = d  # ql, qh, scales, then d
+    else:
+        blocks[:, 0:2] = d  # d, dmin, scales, ...
+        blocks[:, 2:4] = (np.abs(rng.standard_normal((nb, 1))) * 0.01).astype(np.float16).view(np.uint8)
+    return blocks.reshape(-1)
+
+
+def kquant_gemm_isas(qtype: T, order: str) -> list[str]:
+    out = []
+    for isa in _core.available_isas():
+        try:
+            _core.gemm(int(qtype), np.zeros(GGML_QUANT_SIZES[qtype][1], np.uint8), 1,
+                       np.zeros((1, 256), np.float32), isa, order=order)
+        except Exception:
+            continue
+        out.append(isa)
+    return out
+
+
+def test_avx512_table_has_the_kquant_gemms():
+    if "avx512" not in _core.available_isas():
+        pytest.skip("no AVX-512 on this machine")
+    for qtype, order in KQUANT_ORDERS:
+        assert kquant_gemm_isas(qtype, order) == ["avx512"], (qtype.name, order)
+
+
+@pytest.mark.parametrize("qtype,order", KQUANT_ORDERS, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("m,n,k", KQUANT_SHAPES)
+def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n, k):
+    if not kquant_gemm_isas(qtype, order):
+        pytest.skip("no k-quant gemm on this machine")
+    rng = np.random.default_rng([int(qtype), m, n, k])
+    w = random_kquant_weights(qtype, m, k, rng)
+    act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
+    act[0, :7] = 0.0  # a partly zero column, an all-zero one (d = 0) and one of a single large value
+    if n > 2:
+        act[2] = 0.0
+    if n > 3:
+        act[3] = 0.0
+        act[3, 5] = -1000.0  # quantizes to -128
+    got = _core.gemm(int(qtype), w, m, act, "avx512", order=order)
+    want = _core.gemm(int(qtype), w, m, act, "avx512", by_vec_dot=True, order=order)
+    assert got.shape == (n, m)
+    assert np.isfinite(want).all()
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), np.abs(got - want).max()
+
+
+def test_gemm_rejects_an_unknown_order():
+    with pytest.raises(Exception, match="order"):
+        _core.gemm(int(T.Q4_K), np.zeros(144, np.uint8), 1, np.zeros((1, 256), np.float32), order="bogus")

@@ -135,7 +135,7 @@ void register_kernels(py::module_& m) {
        "the float order: vec_dot, or the one matmul uses for repacked weights / tiled k-quant batches.");
 
     m.def("gemm", [](uint32_t type, const Bytes& w, int64_t m, const Floats& act, const py::object& isa,
-                     bool by_vec_dot) {
+                     bool by_vec_dot, const std::string& order) {
         const ei::KernelTable& t = table_for(isa);
         const ei::TypeKernels& k = entry(t, type);
         if (act.ndim() != 2) throw ei::Error("gemm: activations must be [n, k]");
@@ -143,23 +143,40 @@ void register_kernels(py::module_& m) {
         check_row(type, kk);
         const size_t w_row = ei::row_bytes(type, kk), a_row = ei::row_bytes(k.vec_dot_type, kk);
         if ((size_t)w.size() != w_row * (size_t)m) throw ei::Error("gemm: weights must be m rows of k elements");
-        if (!by_vec_dot && !k.gemm)
-            throw ei::Error(std::string("no gemm kernel for ") + ei::type_info(type).name + " in this table");
-        if (!k.vec_dot || !t.types[k.vec_dot_type].from_float)
-            throw ei::Error(std::string("no vec_dot kernel for ") + ei::type_info(type).name);
+        // The GEMM entry and the per-output function whose float order it reproduces.
+        ei::GemmFn gemm = nullptr;
+        ei::VecDotFn dot = nullptr;
+        if (order == "vec_dot") {
+            gemm = k.gemm;
+            dot = k.vec_dot;
+        } else if (order == "repacked_gemm") {
+            gemm = k.gemm_repacked;
+            dot = k.vec_dot_repacked_gemm;
+        } else if (order == "tiled") {
+            gemm = k.gemm_tiled;
+            dot = k.vec_dot_tiled;
+        } else {
+            throw ei::Error("gemm: order must be vec_dot, repacked_gemm or tiled, not " + order);
+        }
+        if (!by_vec_dot && !gemm)
+            throw ei::Error("no " + order + " gemm kernel for " + ei::type_info(type).name + " in this table");
+        if (!dot || !t.types[k.vec_dot_type].from_float)
+            throw ei::Error("no " + order + " dot product for " + ei::type_info(type).name);
         std::vector<uint8_t> a(a_row * (size_t)n);
         for (int64_t c = 0; c < n; ++c) t.types[k.vec_dot_type].from_float(act.data() + c * kk, a.data() + c * a_row, kk);
         py::array_t<float> out({n, m});
         float* y = out.mutable_data();
         if (by_vec_dot) {
             for (int64_t c = 0; c < n; ++c)
-                for (int64_t r = 0; r < m; ++r) k.vec_dot(kk, &y[c * m + r], w.data() + r * w_row, a.data() + c * a_row);
+                for (int64_t r = 0; r < m; ++r) dot(kk, &y[c * m + r], w.data() + r * w_row, a.data() + c * a_row);
         } else {
-            k.gemm(kk, m, n, w.data(), w_row, a.data(), a_row, y, m);
+            gemm(kk, m, n, w.data(), w_row, a.data(), a_row, y, m);
         }
         return out;
     }, py::arg("type"), py::arg("w"), py::arg("m"), py::arg("act"), py::arg("isa") = py::none(),
-       py::arg("by_vec_dot") = false,
+       py::arg("by_vec_dot") = false, py::arg("order") = "vec_dot",
        "[n, m] = act [n, k] times the m weight rows (bytes of `type`), activations quantized with "
-       "the table's from_float; by the table's gemm entry, or (by_vec_dot) one vec_dot per output.");
+       "the table's from_float; by the table's GEMM entry for `order` (vec_dot: gemm; repacked_gemm: "
+       "gemm_repacked; tiled: gemm_tiled), or (by_vec_dot) one call per output of the per-output "
+       "function in that order (vec_dot, vec_dot_repacked_gemm, vec_dot_tiled).");
 }

@@ -149,6 +149,7 @@ KernelTable build_table(Isa isa) {
             fill_ops_avx512(t.ops);
             fill_attn_kvq_fma(t.ops);
             fill_gemm_avx512(t);
+            fill_gemm_kquants_avx512(t);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

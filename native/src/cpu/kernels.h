@@ -20,7 +20,8 @@ using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
 // Many dot products at once (cpu/gemm.cpp, cpu/x86/gemm_avx512.cpp): y[c * ldy + r] = vec_dot(k, w row r, a row c) for
-// r < m, c < n, every result bit-identical to the same table's vec_dot.
+// r < m, c < n, every result bit-identical to the same table's vec_dot (or, for gemm_repacked /
+// gemm_tiled below, to vec_dot_repacked_gemm / vec_dot_tiled).
 using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                         size_t a_stride, float* y, int64_t ldy);
 
@@ -42,6 +43,11 @@ struct TypeKernels {
     // per super-block. matmul prefers it for such batches when set.
     VecDotFn vec_dot_tiled = nullptr;
     GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
+    // GEMMs in the orders above (cpu/x86/gemm_kquants_avx512.cpp): every output bit-identical to
+    // vec_dot_repacked_gemm / vec_dot_tiled. matmul uses them for the columns and batches it would
+    // give those per-output functions, and falls back to the per-output calls where they are null.
+    GemmFn gemm_repacked = nullptr;
+    GemmFn gemm_tiled = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -122,6 +128,8 @@ void fill_attn_kvq_fma(OpKernels& ops);
 // The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);
+// The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
+void fill_gemm_kquants_avx512(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();

@@ -84,12 +84,18 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     const VecDotFn dot = repacked ? wk.vec_dot_repacked : tiled ? wk.vec_dot_tiled : wk.vec_dot;
     const VecDotFn dot_gemm = repacked && wk.vec_dot_repacked_gemm ? wk.vec_dot_repacked_gemm : dot;
     const int64_t n_gemm = n - n % 4;
+    // The ISA's GEMM in the same order, where it has one, takes the columns that order covers
+    // (repacked: the first n_gemm; tiled: all); the per-output calls do the rest.
+    const GemmFn gemm_ordered = repacked ? wk.gemm_repacked : tiled ? wk.gemm_tiled : nullptr;
+    const int64_t n_ordered = !gemm_ordered ? 0 : repacked ? n_gemm : n;
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
         rows_of(ith, nth, &r0, &r1);
+        if (r1 > r0 && n_ordered > 0)
+            gemm_ordered(K, r1 - r0, n_ordered, W.row(r0), W.row_bytes, act, act_row, y + r0, M);
         for (int64_t rt = r0; rt < r1; rt += kRowTile) {
             const int64_t rt_end = std::min(r1, rt + kRowTile);
-            for (int64_t t = 0; t < n; ++t) {
+            for (int64_t t = n_ordered; t < n; ++t) {
                 const uint8_t* a = act + t * act_row;
                 float* yt = y + t * M;
                 const VecDotFn f = t < n_gemm ? dot_gemm : dot;
