@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "kv/hadamard.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -63,7 +64,19 @@ size_t checked_row_bytes(uint32_t type, int64_t width) {
     return row_bytes(type, width);
 }
 
+int64_t checked_head_dim(int64_t width, int64_t head_dim, bool rotate_k) {
+    if (head_dim < 1 || width % head_dim != 0)
+        throw Error("KV cache rows of " + std::to_string(width) + " values are not whole heads of " +
+                    std::to_string(head_dim));
+    if (rotate_k && !hadamard_supported(head_dim))
+        throw Error("a rotated K cache needs head_dim to be a power of two; this model's is " +
+                    std::to_string(head_dim));
+    return head_dim;
+}
+
 }  // namespace
+
+bool kv_rotate_k_by_default(uint32_t type_k) { return type_k == TYPE_Q4_0; }
 
 uint32_t kv_type_from_name(const std::string& name) {
     if (name == "f16") return TYPE_F16;
@@ -81,13 +94,15 @@ const char* kv_type_name(uint32_t type) {
     }
 }
 
-KvCache::KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, uint32_t type_k,
-                 uint32_t type_v)
-    : n_layer_(n_layer), n_ctx_(n_ctx), width_(width), type_k_(type_k), type_v_(type_v),
+KvCache::KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, int64_t head_dim,
+                 uint32_t type_k, uint32_t type_v, bool rotate_k)
+    : n_layer_(n_layer), n_ctx_(n_ctx), width_(width), head_dim_(checked_head_dim(width, head_dim, rotate_k)),
+      type_k_(type_k), type_v_(type_v), rotate_k_(rotate_k),
       k_row_(checked_row_bytes(type_k, width)), v_row_(checked_row_bytes(type_v, width)),
       quantize_k_(row_quantizer(kt, type_k)), quantize_v_(row_quantizer(kt, type_v)),
       dequantize_k_(kt.types[type_k].to_float),
-      k_((size_t)(n_layer * n_ctx) * k_row_), v_((size_t)(n_layer * n_ctx) * v_row_) {}
+      k_((size_t)(n_layer * n_ctx) * k_row_), v_((size_t)(n_layer * n_ctx) * v_row_),
+      k_tmp_(rotate_k ? (size_t)width : 0) {}
 
 uint16_t* KvCache::k(int64_t layer) {
     if (type_k_ != TYPE_F16) throw Error("the K cache is not F16");
@@ -103,7 +118,13 @@ void KvCache::store(int64_t layer, int64_t pos0, int64_t n, const float* k_rows,
     uint8_t* kd = k_data(layer) + pos0 * k_row_;
     uint8_t* vd = v_data(layer) + pos0 * v_row_;
     for (int64_t t = 0; t < n; ++t) {
-        quantize_k_(k_rows + t * width_, kd + t * k_row_, width_);
+        if (rotate_k_) {
+            std::memcpy(k_tmp_.data(), k_rows + t * width_, width_ * sizeof(float));
+            hadamard_rotate(k_tmp_.data(), width_ / head_dim_, head_dim_);
+            quantize_k_(k_tmp_.data(), kd + t * k_row_, width_);
+        } else {
+            quantize_k_(k_rows + t * width_, kd + t * k_row_, width_);
+        }
         quantize_v_(v_rows + t * width_, vd + t * v_row_, width_);
     }
 }
@@ -134,7 +155,9 @@ void KvCache::shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
     for (int64_t il = 0; il < n_layer_; ++il) {
         uint8_t* kd = k_data(il);
         for (int64_t t = 0; t < m; ++t) dequantize_k_(kd + (first + t) * k_row_, rows.data() + t * width_, width_);
+        if (rotate_k_) hadamard_unrotate(rows.data(), m * width_ / head_dim_, head_dim_);
         rerotate(il, rows.data(), m);
+        if (rotate_k_) hadamard_rotate(rows.data(), m * width_ / head_dim_, head_dim_);
         for (int64_t t = 0; t < m; ++t) quantize_k_(rows.data() + t * width_, kd + (n_keep + t) * k_row_, width_);
         uint8_t* vd = v_data(il);
         std::memmove(vd + n_keep * v_row_, vd + first * v_row_, m * v_row_);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kv/hadamard.h"
 #include "models/arch.h"
 #include "models/blocks.h"
 
@@ -14,6 +15,13 @@ void ArchModel::rotate_cached_keys(const KernelTable&, int64_t, float*, int64_t,
 
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                       const KvCache& kv, int64_t layer, const AttentionShape& s, float* out) {
+    // A rotated K holds R k: the scores need R q (kv/hadamard.h). [n][n_head][head_dim]
+    std::vector<float> q_rotated;
+    if (kv.k_rotated()) {
+        q_rotated.assign(q, q + n * s.n_head * s.head_dim);
+        hadamard_rotate(q_rotated.data(), n * s.n_head, s.head_dim);
+        q = q_rotated.data();
+    }
     if (kv.type_k() == TYPE_F16 && kv.type_v() == TYPE_F16) {
         attention_f16(pool, kt, q, n, pos0, reinterpret_cast<const uint16_t*>(kv.k_data(layer)),
                       reinterpret_cast<const uint16_t*>(kv.v_data(layer)), s, out);
