@@ -128,6 +128,37 @@ def test_rotation_shrinks_the_q4_0_key_error_on_outlier_channels():
     assert errs[True] < 0.5 * errs[False], errs
 
 
+@pytest.mark.parametrize("type_k,type_v", [("q8_0", "q8_0"), ("q4_0", "q4_0"), ("q8_0", "f16"), ("q4_0", "q8_0")])
+def test_split_kv_spans_match_the_oracle(type_k, type_v):
+    """600 positions: the span kernel splits them into spans and merges the partial results."""
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((6, 64)).astype(np.float32)
+    k = rng.standard_normal((600, 2, 64)).astype(np.float32)
+    v = rng.standard_normal((600, 2, 64)).astype(np.float32)
+    ref, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, isa="scalar")
+    for window in (0, 300):
+        want = attention_oracle(q, k_deq, v_deq, window)
+        for isa in ISAS:
+            out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
+            assert np.max(np.abs(out - want)) < 2e-2 * np.max(np.abs(want)), (isa, window)
+            if window == 0:
+                assert np.max(np.abs(out - ref)) < 1e-5 * np.max(np.abs(ref)), isa
+
+
+@pytest.mark.skipif("avx512" not in ISAS, reason="no AVX-512 VNNI on this machine")
+@pytest.mark.parametrize("type_k", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("type_v", TYPES)
+def test_avx512_span_kernel_equals_the_scalar_reference_bit_for_bit(type_k, type_v):
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((8, 256)).astype(np.float32)
+    k = rng.standard_normal((301, 2, 256)).astype(np.float32)
+    v = rng.standard_normal((301, 2, 256)).astype(np.float32)
+    for window in (0, 50):
+        ref, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
+        out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa="avx512")
+        assert np.array_equal(out, ref), window
+
+
 def test_rotation_needs_a_power_of_two_head(tmp_path):
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 96)).astype(np.float32)
