@@ -30,8 +30,9 @@ if IS_X86:
     ISA_SOURCES["native/src/cpu/x86/ops_avx2.cpp"] = AVX2_FLAGS + FP_CONTRACT
     ISA_SOURCES["native/src/cpu/x86/ops_avx512.cpp"] = AVX512_FLAGS + FP_CONTRACT
     ISA_SOURCES["native/src/cpu/x86/attn_kvq_fma.cpp"] = AVX2_FLAGS + FP_CONTRACT
-    # Explicit FMAs only: its results must equal the scalar reference's bit for bit.
-    ISA_SOURCES["native/src/cpu/x86/attn_kvq_avx512.cpp"] = AVX512_FLAGS
+    # No contraction (GCC fuses a*b+c in C++ whatever -std says): its results must equal the
+    # scalar reference's bit for bit.
+    ISA_SOURCES["native/src/cpu/x86/attn_kvq_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
     # Like avx512.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_avx512.cpp"] = AVX512_FLAGS
 elif IS_ARM64:

@@ -1,5 +1,7 @@
 // Scalar reference of attention over a quantized KV cache: ggml's f32 vector ops built without
 // SIMD (no FMA contraction: this unit is compiled for the baseline target in ISO C++).
+#include <algorithm>
+
 #include "cpu/attn_kvq.h"
 #include "cpu/attn_kvq_span.h"
 
@@ -71,14 +73,18 @@ void attn_kvq_span_ref(const AttnKvqSpan& a, float* acc, float* m, float* l) {
     const SpanScratch sc(a);
     const int64_t hd = a.head_dim, nb = hd / kSpanBlock, n = a.last - a.first + 1, np = (n + 15) & ~int64_t(15);
     for (int64_t g = 0; g < a.group; ++g)
-        quantize_q_blocks(a.q + g * hd, hd, sc.q8 + g * hd, sc.dq + g * nb, sc.qsum + g * nb);
+        quantize_q_blocks(a.q + g * hd, hd, sc.nbp, sc.q8 + g * hd, sc.dq + g * sc.nbp, sc.qsum + g * sc.nbp);
     for (int64_t i = 0; i < n; ++i) {
         const uint8_t* kr = a.k + (a.first + i) * a.k_stride;
         for (int64_t g = 0; g < a.group; ++g) {
             float s = 0.0f;
-            for (int64_t b = 0; b < nb; ++b) {
-                const int32_t isum = k_block_isum(a.type_k, kr, b, sc.q8 + g * hd + b * kSpanBlock);
-                s = std::fma((float)isum, k_block_d(a.type_k, kr, b) * sc.dq[g * nb + b], s);
+            for (int64_t c = 0; c < nb; c += kChunk) {
+                float t[kChunk] = {};
+                for (int64_t b = c; b < std::min(nb, c + kChunk); ++b) {
+                    const int32_t isum = k_block_isum(a.type_k, kr, b, sc.q8 + g * hd + b * kSpanBlock);
+                    t[b - c] = (float)isum * (k_block_d(a.type_k, kr, b) * sc.dq[g * sc.nbp + b]);
+                }
+                s += sum8_tree(t);
             }
             sc.p[g * np + i] = s * a.scale;
         }

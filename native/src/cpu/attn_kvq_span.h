@@ -7,8 +7,9 @@
 //     kept as F16), so scores are those of K's vec_dot with a Q8_0 Q,
 //     plus the block's sum of q, which turns an unsigned x signed integer dot product into a
 //     signed one;
-//   - a score is s = fma((float)isum_b, dk_b * dq_b, s) over the blocks in order, times scale
-//     (explicit fmas: GCC contracts a*b+c in C++ whenever the target has FMA);
+//   - a score is, per chunk of 8 blocks, t_b = (float)isum_b * (dk_b * dq_b) summed as a tree
+//     (lanes j and j + w added for w = 4, 2, 1; missing blocks are 0), the chunks' sums added in
+//     order, times scale: what one 8-lane vector per chunk computes;
 //   - the softmax weight is exp_poly(s - max), a degree-6 Taylor polynomial around n ln 2
 //     (relative error < 2e-7 over the range used), the same operations in scalar and SIMD code;
 //   - the weights of a span are summed in 16 strided lanes, then lanes j and j + w added for
@@ -30,24 +31,32 @@ namespace ei {
 namespace {
 
 constexpr int64_t kSpanBlock = 32;  // values per Q/K block (QK8_0 == QK4_0)
+constexpr int64_t kChunk = 8;       // blocks a score sums as one tree
 
 // Views of AttnKvqSpan::scratch (attn_kvq_span_scratch_floats() floats).
 struct SpanScratch {
-    float* p;       // [group][n_pos] scores, then softmax weights
+    int64_t nbp;    // blocks a head, rounded up to whole chunks
+    float* p;       // [group][n_pos rounded up to 16] scores, then softmax weights
     int8_t* q8;     // [group][head_dim] quantized Q
-    float* dq;      // [group][nb] Q block scales
-    int32_t* qsum;  // [group][nb] sum of the block's q
+    float* dq;      // [group][nbp] Q block scales (0 past nb)
+    int32_t* qsum;  // [group][nbp] sum of the block's q (0 past nb)
     SpanScratch(const AttnKvqSpan& a) {
-        const int64_t n_pos = a.last - a.first + 1, nb = a.head_dim / kSpanBlock;
+        const int64_t n_pos = a.last - a.first + 1;
+        nbp = (a.head_dim / kSpanBlock + kChunk - 1) / kChunk * kChunk;
         p = a.scratch;
         float* rest = a.scratch + a.group * ((n_pos + 15) & ~int64_t(15));
         q8 = reinterpret_cast<int8_t*>(rest);
         dq = rest + a.group * a.head_dim / 4;
-        qsum = reinterpret_cast<int32_t*>(dq + a.group * nb);
+        qsum = reinterpret_cast<int32_t*>(dq + a.group * nbp);
     }
 };
 
-inline void quantize_q_blocks(const float* x, int64_t n, int8_t* q, float* dq, int32_t* qsum) {
+// Quantizes the n values of one head; dq and qsum get nbp entries (zeros past n / 32).
+inline void quantize_q_blocks(const float* x, int64_t n, int64_t nbp, int8_t* q, float* dq, int32_t* qsum) {
+    for (int64_t b = n / kSpanBlock; b < nbp; ++b) {
+        dq[b] = 0.0f;
+        qsum[b] = 0;
+    }
     for (int64_t b = 0; b < n / kSpanBlock; ++b) {
         const float* xb = x + b * kSpanBlock;
         float amax = 0.0f;
@@ -76,6 +85,13 @@ inline float exp_poly(float x) {
     float p = kExpC[6];
     for (int i = 5; i >= 0; --i) p = std::fma(p, r, kExpC[i]);
     return std::ldexp(p, (int)n);
+}
+
+// Sum of one chunk's 8 block terms as the tree above.
+inline float sum8_tree(float* t) {
+    for (int w = 4; w >= 1; w >>= 1)
+        for (int j = 0; j < w; ++j) t[j] += t[j + w];
+    return t[0];
 }
 
 inline float sum16_tree(float* lanes) {

@@ -109,7 +109,8 @@ inline bool attn_kvq_span_supports(uint32_t type_k, uint32_t type_v) {
            (type_v == TYPE_Q8_0 || type_v == TYPE_Q4_0 || type_v == TYPE_F16);
 }
 inline size_t attn_kvq_span_scratch_floats(int64_t group, int64_t head_dim, int64_t n_pos) {
-    return (size_t)(group * (((n_pos + 15) & ~int64_t(15)) + head_dim / 4 + 2 * (head_dim / 32)) + 16);
+    const int64_t n_pos16 = (n_pos + 15) & ~int64_t(15), nb8 = (head_dim / 32 + 7) & ~int64_t(7);
+    return (size_t)(group * (n_pos16 + head_dim / 4 + 2 * nb8) + 16);
 }
 
 struct OpKernels {

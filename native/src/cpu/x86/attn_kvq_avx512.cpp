@@ -8,6 +8,7 @@
 //     and converted once, not once per head;
 //   - a score is one VPDPBUSD per 32 values: K's bytes are made unsigned (q8_0: k + 128 by an
 //     XOR; q4_0: the nibbles as they are) and the offset is taken back out with the Q block's sum;
+//     8 blocks' integer sums are reduced together and scaled as one vector;
 //   - the softmax is two-pass over the span with a 16-lane exp, so no rescaling of the
 //     accumulator when the maximum moves;
 //   - V blocks are converted to floats in registers and FMA'd into the accumulators.
@@ -46,7 +47,7 @@ struct KBlock<TYPE_Q8_0> {
         return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs)),
                                 _mm256_set1_epi8((char)0x80));
     }
-    static float d(const uint8_t* row, int64_t b) { return fp16_to_fp32(reinterpret_cast<const block_q8_0*>(row)[b].d); }
+    static uint16_t d16(const uint8_t* row, int64_t b) { return reinterpret_cast<const block_q8_0*>(row)[b].d; }
 };
 template <>
 struct KBlock<TYPE_Q4_0> {
@@ -58,7 +59,7 @@ struct KBlock<TYPE_Q4_0> {
         const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(15));
         return _mm256_set_m128i(hi, lo);
     }
-    static float d(const uint8_t* row, int64_t b) { return fp16_to_fp32(reinterpret_cast<const block_q4_0*>(row)[b].d); }
+    static uint16_t d16(const uint8_t* row, int64_t b) { return reinterpret_cast<const block_q4_0*>(row)[b].d; }
 };
 
 // V block b of a row as two vectors of 16 floats (values 0..15 and 16..31).
@@ -100,23 +101,71 @@ inline __m512 exp_poly16(__m512 x) {
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
+// The 8 lane sums of v[0..8) as one vector: lane j = sum of v[j]'s 8 lanes (exact: integers).
+inline __m256i hsum_8x8(const __m256i* v) {
+    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// The 4 lane sums of v[0..4) (exact: integers).
+inline __m128i hsum_4x8(const __m256i* v) {
+    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+}
+
+// sum8_tree of 8 lanes whose last 4 are 0: the j + 4 step adds zeros, then j + 2, then j + 1.
+inline float sum4_tree(__m128 x) {
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+// sum8_tree of the 8 lanes: j + 4, then j + 2, then j + 1.
+inline float sum8_tree(__m256 t) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
 template <uint32_t TK>
 void span_scores(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np) {
     const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
-    constexpr int32_t off = KBlock<TK>::kOffset;
-    for (int64_t g0 = 0; g0 < a.group; g0 += kMaxHeads) {
-        const int64_t gn = std::min(kMaxHeads, a.group - g0);
-        for (int64_t i = 0; i < n; ++i) {
-            const uint8_t* kr = a.k + (a.first + i) * a.k_stride;
-            float s[kMaxHeads] = {};
-            for (int64_t b = 0; b < nb; ++b) {
-                const __m256i u = KBlock<TK>::bytes(kr, b);
-                const float dk = KBlock<TK>::d(kr, b);
+    const __m256i off = _mm256_set1_epi32(KBlock<TK>::kOffset);
+    __m256i u[kChunk], dots[kChunk];
+    alignas(16) uint16_t dk16[kChunk];
+    for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* kr = a.k + (a.first + i) * a.k_stride;
+        float s[kMaxHeads];
+        for (int64_t g0 = 0; g0 < a.group; g0 += kMaxHeads) {
+            const int64_t gn = std::min(kMaxHeads, a.group - g0);
+            for (int64_t g = 0; g < gn; ++g) s[g] = 0.0f;
+            for (int64_t c = 0; c < nb; c += kChunk) {
+                const int64_t m = std::min(kChunk, nb - c);
+                for (int64_t b = 0; b < kChunk; ++b) {
+                    u[b] = b < m ? KBlock<TK>::bytes(kr, c + b) : _mm256_setzero_si256();
+                    dk16[b] = b < m ? KBlock<TK>::d16(kr, c + b) : 0;
+                }
+                const __m256 dk = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dk16)));
                 for (int64_t g = 0; g < gn; ++g) {
-                    const int64_t gb = (g0 + g) * nb + b;
-                    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.q8 + gb * kSpanBlock));
-                    const int32_t isum = hsum8(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, q)) - off * sc.qsum[gb];
-                    s[g] = std::fma((float)isum, dk * sc.dq[gb], s[g]);
+                    const int64_t gb = (g0 + g) * sc.nbp + c;
+                    const int8_t* q = sc.q8 + ((g0 + g) * nb + c) * kSpanBlock;
+                    for (int64_t b = 0; b < (m <= 4 ? 4 : kChunk); ++b)
+                        dots[b] = b < m ? _mm256_dpbusd_epi32(_mm256_setzero_si256(), u[b],
+                                                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                                  q + b * kSpanBlock)))
+                                        : _mm256_setzero_si256();
+                    if (m <= 4) {  // head_dim <= 128: half the reduction
+                        const __m128i qsum = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc.qsum + gb));
+                        const __m128i isum =
+                            _mm_sub_epi32(hsum_4x8(dots), _mm_mullo_epi32(_mm256_castsi256_si128(off), qsum));
+                        const __m128 w = _mm_mul_ps(_mm256_castps256_ps128(dk), _mm_loadu_ps(sc.dq + gb));
+                        s[g] += sum4_tree(_mm_mul_ps(_mm_cvtepi32_ps(isum), w));
+                        continue;
+                    }
+                    const __m256i qsum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.qsum + gb));
+                    const __m256i isum = _mm256_sub_epi32(hsum_8x8(dots), _mm256_mullo_epi32(off, qsum));
+                    const __m256 w = _mm256_mul_ps(dk, _mm256_loadu_ps(sc.dq + gb));
+                    s[g] += sum8_tree(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), w));
                 }
             }
             for (int64_t g = 0; g < gn; ++g) sc.p[(g0 + g) * np + i] = s[g] * a.scale;
@@ -169,9 +218,9 @@ void span_values(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t
 
 void attn_kvq_span_avx512(const AttnKvqSpan& a, float* acc, float* m, float* l) {
     const SpanScratch sc(a);
-    const int64_t hd = a.head_dim, nb = hd / kSpanBlock, n = a.last - a.first + 1, np = (n + 15) & ~int64_t(15);
+    const int64_t hd = a.head_dim, n = a.last - a.first + 1, np = (n + 15) & ~int64_t(15);
     for (int64_t g = 0; g < a.group; ++g)
-        quantize_q_blocks(a.q + g * hd, hd, sc.q8 + g * hd, sc.dq + g * nb, sc.qsum + g * nb);
+        quantize_q_blocks(a.q + g * hd, hd, sc.nbp, sc.q8 + g * hd, sc.dq + g * sc.nbp, sc.qsum + g * sc.nbp);
     if (a.type_k == TYPE_Q8_0)
         span_scores<TYPE_Q8_0>(a, sc, n, np);
     else
