@@ -19,30 +19,49 @@ void store_row_f16(const float* src, void* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
 }
 
-// ggml's quantize_row_q4_0_ref, which ggml-cpu's from_float for Q4_0 (and so set_rows into a
-// Q4_0 cache) calls: d = max / -8 where max is the value of largest magnitude (sign kept),
-// q = min(15, (int8)(x / d + 8.5)).
+// Q4_0 rows for the cache, with each block's scale chosen to minimize the squared error.
+// ggml's quantize_row_q4_0_ref takes d = max / -8 (max: the value of largest magnitude, sign kept),
+// which spends the end level on that one value and rounds the rest coarsely; here d is searched
+// over max / -8 and max / 7 (the other end of the asymmetric range [-8, 7]) shrunk by up to 30 %,
+// values are rounded to nearest and clamped, and the candidate with the least error (measured with
+// d rounded to F16, as stored) is kept. The blocks are ordinary Q4_0 (x = d * (q - 8)), read by
+// every Q4_0 kernel; only which d is chosen differs.
 void store_row_q4_0(const float* x, void* dst, int64_t n) {
     block_q4_0* y = static_cast<block_q4_0*>(dst);
-    const int64_t nb = n / QK4_0;
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t i = 0; i < n / QK4_0; ++i) {
+        const float* xb = x + i * QK4_0;
         float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; ++j) {
-            const float v = x[i * QK4_0 + j];
-            if (amax < std::fabs(v)) {
-                amax = std::fabs(v);
-                max = v;
+        for (int j = 0; j < QK4_0; ++j)
+            if (amax < std::fabs(xb[j])) {
+                amax = std::fabs(xb[j]);
+                max = xb[j];
             }
-        }
-        const float d = max / -8.0f;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = fp32_to_fp16(d);
+        uint16_t best_d = 0;
+        float best_err = INFINITY;
+        for (int side = 0; side < 2 && amax > 0.0f; ++side)
+            for (int step = 0; step <= 12; ++step) {
+                const uint16_t d16 = fp32_to_fp16((side == 0 ? max / -8.0f : max / 7.0f) * (1.0f - 0.025f * step));
+                const float d = fp16_to_fp32(d16);
+                if (d == 0.0f) continue;
+                const float id = 1.0f / d;
+                float err = 0.0f;
+                for (int j = 0; j < QK4_0; ++j) {
+                    const float q = std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(xb[j] * id)));
+                    const float e = xb[j] - d * q;
+                    err += e * e;
+                }
+                if (err < best_err) {
+                    best_err = err;
+                    best_d = d16;
+                }
+            }
+        const float d = fp16_to_fp32(best_d);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = best_d;
         for (int j = 0; j < QK4_0 / 2; ++j) {
-            const float x0 = x[i * QK4_0 + j] * id;
-            const float x1 = x[i * QK4_0 + QK4_0 / 2 + j] * id;
-            const uint8_t xi0 = std::min<int8_t>(15, (int8_t)(x0 + 8.5f));
-            const uint8_t xi1 = std::min<int8_t>(15, (int8_t)(x1 + 8.5f));
-            y[i].qs[j] = xi0 | (uint8_t)(xi1 << 4);
+            const int q0 = (int)std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(xb[j] * id))) + 8;
+            const int q1 = (int)std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(xb[j + QK4_0 / 2] * id))) + 8;
+            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
 }
