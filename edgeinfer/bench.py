@@ -5,6 +5,11 @@ measured separately, on fixed token ids (no tokenizer, no sampler).
   context, as any prompt is). tok/s = N / time.
 - ``tg<N>``: N single-token decodes from an empty context, each feeding a fixed id; only the
   last row's logits are computed (the same work as greedy generation minus the argmax).
+- ``@ d<D>`` (llama-bench's ``-d``): the test starts with D tokens already in the context (decoded
+  once, untimed; each run truncates back to them), which is where the KV cache and attention
+  cost show: e.g. ``tg32 @ d2048`` is generation speed at 2,048 tokens of context.
+
+Every test runs for each KV cache type pair (K type x V type, ``--ctk/--ctv``) and thread count.
 
 Each test runs once untimed (warm-up: page faults, caches, pool spin-up), then ``repetitions``
 timed runs. The ids are drawn from a seeded generator, like llama-bench's random prompt; the
@@ -36,11 +41,15 @@ class BenchResult:
     n_ctx: int
     n_prompt: int        # tokens of one prompt-processing run (0 for tg)
     n_gen: int           # single-token decodes of one generation run (0 for pp)
+    n_depth: int = 0     # tokens already in the context when a run starts
+    type_k: str = "f16"  # KV cache types
+    type_v: str = "f16"
     samples_ns: list[int] = field(default_factory=list)
 
     @property
     def test(self) -> str:
-        return f"pp{self.n_prompt}" if self.n_prompt else f"tg{self.n_gen}"
+        name = f"pp{self.n_prompt}" if self.n_prompt else f"tg{self.n_gen}"
+        return f"{name} @ d{self.n_depth}" if self.n_depth else name
 
     @property
     def n_tokens(self) -> int:
@@ -72,17 +81,17 @@ def make_token_ids(n: int, n_vocab: int, seed: int = 42) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n_vocab, size=n, dtype=np.int32)
 
 
-def time_prompt(ctx: _core.Context, ids: np.ndarray) -> int:
-    """ns for one decode of `ids` from an empty context."""
-    ctx.truncate(0)
+def time_prompt(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
+    """ns for one decode of `ids` after the first `depth` cached positions."""
+    ctx.truncate(depth)
     start = time.perf_counter_ns()
     ctx.decode(ids)
     return time.perf_counter_ns() - start
 
 
-def time_generation(ctx: _core.Context, ids: np.ndarray) -> int:
-    """ns for len(ids) single-token decodes from an empty context."""
-    ctx.truncate(0)
+def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
+    """ns for len(ids) single-token decodes after the first `depth` cached positions."""
+    ctx.truncate(depth)
     steps = [ids[i:i + 1] for i in range(len(ids))]  # sliced before the clock starts
     start = time.perf_counter_ns()
     for step in steps:
@@ -99,16 +108,22 @@ def run_bench(
     n_ctx: int | None = None,
     n_batch: int = 512,
     on_result: Callable[[BenchResult], None] | None = None,
+    type_k: Sequence[str] = ("f16",),
+    type_v: Sequence[str] = ("f16",),
+    n_depth: Sequence[int] = (0,),
 ) -> list[BenchResult]:
-    """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every thread count
-    (0 = physical cores). n_ctx None = just enough for the longest test. Returns the results in
-    run order, also passing each to on_result as it completes."""
+    """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every depth, for every KV
+    cache type pair (each of type_k with each of type_v) and thread count (0 = physical cores).
+    n_ctx None = just enough for the longest test. Returns the results in run order, also
+    passing each to on_result as it completes."""
     if repetitions < 1:
         raise ValueError("repetitions must be at least 1")
     tests = [(p, 0) for p in n_prompt if p > 0] + [(0, g) for g in n_gen if g > 0]
     if not tests:
         raise ValueError("nothing to run: give a positive -p or -n")
-    need = max(p + g for p, g in tests)
+    if not n_depth or any(d < 0 for d in n_depth):
+        raise ValueError("depths must be 0 or more")
+    need = max(n_depth) + max(p + g for p, g in tests)
     if n_ctx is None:
         n_ctx = need
     elif n_ctx < need:
@@ -118,17 +133,24 @@ def run_bench(
     model = _core.Model(str(path))
     ids = make_token_ids(need, model.n_vocab)
     results = []
-    for t in threads:
-        ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch)
-        for p, g in tests:
-            r = BenchResult(model=path.name, model_size=path.stat().st_size, n_params=model.n_params,
-                            isa=_core.isa(), n_threads=ctx.n_threads, n_batch=n_batch, n_ctx=n_ctx,
-                            n_prompt=p, n_gen=g)
-            run = (lambda: time_prompt(ctx, ids[:p])) if p else (lambda: time_generation(ctx, ids[:g]))
-            run()  # warm-up
-            r.samples_ns = [run() for _ in range(repetitions)]
-            results.append(r)
-            if on_result:
-                on_result(r)
-        del ctx
+    for tk in type_k:
+        for tv in type_v:
+            for t in threads:
+                ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv)
+                for d in n_depth:
+                    ctx.truncate(0)
+                    if d:
+                        ctx.decode(ids[:d])  # the context the tests start from, decoded once
+                    for p, g in tests:
+                        r = BenchResult(model=path.name, model_size=path.stat().st_size, n_params=model.n_params,
+                                        isa=_core.isa(), n_threads=ctx.n_threads, n_batch=n_batch, n_ctx=n_ctx,
+                                        n_prompt=p, n_gen=g, n_depth=d, type_k=tk, type_v=tv)
+                        new = ids[d:d + p + g]
+                        run = ((lambda: time_prompt(ctx, new, d)) if p else (lambda: time_generation(ctx, new, d)))
+                        run()  # warm-up
+                        r.samples_ns = [run() for _ in range(repetitions)]
+                        results.append(r)
+                        if on_result:
+                            on_result(r)
+                del ctx
     return results

@@ -3,6 +3,12 @@ prompt caching"): time to first token of a follow-up chat turn vs cold, restorin
 recomputing it, KV bytes per token, and decode speed at a long context for each KV type.
 
     python scripts/bench_kv.py MODEL.gguf [--threads N] [--history 1000] [--decode-ctx 2048]
+    python scripts/bench_kv.py MODEL.gguf --speed-only --threads 1,2 --repeats 9
+
+Decode speed: for each thread count, one context per KV type is filled with `--decode-ctx`
+tokens once; then each round times 32 single-token decodes after them in every context in
+turn (interleaved, so a burst of load from other processes hits all types alike), and the
+median over the rounds is reported.
 """
 from __future__ import annotations
 
@@ -36,14 +42,20 @@ def best_of(n: int, fn) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", default="0", help="thread count(s), comma-separated (0 = physical cores)")
+    ap.add_argument("--speed-only", action="store_true", help="only the decode speed per KV type")
     ap.add_argument("--history", type=int, default=1000)
     ap.add_argument("--decode-ctx", type=int, default=2048)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     text = open(EVAL, encoding="utf-8").read()
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.speed_only:
+        decode_speed(args.model, Model.load(args.model, n_ctx=64).tokenize(text), threads, args.decode_ctx,
+                     args.repeats)
+        return
 
-    m = Model.load(args.model, n_ctx=4096, n_threads=args.threads)
+    m = Model.load(args.model, n_ctx=4096, n_threads=threads[0] or None)
     ids = m.tokenize(text)
     history = ids[:args.history]
     follow_up = history + ids[args.history:args.history + 24]   # a new 24-token user message
@@ -84,22 +96,36 @@ def main() -> None:
     print(f"in-memory snapshot restore of {len(history)} tokens: {t_snap * 1e3:.2f} ms")
 
     # 3. KV bytes per token and decode speed with a long context, per type.
-    for tk, tv in [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")]:
-        mq = Model.load(args.model, n_ctx=args.decode_ctx + 64, n_threads=args.threads,
-                        cache_type_k=tk, cache_type_v=tv)
-        ctx = mq.context
-        ctx.decode(np.asarray((ids * 4)[:args.decode_ctx], dtype=np.int32))
-        speeds = []
-        for _ in range(args.repeats):
-            ctx.truncate(args.decode_ctx)
-            t0 = time.perf_counter()
-            for tok in ids[:32]:
-                ctx.decode(np.asarray([tok], dtype=np.int32))
-            speeds.append(32 / (time.perf_counter() - t0))
-        total_mib = mq.kv_bytes_per_token * args.decode_ctx / 2**20
-        print(f"KV {tk}/{tv}: {mq.kv_bytes_per_token:,} bytes/token ({total_mib:.1f} "
-              f"MiB at {args.decode_ctx}); decode at {args.decode_ctx} context: best {max(speeds):.1f} tok/s, "
-              f"median {statistics.median(speeds):.1f} tok/s")
+    decode_speed(args.model, ids, threads, args.decode_ctx, args.repeats)
+
+
+KV_TYPES = [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")]
+
+
+def decode_speed(path: str, ids: list[int], threads: list[int], depth: int, repeats: int) -> None:
+    """tok/s of 32 single-token decodes after `depth` cached tokens, per KV type and thread count."""
+    steps = [np.asarray([t], dtype=np.int32) for t in ids[:32]]
+    for n_threads in threads:
+        models = {}
+        for tk, tv in KV_TYPES:
+            mq = Model.load(path, n_ctx=depth + 64, n_threads=n_threads or None, cache_type_k=tk, cache_type_v=tv)
+            mq.context.decode(np.asarray((ids * (depth // len(ids) + 1))[:depth], dtype=np.int32))
+            models[tk, tv] = mq
+        speeds: dict[tuple[str, str], list[float]] = {kv: [] for kv in models}
+        for _ in range(repeats):
+            for kv, mq in models.items():
+                ctx = mq.context
+                ctx.truncate(depth)
+                t0 = time.perf_counter()
+                for step in steps:
+                    ctx.decode(step)
+                speeds[kv].append(len(steps) / (time.perf_counter() - t0))
+        for (tk, tv), mq in models.items():
+            s = speeds[tk, tv]
+            rot = " (K rotated)" if mq.cache_rotate_k else ""
+            print(f"threads {mq.n_threads}, KV {tk}/{tv}{rot}: {mq.kv_bytes_per_token:,} bytes/token "
+                  f"({mq.kv_bytes_per_token * depth / 2**20:.1f} MiB at {depth}); decode at {depth} context: "
+                  f"median {statistics.median(s):.1f} tok/s, best {max(s):.1f} ({len(s)} rounds)", flush=True)
 
 
 def _timed(fn) -> float:

@@ -76,3 +76,39 @@ def test_argument_lists():
 def test_bad_arguments_are_rejected(bad):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["bench", "m.gguf", *bad])
+
+
+def test_kv_cache_types_and_depth(tmp_path):
+    """--ctk/--ctv run every test for each K type x V type; -d starts each run from that many
+    cached tokens (the context is sized for it)."""
+    path = tmp_path / "hd32.gguf"
+    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))   # head_dim 32: quantizable
+    results = run_bench(path, n_prompt=[8], n_gen=[4], threads=[1], repetitions=1, type_k=["f16", "q8_0"],
+                        type_v=["q4_0"], n_depth=[0, 16])
+    assert [(r.type_k, r.type_v, r.test) for r in results] == [
+        ("f16", "q4_0", "pp8"), ("f16", "q4_0", "tg4"), ("f16", "q4_0", "pp8 @ d16"), ("f16", "q4_0", "tg4 @ d16"),
+        ("q8_0", "q4_0", "pp8"), ("q8_0", "q4_0", "tg4"), ("q8_0", "q4_0", "pp8 @ d16"),
+        ("q8_0", "q4_0", "tg4 @ d16")]
+    assert all(r.n_ctx == 24 and r.samples_ns[0] > 0 for r in results)
+
+
+def test_kv_types_in_the_table_and_json(tmp_path, capsys):
+    path = tmp_path / "hd32.gguf"
+    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
+    assert main(["bench", str(path), "-p", "0", "-n", "2", "-t", "1", "-r", "1", "-ctk", "q8_0,q4_0", "-ctv", "q8_0",
+                 "-d", "8", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["type_k"], r["type_v"], r["n_depth"], r["test"]) for r in records] == [
+        ("q8_0", "q8_0", 8, "tg2 @ d8"), ("q4_0", "q8_0", 8, "tg2 @ d8")]
+    assert main(["bench", str(path), "-p", "0", "-n", "2", "-t", "1", "-r", "1", "--ctk", "q8_0"]) == 0
+    out = capsys.readouterr().out
+    assert "type_k" in out and "q8_0" in out and "tg2" in out
+
+
+def test_kv_type_lists_are_checked():
+    args = build_parser().parse_args(["bench", "m.gguf", "-ctk", "f16,q8_0", "--ctv", "q4_0", "-d", "0,2048"])
+    assert (args.cache_type_k, args.cache_type_v, args.n_depth) == (["f16", "q8_0"], ["q4_0"], [0, 2048])
+    defaults = build_parser().parse_args(["bench", "m.gguf"])
+    assert (defaults.cache_type_k, defaults.cache_type_v, defaults.n_depth) == (["f16"], ["f16"], [0])
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "m.gguf", "-ctk", "q5_0"])

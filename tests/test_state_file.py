@@ -159,6 +159,23 @@ def test_state_with_other_kv_types_is_refused(paths, tmp_path):
                                                  PROMPT + [3])
 
 
+def test_state_of_a_rotated_k_cache_is_refused_by_an_unrotated_context(paths, tmp_path):
+    """The rotation is part of the cache format: q4_0 keys stored rotated are not q4_0 keys."""
+    rotated = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    assert rotated.cache_rotate_k
+    rotated.prompt_cache.decode(PROMPT)
+    state = tmp_path / "q4r.eis"
+    rotated.save_state(state)
+    plain = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0", cache_rotate_k=False)
+    with pytest.raises(StateFileError, match=r"q4_0/q4_0 \(K rotated\) KV cache .* uses q4_0/q4_0$"):
+        plain.load_state(state)
+    assert plain.context.n_past == 0
+    again = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    again.load_state(state)
+    assert greedy(again, PROMPT + [3]) == greedy(load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0"),
+                                                 PROMPT + [3])
+
+
 def test_state_larger_than_the_context_is_refused(paths, saved):
     small = Model.load(paths["a"], n_ctx=8, n_threads=2)
     with pytest.raises(StateFileError, match="room for 8"):

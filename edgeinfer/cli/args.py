@@ -129,6 +129,15 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _kv_type_list(text: str) -> list[str]:
+    """'f16' or 'f16,q8_0' -> ['f16'] or ['f16', 'q8_0'] (each a KV cache type)."""
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in values if v not in KV_TYPES]
+    if not values or bad:
+        raise argparse.ArgumentTypeError(f"expected KV cache types from {', '.join(KV_TYPES)}, got {text!r}")
+    return values
+
+
 def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("bench", parents=[common], help="measure prompt and generation speed (like llama-bench)",
                        description="Prompt processing (one decode of P tokens from an empty context) and "
@@ -147,6 +156,12 @@ def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="context size (default: the longest test's length)")
     p.add_argument("-b", "--batch-size", type=_positive_int, default=512, metavar="N",
                    help="tokens per forward chunk (default: %(default)s)")
+    p.add_argument("-d", "--n-depth", type=_int_list, default=[0], metavar="D[,D...]",
+                   help="tokens already in the context when each test starts (default: 0)")
+    p.add_argument("-ctk", "--ctk", "--cache-type-k", dest="cache_type_k", type=_kv_type_list, default=["f16"],
+                   metavar="T[,T...]", help=f"KV cache types for K ({', '.join(KV_TYPES)}; default: f16)")
+    p.add_argument("-ctv", "--ctv", "--cache-type-v", dest="cache_type_v", type=_kv_type_list, default=["f16"],
+                   metavar="T[,T...]", help=f"KV cache types for V (default: f16)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 

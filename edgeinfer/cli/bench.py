@@ -13,23 +13,26 @@ from edgeinfer.pull import resolve_model
 
 
 def make_table(results: list[BenchResult]) -> Table:
-    """One row per (threads, test), as llama-bench's markdown table."""
+    """One row per (KV types, threads, test), as llama-bench's markdown table."""
     table = Table(box=None, pad_edge=False)
     for name, justify in (("model", "left"), ("size", "right"), ("isa", "left"), ("threads", "right"),
-                          ("n_batch", "right"), ("test", "right"), ("t/s", "right")):
+                          ("n_batch", "right"), ("type_k", "left"), ("type_v", "left"), ("test", "right"),
+                          ("t/s", "right")):
         table.add_column(name, justify=justify)
     for r in results:
-        table.add_row(r.model, human_bytes(r.model_size), r.isa, str(r.n_threads), str(r.n_batch), r.test,
-                      f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}")
+        table.add_row(r.model, human_bytes(r.model_size), r.isa, str(r.n_threads), str(r.n_batch), r.type_k,
+                      r.type_v, r.test, f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}")
     return table
 
 
 def main(args: argparse.Namespace) -> int:
     path = resolve_model(args.model, reporter=RichReporter(stderr))
-    progress = None if args.json else (lambda r: stderr.print(f"{r.test} t={r.n_threads}: {r.avg_ts:.2f} tok/s"))
+    progress = None if args.json else (lambda r: stderr.print(
+        f"{r.test} t={r.n_threads} kv={r.type_k}/{r.type_v}: {r.avg_ts:.2f} tok/s"))
     results = run_bench(path, n_prompt=args.n_prompt, n_gen=args.n_gen, threads=args.threads,
                         repetitions=args.repetitions, n_ctx=args.ctx_size, n_batch=args.batch_size,
-                        on_result=progress)
+                        on_result=progress, type_k=args.cache_type_k, type_v=args.cache_type_v,
+                        n_depth=args.n_depth)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:

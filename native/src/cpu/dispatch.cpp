@@ -148,6 +148,7 @@ KernelTable build_table(Isa isa) {
             fill_kernels_avx512(t);
             fill_ops_avx512(t.ops);
             fill_attn_kvq_fma(t.ops);
+            fill_attn_kvq_avx512(t.ops);
             fill_gemm_avx512(t);
             fill_gemm_kquants_avx512(t);
             break;

@@ -95,9 +95,39 @@ using AttnKvqRowFn = void (*)(const float* q, const uint8_t* k, const uint8_t* v
                               int64_t first, int64_t last, int64_t head_dim, float scale, const AttnKvTypes& t,
                               float* scratch, float* out);
 
+// Split-KV attention over a cache whose K is Q8_0 or Q4_0 (V Q8_0, Q4_0 or F16), for `group`
+// query heads that share one KV head, over one span of positions: K and V blocks are read once
+// for the whole group, Q is quantized to 8 bits so scores are integer dot products, the softmax
+// is two-pass over the span. The result is partial, for merging spans (cpu/attn_kvq_span.h):
+//   m[g] = max_i s[g][i],  l[g] = sum_i exp(s[g][i] - m[g]),  acc[g] = sum_i exp(s[g][i] - m[g]) v_i
+// with s[g][i] = scale * (q_g . k_i). Not ggml's algorithm: its results differ from the row
+// kernel's by rounding (Q scale kept in float, one exp polynomial), and match across ISAs bit for bit.
+struct AttnKvqSpan {
+    const float* q;            // [group][head_dim]
+    int64_t group;
+    const uint8_t* k;          // this KV head's K in the row of position 0; row ic at k + ic * k_stride
+    const uint8_t* v;          // likewise V
+    size_t k_stride, v_stride;
+    int64_t first, last;       // positions first..last
+    int64_t head_dim;          // a multiple of 32
+    float scale;
+    uint32_t type_k, type_v;
+    float* scratch;            // attn_kvq_span_scratch_floats(group, head_dim, last - first + 1) floats
+};
+using AttnKvqSpanFn = void (*)(const AttnKvqSpan& a, float* acc, float* m, float* l);
+inline bool attn_kvq_span_supports(uint32_t type_k, uint32_t type_v) {
+    return (type_k == TYPE_Q8_0 || type_k == TYPE_Q4_0) &&
+           (type_v == TYPE_Q8_0 || type_v == TYPE_Q4_0 || type_v == TYPE_F16);
+}
+inline size_t attn_kvq_span_scratch_floats(int64_t group, int64_t head_dim, int64_t n_pos) {
+    const int64_t n_pos16 = (n_pos + 15) & ~int64_t(15), nb8 = (head_dim / 32 + 7) & ~int64_t(7);
+    return (size_t)(group * (n_pos16 + head_dim / 4 + 2 * nb8) + 16);
+}
+
 struct OpKernels {
     AttnF16RowFn attn_f16_row = nullptr;
     AttnKvqRowFn attn_kvq_row = nullptr;
+    AttnKvqSpanFn attn_kvq_span = nullptr;  // preferred over attn_kvq_row where set and supported
     SwigluFn swiglu = nullptr;
     RopeRotateFn rope_rotate = nullptr;
     RopeRotateFn rope_rotate_neox = nullptr;
@@ -121,10 +151,13 @@ void fill_kernels_neon(KernelTable& t);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);
-// Attention over a quantized KV cache: scalar (cpu/attn_kvq_ref.cpp) and x86 FMA
-// (cpu/x86/attn_kvq_fma.cpp, used by the AVX2 and AVX-512 tables).
+// Attention over a quantized KV cache: scalar (cpu/attn_kvq_ref.cpp: the row kernel and the span
+// kernel's reference), x86 FMA (cpu/x86/attn_kvq_fma.cpp: the row kernel, used by the AVX2 and
+// AVX-512 tables; the AVX2 table has no span kernel) and AVX-512 VNNI (cpu/x86/attn_kvq_avx512.cpp:
+// the span kernel).
 void fill_attn_kvq_scalar(OpKernels& ops);
 void fill_attn_kvq_fma(OpKernels& ops);
+void fill_attn_kvq_avx512(OpKernels& ops);
 // The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);

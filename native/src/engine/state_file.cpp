@@ -15,7 +15,11 @@ namespace ei {
 namespace {
 
 constexpr char kMagic[8] = {'E', 'I', 'S', 'T', 'A', 'T', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
+// Version 2 gave `reserved` a meaning (kv_flags); a version 1 file has 0 there, which reads the
+// same (K not rotated), so both load.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
+constexpr uint64_t kKvRotatedK = 1;  // kv_flags bit: K head vectors stored Hadamard-rotated
 
 struct StateHeader {
     char magic[8];               // kMagic
@@ -30,7 +34,7 @@ struct StateHeader {
     uint64_t n_ctx;              // context size of the saving context (informational)
     uint64_t n_tokens;           // positions saved
     uint64_t kv_bytes;           // bytes of the KV blob
-    uint64_t reserved;
+    uint64_t kv_flags;           // kKvRotatedK; other bits 0
 };
 static_assert(sizeof(StateHeader) == 112, "StateHeader must have no padding");
 
@@ -114,6 +118,7 @@ void save_state(const Context& ctx, const std::string& path, const int32_t* toke
     h.n_ctx = (uint64_t)ctx.n_ctx();
     h.n_tokens = (uint64_t)n_tokens;
     h.kv_bytes = kv.rows_bytes(n_tokens);
+    h.kv_flags = kv.k_rotated() ? kKvRotatedK : 0;
 
     const size_t tok_bytes = (size_t)n_tokens * sizeof(int32_t);
     std::vector<uint8_t> buf(sizeof h + tok_bytes + h.kv_bytes + sizeof(uint64_t));
@@ -152,7 +157,7 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
             std::fclose(f);
             fail(path, "not an edgeinfer state file (bad magic or shorter than its header)");
         }
-        if (h.version != kVersion || h.header_bytes != sizeof h) {
+        if (h.version < kOldestVersion || h.version > kVersion || h.header_bytes != sizeof h) {
             std::fclose(f);
             fail(path, "state format version " + std::to_string(h.version) + ", this build reads version " +
                            std::to_string(kVersion));
@@ -160,7 +165,8 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
         // Sizes implied by the header must add up to the file's size (a truncated or padded
         // file fails here), with every factor bounded so the arithmetic cannot overflow.
         bool plausible = h.n_tokens <= (1u << 22) && h.n_layer <= 4096 && h.kv_width <= (1u << 20) &&
-                         type_known(h.type_k) && type_known(h.type_v) && h.kv_bytes <= (1ull << 40);
+                         type_known(h.type_k) && type_known(h.type_v) && h.kv_bytes <= (1ull << 40) &&
+                         (h.kv_flags & ~kKvRotatedK) == 0;
         const uint64_t expect = sizeof h + h.n_tokens * sizeof(int32_t) + h.kv_bytes + sizeof(uint64_t);
         if (!plausible || expect != (uint64_t)size) {
             std::fclose(f);
@@ -189,10 +195,15 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
                        std::to_string(h.model_file_size) + "-byte file) than the one loaded (" + hp.arch + ", " +
                        std::to_string(kv.n_layer()) + " layers, " +
                        std::to_string(ctx.model().file()->file_size()) + "-byte file)");
-    if (h.type_k != kv.type_k() || h.type_v != kv.type_v())
-        fail(path, std::string("it holds a ") + kv_type_name(h.type_k) + "/" + kv_type_name(h.type_v) +
-                       " KV cache (K/V types) but this context uses " + kv_type_name(kv.type_k()) + "/" +
-                       kv_type_name(kv.type_v()));
+    const bool rotated = (h.kv_flags & kKvRotatedK) != 0;
+    if (h.type_k != kv.type_k() || h.type_v != kv.type_v() || rotated != kv.k_rotated()) {
+        auto describe = [](uint32_t tk, uint32_t tv, bool rot) {
+            return std::string(kv_type_name(tk)) + "/" + kv_type_name(tv) + (rot ? " (K rotated)" : "");
+        };
+        fail(path, "it holds a " + describe(h.type_k, h.type_v, rotated) +
+                       " KV cache (K/V types) but this context uses " +
+                       describe(kv.type_k(), kv.type_v(), kv.k_rotated()));
+    }
     if (h.kv_bytes != kv.rows_bytes((int64_t)h.n_tokens)) fail(path, "its KV size does not match its header");
     if ((int64_t)h.n_tokens > ctx.n_ctx())
         fail(path, "it holds " + std::to_string(h.n_tokens) + " tokens but the context has room for " +

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "kv/hadamard.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -18,30 +19,49 @@ void store_row_f16(const float* src, void* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
 }
 
-// ggml's quantize_row_q4_0_ref, which ggml-cpu's from_float for Q4_0 (and so set_rows into a
-// Q4_0 cache) calls: d = max / -8 where max is the value of largest magnitude (sign kept),
-// q = min(15, (int8)(x / d + 8.5)).
+// Q4_0 rows for the cache, with each block's scale chosen to minimize the squared error.
+// ggml's quantize_row_q4_0_ref takes d = max / -8 (max: the value of largest magnitude, sign kept),
+// which spends the end level on that one value and rounds the rest coarsely; here d is searched
+// over max / -8 and max / 7 (the other end of the asymmetric range [-8, 7]) shrunk by up to 30 %,
+// values are rounded to nearest and clamped, and the candidate with the least error (measured with
+// d rounded to F16, as stored) is kept. The blocks are ordinary Q4_0 (x = d * (q - 8)), read by
+// every Q4_0 kernel; only which d is chosen differs.
 void store_row_q4_0(const float* x, void* dst, int64_t n) {
     block_q4_0* y = static_cast<block_q4_0*>(dst);
-    const int64_t nb = n / QK4_0;
-    for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t i = 0; i < n / QK4_0; ++i) {
+        const float* xb = x + i * QK4_0;
         float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK4_0; ++j) {
-            const float v = x[i * QK4_0 + j];
-            if (amax < std::fabs(v)) {
-                amax = std::fabs(v);
-                max = v;
+        for (int j = 0; j < QK4_0; ++j)
+            if (amax < std::fabs(xb[j])) {
+                amax = std::fabs(xb[j]);
+                max = xb[j];
             }
-        }
-        const float d = max / -8.0f;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = fp32_to_fp16(d);
+        uint16_t best_d = 0;
+        float best_err = INFINITY;
+        for (int side = 0; side < 2 && amax > 0.0f; ++side)
+            for (int step = 0; step <= 12; ++step) {
+                const uint16_t d16 = fp32_to_fp16((side == 0 ? max / -8.0f : max / 7.0f) * (1.0f - 0.025f * step));
+                const float d = fp16_to_fp32(d16);
+                if (d == 0.0f) continue;
+                const float id = 1.0f / d;
+                float err = 0.0f;
+                for (int j = 0; j < QK4_0; ++j) {
+                    const float q = std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(xb[j] * id)));
+                    const float e = xb[j] - d * q;
+                    err += e * e;
+                }
+                if (err < best_err) {
+                    best_err = err;
+                    best_d = d16;
+                }
+            }
+        const float d = fp16_to_fp32(best_d);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = best_d;
         for (int j = 0; j < QK4_0 / 2; ++j) {
-            const float x0 = x[i * QK4_0 + j] * id;
-            const float x1 = x[i * QK4_0 + QK4_0 / 2 + j] * id;
-            const uint8_t xi0 = std::min<int8_t>(15, (int8_t)(x0 + 8.5f));
-            const uint8_t xi1 = std::min<int8_t>(15, (int8_t)(x1 + 8.5f));
-            y[i].qs[j] = xi0 | (uint8_t)(xi1 << 4);
+            const int q0 = (int)std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(xb[j] * id))) + 8;
+            const int q1 = (int)std::fmin(7.0f, std::fmax(-8.0f, std::nearbyint(xb[j + QK4_0 / 2] * id))) + 8;
+            y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
 }
@@ -63,7 +83,19 @@ size_t checked_row_bytes(uint32_t type, int64_t width) {
     return row_bytes(type, width);
 }
 
+int64_t checked_head_dim(int64_t width, int64_t head_dim, bool rotate_k) {
+    if (head_dim < 1 || width % head_dim != 0)
+        throw Error("KV cache rows of " + std::to_string(width) + " values are not whole heads of " +
+                    std::to_string(head_dim));
+    if (rotate_k && !hadamard_supported(head_dim))
+        throw Error("a rotated K cache needs head_dim to be a power of two; this model's is " +
+                    std::to_string(head_dim));
+    return head_dim;
+}
+
 }  // namespace
+
+bool kv_rotate_k_by_default(uint32_t type_k) { return type_k == TYPE_Q4_0; }
 
 uint32_t kv_type_from_name(const std::string& name) {
     if (name == "f16") return TYPE_F16;
@@ -81,13 +113,15 @@ const char* kv_type_name(uint32_t type) {
     }
 }
 
-KvCache::KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, uint32_t type_k,
-                 uint32_t type_v)
-    : n_layer_(n_layer), n_ctx_(n_ctx), width_(width), type_k_(type_k), type_v_(type_v),
+KvCache::KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, int64_t head_dim,
+                 uint32_t type_k, uint32_t type_v, bool rotate_k)
+    : n_layer_(n_layer), n_ctx_(n_ctx), width_(width), head_dim_(checked_head_dim(width, head_dim, rotate_k)),
+      type_k_(type_k), type_v_(type_v), rotate_k_(rotate_k),
       k_row_(checked_row_bytes(type_k, width)), v_row_(checked_row_bytes(type_v, width)),
       quantize_k_(row_quantizer(kt, type_k)), quantize_v_(row_quantizer(kt, type_v)),
       dequantize_k_(kt.types[type_k].to_float),
-      k_((size_t)(n_layer * n_ctx) * k_row_), v_((size_t)(n_layer * n_ctx) * v_row_) {}
+      k_((size_t)(n_layer * n_ctx) * k_row_), v_((size_t)(n_layer * n_ctx) * v_row_),
+      k_tmp_(rotate_k ? (size_t)width : 0) {}
 
 uint16_t* KvCache::k(int64_t layer) {
     if (type_k_ != TYPE_F16) throw Error("the K cache is not F16");
@@ -103,7 +137,13 @@ void KvCache::store(int64_t layer, int64_t pos0, int64_t n, const float* k_rows,
     uint8_t* kd = k_data(layer) + pos0 * k_row_;
     uint8_t* vd = v_data(layer) + pos0 * v_row_;
     for (int64_t t = 0; t < n; ++t) {
-        quantize_k_(k_rows + t * width_, kd + t * k_row_, width_);
+        if (rotate_k_) {
+            std::memcpy(k_tmp_.data(), k_rows + t * width_, width_ * sizeof(float));
+            hadamard_rotate(k_tmp_.data(), width_ / head_dim_, head_dim_);
+            quantize_k_(k_tmp_.data(), kd + t * k_row_, width_);
+        } else {
+            quantize_k_(k_rows + t * width_, kd + t * k_row_, width_);
+        }
         quantize_v_(v_rows + t * width_, vd + t * v_row_, width_);
     }
 }
@@ -134,7 +174,9 @@ void KvCache::shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
     for (int64_t il = 0; il < n_layer_; ++il) {
         uint8_t* kd = k_data(il);
         for (int64_t t = 0; t < m; ++t) dequantize_k_(kd + (first + t) * k_row_, rows.data() + t * width_, width_);
+        if (rotate_k_) hadamard_unrotate(rows.data(), m * width_ / head_dim_, head_dim_);
         rerotate(il, rows.data(), m);
+        if (rotate_k_) hadamard_rotate(rows.data(), m * width_ / head_dim_, head_dim_);
         for (int64_t t = 0; t < m; ++t) quantize_k_(rows.data() + t * width_, kd + (n_keep + t) * k_row_, width_);
         uint8_t* vd = v_data(il);
         std::memmove(vd + n_keep * v_row_, vd + first * v_row_, m * v_row_);

@@ -5,6 +5,11 @@
 // Besides append (store) the cache supports what prompt caching and context overflow need:
 // copying the rows of positions [0, n) of every layer out and back in (snapshots and state
 // files) and shifting (drop positions, move the rest down, re-rotate their keys).
+//
+// K may be stored rotated (kv/hadamard.h): each head vector of a K row is multiplied by a fixed
+// orthogonal matrix R before it is quantized, which keeps 4-bit keys usable. attention_cached
+// rotates Q by the same R, so scores are unchanged; shift undoes R around the RoPE re-rotation.
+// Whether K is rotated is part of the cache's format (state files record it).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -20,16 +25,24 @@ namespace ei {
 uint32_t kv_type_from_name(const std::string& name);
 const char* kv_type_name(uint32_t type);
 
+// Whether K of this type is rotated unless the caller says otherwise: where perplexity says the
+// rotation pays (docs/PERFORMANCE.md, "KV cache"): Q4_0 K. An F16 K is never rotated by default
+// (its attention stays bit-identical to llama.cpp's).
+bool kv_rotate_k_by_default(uint32_t type_k);
+
 class KvCache {
 public:
-    // n_layer layers, n_ctx positions, rows of `width` values (n_head_kv * head_dim). Quantized
-    // types need width (and head_dim, checked by the caller) to be a multiple of 32.
-    KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, uint32_t type_k = TYPE_F16,
-            uint32_t type_v = TYPE_F16);
+    // n_layer layers, n_ctx positions, rows of `width` values (n_head_kv heads of head_dim).
+    // Quantized types need width (and head_dim, checked by the caller) to be a multiple of 32;
+    // rotate_k needs head_dim to be a power of two (throws Error otherwise).
+    KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, int64_t head_dim,
+            uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false);
 
     int64_t n_layer() const { return n_layer_; }
     int64_t n_ctx() const { return n_ctx_; }
     int64_t width() const { return width_; }
+    int64_t head_dim() const { return head_dim_; }
+    bool k_rotated() const { return rotate_k_; }  // K head vectors stored as R k (kv/hadamard.h)
     uint32_t type_k() const { return type_k_; }
     uint32_t type_v() const { return type_v_; }
     size_t k_row_bytes() const { return k_row_; }   // bytes of one position's K row in one layer
@@ -46,7 +59,8 @@ public:
     uint16_t* k(int64_t layer);
     uint16_t* v(int64_t layer);
 
-    // Stores n rows of floats at positions pos0 .. pos0 + n - 1 (rounded to F16 / quantized).
+    // Stores n rows of floats at positions pos0 .. pos0 + n - 1 (K rotated if k_rotated(), then
+    // rounded to F16 / quantized). Not thread-safe (one scratch row).
     void store(int64_t layer, int64_t pos0, int64_t n, const float* k_rows, const float* v_rows);
 
     // Rows of positions [0, n) of every layer as one blob: per layer, its K rows then its V rows.
@@ -57,18 +71,21 @@ public:
 
     // Drops positions [n_keep, n_keep + n_discard) of the first n_past and moves the later ones
     // down by n_discard. K rows were stored rotated for their old position: each moved K row is
-    // converted to floats, passed to rerotate(layer, rows [m][width], m) and stored again.
+    // converted to floats (and un-rotated if k_rotated()), passed to rerotate(layer, rows
+    // [m][width], m) and stored again (rotated again).
     void shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
                const std::function<void(int64_t layer, float* rows, int64_t m)>& rerotate);
 
 private:
-    int64_t n_layer_, n_ctx_, width_;
+    int64_t n_layer_, n_ctx_, width_, head_dim_;
     uint32_t type_k_, type_v_;
+    bool rotate_k_;
     size_t k_row_, v_row_;
     FromFloatFn quantize_k_, quantize_v_;  // float row -> type_k / type_v row
     ToFloatFn dequantize_k_;               // type_k row -> floats (for shift)
     std::vector<uint8_t> k_;  // [n_layer][n_ctx][k_row_bytes], type_k
     std::vector<uint8_t> v_;  // [n_layer][n_ctx][v_row_bytes], type_v
+    std::vector<float> k_tmp_;  // [width] one K row being rotated by store()
 };
 
 }  // namespace ei

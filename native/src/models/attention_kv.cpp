@@ -1,8 +1,11 @@
 // Attention over the KV cache whatever its K/V types (blocks.h, attention_cached).
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "kv/hadamard.h"
 #include "models/arch.h"
 #include "models/blocks.h"
 
@@ -12,11 +15,99 @@ void ArchModel::rotate_cached_keys(const KernelTable&, int64_t, float*, int64_t,
     throw Error("context shift is not supported for the " + hparams().arch + " architecture");
 }
 
+namespace {
+
+// Attention through the span kernel (kernels.h, AttnKvqSpanFn). Jobs are (query row, KV head,
+// span): a decode step has one query row and few KV heads, so the positions are split into
+// spans until there are about four jobs a thread (each span at least 128 positions), and the
+// spans' partial results are merged afterwards (max, rescaled sums).
+void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
+                     const KvCache& kv, int64_t layer, const AttentionShape& s, float* out) {
+    const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim;
+    const int64_t rows = n * s.n_head_kv;
+    const int64_t max_len = s.window > 0 ? std::min(s.window, pos0 + n) : pos0 + n;
+    const int64_t want = 4 * (int64_t)pool.size();
+    const int64_t chunks =
+        rows >= want ? 1 : std::max<int64_t>(1, std::min((want + rows - 1) / rows, (max_len + 127) / 128));
+    const int64_t span_max = (max_len + chunks - 1) / chunks;
+    const int64_t jobs = rows * chunks;
+    const size_t k_head = row_bytes(kv.type_k(), hd), v_head = row_bytes(kv.type_v(), hd);
+    // Partial results of every job when spans are merged: [jobs][group] m, l and [jobs][group][hd] acc.
+    std::vector<float> part_m, part_l, part_acc;
+    if (chunks > 1) {
+        part_m.resize((size_t)(jobs * group));
+        part_l.resize((size_t)(jobs * group));
+        part_acc.resize((size_t)(jobs * group * hd));
+    }
+    const AttnKvqSpanFn attend = kt.ops.attn_kvq_span;
+    pool.run([&](int ith, int nth) {
+        std::vector<float> scratch(attn_kvq_span_scratch_floats(group, hd, span_max));
+        std::vector<float> acc((size_t)(group * hd)), m((size_t)group), l((size_t)group);
+        int64_t j0, j1;
+        ThreadPool::split(jobs, ith, nth, &j0, &j1);
+        for (int64_t j = j0; j < j1; ++j) {
+            const int64_t c = j % chunks, r = j / chunks, t = r / s.n_head_kv, hk = r % s.n_head_kv;
+            const int64_t last = pos0 + t;
+            const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
+            const int64_t per = (last - first + chunks) / chunks;
+            const int64_t f = first + c * per, e = std::min(last, f + per - 1);
+            float* jm = chunks > 1 ? part_m.data() + j * group : m.data();
+            float* jl = chunks > 1 ? part_l.data() + j * group : l.data();
+            float* jacc = chunks > 1 ? part_acc.data() + j * group * hd : acc.data();
+            const int64_t q_off = (t * s.n_head + hk * group) * hd;  // heads hk*group .. hk*group + group - 1
+            if (f > e) {  // an empty span (a short row split as finely as the longest)
+                std::fill(jm, jm + group, -INFINITY);
+                std::fill(jl, jl + group, 0.0f);
+                std::fill(jacc, jacc + group * hd, 0.0f);
+                continue;
+            }
+            const AttnKvqSpan a{q + q_off, group, kv.k_data(layer) + hk * k_head, kv.v_data(layer) + hk * v_head,
+                                kv.k_row_bytes(), kv.v_row_bytes(), f, e, hd, s.scale, kv.type_k(), kv.type_v(),
+                                scratch.data()};
+            attend(a, jacc, jm, jl);
+            if (chunks == 1)
+                for (int64_t g = 0; g < group; ++g)
+                    for (int64_t d = 0; d < hd; ++d) out[q_off + g * hd + d] = jacc[g * hd + d] / jl[g];
+        }
+    });
+    if (chunks == 1) return;
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < group; ++g) {
+            float M = -INFINITY;
+            for (int64_t c = 0; c < chunks; ++c) M = std::max(M, part_m[(r * chunks + c) * group + g]);
+            float L = 0.0f;
+            float* o = out + ((r / s.n_head_kv) * s.n_head + (r % s.n_head_kv) * group + g) * hd;
+            std::fill(o, o + hd, 0.0f);
+            for (int64_t c = 0; c < chunks; ++c) {
+                const int64_t jg = (r * chunks + c) * group + g;
+                if (part_l[jg] == 0.0f) continue;
+                const float w = std::exp(part_m[jg] - M);
+                L += w * part_l[jg];
+                const float* pa = part_acc.data() + jg * hd;
+                for (int64_t d = 0; d < hd; ++d) o[d] += w * pa[d];
+            }
+            for (int64_t d = 0; d < hd; ++d) o[d] /= L;
+        }
+}
+
+}  // namespace
+
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                       const KvCache& kv, int64_t layer, const AttentionShape& s, float* out) {
+    // A rotated K holds R k: the scores need R q (kv/hadamard.h). [n][n_head][head_dim]
+    std::vector<float> q_rotated;
+    if (kv.k_rotated()) {
+        q_rotated.assign(q, q + n * s.n_head * s.head_dim);
+        hadamard_rotate(q_rotated.data(), n * s.n_head, s.head_dim);
+        q = q_rotated.data();
+    }
     if (kv.type_k() == TYPE_F16 && kv.type_v() == TYPE_F16) {
         attention_f16(pool, kt, q, n, pos0, reinterpret_cast<const uint16_t*>(kv.k_data(layer)),
                       reinterpret_cast<const uint16_t*>(kv.v_data(layer)), s, out);
+        return;
+    }
+    if (kt.ops.attn_kvq_span && attn_kvq_span_supports(kv.type_k(), kv.type_v()) && s.head_dim % 32 == 0) {
+        attention_spans(pool, kt, q, n, pos0, kv, layer, s, out);
         return;
     }
     // ggml's one-row kernel with a quantized K and/or V. (With an F16 V ggml accumulates in F16;

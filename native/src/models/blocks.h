@@ -47,9 +47,10 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out);
 
 // attention_f16's contract over layer `layer` of a KV cache of any type: an F16 cache goes to
-// attention_f16 (llama.cpp's exact path); a cache with a quantized K or V to ggml's one-row
-// kernel for quantized K/V (kt.ops.attn_kvq_row), reading the blocks in place.
-// (models/attention_kv.cpp)
+// attention_f16 (llama.cpp's exact path); a cache with a Q8_0/Q4_0 K to the span kernel where
+// the table has one (kt.ops.attn_kvq_span: grouped heads, integer scores, split-KV), else to
+// ggml's one-row kernel for quantized K/V (kt.ops.attn_kvq_row); both read the blocks in place.
+// A rotated K (KvCache::k_rotated) gets Q rotated alike first. (models/attention_kv.cpp)
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                       const KvCache& kv, int64_t layer, const AttentionShape& s, float* out);
 

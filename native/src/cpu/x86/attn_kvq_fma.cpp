@@ -33,6 +33,10 @@ void attn_kvq_row_fma(const float* q, const uint8_t* k, const uint8_t* v, size_t
 
 }  // namespace
 
-void fill_attn_kvq_fma(OpKernels& ops) { ops.attn_kvq_row = attn_kvq_row_fma; }
+// The AVX2 table keeps the row kernel (no span kernel: the scalar one would be slower).
+void fill_attn_kvq_fma(OpKernels& ops) {
+    ops.attn_kvq_row = attn_kvq_row_fma;
+    ops.attn_kvq_span = nullptr;
+}
 
 }  // namespace ei
