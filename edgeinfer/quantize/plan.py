@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from gguf import GGMLQuantizationType as T
 from gguf import LlamaFileType as FT
 
+from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 
 # preset name -> (general.file_type, default tensor type)
@@ -176,8 +177,8 @@ def use_more_bits(i_layer: int, n_layers: int) -> bool:
 
 
 def block_size(qtype: T) -> int:
-    from gguf import GGML_QUANT_SIZES
-    return GGML_QUANT_SIZES[qtype][0]
+    """Elements per block, from the core's type table."""
+    return int(_core.type_info(int(qtype))["block_size"])
 
 
 class _Planner:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from gguf import GGML_QUANT_SIZES, GGML_QUANT_VERSION
+from gguf import GGML_QUANT_VERSION
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
@@ -25,7 +25,9 @@ SLAB_BYTES = 64 << 20
 
 
 def tensor_nbytes(qtype: int, shape: list[int]) -> int:
-    block, size = GGML_QUANT_SIZES[T(qtype)]
+    """Bytes of a tensor of `shape` (ne order) stored as `qtype` (sizes from the core's table)."""
+    info = _core.type_info(int(qtype))
+    block, size = info["block_size"], info["type_size"]
     rows = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
     return rows * (shape[0] // block) * size
 
