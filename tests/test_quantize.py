@@ -201,3 +201,18 @@ def test_cli_quantize_writes_the_file_and_a_summary(tiny_f32, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "edgeinfer", "quantize", str(tiny_f32), str(out), "Q7_X"],
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_f16_and_bf16_inputs_convert_exactly_before_quantizing(tiny_f32, tmp_path):
+    src = _core.GgufFile(str(tiny_f32))
+    name = "blk.0.ffn_down.weight"
+    x = np.frombuffer(src.tensor_data(name), dtype=np.float32).reshape(256, 512)
+    for plain, as_float in (("F16", lambda a: a.astype(np.float16).astype(np.float32)),
+                            ("BF16", lambda a: _core.dequantize(int(T.BF16), _core.quantize_rows(int(T.BF16), a).reshape(-1),
+                                                                a.size).reshape(a.shape))):
+        mid, out = tmp_path / f"{plain}.gguf", tmp_path / f"{plain}-q4k.gguf"
+        quantize_file(tiny_f32, mid, QuantizeOptions(plain))
+        quantize_file(mid, out, QuantizeOptions("Q4_K_M"))   # F16/BF16 are not "quantized": no flag needed
+        got = _core.GgufFile(str(out)).tensor_data(name)
+        expected = _core.quantize_rows(int(_core.GgufFile(str(out)).tensor(name)["type"]), as_float(x))
+        assert np.array_equal(np.asarray(got), expected.reshape(-1)), plain
