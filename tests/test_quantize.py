@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -207,9 +206,10 @@ def test_f16_and_bf16_inputs_convert_exactly_before_quantizing(tiny_f32, tmp_pat
     src = _core.GgufFile(str(tiny_f32))
     name = "blk.0.ffn_down.weight"
     x = np.frombuffer(src.tensor_data(name), dtype=np.float32).reshape(256, 512)
-    for plain, as_float in (("F16", lambda a: a.astype(np.float16).astype(np.float32)),
-                            ("BF16", lambda a: _core.dequantize(int(T.BF16), _core.quantize_rows(int(T.BF16), a).reshape(-1),
-                                                                a.size).reshape(a.shape))):
+    def via_bf16(a: np.ndarray) -> np.ndarray:
+        return _core.dequantize(int(T.BF16), _core.quantize_rows(int(T.BF16), a).reshape(-1), a.size).reshape(a.shape)
+
+    for plain, as_float in (("F16", lambda a: a.astype(np.float16).astype(np.float32)), ("BF16", via_bf16)):
         mid, out = tmp_path / f"{plain}.gguf", tmp_path / f"{plain}-q4k.gguf"
         quantize_file(tiny_f32, mid, QuantizeOptions(plain))
         quantize_file(mid, out, QuantizeOptions("Q4_K_M"))   # F16/BF16 are not "quantized": no flag needed

@@ -190,7 +190,8 @@ def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
     from edgeinfer.quantize.plan import PRESETS, WRITABLE
 
     types = ", ".join(t.name for t in WRITABLE)
-    p = sub.add_parser("quantize", parents=[common], help="write a quantized copy of a GGUF model (like llama-quantize)",
+    p = sub.add_parser("quantize", parents=[common],
+                       help="write a quantized copy of a GGUF model (like llama-quantize)",
                        description="Convert every tensor of IN to the types TYPE chooses (llama.cpp's presets: "
                                    "the _S/_M/_L mixes keep the output and some attention-V / FFN-down tensors "
                                    "at more bits) and write OUT. OUT appears only once complete.")
@@ -211,7 +212,8 @@ def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
 
 
 def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("perplexity", parents=[common], help="measure a model's perplexity on a text (like llama-perplexity)",
+    p = sub.add_parser("perplexity", parents=[common],
+                       help="measure a model's perplexity on a text (like llama-perplexity)",
                        description="Cut the text into chunks of -c tokens, evaluate each from an empty context and "
                                    "score the second half of each chunk, as llama-perplexity does. Prints the running "
                                    "estimate per chunk and the final PPL ± its standard error.")

@@ -231,7 +231,8 @@ void quantize_k4_like(const float* x, Block& y, int nmax, float rmin, int nstep,
         for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = std::sqrt(sum_x2 / 32);
         for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep,
+                                     false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -298,7 +299,8 @@ void quantize_row_q2_K(const float* x, void* vy, int64_t n) {
             const float d = fp16_to_fp32(y[i].d) * (y[i].scales[j] & 0xF);
             if (!d) continue;
             const float dm = fp16_to_fp32(y[i].dmin) * (y[i].scales[j] >> 4);
-            for (int ii = 0; ii < 16; ++ii) L[16 * j + ii] = (uint8_t)clamp(nearest_int((x[16 * j + ii] + dm) / d), 0, 3);
+            for (int ii = 0; ii < 16; ++ii)
+                L[16 * j + ii] = (uint8_t)clamp(nearest_int((x[16 * j + ii] + dm) / d), 0, 3);
         }
         pack_2bit(L, y[i].qs);
     }
@@ -340,7 +342,8 @@ void quantize_row_q3_K(const float* x, void* vy, int64_t n) {
             sc = (int8_t)((sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
             const float d = fp16_to_fp32(y[i].d) * sc;
             if (!d) continue;
-            for (int ii = 0; ii < 16; ++ii) L[16 * j + ii] = (int8_t)(clamp(nearest_int(x[16 * j + ii] / d), -4, 3) + 4);
+            for (int ii = 0; ii < 16; ++ii)
+                L[16 * j + ii] = (int8_t)(clamp(nearest_int(x[16 * j + ii] / d), -4, 3) + 4);
         }
         // High bit of element j goes to bit j / 32 of hmask[j % 32]; the low 2 bits stay in L.
         std::memset(y[i].hmask, 0, QK_K / 8);
@@ -430,7 +433,8 @@ void quantize_row_q6_K(const float* x, void* vy, int64_t n) {
         for (int j = 0; j < QK_K / 16; ++j) {
             const float d = fp16_to_fp32(y[i].d) * y[i].scales[j];
             if (!d) continue;
-            for (int ii = 0; ii < 16; ++ii) L[16 * j + ii] = (int8_t)(clamp(nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
+            for (int ii = 0; ii < 16; ++ii)
+                L[16 * j + ii] = (int8_t)(clamp(nearest_int(x[16 * j + ii] / d), -32, 31) + 32);
         }
         // 4 low bits: ql[l] = elements l | l + 64 << 4, ql[l + 32] = l + 32 | l + 96 << 4;
         // 2 high bits of l, l + 32, l + 64, l + 96 in qh[l] (per 128 elements).
