@@ -50,6 +50,9 @@ def test_cli_prints_running_and_final_estimate_matching_the_library(tiny, text_f
     assert f"PPL = {expected.ppl:.4f} +/- {expected.stderr:.5f}" in proc.stdout
     js = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--chunks", "2", "--json").stdout)
     assert js["n_chunks"] == 2 and js["n_scored"] == 2 * 31
+    small_batches = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "-b", "16", "--chunks", "2",
+                                       "--json").stdout)
+    assert abs(small_batches["ppl"] / js["ppl"] - 1) < 1e-4
 
 
 def test_kl_divergence_of_a_model_from_itself_is_zero_and_grows_with_quantization(tiny, text_file, tmp_path):
