@@ -58,8 +58,8 @@ def test_cli_prints_running_and_final_estimate_matching_the_library(tiny, text_f
 def test_kl_divergence_of_a_model_from_itself_is_zero_and_grows_with_quantization(tiny, text_file, tmp_path):
     base = tmp_path / "base.kld"
     assert run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", str(base)).returncode == 0
-    same = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence", "--kl-file", str(base),
-                              "--json").stdout)
+    same = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", str(base),
+                              "--kl-divergence", "--json").stdout)   # llama-perplexity's spelling
     assert same["kld"]["mean_kld"] < 1e-9 and same["kld"]["same_top_pct"] == 100.0
     q4 = tmp_path / "q4.gguf"
     quantize_file(tiny, q4, QuantizeOptions("Q4_0"))

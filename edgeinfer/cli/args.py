@@ -228,13 +228,14 @@ def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
                    help="CPU threads (default: physical cores)")
     add_kv_cache_options(p)
-    kld = p.add_mutually_exclusive_group()
-    kld.add_argument("--kl-divergence-base", metavar="FILE",
-                     help="save this model's top logits per scored token to FILE (the base for --kl-divergence)")
-    kld.add_argument("--kl-divergence", action="store_true",
-                     help="compare with the logits saved by --kl-divergence-base (FILE given there): "
-                          "mean and 99th-percentile KL divergence, same-top-token %%")
-    p.add_argument("--kl-file", metavar="FILE", help="the base file read by --kl-divergence")
+    p.add_argument("--kl-divergence-base", metavar="FILE",
+                   help="alone: save this model's top logits per scored token to FILE; with --kl-divergence: "
+                        "the base file to compare with (llama-perplexity's usage)")
+    p.add_argument("--kl-divergence", action="store_true",
+                   help="compare with the logits saved in FILE (--kl-divergence-base or --kl-file): "
+                        "mean and 99th-percentile KL divergence, same-top-token %%")
+    p.add_argument("--kl-file", metavar="FILE", help="the base file read by --kl-divergence (same as "
+                                                     "--kl-divergence-base FILE --kl-divergence)")
     p.add_argument("--kl-top-k", type=_positive_int, default=1024, metavar="K",
                    help="logits kept per token in the base file; the rest of the vocabulary is one bucket, "
                         "so the KLD is a lower bound, ~2%% low at the default (default: %(default)s)")

@@ -25,17 +25,18 @@ def _read_text(path: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.kl_divergence and not args.kl_file:
-        raise EdgeInferError("--kl-divergence needs --kl-file FILE (written by --kl-divergence-base FILE)")
+    kl_file = args.kl_file or (args.kl_divergence_base if args.kl_divergence else None)
+    if args.kl_divergence and not kl_file:
+        raise EdgeInferError("--kl-divergence needs the base file: --kl-divergence-base FILE (or --kl-file FILE)")
     text = _read_text(args.file)
     path = resolve_model(args.model, reporter=RichReporter(stderr))
     model = Model.load(path, n_ctx=args.ctx_size, n_threads=args.threads, n_batch=args.batch_size or args.ctx_size,
                        cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v)
     hook = None
-    if args.kl_divergence_base:
+    if args.kl_divergence:
+        hook = Comparer(kl_file)
+    elif args.kl_divergence_base:
         hook = BaseRecorder(args.kl_top_k)
-    elif args.kl_divergence:
-        hook = Comparer(args.kl_file)
 
     start = time.perf_counter()
 
