@@ -40,8 +40,10 @@ def perplexity(
     n_ctx: int = 512,
     n_chunks: int | None = None,
     on_chunk: Callable[[int, int, float], None] | None = None,
+    on_scored: Callable[[int, np.ndarray, np.ndarray], None] | None = None,
 ) -> PerplexityResult:
-    """Scores `text`; `on_chunk(i, n, running_ppl)` is called after each chunk."""
+    """Scores `text`; `on_chunk(i, n, running_ppl)` is called after each chunk, and
+    `on_scored(i, logits, targets)` with chunk i's scored rows (for KL divergence)."""
     if model.n_ctx < n_ctx:
         raise EdgeInferError(f"the model's context ({model.n_ctx}) is smaller than the chunk size {n_ctx}")
     tokens = np.asarray(model.tokenize(text, add_special=True), dtype=np.int64)
@@ -59,6 +61,8 @@ def perplexity(
             chunk[0] = bos
         logits = model.eval_logits(chunk.tolist(), first=first)  # rows first..n_ctx-1
         nll_all.append(token_nll(logits[:-1], chunk[first + 1:n_ctx]))
+        if on_scored:
+            on_scored(i, logits[:-1], chunk[first + 1:n_ctx])
         running.append(math.exp(float(np.concatenate(nll_all).mean())))
         if on_chunk:
             on_chunk(i, n, running[-1])

@@ -1,4 +1,4 @@
-"""``edgeinfer`` command line: run, chat, info, bench, pull, models.
+"""``edgeinfer`` command line: run, chat, info, bench, pull, models, serve, quantize, perplexity.
 
 Every failure a user can cause (a bad path, an unknown model, a broken file, no network) ends as
 one ``error: ...`` line on stderr and exit status 1; Ctrl-C exits with 130. Tracebacks are shown
@@ -27,6 +27,8 @@ COMMANDS = {
     "pull": "pull:main",
     "models": "pull:list_models",
     "serve": "serve:main",
+    "quantize": "quantize:main",
+    "perplexity": "perplexity:main",
 }
 
 

@@ -201,6 +201,62 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="shortest shared prefix saved to --prompt-cache-dir (default: %(default)s tokens)")
 
 
+def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from edgeinfer.quantize.plan import PRESETS, WRITABLE
+
+    types = ", ".join(t.name for t in WRITABLE)
+    p = sub.add_parser("quantize", parents=[common],
+                       help="write a quantized copy of a GGUF model (like llama-quantize)",
+                       description="Convert every tensor of IN to the types TYPE chooses (llama.cpp's presets: "
+                                   "the _S/_M/_L mixes keep the output and some attention-V / FFN-down tensors "
+                                   "at more bits) and write OUT. OUT appears only once complete.")
+    p.add_argument("input", metavar="IN.gguf", help="the model to convert (best: F32, F16 or BF16 weights)")
+    p.add_argument("output", metavar="OUT.gguf", help="the file to write")
+    p.add_argument("type", metavar="TYPE", type=str.upper, choices=list(PRESETS),
+                   help="one of " + ", ".join(PRESETS))
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="threads (default: all CPUs)")
+    p.add_argument("--pure", action="store_true",
+                   help="the preset's type for every quantizable tensor, no per-tensor mix")
+    p.add_argument("--output-tensor-type", metavar="T", help=f"type of output.weight ({types})")
+    p.add_argument("--token-embedding-type", metavar="T", help="type of token_embd.weight")
+    p.add_argument("--tensor-type", action="append", default=[], metavar="REGEX=TYPE",
+                   help="type of the tensors whose name matches REGEX (repeatable; the first match wins)")
+    p.add_argument("--allow-requantize", action="store_true",
+                   help="accept an input that is already quantized (quality suffers; prefer the original)")
+
+
+def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("perplexity", parents=[common],
+                       help="measure a model's perplexity on a text (like llama-perplexity)",
+                       description="Cut the text into chunks of -c tokens, evaluate each from an empty context and "
+                                   "score the second half of each chunk, as llama-perplexity does. Prints the running "
+                                   "estimate per chunk and the final PPL ± its standard error.")
+    _add_model(p)
+    p.add_argument("-f", "--file", required=True, metavar="PATH", help="the text to score ('-' = stdin)")
+    p.add_argument("-c", "--ctx-size", type=_positive_int, default=512, metavar="N",
+                   help="tokens per chunk (default: %(default)s)")
+    p.add_argument("-b", "--batch-size", type=_positive_int, default=None, metavar="N",
+                   help="tokens per forward call (default: the chunk size)")
+    p.add_argument("--chunks", type=_positive_int, default=None, metavar="N",
+                   help="score only the first N chunks (default: all)")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="CPU threads (default: physical cores)")
+    add_kv_cache_options(p)
+    p.add_argument("--kl-divergence-base", metavar="FILE",
+                   help="alone: save this model's top logits per scored token to FILE; with --kl-divergence: "
+                        "the base file to compare with (llama-perplexity's usage)")
+    p.add_argument("--kl-divergence", action="store_true",
+                   help="compare with the logits saved in FILE (--kl-divergence-base or --kl-file): "
+                        "mean and 99th-percentile KL divergence, same-top-token %%")
+    p.add_argument("--kl-file", metavar="FILE", help="the base file read by --kl-divergence (same as "
+                                                     "--kl-divergence-base FILE --kl-divergence)")
+    p.add_argument("--kl-top-k", type=_positive_int, default=1024, metavar="K",
+                   help="logits kept per token in the base file; the rest of the vocabulary is one bucket, "
+                        "so the KLD is a lower bound, ~2%% low at the default (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``edgeinfer`` argument parser."""
     # Accept --verbose both before and after the command; SUPPRESS keeps a subcommand's default
@@ -234,4 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", parents=[common], help="list known models and whether they are pulled")
     _add_serve(sub, common)
+    _add_quantize(sub, common)
+    _add_perplexity(sub, common)
     return parser

@@ -12,6 +12,7 @@ void register_ops(py::module_& m);
 void register_vocab(py::module_& m);
 void register_model(py::module_& m);
 void register_kv(py::module_& m);
+void register_quantize(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "edgeinfer native core (private; use the edgeinfer package)";
@@ -38,4 +39,5 @@ PYBIND11_MODULE(_core, m) {
     register_vocab(m);
     register_model(m);
     register_kv(m);
+    register_quantize(m);
 }

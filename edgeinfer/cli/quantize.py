@@ -1,0 +1,75 @@
+"""``edgeinfer quantize IN.gguf OUT.gguf TYPE``: write a smaller copy of a model (see
+edgeinfer.quantize). Progress and the summary go to stderr; nothing is written under OUT until the
+whole file is complete."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import warnings
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from edgeinfer.cli.output import stderr
+from edgeinfer.quantize import QuantizeOptions, TensorPlan, parse_tensor_type, parse_type, quantize_file
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def options_from_args(args: argparse.Namespace) -> QuantizeOptions:
+    return QuantizeOptions(
+        preset=args.type.upper(),
+        pure=args.pure,
+        output_tensor_type=parse_type(args.output_tensor_type) if args.output_tensor_type else None,
+        token_embedding_type=parse_type(args.token_embedding_type) if args.token_embedding_type else None,
+        tensor_types=[parse_tensor_type(s) for s in args.tensor_type],
+        allow_requantize=args.allow_requantize,
+    )
+
+
+def _terminate_as_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def main(args: argparse.Namespace) -> int:
+    options = options_from_args(args)
+    n_threads = args.threads or os.cpu_count() or 1
+    # SIGTERM unwinds like Ctrl-C, so the partial output file is removed on the way out.
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                        TimeRemainingColumn(), console=stderr, transient=True)
+    task = None
+
+    def on_plan(plans: list[TensorPlan]) -> None:
+        nonlocal task
+        for p in plans:
+            if p.notice:
+                stderr.print(f"[yellow]notice:[/] {p.notice}", highlight=False, soft_wrap=True)
+        task = progress.add_task("", total=len(plans))
+
+    verbose = bool(getattr(args, "verbose", False))
+
+    def on_tensor(plan: TensorPlan, bytes_in: int, bytes_out: int) -> None:
+        change = (f"{plan.src_type.name}->{plan.dst_type.name}" if plan.src_type != plan.dst_type
+                  else f"{plan.src_type.name} copied")
+        line = f"{plan.name} {change} {_mib(bytes_in)} -> {_mib(bytes_out)}"
+        if verbose:  # one line per tensor, as llama-quantize prints
+            dims = "x".join(str(d) for d in plan.shape)
+            progress.console.print(f"{line} [{dims}]", highlight=False, markup=False, soft_wrap=True)
+        progress.update(task, advance=1, description=line)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with progress:
+            result = quantize_file(args.input, args.output, options, n_threads=n_threads,
+                                   on_plan=on_plan, on_tensor=on_tensor)
+    for w in caught:
+        stderr.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
+    stderr.print(f"model size: {_mib(result.bytes_in)} ({result.bpw_in:.2f} bpw) -> "
+                 f"{_mib(result.bytes_out)} ({result.bpw_out:.2f} bpw), "
+                 f"{len(result.plans)} tensors, {len(result.notices)} fallbacks, {result.seconds:.1f} s",
+                 highlight=False, soft_wrap=True)
+    stderr.print(f"wrote {args.output} ({result.file_size_out / 1e6:.1f} MB)", highlight=False, soft_wrap=True)
+    return 0

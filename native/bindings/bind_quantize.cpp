@@ -1,0 +1,44 @@
+// Weight quantization for `edgeinfer quantize` and tests: float32 rows in, GGUF blocks out, with
+// ggml's reference quantizers (quant/quantize.h). The GIL is released while the rows are done.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "common/error.h"
+#include "quant/quantize.h"
+#include "quant/types.h"
+
+namespace py = pybind11;
+
+void register_quantize(py::module_& m) {
+    using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+    m.def("quantize_rows", [](uint32_t type, const Floats& x, int n_threads) {
+        if (x.ndim() != 2) throw ei::Error("quantize_rows: x must be a 2-D float32 array [rows, n_per_row]");
+        const int64_t nrows = x.shape(0), n_per_row = x.shape(1);
+        if (!ei::quantize_row_fn(type)) {
+            const char* name = ei::type_known(type) ? ei::type_info(type).name : "unknown";
+            throw ei::Error(std::string("no quantizer for type ") + name);
+        }
+        const ei::TypeInfo& ti = ei::type_info(type);
+        if (n_per_row % ti.block_size != 0)
+            throw ei::Error("row length " + std::to_string(n_per_row) + " is not a multiple of the " + ti.name +
+                            " block size " + std::to_string(ti.block_size));
+        const size_t row_size = ei::row_bytes(type, n_per_row);
+        py::array_t<uint8_t> out({(py::ssize_t)nrows, (py::ssize_t)row_size});
+        const float* src = x.data();
+        uint8_t* dst = out.mutable_data();
+        {
+            py::gil_scoped_release release;
+            ei::quantize_rows(type, src, dst, nrows, n_per_row, n_threads);
+        }
+        return out;
+    }, py::arg("type"), py::arg("x"), py::arg("n_threads") = 1,
+       "Quantize float32 rows [rows, n_per_row] to ggml type id `type` with ggml's reference "
+       "quantizer (bit-identical blocks) -> uint8 [rows, row_bytes]. Types: f32, f16, bf16, q4_0, "
+       "q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K.");
+
+    m.def("has_quantizer", [](uint32_t type) { return ei::quantize_row_fn(type) != nullptr; }, py::arg("type"),
+          "True if quantize_rows can write ggml type id `type`.");
+}

@@ -1,0 +1,41 @@
+// Weight quantizers: float rows -> blocks of a GGUF tensor type, as `edgeinfer quantize` writes
+// them. Each is ggml's reference quantizer (quantize_row_*_ref, what llama-quantize runs without
+// an importance matrix), re-implemented with the same float operations in the same order, so the
+// blocks come out bit-identical; the tests compare against the `gguf` package and llama.cpp.
+//
+// These are not the activation quantizers of the kernel table (cpu/kernels.h): ggml-cpu's
+// runtime q8_0 rounds half to even with id = 127/amax, its reference rounds half away from zero
+// with id = 1/d, and files must carry the reference's bytes.
+#pragma once
+#include <cstdint>
+
+namespace ei {
+
+// Quantizes one row of n elements (n a multiple of the type's block size) into dst.
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+
+// The reference quantizer of `type`, or nullptr if it has none: f32, f16, bf16, q4_0, q4_1,
+// q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K.
+QuantizeRowFn quantize_row_fn(uint32_t type);
+
+// Quantizes nrows rows of n_per_row floats (row-major) into `type`, rows split over n_threads
+// threads (each row is independent, so the bytes do not depend on the thread count). Throws
+// ei::Error for a type without a quantizer or a row length that is not a whole number of blocks.
+void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads);
+
+namespace qref {
+// quantize_legacy.cpp: 32-element blocks.
+void quantize_row_q4_0(const float* x, void* y, int64_t n);
+void quantize_row_q4_1(const float* x, void* y, int64_t n);
+void quantize_row_q5_0(const float* x, void* y, int64_t n);
+void quantize_row_q5_1(const float* x, void* y, int64_t n);
+void quantize_row_q8_0(const float* x, void* y, int64_t n);
+// quantize_kquants.cpp: 256-element super-blocks.
+void quantize_row_q2_K(const float* x, void* y, int64_t n);
+void quantize_row_q3_K(const float* x, void* y, int64_t n);
+void quantize_row_q4_K(const float* x, void* y, int64_t n);
+void quantize_row_q5_K(const float* x, void* y, int64_t n);
+void quantize_row_q6_K(const float* x, void* y, int64_t n);
+}  // namespace qref
+
+}  // namespace ei

@@ -1,0 +1,78 @@
+"""`edgeinfer quantize` on SmolLM2-135M: the files equal llama-quantize's (tensor for tensor and
+metadata for metadata; byte for byte against the llama.cpp build of the bench venv when present),
+and the quantized models run: sensible greedy text, perplexity close to the original Q4_1 file's."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgeinfer import _core
+from edgeinfer.model import Model
+from edgeinfer.perplexity import perplexity
+from edgeinfer.quantize import PRESETS, QuantizeOptions, quantize_file
+
+pytestmark = pytest.mark.realmodel
+
+BENCH_PYTHON = Path(os.path.expanduser("~/.cache/edgeinfer/bench-venv/bin/python"))
+
+
+def assert_same_model(ours: Path, theirs: Path) -> None:
+    a, b = _core.GgufFile(str(ours)), _core.GgufFile(str(theirs))
+    assert a.metadata() == b.metadata()
+    ta = {t["name"]: t for t in a.tensors()}
+    tb = {t["name"]: t for t in b.tensors()}
+    assert ta.keys() == tb.keys()
+    for name in ta:
+        assert ta[name]["type_name"] == tb[name]["type_name"], name
+        assert np.array_equal(a.tensor_data(name), b.tensor_data(name)), name
+
+
+@pytest.mark.parametrize("preset", ["Q8_0", "Q4_0"])
+def test_requantized_q4_1_equals_llama_quantize_output(smollm2_path, tmp_path, preset):
+    # ../shared/fixtures/REFERENCE.md: derived/SmolLM2-135M-Instruct.{Q8_0,Q4_0}.gguf were made by
+    # `llama-quantize --allow-requantize SmolLM2-135M-Instruct.Q4_1.gguf OUT TYPE 2`.
+    theirs = smollm2_path.parent / "derived" / f"SmolLM2-135M-Instruct.{preset}.gguf"
+    if not theirs.exists():
+        pytest.skip(f"{theirs} not found")
+    ours = tmp_path / f"{preset}.gguf"
+    with pytest.warns(UserWarning, match="requantizing"):
+        quantize_file(smollm2_path, ours, QuantizeOptions(preset, allow_requantize=True), n_threads=2)
+    assert_same_model(ours, theirs)
+
+
+@pytest.fixture(scope="module")
+def quantized(smollm2_f32_path, tmp_path_factory) -> dict[str, Path]:
+    out = {}
+    for preset in ("Q8_0", "Q4_K_M"):
+        out[preset] = tmp_path_factory.mktemp("smollm2") / f"{preset}.gguf"
+        quantize_file(smollm2_f32_path, out[preset], QuantizeOptions(preset), n_threads=2)
+    return out
+
+
+@pytest.mark.skipif(not BENCH_PYTHON.exists(), reason="no llama.cpp build (scripts/bench_compare.py installs one)")
+def test_q4_k_m_from_f32_is_byte_identical_with_llama_cpp(smollm2_f32_path, quantized, tmp_path):
+    theirs = tmp_path / "llamacpp-Q4_K_M.gguf"
+    script = ("import sys, llama_cpp\n"
+              "p = llama_cpp.llama_model_quantize_default_params()\n"
+              "p.ftype = int(sys.argv[3]); p.nthread = 2\n"
+              "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n")
+    subprocess.run([str(BENCH_PYTHON), "-c", script, str(smollm2_f32_path), str(theirs),
+                    str(int(PRESETS["Q4_K_M"][0]))], check=True, capture_output=True, timeout=300)
+    assert quantized["Q4_K_M"].read_bytes() == theirs.read_bytes()
+
+
+def test_quantized_models_generate_and_keep_their_perplexity(smollm2_path, quantized, fixtures_dir):
+    text = (fixtures_dir / "eval.txt").read_text(encoding="utf-8")
+    base = perplexity(Model.load(smollm2_path, n_ctx=512, n_threads=2), text, n_ctx=512, n_chunks=2).ppl
+    # Measured on these 2 chunks: Q4_1 (original) 12.655, Q8_0 12.818 (+1.3%), Q4_K_M 13.643
+    # (+7.8%). (Over all 30 chunks llama.cpp has Q8_0 +0.3% above Q4_1.)
+    for preset, rel in (("Q8_0", 0.025), ("Q4_K_M", 0.12)):
+        model = Model.load(quantized[preset], n_ctx=512, n_threads=2)
+        ppl = perplexity(model, text, n_ctx=512, n_chunks=2).ppl
+        assert abs(ppl / base - 1) <= rel, (preset, ppl, base)
+        answer = model.complete("The capital of France is", max_tokens=12, temperature=0)
+        assert "Paris" in answer.text, (preset, answer.text)
