@@ -63,20 +63,37 @@ def gemma3_path() -> Path:
     return _model_path("gemma3-270m")
 
 
+def _load_script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def smollm2_requantized(smollm2_path: Path, preset: str) -> Path:
+    """SmolLM2 requantized from its Q4_1 file to Q4_0 or Q8_0 by gguf-py's reference quantizer
+    (scripts/make_smollm2_variants.py: what llama-quantize --allow-requantize writes, tensor for
+    tensor), made once into the models folder's derived/ dir (a few seconds)."""
+    from gguf import GGMLQuantizationType
+
+    target = smollm2_path.parent / "derived" / f"SmolLM2-135M-Instruct.{preset}.gguf"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _load_script("make_smollm2_variants").requantize_file(
+            smollm2_path, target, GGMLQuantizationType[preset])
+    return target
+
+
 def _derived_f32(source: Path, name: str) -> Path:
     """`source` with every tensor dequantized to F32 (the fp32 oracle's model), made once and
     kept in the models folder's derived/ dir: gguf-py's dequantization is bit-identical to
     llama.cpp's."""
-    import importlib.util
-
     target = source.parent / "derived" / name
     if not target.exists():
-        spec = importlib.util.spec_from_file_location(
-            "dequantize_gguf", REPO_ROOT / "scripts" / "dequantize_gguf.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
         target.parent.mkdir(parents=True, exist_ok=True)
-        module.dequantize_file(source, target, "f32")
+        _load_script("dequantize_gguf").dequantize_file(source, target, "f32")
     return target
 
 

@@ -14,6 +14,7 @@ from edgeinfer import _core
 from edgeinfer.model import Model
 from edgeinfer.perplexity import perplexity
 from edgeinfer.quantize import PRESETS, QuantizeOptions, quantize_file
+from conftest import smollm2_requantized
 
 pytestmark = pytest.mark.realmodel
 
@@ -33,11 +34,9 @@ def assert_same_model(ours: Path, theirs: Path) -> None:
 
 @pytest.mark.parametrize("preset", ["Q8_0", "Q4_0"])
 def test_requantized_q4_1_equals_llama_quantize_output(smollm2_path, tmp_path, preset):
-    # ../shared/fixtures/REFERENCE.md: derived/SmolLM2-135M-Instruct.{Q8_0,Q4_0}.gguf were made by
-    # `llama-quantize --allow-requantize SmolLM2-135M-Instruct.Q4_1.gguf OUT TYPE 2`.
-    theirs = smollm2_path.parent / "derived" / f"SmolLM2-135M-Instruct.{preset}.gguf"
-    if not theirs.exists():
-        pytest.skip(f"{theirs} not found")
+    # theirs: gguf-py's reference quantizer (scripts/make_smollm2_variants.py), whose tensors are
+    # llama-quantize --allow-requantize's byte for byte (../shared/fixtures/REFERENCE.md §8).
+    theirs = smollm2_requantized(smollm2_path, preset)
     ours = tmp_path / f"{preset}.gguf"
     with pytest.warns(UserWarning, match="requantizing"):
         quantize_file(smollm2_path, ours, QuantizeOptions(preset, allow_requantize=True), n_threads=2)
