@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
 from edgeinfer import _core
+from edgeinfer.cli.devices import list_devices
 from test_cli import run_cli
 
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"
@@ -26,7 +28,7 @@ def _required() -> bool:
 
 @pytest.fixture(scope="module")
 def devices() -> list[dict]:
-    found, reason = _core.opencl_devices()
+    found, reason = list_devices()  # honours EDGEINFER_OPENCL_LIBRARY, like the CLI
     if not found:
         message = f"no OpenCL device ({reason}); install pocl-opencl-icd and ocl-icd-libopencl1"
         if _required():
@@ -96,6 +98,15 @@ def test_cli_without_library_prints_the_reason_and_exits_0():
         "devices": [], "reason": f"no OpenCL library ({MISSING_LIBRARY} not found)"}
 
 
+def test_no_platform_is_an_empty_list_with_a_reason(devices, tmp_path):
+    # The Khronos/ocl-icd loader reads its vendor list from OCL_ICD_VENDORS; an empty folder
+    # leaves it with no platform, which it reports as CL_PLATFORM_NOT_FOUND_KHR.
+    proc = run_cli("devices", "--json", env={"OCL_ICD_VENDORS": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"devices": [], "reason": "no OpenCL platforms"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses glibc's libc.so.6")
 def test_a_library_that_is_not_opencl_is_a_clear_error():
     # libc opens fine but has no clGetPlatformIDs: an EdgeInferError naming the missing symbol.
     with pytest.raises(_core.EdgeInferError, match="clGetPlatformIDs is missing"):
