@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
 
-# System packages the tests need. None yet; when one is (e.g. pocl-opencl-icd for the OpenCL
-# tests), list it here:
-APT_PACKAGES=(g++-aarch64-linux-gnu qemu-user)
+# System packages the tests need: the aarch64 cross compiler and qemu (NEON kernels), PoCL and
+# the OpenCL ICD loader (OpenCL device tests, run on the CPU):
+APT_PACKAGES=(g++-aarch64-linux-gnu qemu-user pocl-opencl-icd ocl-icd-libopencl1)
 if ((${#APT_PACKAGES[@]})); then
     missing=()
     for pkg in "${APT_PACKAGES[@]}"; do

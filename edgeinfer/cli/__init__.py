@@ -1,4 +1,5 @@
-"""``edgeinfer`` command line: run, chat, info, bench, pull, models, serve, quantize, perplexity.
+"""``edgeinfer`` command line: run, chat, info, bench, pull, models, serve, quantize, perplexity,
+devices.
 
 Every failure a user can cause (a bad path, an unknown model, a broken file, no network) ends as
 one ``error: ...`` line on stderr and exit status 1; Ctrl-C exits with 130. Tracebacks are shown
@@ -29,6 +30,7 @@ COMMANDS = {
     "serve": "serve:main",
     "quantize": "quantize:main",
     "perplexity": "perplexity:main",
+    "devices": "devices:main",
 }
 
 

@@ -292,4 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(sub, common)
     _add_quantize(sub, common)
     _add_perplexity(sub, common)
+
+    p = sub.add_parser("devices", parents=[common], help="list OpenCL platforms and devices")
+    p.add_argument("--json", action="store_true", help="print the devices as JSON")
     return parser

@@ -13,6 +13,7 @@ void register_vocab(py::module_& m);
 void register_model(py::module_& m);
 void register_kv(py::module_& m);
 void register_quantize(py::module_& m);
+void register_gpu(py::module_& m);
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "edgeinfer native core (private; use the edgeinfer package)";
@@ -40,4 +41,5 @@ PYBIND11_MODULE(_core, m) {
     register_model(m);
     register_kv(m);
     register_quantize(m);
+    register_gpu(m);
 }
