@@ -2,34 +2,14 @@
 raising), logit_bias and the presence/frequency penalties, on the tiny random model."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import pytest
 
 from edgeinfer.generate import PromptCache, stream_generate
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
 
-IM_END = 2  # a control token of the tiny vocabulary, end of generation
-
-
-@pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("hooks") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return path
-
-
-@pytest.fixture
-def model(model_path):
-    return Model.load(model_path, n_ctx=64, n_threads=2)
-
-
-def scripted(tokens: Sequence[int]):
-    """A sampler that ignores the logits and returns `tokens` in order."""
-    it = iter(tokens)
-    return lambda logits, history: next(it)
+# the tiny model, its fixtures and the scripted sampler are test_generate's
+from test_generate import IM_END, model, model_path, scripted  # noqa: F401
 
 
 def test_on_token_sees_each_generated_token_and_its_logits(model):
