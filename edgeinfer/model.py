@@ -58,14 +58,16 @@ class Model:
     def load(
         cls, path: str | os.PathLike, n_ctx: int | None = 2048, n_threads: int | None = None, n_batch: int = 512,
         cache_type_k: str = "f16", cache_type_v: str = "f16", snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
-        cache_rotate_k: bool | None = None,
+        cache_rotate_k: bool | None = None, cache_center_k: bool | None = None,
     ) -> "Model":
         """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
         context of `n_ctx` positions (clamped to the model's trained context with a warning;
         0/None = the trained context, at most DEFAULT_MAX_N_CTX). n_threads None = the number of
         physical cores. cache_type_k/cache_type_v: KV cache types, "f16", "q8_0" or "q4_0".
         cache_rotate_k: store K Hadamard-rotated (None: where it pays, which is a q4_0 K; see
-        docs/PERFORMANCE.md). Attention results are the same up to quantization error.
+        docs/PERFORMANCE.md). cache_center_k: store a quantized K centered on the mean of the
+        first keys, which are kept in F16 (None: where it pays, a q4_0 K). Attention results are the
+        same up to quantization error.
         snapshot_budget: bytes of prefix snapshots the prompt cache may keep (0 = none)."""
         path = Path(path)
         if not path.exists():
@@ -76,7 +78,8 @@ class Model:
         core = _core.Model(str(path))
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
-                            type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k)
+                            type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k,
+                            center_k=cache_center_k)
         return cls(core, ctx, path, snapshot_budget=snapshot_budget)
 
     # --- facts about the model -------------------------------------------------------------------
@@ -108,12 +111,14 @@ class Model:
     cache_type_k = property(lambda self: self._ctx.type_k)
     cache_type_v = property(lambda self: self._ctx.type_v)
     cache_rotate_k = property(lambda self: self._ctx.rotate_k, doc="True if K is stored Hadamard-rotated.")
+    cache_center_k = property(lambda self: self._ctx.center_k, doc="True if K is stored centered.")
     kv_bytes_per_token = property(lambda self: self._ctx.kv_bytes_per_token)
     kv_bytes = property(lambda self: self._ctx.kv_bytes, doc="KV cache bytes at n_ctx.")
 
     def kv_summary(self) -> str:
         """One line for verbose output: KV types, bytes per token and the total at n_ctx."""
-        rotated = " (K rotated)" if self.cache_rotate_k else ""
+        rotated = " (K rotated, centered)" if self.cache_center_k and self.cache_rotate_k else \
+            " (K rotated)" if self.cache_rotate_k else " (K centered)" if self.cache_center_k else ""
         return (f"KV cache {self.cache_type_k}/{self.cache_type_v}{rotated} (K/V): "
                 f"{self.kv_bytes_per_token:,} bytes per token, {self.kv_bytes / 2**20:.1f} MiB at n_ctx={self.n_ctx}")
 

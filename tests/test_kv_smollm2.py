@@ -84,3 +84,27 @@ def test_rotated_q4_0_cache_perplexity_stays_near_f16(smollm2_path, eval_text, f
     q4 = Model.load(smollm2_path, n_ctx=512, n_threads=2, cache_type_k="q4_0", cache_type_v="q4_0")
     assert q4.cache_rotate_k
     assert perplexity(q4, eval_text, n_ctx=512, n_chunks=6).ppl < 1.10 * f16_ppl
+
+
+def test_q4_0_cache_reused_prefix_and_chunked_prompt_give_the_cold_tokens(smollm2_path):
+    """With a q4_0 K (rotated and centered: mu from the first 32 positions) a generation after a
+    reused prefix, and a prompt decoded in chunks of 8, give exactly the greedy tokens of a cold
+    run that decodes the prompt in one batch."""
+    def q4(n_batch=512):
+        return Model.load(smollm2_path, n_ctx=512, n_threads=2, n_batch=n_batch, cache_type_k="q4_0",
+                          cache_type_v="q4_0")
+    first = q4().chat_prompt("Name three rivers in Europe and say where each one starts.").ids
+    assert len(first) > 32
+    cold_model = q4()
+    cold = cold_model.complete(first, max_tokens=24, temperature=0)
+    follow = first + cold.tokens + cold_model.tokenize(" Which one is the longest?", add_special=False)
+    assert cold_model.cache_center_k
+    assert q4(n_batch=8).complete(first, max_tokens=24, temperature=0).tokens == cold.tokens
+    # The same model goes on with the conversation (reusing everything cached) vs a cold run.
+    warm = cold_model.complete(follow, max_tokens=24, temperature=0)
+    assert warm.cached_tokens >= len(first)
+    assert warm.tokens == q4().complete(follow, max_tokens=24, temperature=0).tokens
+    # And a prefix shorter than the sink rows, reused from a snapshot-free truncation.
+    short = q4()
+    short.complete(first[:20] + [11, 12], max_tokens=2, temperature=0)
+    assert short.complete(first, max_tokens=24, temperature=0).tokens == cold.tokens

@@ -13,7 +13,7 @@ from edgeinfer.model import Model
 from tiny_model import TinyConfig, write_tiny_llama
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101]
-HEADER_BYTES = 112
+HEADER_BYTES = 120   # version 3 (112 in versions 1 and 2)
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +166,9 @@ def test_state_of_a_rotated_k_cache_is_refused_by_an_unrotated_context(paths, tm
     rotated.prompt_cache.decode(PROMPT)
     state = tmp_path / "q4r.eis"
     rotated.save_state(state)
-    plain = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0", cache_rotate_k=False)
-    with pytest.raises(StateFileError, match=r"q4_0/q4_0 \(K rotated\) KV cache .* uses q4_0/q4_0$"):
+    plain = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0", cache_rotate_k=False, cache_center_k=False)
+    with pytest.raises(StateFileError, match=r"q4_0/q4_0 \(K rotated, centered, 32 sink rows\) KV cache .* "
+                                             r"uses q4_0/q4_0$"):
         plain.load_state(state)
     assert plain.context.n_past == 0
     again = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
@@ -180,3 +181,39 @@ def test_state_larger_than_the_context_is_refused(paths, saved):
     small = Model.load(paths["a"], n_ctx=8, n_threads=2)
     with pytest.raises(StateFileError, match="room for 8"):
         small.load_state(saved)
+
+
+LONG_PROMPT = [int(t) for t in np.random.default_rng(3).integers(3, 250, 50)]   # past the 32 sink rows
+
+
+def test_state_of_a_centered_k_cache_round_trips_and_records_its_sink_rows(paths, tmp_path):
+    """A centered q4_0 state holds the sink rows and mu / s of every layer; restored, it generates
+    what a cold run generates, and the header (version 3) says how many sink rows it has."""
+    m = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    assert m.cache_center_k
+    m.prompt_cache.decode(LONG_PROMPT)
+    state = tmp_path / "q4c.eis"
+    m.save_state(state)
+    raw = state.read_bytes()
+    assert int.from_bytes(raw[8:12], "little") == 3 and int.from_bytes(raw[12:16], "little") == HEADER_BYTES
+    assert int.from_bytes(raw[104:112], "little") == 3                  # kv_flags: rotated | centered
+    assert int.from_bytes(raw[112:116], "little") == 32                 # kv_sink_rows
+    again = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    assert again.load_state(state) == len(LONG_PROMPT)
+    assert snapshot_of(again)[2] == snapshot_of(m)[2]
+    cold = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    assert greedy(again, LONG_PROMPT + [3]) == greedy(cold, LONG_PROMPT + [3])
+
+
+def test_state_of_a_centered_k_cache_is_refused_by_an_uncentered_context_and_back(paths, tmp_path):
+    centered = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    centered.prompt_cache.decode(LONG_PROMPT)
+    centered.save_state(tmp_path / "c.eis")
+    plain = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0", cache_center_k=False)
+    plain.prompt_cache.decode(LONG_PROMPT)
+    plain.save_state(tmp_path / "p.eis")
+    for state, ctx, holds in [("c.eis", plain, "K rotated, centered, 32 sink rows"), ("p.eis", centered, "K rotated")]:
+        before = snapshot_of(ctx)
+        with pytest.raises(StateFileError, match=rf"holds a q4_0/q4_0 \({holds}\) KV cache"):
+            ctx.load_state(tmp_path / state)
+        assert snapshot_of(ctx) == before

@@ -11,7 +11,6 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
-#include "kv/hadamard.h"
 #include "kv/kv_cache.h"
 #include "models/blocks.h"
 #include "table_arg.h"
@@ -23,7 +22,8 @@ namespace {
 using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
 py::tuple attention_kv(const Floats& q, const Floats& k, const Floats& v, const std::string& type_k,
-                       const std::string& type_v, int64_t window, bool rotate_k, const py::object& isa) {
+                       const std::string& type_v, int64_t window, bool rotate_k, bool center_k,
+                       const py::object& isa) {
     const ei::KernelTable& t = table_for(isa);
     if (q.ndim() != 2 || k.ndim() != 3 || v.ndim() != 3)
         throw ei::Error("attention_kv: q is [n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
@@ -32,7 +32,7 @@ py::tuple attention_kv(const Floats& q, const Floats& k, const Floats& v, const 
         n_head_kv < 1 || n_head % n_head_kv)
         throw ei::Error("attention_kv: inconsistent shapes");
     ei::KvCache kv(t, 1, n_kv, n_head_kv * d, d, ei::kv_type_from_name(type_k), ei::kv_type_from_name(type_v),
-                   rotate_k);
+                   rotate_k, center_k);
     kv.store(0, 0, n_kv, k.data(), v.data());
     py::array_t<float> out({n_head, d});
     py::array_t<float> k_deq({n_kv, n_head_kv, d}), v_deq({n_kv, n_head_kv, d});
@@ -42,11 +42,8 @@ py::tuple attention_kv(const Floats& q, const Floats& k, const Floats& v, const 
         const ei::AttentionShape shape{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
         ei::attention_cached(pool, t, q.data(), 1, n_kv - 1, kv, 0, shape, out.mutable_data());
         for (int64_t i = 0; i < n_kv; ++i) {
-            t.types[kv.type_k()].to_float(kv.k_data(0) + i * kv.k_row_bytes(), k_deq.mutable_data() + i * kv.width(),
-                                          kv.width());
-            if (rotate_k) ei::hadamard_unrotate(k_deq.mutable_data() + i * kv.width(), n_head_kv, d);
-            t.types[kv.type_v()].to_float(kv.v_data(0) + i * kv.v_row_bytes(), v_deq.mutable_data() + i * kv.width(),
-                                          kv.width());
+            kv.k_row_floats(0, i, k_deq.mutable_data() + i * kv.width());
+            kv.v_row_floats(0, i, v_deq.mutable_data() + i * kv.width());
         }
     }
     return py::make_tuple(out, k_deq, v_deq);
@@ -54,13 +51,13 @@ py::tuple attention_kv(const Floats& q, const Floats& k, const Floats& v, const 
 
 // Best wall time of `repeats` runs of the attention alone (the rows are stored once, outside).
 double attention_kv_seconds(const Floats& q, const Floats& k, const std::string& type_k, const std::string& type_v,
-                            int repeats, bool rotate_k, const py::object& isa) {
+                            int repeats, bool rotate_k, bool center_k, const py::object& isa) {
     const ei::KernelTable& t = table_for(isa);
     if (q.ndim() != 2 || k.ndim() != 3 || k.shape(2) != q.shape(1) || q.shape(0) % k.shape(1))
         throw ei::Error("attention_kv_seconds: q is [n_head, head_dim], k [n_kv, n_head_kv, head_dim]");
     const int64_t n_head = q.shape(0), d = q.shape(1), n_kv = k.shape(0), n_head_kv = k.shape(1);
     ei::KvCache kv(t, 1, n_kv, n_head_kv * d, d, ei::kv_type_from_name(type_k), ei::kv_type_from_name(type_v),
-                   rotate_k);
+                   rotate_k, center_k);
     kv.store(0, 0, n_kv, k.data(), k.data());
     std::vector<float> out((size_t)(n_head * d));
     py::gil_scoped_release nogil;
@@ -79,11 +76,13 @@ double attention_kv_seconds(const Floats& q, const Floats& k, const std::string&
 
 void register_kv(py::module_& m) {
     m.def("attention_kv", &attention_kv, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("type_k") = "f16",
-          py::arg("type_v") = "f16", py::arg("window") = 0, py::arg("rotate_k") = false, py::arg("isa") = py::none(),
+          py::arg("type_v") = "f16", py::arg("window") = 0, py::arg("rotate_k") = false, py::arg("center_k") = false,
+          py::arg("isa") = py::none(),
           "One query (the last position) attending over n_kv cached rows stored as type_k/type_v (K rotated if "
-          "rotate_k): returns (out [n_head, head_dim], K and V as stored, dequantized and un-rotated).");
+          "rotate_k, centered if center_k): returns (out [n_head, head_dim], K and V as stored, as attention "
+          "sees them: dequantized, un-rotated, un-centered).");
     m.def("attention_kv_seconds", &attention_kv_seconds, py::arg("q"), py::arg("k"), py::arg("type_k") = "f16",
           py::arg("type_v") = "f16", py::arg("repeats") = 20, py::arg("rotate_k") = false,
-          py::arg("isa") = py::none(),
+          py::arg("center_k") = false, py::arg("isa") = py::none(),
           "Best time of one decode-step attention (last position over all n_kv rows, one thread).");
 }

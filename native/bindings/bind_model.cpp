@@ -111,16 +111,19 @@ void register_model(py::module_& m) {
 
     py::class_<Context>(m, "Context", "Decoding state over a Model: KV cache, thread pool, logits.")
         .def(py::init([](std::shared_ptr<Model> model, int64_t n_ctx, int n_threads, int64_t n_batch,
-                         const std::string& type_k, const std::string& type_v, std::optional<bool> rotate_k) {
+                         const std::string& type_k, const std::string& type_v, std::optional<bool> rotate_k,
+                         std::optional<bool> center_k) {
                  const uint32_t tk = ei::kv_type_from_name(type_k), tv = ei::kv_type_from_name(type_v);
                  const bool rk = rotate_k.value_or(ei::kv_rotate_k_by_default(tk));
+                 const bool ck = center_k.value_or(ei::kv_center_k_by_default(tk));
                  py::gil_scoped_release release;
-                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv, rk);
+                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv, rk, ck);
              }),
              py::arg("model"), py::arg("n_ctx") = 2048, py::arg("n_threads") = 0, py::arg("n_batch") = 512,
              py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = py::none(),
-             py::keep_alive<1, 2>(),
-             "rotate_k: store K head vectors Hadamard-rotated (None: where it pays, a q4_0 K).")
+             py::arg("center_k") = py::none(), py::keep_alive<1, 2>(),
+             "rotate_k: store K head vectors Hadamard-rotated (None: where it pays, a q4_0 K). center_k: store "
+             "a quantized K centered on the mean of the first keys, kept in F16 (None: where it pays, a q4_0 K).")
         .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
              "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
              "kept for the last token, for every token (all_logits), or for tokens[logits_from:] "
@@ -136,6 +139,7 @@ void register_model(py::module_& m) {
         .def_property_readonly("type_k", [](const Context& c) { return ei::kv_type_name(c.kv().type_k()); })
         .def_property_readonly("type_v", [](const Context& c) { return ei::kv_type_name(c.kv().type_v()); })
         .def_property_readonly("rotate_k", [](const Context& c) { return c.kv().k_rotated(); })
+        .def_property_readonly("center_k", [](const Context& c) { return c.kv().k_centered(); })
         .def_property_readonly("kv_bytes_per_token", [](const Context& c) { return c.kv().bytes_per_token(); })
         .def("shift", &Context::shift, py::arg("n_keep"), py::arg("n_discard"),
              py::call_guard<py::gil_scoped_release>(),

@@ -27,7 +27,7 @@ namespace {
 template <class P>
 void attend_row_kvq(const float* q, const uint8_t* k, const uint8_t* v, size_t k_stride, size_t v_stride,
                     int64_t first, int64_t last, int64_t head_dim, float scale, const AttnKvTypes& t,
-                    float* scratch, float* out) {
+                    float* scratch, float* out, float* ms) {
     void* qk = scratch;                     // Q in K's vec_dot_type (at most 4 bytes per value)
     float* v32 = scratch + head_dim;        // [head_dim] one dequantized V row
     float* acc = scratch + 2 * head_dim;    // [head_dim] VKQ accumulator, F32
@@ -57,6 +57,12 @@ void attend_row_kvq(const float* q, const uint8_t* k, const uint8_t* v, size_t k
             P::mad(head_dim, acc, v32, vs);
         }
         S = P::sum_update(S, ms, vs);
+    }
+    if (ms) {  // partial: merged with other rows by the caller
+        ms[0] = M;
+        ms[1] = S;
+        for (int64_t d = 0; d < head_dim; ++d) out[d] = acc[d];
+        return;
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (int64_t d = 0; d < head_dim; ++d) out[d] = acc[d] * inv;

@@ -90,10 +90,12 @@ struct AttnKvTypes {
 // (ggml_compute_forward_flash_attn_ext_f16_one_chunk with a non-F16 V): positions first..last,
 // K rows at k + ic * k_stride bytes (likewise V); Q converted with t.q_to_k, KQ by t.kq_dot,
 // online softmax with expf, V rows dequantized and accumulated in F32 (ggml_vec_mad_f32 /
-// ggml_vec_scale_f32); out = VKQ / S. scratch holds 3 * head_dim floats.
+// ggml_vec_scale_f32); out = VKQ / S. scratch holds 3 * head_dim floats. With ms set, the
+// result is partial instead (for merging with the sink rows of a centered K, kv/sink_attention.h):
+// out = VKQ unnormalized, ms[0] = the maximum score M, ms[1] = S.
 using AttnKvqRowFn = void (*)(const float* q, const uint8_t* k, const uint8_t* v, size_t k_stride, size_t v_stride,
                               int64_t first, int64_t last, int64_t head_dim, float scale, const AttnKvTypes& t,
-                              float* scratch, float* out);
+                              float* scratch, float* out, float* ms);
 
 // Split-KV attention over a cache whose K is Q8_0 or Q4_0 (V Q8_0, Q4_0 or F16), for `group`
 // query heads that share one KV head, over one span of positions: K and V blocks are read once

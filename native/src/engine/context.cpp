@@ -16,12 +16,12 @@ int64_t checked_n_ctx(int64_t n_ctx) {
 }  // namespace
 
 Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch, uint32_t type_k,
-                 uint32_t type_v, bool rotate_k)
+                 uint32_t type_v, bool rotate_k, bool center_k)
     : model_(std::move(model)),
       n_batch_(std::max<int64_t>(1, n_batch)),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
       kv_(kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(),
-          model_->hparams().head_dim, type_k, type_v, rotate_k),
+          model_->hparams().head_dim, type_k, type_v, rotate_k, center_k),
       env_{pool_, kernels(), kv_, {}, {}},
       logits_(std::make_shared<std::vector<float>>()) {}
 

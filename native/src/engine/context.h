@@ -17,9 +17,10 @@ public:
     // n_ctx: positions the KV cache holds; n_threads <= 0: physical cores; n_batch: tokens per
     // forward chunk (bounds scratch memory; long prompts are split into chunks).
     // type_k/type_v: KV cache types (TYPE_F16, TYPE_Q8_0, TYPE_Q4_0; kv_type_from_name);
-    // rotate_k: store K rotated (kv/hadamard.h; kv_rotate_k_by_default says where it pays).
+    // rotate_k: store K rotated (kv/hadamard.h; kv_rotate_k_by_default says where it pays);
+    // center_k: store K centered (kv/centered_k.h; kv_center_k_by_default).
     Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512,
-            uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false);
+            uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false, bool center_k = false);
 
     // Runs tokens[0..n) at positions n_past() .. n_past()+n-1 and keeps their K/V. Afterwards
     // logits() holds one row for each of tokens[first_logit..n) (n - 1: the last token's only;

@@ -16,10 +16,14 @@ namespace {
 
 constexpr char kMagic[8] = {'E', 'I', 'S', 'T', 'A', 'T', 'E', '\0'};
 // Version 2 gave `reserved` a meaning (kv_flags); a version 1 file has 0 there, which reads the
-// same (K not rotated), so both load.
-constexpr uint32_t kVersion = 2;
+// same (K not rotated). Version 3 added kv_sink_rows (a centered K, kv/centered_k.h: its blob
+// also holds the sink rows and the mean / scale of every layer); versions 1 and 2 have the
+// 112-byte header without it and still load into a cache that is not centered.
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
-constexpr uint64_t kKvRotatedK = 1;  // kv_flags bit: K head vectors stored Hadamard-rotated
+constexpr uint32_t kHeaderBytesV2 = 112;  // versions 1 and 2
+constexpr uint64_t kKvRotatedK = 1;   // kv_flags bit: K head vectors stored Hadamard-rotated
+constexpr uint64_t kKvCenteredK = 2;  // kv_flags bit: K stored centered, kv_sink_rows sink rows
 
 struct StateHeader {
     char magic[8];               // kMagic
@@ -34,9 +38,11 @@ struct StateHeader {
     uint64_t n_ctx;              // context size of the saving context (informational)
     uint64_t n_tokens;           // positions saved
     uint64_t kv_bytes;           // bytes of the KV blob
-    uint64_t kv_flags;           // kKvRotatedK; other bits 0
+    uint64_t kv_flags;           // kKvRotatedK | kKvCenteredK; other bits 0
+    uint32_t kv_sink_rows;       // KvCache::n_sink() (0 unless centered); version 3 on
+    uint32_t reserved;           // 0
 };
-static_assert(sizeof(StateHeader) == 112, "StateHeader must have no padding");
+static_assert(sizeof(StateHeader) == 120, "StateHeader must have no padding");
 
 inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
@@ -118,7 +124,8 @@ void save_state(const Context& ctx, const std::string& path, const int32_t* toke
     h.n_ctx = (uint64_t)ctx.n_ctx();
     h.n_tokens = (uint64_t)n_tokens;
     h.kv_bytes = kv.rows_bytes(n_tokens);
-    h.kv_flags = kv.k_rotated() ? kKvRotatedK : 0;
+    h.kv_flags = (kv.k_rotated() ? kKvRotatedK : 0) | (kv.k_centered() ? kKvCenteredK : 0);
+    h.kv_sink_rows = (uint32_t)kv.n_sink();
 
     const size_t tok_bytes = (size_t)n_tokens * sizeof(int32_t);
     std::vector<uint8_t> buf(sizeof h + tok_bytes + h.kv_bytes + sizeof(uint64_t));
@@ -151,32 +158,40 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
         std::fseek(f, 0, SEEK_END);
         const long size = std::ftell(f);
         std::fseek(f, 0, SEEK_SET);
-        StateHeader h{};
-        const bool read_header = size >= (long)sizeof h && std::fread(&h, 1, sizeof h, f) == sizeof h;
+        StateHeader h{};  // an older, shorter header leaves the later fields 0
+        const bool read_header = size >= (long)kHeaderBytesV2 && std::fread(&h, 1, kHeaderBytesV2, f) == kHeaderBytesV2;
         if (!read_header || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
             std::fclose(f);
             fail(path, "not an edgeinfer state file (bad magic or shorter than its header)");
         }
-        if (h.version < kOldestVersion || h.version > kVersion || h.header_bytes != sizeof h) {
+        const uint32_t header_bytes = h.version >= 3 ? (uint32_t)sizeof h : kHeaderBytesV2;
+        if (h.version < kOldestVersion || h.version > kVersion || h.header_bytes != header_bytes) {
             std::fclose(f);
-            fail(path, "state format version " + std::to_string(h.version) + ", this build reads version " +
-                           std::to_string(kVersion));
+            fail(path, "state format version " + std::to_string(h.version) + ", this build reads versions " +
+                           std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
+        }
+        const size_t extra = header_bytes - kHeaderBytesV2;
+        if (extra && (size < (long)header_bytes ||
+                      std::fread(reinterpret_cast<char*>(&h) + kHeaderBytesV2, 1, extra, f) != extra)) {
+            std::fclose(f);
+            fail(path, "truncated or corrupt (shorter than its header)");
         }
         // Sizes implied by the header must add up to the file's size (a truncated or padded
         // file fails here), with every factor bounded so the arithmetic cannot overflow.
         bool plausible = h.n_tokens <= (1u << 22) && h.n_layer <= 4096 && h.kv_width <= (1u << 20) &&
                          type_known(h.type_k) && type_known(h.type_v) && h.kv_bytes <= (1ull << 40) &&
-                         (h.kv_flags & ~kKvRotatedK) == 0;
-        const uint64_t expect = sizeof h + h.n_tokens * sizeof(int32_t) + h.kv_bytes + sizeof(uint64_t);
+                         (h.kv_flags & ~(kKvRotatedK | kKvCenteredK)) == 0 && h.kv_sink_rows <= (1u << 16) &&
+                         ((h.kv_flags & kKvCenteredK) != 0) == (h.kv_sink_rows != 0) && h.reserved == 0;
+        const uint64_t expect = header_bytes + h.n_tokens * sizeof(int32_t) + h.kv_bytes + sizeof(uint64_t);
         if (!plausible || expect != (uint64_t)size) {
             std::fclose(f);
             fail(path, "truncated or corrupt (the file has " + std::to_string(size) + " bytes, its header implies " +
                            (plausible ? std::to_string(expect) : std::string("an impossible size")) + ")");
         }
         buf.resize((size_t)size);
-        std::memcpy(buf.data(), &h, sizeof h);
-        const size_t rest = buf.size() - sizeof h;
-        const bool read_rest = std::fread(buf.data() + sizeof h, 1, rest, f) == rest;
+        std::memcpy(buf.data(), &h, header_bytes);
+        const size_t rest = buf.size() - header_bytes;
+        const bool read_rest = std::fread(buf.data() + header_bytes, 1, rest, f) == rest;
         std::fclose(f);
         if (!read_rest) fail(path, "read error");
     }
@@ -184,8 +199,11 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
     std::memcpy(&stored, buf.data() + buf.size() - sizeof stored, sizeof stored);
     if (hash64(buf.data(), buf.size() - sizeof stored) != stored) fail(path, "checksum mismatch (the file is corrupt)");
 
-    StateHeader h;
-    std::memcpy(&h, buf.data(), sizeof h);
+    StateHeader h{};
+    uint32_t version;
+    std::memcpy(&version, buf.data() + sizeof kMagic, sizeof version);
+    const size_t header_bytes = version >= 3 ? sizeof h : kHeaderBytesV2;
+    std::memcpy(&h, buf.data(), header_bytes);
     const KvCache& kv = ctx.kv();
     const HParams& hp = ctx.model().hparams();
     const std::string arch(h.arch, strnlen(h.arch, sizeof h.arch));
@@ -196,24 +214,27 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
                        std::to_string(kv.n_layer()) + " layers, " +
                        std::to_string(ctx.model().file()->file_size()) + "-byte file)");
     const bool rotated = (h.kv_flags & kKvRotatedK) != 0;
-    if (h.type_k != kv.type_k() || h.type_v != kv.type_v() || rotated != kv.k_rotated()) {
-        auto describe = [](uint32_t tk, uint32_t tv, bool rot) {
-            return std::string(kv_type_name(tk)) + "/" + kv_type_name(tv) + (rot ? " (K rotated)" : "");
+    if (h.type_k != kv.type_k() || h.type_v != kv.type_v() || rotated != kv.k_rotated() ||
+        (int64_t)h.kv_sink_rows != kv.n_sink()) {
+        auto describe = [](uint32_t tk, uint32_t tv, bool rot, int64_t n_sink) {
+            std::string how = rot ? "rotated" : "";
+            if (n_sink > 0) how += (rot ? ", " : "") + std::string("centered, ") + std::to_string(n_sink) + " sink rows";
+            return std::string(kv_type_name(tk)) + "/" + kv_type_name(tv) + (how.empty() ? "" : " (K " + how + ")");
         };
-        fail(path, "it holds a " + describe(h.type_k, h.type_v, rotated) +
+        fail(path, "it holds a " + describe(h.type_k, h.type_v, rotated, h.kv_sink_rows) +
                        " KV cache (K/V types) but this context uses " +
-                       describe(kv.type_k(), kv.type_v(), kv.k_rotated()));
+                       describe(kv.type_k(), kv.type_v(), kv.k_rotated(), kv.n_sink()));
     }
     if (h.kv_bytes != kv.rows_bytes((int64_t)h.n_tokens)) fail(path, "its KV size does not match its header");
     if ((int64_t)h.n_tokens > ctx.n_ctx())
         fail(path, "it holds " + std::to_string(h.n_tokens) + " tokens but the context has room for " +
                        std::to_string(ctx.n_ctx()));
     std::vector<int32_t> tokens(h.n_tokens);
-    if (!tokens.empty()) std::memcpy(tokens.data(), buf.data() + sizeof h, tokens.size() * sizeof(int32_t));
+    if (!tokens.empty()) std::memcpy(tokens.data(), buf.data() + header_bytes, tokens.size() * sizeof(int32_t));
     for (int32_t t : tokens)
         if (t < 0 || t >= ctx.n_vocab()) fail(path, "token id " + std::to_string(t) + " is outside the vocabulary");
 
-    const uint8_t* blob = buf.data() + sizeof h + tokens.size() * sizeof(int32_t);
+    const uint8_t* blob = buf.data() + header_bytes + tokens.size() * sizeof(int32_t);
     ctx.restore_kv((int64_t)h.n_tokens, (int64_t)h.n_tokens, blob, (size_t)h.kv_bytes);
     return tokens;
 }

@@ -4,7 +4,8 @@
 // Layout (little-endian):
 //   StateHeader                       magic, version, model fingerprint, KV layout, counts
 //   int32  tokens[n_tokens]           the token ids at positions 0 .. n_tokens-1
-//   uint8  kv[kv_bytes]               per layer: K rows of those positions, then V rows
+//   uint8  kv[kv_bytes]               per layer: K rows of those positions, then V rows, then
+//                                     for a centered K its sink rows and mean / scale
 //                                     (KvCache::copy_rows_out's blob, in the cache's K/V types)
 //   uint64 checksum                   hash64 of every byte before it
 //

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "kv/centered_k.h"
 #include "kv/hadamard.h"
 #include "quant/blocks.h"
 
@@ -93,9 +95,18 @@ int64_t checked_head_dim(int64_t width, int64_t head_dim, bool rotate_k) {
     return head_dim;
 }
 
+int64_t checked_n_sink(uint32_t type_k, int64_t n_ctx, bool center_k) {
+    if (!center_k) return 0;
+    if (type_k != TYPE_Q8_0 && type_k != TYPE_Q4_0)
+        throw Error(std::string("a centered K cache needs a quantized K (q8_0 or q4_0), not ") + kv_type_name(type_k));
+    static const int64_t m = std::getenv("EI_KVQ_M") ? std::atoi(std::getenv("EI_KVQ_M")) : kSinkRows;  // EXPERIMENT
+    return std::min<int64_t>(m, n_ctx);
+}
+
 }  // namespace
 
 bool kv_rotate_k_by_default(uint32_t type_k) { return type_k == TYPE_Q4_0; }
+bool kv_center_k_by_default(uint32_t type_k) { return type_k == TYPE_Q4_0; }
 
 uint32_t kv_type_from_name(const std::string& name) {
     if (name == "f16") return TYPE_F16;
@@ -114,14 +125,16 @@ const char* kv_type_name(uint32_t type) {
 }
 
 KvCache::KvCache(const KernelTable& kt, int64_t n_layer, int64_t n_ctx, int64_t width, int64_t head_dim,
-                 uint32_t type_k, uint32_t type_v, bool rotate_k)
+                 uint32_t type_k, uint32_t type_v, bool rotate_k, bool center_k)
     : n_layer_(n_layer), n_ctx_(n_ctx), width_(width), head_dim_(checked_head_dim(width, head_dim, rotate_k)),
-      type_k_(type_k), type_v_(type_v), rotate_k_(rotate_k),
+      type_k_(type_k), type_v_(type_v), rotate_k_(rotate_k), n_sink_(checked_n_sink(type_k, n_ctx, center_k)),
       k_row_(checked_row_bytes(type_k, width)), v_row_(checked_row_bytes(type_v, width)),
       quantize_k_(row_quantizer(kt, type_k)), quantize_v_(row_quantizer(kt, type_v)),
-      dequantize_k_(kt.types[type_k].to_float),
+      dequantize_k_(kt.types[type_k].to_float), dequantize_v_(kt.types[type_v].to_float),
       k_((size_t)(n_layer * n_ctx) * k_row_), v_((size_t)(n_layer * n_ctx) * v_row_),
-      k_tmp_(rotate_k ? (size_t)width : 0) {}
+      sink_k_((size_t)(n_layer * n_sink_ * width)), sink_v_((size_t)(n_layer * n_sink_ * width)),
+      centering_(n_sink_ ? (size_t)(n_layer * 3 * width) : 0),
+      k_tmp_((size_t)width) {}
 
 uint16_t* KvCache::k(int64_t layer) {
     if (type_k_ != TYPE_F16) throw Error("the K cache is not F16");
@@ -133,36 +146,112 @@ uint16_t* KvCache::v(int64_t layer) {
     return reinterpret_cast<uint16_t*>(v_data(layer));
 }
 
+void KvCache::encode_k_row(int64_t layer, int64_t pos, const float* k) {
+    const float* src = k;
+    if (n_sink_ > 0) {
+        k_center_row(k, k_mean(layer), k_scale(layer), width_, k_tmp_.data());
+        src = k_tmp_.data();
+    }
+    if (rotate_k_) {
+        if (src != k_tmp_.data()) std::memcpy(k_tmp_.data(), k, width_ * sizeof(float));
+        hadamard_rotate(k_tmp_.data(), width_ / head_dim_, head_dim_);
+        src = k_tmp_.data();
+    }
+    quantize_k_(src, k_data(layer) + pos * k_row_, width_);
+}
+
+void KvCache::k_row_floats(int64_t layer, int64_t pos, float* k) const {
+    if (pos < n_sink_) {
+        const uint16_t* h = sink_k(layer) + pos * width_;
+        for (int64_t c = 0; c < width_; ++c) k[c] = fp16_to_fp32(h[c]);
+        return;
+    }
+    dequantize_k_(k_data(layer) + pos * k_row_, k, width_);
+    if (rotate_k_) hadamard_unrotate(k, width_ / head_dim_, head_dim_);
+    if (n_sink_ > 0) k_uncenter_row(k, k_mean(layer), k_scale(layer), width_);
+}
+
+void KvCache::v_row_floats(int64_t layer, int64_t pos, float* v) const {
+    if (pos < n_sink_) {
+        const uint16_t* h = sink_v(layer) + pos * width_;
+        for (int64_t c = 0; c < width_; ++c) v[c] = fp16_to_fp32(h[c]);
+        return;
+    }
+    dequantize_v_(v_data(layer) + pos * v_row_, v, width_);
+    if (n_sink_ > 0)
+        for (int64_t c = 0; c < width_; ++c) v[c] += v_mean(layer)[c];
+}
+
 void KvCache::store(int64_t layer, int64_t pos0, int64_t n, const float* k_rows, const float* v_rows) {
-    uint8_t* kd = k_data(layer) + pos0 * k_row_;
-    uint8_t* vd = v_data(layer) + pos0 * v_row_;
     for (int64_t t = 0; t < n; ++t) {
-        if (rotate_k_) {
-            std::memcpy(k_tmp_.data(), k_rows + t * width_, width_ * sizeof(float));
-            hadamard_rotate(k_tmp_.data(), width_ / head_dim_, head_dim_);
-            quantize_k_(k_tmp_.data(), kd + t * k_row_, width_);
-        } else {
-            quantize_k_(k_rows + t * width_, kd + t * k_row_, width_);
+        const int64_t pos = pos0 + t;
+        const float* kr = k_rows + t * width_;
+        const float* vr = v_rows + t * width_;
+        if (pos < n_sink_) {
+            uint16_t* hk = sink_k_.data() + (layer * n_sink_ + pos) * width_;
+            uint16_t* hv = sink_v_.data() + (layer * n_sink_ + pos) * width_;
+            for (int64_t c = 0; c < width_; ++c) {
+                hk[c] = fp32_to_fp16(kr[c]);
+                hv[c] = fp32_to_fp16(vr[c]);
+            }
+            if (pos == n_sink_ - 1)
+                centering_from_sink(sink_k(layer), sink_v(layer), n_sink_, width_, head_dim_,
+                                    centering_.data() + layer * 3 * width_);
+            continue;
         }
-        quantize_v_(v_rows + t * width_, vd + t * v_row_, width_);
+        encode_k_row(layer, pos, kr);
+        if (n_sink_ > 0) {  // V centered on nu
+            const float* nu = v_mean(layer);
+            for (int64_t c = 0; c < width_; ++c) k_tmp_[c] = vr[c] - nu[c];
+            vr = k_tmp_.data();
+        }
+        quantize_v_(vr, v_data(layer) + pos * v_row_, width_);
     }
 }
 
+size_t KvCache::sink_layer_bytes(int64_t n) const {
+    if (n_sink_ == 0) return 0;
+    return (size_t)(std::min(n, n_sink_) * width_) * 2 * sizeof(uint16_t) +
+           (n >= n_sink_ ? (size_t)width_ * 3 * sizeof(float) : 0);
+}
+
+size_t KvCache::rows_bytes(int64_t n) const { return (size_t)n * bytes_per_token() + n_layer_ * sink_layer_bytes(n); }
+
 void KvCache::copy_rows_out(int64_t n, uint8_t* dst) const {
+    const size_t sink_rows = (size_t)(std::min(n, n_sink_) * width_) * sizeof(uint16_t);
     for (int64_t il = 0; il < n_layer_; ++il) {
         std::memcpy(dst, k_data(il), n * k_row_);
         dst += n * k_row_;
         std::memcpy(dst, v_data(il), n * v_row_);
         dst += n * v_row_;
+        if (n_sink_ == 0) continue;
+        std::memcpy(dst, sink_k(il), sink_rows);
+        dst += sink_rows;
+        std::memcpy(dst, sink_v(il), sink_rows);
+        dst += sink_rows;
+        if (n < n_sink_) continue;
+        std::memcpy(dst, k_mean(il), 3 * width_ * sizeof(float));
+        dst += 3 * width_ * sizeof(float);
     }
 }
 
 void KvCache::copy_rows_in(int64_t n_stored, int64_t n_use, const uint8_t* src) {
+    const size_t sink_stored = (size_t)(std::min(n_stored, n_sink_) * width_) * sizeof(uint16_t);
+    const size_t sink_use = (size_t)(std::min(n_use, n_sink_) * width_) * sizeof(uint16_t);
     for (int64_t il = 0; il < n_layer_; ++il) {
         std::memcpy(k_data(il), src, n_use * k_row_);
         src += n_stored * k_row_;
         std::memcpy(v_data(il), src, n_use * v_row_);
         src += n_stored * v_row_;
+        if (n_sink_ == 0) continue;
+        std::memcpy(sink_k_.data() + il * n_sink_ * width_, src, sink_use);
+        src += sink_stored;
+        std::memcpy(sink_v_.data() + il * n_sink_ * width_, src, sink_use);
+        src += sink_stored;
+        if (n_stored < n_sink_) continue;
+        // With n_use < n_sink the mean and scale are set again when position n_sink - 1 is stored.
+        std::memcpy(centering_.data() + il * 3 * width_, src, 3 * width_ * sizeof(float));
+        src += 3 * width_ * sizeof(float);
     }
 }
 
@@ -170,16 +259,30 @@ void KvCache::shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
                     const std::function<void(int64_t, float*, int64_t)>& rerotate) {
     const int64_t first = n_keep + n_discard, m = n_past - first;  // rows that move
     if (m <= 0) return;
-    std::vector<float> rows((size_t)(m * width_));
+    std::vector<float> rows((size_t)(m * width_)), vrow((size_t)width_);
     for (int64_t il = 0; il < n_layer_; ++il) {
-        uint8_t* kd = k_data(il);
-        for (int64_t t = 0; t < m; ++t) dequantize_k_(kd + (first + t) * k_row_, rows.data() + t * width_, width_);
-        if (rotate_k_) hadamard_unrotate(rows.data(), m * width_ / head_dim_, head_dim_);
+        for (int64_t t = 0; t < m; ++t) k_row_floats(il, first + t, rows.data() + t * width_);
         rerotate(il, rows.data(), m);
-        if (rotate_k_) hadamard_rotate(rows.data(), m * width_ / head_dim_, head_dim_);
-        for (int64_t t = 0; t < m; ++t) quantize_k_(rows.data() + t * width_, kd + (n_keep + t) * k_row_, width_);
-        uint8_t* vd = v_data(il);
-        std::memmove(vd + n_keep * v_row_, vd + first * v_row_, m * v_row_);
+        // Rows move down (to n_keep + t from first + t), so in increasing t no row is overwritten
+        // before it is read.
+        for (int64_t t = 0; t < m; ++t) {
+            const int64_t from = first + t, to = n_keep + t;
+            const float* kr = rows.data() + t * width_;
+            if (to >= n_sink_) {  // then from >= n_sink too: V moves as it is
+                encode_k_row(il, to, kr);
+                std::memmove(v_data(il) + to * v_row_, v_data(il) + from * v_row_, v_row_);
+                continue;
+            }
+            uint16_t* hk = sink_k_.data() + (il * n_sink_ + to) * width_;
+            uint16_t* hv = sink_v_.data() + (il * n_sink_ + to) * width_;
+            for (int64_t c = 0; c < width_; ++c) hk[c] = fp32_to_fp16(kr[c]);
+            if (from < n_sink_) {
+                std::memmove(hv, sink_v_.data() + (il * n_sink_ + from) * width_, width_ * sizeof(uint16_t));
+            } else {
+                v_row_floats(il, from, vrow.data());
+                for (int64_t c = 0; c < width_; ++c) hv[c] = fp32_to_fp16(vrow[c]);
+            }
+        }
     }
 }
 

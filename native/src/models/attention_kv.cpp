@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kv/centered_attention.h"
 #include "kv/hadamard.h"
 #include "models/arch.h"
 #include "models/blocks.h"
@@ -20,9 +21,11 @@ namespace {
 // Attention through the span kernel (kernels.h, AttnKvqSpanFn). Jobs are (query row, KV head,
 // span): a decode step has one query row and few KV heads, so the positions are split into
 // spans until there are about four jobs a thread (each span at least 128 positions), and the
-// spans' partial results are merged afterwards (max, rescaled sums).
+// spans' partial results are merged afterwards (max, rescaled sums). A centered K's sink rows
+// are not in the spans: they are merged into the first span of each row (kv/centered_attention.h).
 void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
-                     const KvCache& kv, int64_t layer, const AttentionShape& s, float* out) {
+                     const KvCache& kv, int64_t layer, const AttentionShape& s, const CenteredAttention& centered,
+                     float* out) {
     const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim;
     const int64_t rows = n * s.n_head_kv;
     const int64_t max_len = s.window > 0 ? std::min(s.window, pos0 + n) : pos0 + n;
@@ -42,15 +45,16 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
     const AttnKvqSpanFn attend = kt.ops.attn_kvq_span;
     pool.run([&](int ith, int nth) {
         std::vector<float> scratch(attn_kvq_span_scratch_floats(group, hd, span_max));
-        std::vector<float> acc((size_t)(group * hd)), m((size_t)group), l((size_t)group);
+        std::vector<float> acc((size_t)(group * hd)), m((size_t)group), l((size_t)group), tmp((size_t)hd);
         int64_t j0, j1;
         ThreadPool::split(jobs, ith, nth, &j0, &j1);
         for (int64_t j = j0; j < j1; ++j) {
             const int64_t c = j % chunks, r = j / chunks, t = r / s.n_head_kv, hk = r % s.n_head_kv;
             const int64_t last = pos0 + t;
             const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
-            const int64_t per = (last - first + chunks) / chunks;
-            const int64_t f = first + c * per, e = std::min(last, f + per - 1);
+            const int64_t qfirst = std::max(first, centered.n_sink());  // the quantized rows
+            const int64_t per = std::max<int64_t>(0, (last - qfirst + chunks) / chunks);
+            const int64_t f = qfirst + c * per, e = std::min(last, f + per - 1);
             float* jm = chunks > 1 ? part_m.data() + j * group : m.data();
             float* jl = chunks > 1 ? part_l.data() + j * group : l.data();
             float* jacc = chunks > 1 ? part_acc.data() + j * group * hd : acc.data();
@@ -59,12 +63,20 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
                 std::fill(jm, jm + group, -INFINITY);
                 std::fill(jl, jl + group, 0.0f);
                 std::fill(jacc, jacc + group * hd, 0.0f);
-                continue;
+            } else {
+                const AttnKvqSpan a{q + q_off, group, kv.k_data(layer) + hk * k_head, kv.v_data(layer) + hk * v_head,
+                                    kv.k_row_bytes(), kv.v_row_bytes(), f, e, hd, s.scale, kv.type_k(), kv.type_v(),
+                                    scratch.data()};
+                attend(a, jacc, jm, jl);
             }
-            const AttnKvqSpan a{q + q_off, group, kv.k_data(layer) + hk * k_head, kv.v_data(layer) + hk * v_head,
-                                kv.k_row_bytes(), kv.v_row_bytes(), f, e, hd, s.scale, kv.type_k(), kv.type_v(),
-                                scratch.data()};
-            attend(a, jacc, jm, jl);
+            if (centered.active())
+                for (int64_t g = 0; g < group; ++g) {
+                    const int64_t h = hk * group + g;
+                    centered.correct_partial(t, h, jm + g, jl[g], jacc + g * hd);
+                    if (c == 0) centered.merge_sink_rows(t, h, first, last, jm + g, jl + g, jacc + g * hd, tmp.data());
+                }
+            else if (f > e)
+                continue;
             if (chunks == 1)
                 for (int64_t g = 0; g < group; ++g)
                     for (int64_t d = 0; d < hd; ++d) out[q_off + g * hd + d] = jacc[g * hd + d] / jl[g];
@@ -94,12 +106,21 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
 
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                       const KvCache& kv, int64_t layer, const AttentionShape& s, float* out) {
+    // A centered K holds (k - mu) / s past its sink rows: the scores need q * s (plus q . mu,
+    // which `centered` adds to the partial results). kv/centered_attention.h
+    CenteredAttention centered(kv, layer, q, n, s.n_head, s.head_dim, s.scale);
     // A rotated K holds R k: the scores need R q (kv/hadamard.h). [n][n_head][head_dim]
     std::vector<float> q_rotated;
     if (kv.k_rotated()) {
-        q_rotated.assign(q, q + n * s.n_head * s.head_dim);
-        hadamard_rotate(q_rotated.data(), n * s.n_head, s.head_dim);
-        q = q_rotated.data();
+        float* qr = centered.query();
+        if (!centered.active()) {
+            q_rotated.assign(q, q + n * s.n_head * s.head_dim);
+            qr = q_rotated.data();
+        }
+        hadamard_rotate(qr, n * s.n_head, s.head_dim);
+        q = qr;
+    } else if (centered.active()) {
+        q = centered.query();
     }
     if (kv.type_k() == TYPE_F16 && kv.type_v() == TYPE_F16) {
         attention_f16(pool, kt, q, n, pos0, reinterpret_cast<const uint16_t*>(kv.k_data(layer)),
@@ -107,7 +128,7 @@ void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, i
         return;
     }
     if (kt.ops.attn_kvq_span && attn_kvq_span_supports(kv.type_k(), kv.type_v()) && s.head_dim % 32 == 0) {
-        attention_spans(pool, kt, q, n, pos0, kv, layer, s, out);
+        attention_spans(pool, kt, q, n, pos0, kv, layer, s, centered, out);
         return;
     }
     // ggml's one-row kernel with a quantized K and/or V. (With an F16 V ggml accumulates in F16;
@@ -127,7 +148,7 @@ void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, i
     const int64_t jobs = n * s.n_head;
     const AttnKvqRowFn attend = kt.ops.attn_kvq_row;
     pool.run([&](int ith, int nth) {
-        std::vector<float> scratch(3 * s.head_dim);
+        std::vector<float> scratch(3 * s.head_dim), tmp((size_t)s.head_dim);
         int64_t j0, j1;
         ThreadPool::split(jobs, ith, nth, &j0, &j1);
         for (int64_t j = j0; j < j1; ++j) {
@@ -135,8 +156,24 @@ void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, i
             const int64_t last = pos0 + t;
             const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
             const int64_t off = (t * s.n_head + h) * s.head_dim;
-            attend(q + off, k + hk * k_head, v + hk * v_head, kv.k_row_bytes(), kv.v_row_bytes(), first, last,
-                   s.head_dim, s.scale, types, scratch.data(), out + off);
+            if (!centered.active()) {
+                attend(q + off, k + hk * k_head, v + hk * v_head, kv.k_row_bytes(), kv.v_row_bytes(), first, last,
+                       s.head_dim, s.scale, types, scratch.data(), out + off, nullptr);
+                continue;
+            }
+            // The quantized rows' partial result, corrected and merged with the sink rows'.
+            float* o = out + off;
+            float ms[2] = {-INFINITY, 0.0f};  // m, l
+            const int64_t qfirst = std::max(first, centered.n_sink());
+            if (qfirst <= last) {
+                attend(q + off, k + hk * k_head, v + hk * v_head, kv.k_row_bytes(), kv.v_row_bytes(), qfirst, last,
+                       s.head_dim, s.scale, types, scratch.data(), o, ms);
+                centered.correct_partial(t, h, &ms[0], ms[1], o);
+            } else {
+                std::fill(o, o + s.head_dim, 0.0f);
+            }
+            centered.merge_sink_rows(t, h, first, last, &ms[0], &ms[1], o, tmp.data());
+            for (int64_t d = 0; d < s.head_dim; ++d) o[d] /= ms[1];
         }
     });
 }

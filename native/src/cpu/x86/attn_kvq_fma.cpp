@@ -27,8 +27,8 @@ struct FmaF32Prims {
 
 void attn_kvq_row_fma(const float* q, const uint8_t* k, const uint8_t* v, size_t k_stride, size_t v_stride,
                       int64_t first, int64_t last, int64_t head_dim, float scale, const AttnKvTypes& t,
-                      float* scratch, float* out) {
-    attend_row_kvq<FmaF32Prims>(q, k, v, k_stride, v_stride, first, last, head_dim, scale, t, scratch, out);
+                      float* scratch, float* out, float* ms) {
+    attend_row_kvq<FmaF32Prims>(q, k, v, k_stride, v_stride, first, last, head_dim, scale, t, scratch, out, ms);
 }
 
 }  // namespace
