@@ -1,5 +1,6 @@
 """Centered K (native/src/kv/centered_k.h): the first positions kept in F16 as sink rows, later keys
-stored as R((k - mu) / s) with mu and s from the sink keys, q . mu added back to their scores.
+stored as R((k - mu) / s) and values as v - nu, with mu, s and nu from the sink rows; q . mu and
+l * nu added back to the kernels' partial results.
 
 Attention over such a cache must equal softmax attention over the keys as stored (on every ISA,
 with the AVX-512 span kernel bit for bit the scalar one), and because mu and s come from the
@@ -83,6 +84,18 @@ def test_centering_shrinks_the_q4_0_key_error_of_keys_with_a_common_direction():
     for center in (False, True):
         _, k_deq, _ = _core.attention_kv(q, k, k, "q4_0", "f16", rotate_k=True, center_k=center)
         errs[center] = np.sqrt(np.mean((k_deq[N_SINK:] - k[N_SINK:]) ** 2))
+    assert errs[True] < 0.5 * errs[False], errs
+
+
+def test_centering_shrinks_the_q4_0_value_error_of_values_with_a_common_offset():
+    rng = np.random.default_rng(11)
+    k = rng.standard_normal((200, 2, 64)).astype(np.float32)
+    v = rng.standard_normal((200, 2, 64)).astype(np.float32) + 5.0 * rng.standard_normal((1, 2, 64)).astype(np.float32)
+    q = rng.standard_normal((4, 64)).astype(np.float32)
+    errs = {}
+    for center in (False, True):
+        _, _, v_deq = _core.attention_kv(q, k, v, "q4_0", "q4_0", rotate_k=True, center_k=center)
+        errs[center] = np.sqrt(np.mean((v_deq[N_SINK:] - v[N_SINK:]) ** 2))
     assert errs[True] < 0.5 * errs[False], errs
 
 

@@ -1,7 +1,6 @@
 #include "kv/centered_k.h"
 
 #include <cmath>
-#include <cstdlib>
 
 #include "common/fp16.h"
 
@@ -21,13 +20,10 @@ void column_means(const uint16_t* rows, int64_t n, int64_t width, float* mean) {
 
 void centering_from_sink(const uint16_t* sink_k, const uint16_t* sink_v, int64_t n_sink, int64_t width,
                          int64_t head_dim, float* out) {
-    float* mean = out;
-    float* scale = out + width;
+    float* mean = out;           // mu
+    float* scale = out + width;  // s
     column_means(sink_k, n_sink, width, mean);
-    static const bool vc = std::getenv("EI_KVQ_VC") && std::atoi(std::getenv("EI_KVQ_VC"));  // EXPERIMENT
-    if (vc) column_means(sink_v, n_sink, width, out + 2 * width);
-    else for (int64_t c = 0; c < width; ++c) out[2 * width + c] = 0.0f;
-    static const int mode = std::getenv("EI_KVQ_SCALE") ? std::atoi(std::getenv("EI_KVQ_SCALE")) : 2;  // EXPERIMENT
+    column_means(sink_v, n_sink, width, out + 2 * width);  // nu
     for (int64_t h = 0; h < width; h += head_dim) {
         // r_c: the channel's RMS around the mean; s_c = r_c^(1/2), normalized to an RMS of 1.
         double ss = 0.0;
@@ -38,7 +34,7 @@ void centering_from_sink(const uint16_t* sink_k, const uint16_t* sink_v, int64_t
                 var += d * d;
             }
             const double r = std::sqrt(var / (double)n_sink);
-            scale[c] = mode == 0 ? 1.0f : mode == 1 ? (float)r : (float)std::sqrt(r);
+            scale[c] = (float)std::sqrt(r);
             ss += (double)scale[c] * scale[c];
         }
         const float rms = (float)std::sqrt(ss / (double)head_dim);

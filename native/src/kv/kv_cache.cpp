@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
@@ -99,8 +98,7 @@ int64_t checked_n_sink(uint32_t type_k, int64_t n_ctx, bool center_k) {
     if (!center_k) return 0;
     if (type_k != TYPE_Q8_0 && type_k != TYPE_Q4_0)
         throw Error(std::string("a centered K cache needs a quantized K (q8_0 or q4_0), not ") + kv_type_name(type_k));
-    static const int64_t m = std::getenv("EI_KVQ_M") ? std::atoi(std::getenv("EI_KVQ_M")) : kSinkRows;  // EXPERIMENT
-    return std::min<int64_t>(m, n_ctx);
+    return std::min<int64_t>(kSinkRows, n_ctx);
 }
 
 }  // namespace
