@@ -4,42 +4,42 @@
 #include <cmath>
 
 #include "common/fp16.h"
+#include "kv/centered_k.h"
 
 namespace ei {
 
 namespace {
 
-// One query head q [head_dim] over sink positions first..last (K and V rows of `stride` floats,
-// this KV head's values at k and v): the partial result (m, l, acc) of scores scale * (q . k).
-void attend_sink_rows(const float* q, const float* k, const float* v, int64_t stride, int64_t first, int64_t last,
-                      int64_t head_dim, float scale, float* acc, float* m, float* l) {
-    constexpr int64_t kMaxRows = 64;  // scores kept at a time (a sink has kSinkRows = 32)
-    float s[kMaxRows];
-    for (int64_t d = 0; d < head_dim; ++d) acc[d] = 0.0f;
-    *m = -INFINITY;
-    *l = 0.0f;
-    for (int64_t i0 = first; i0 <= last; i0 += kMaxRows) {
-        const int64_t n = std::min(kMaxRows, last - i0 + 1);
-        float mx = *m;
-        for (int64_t i = 0; i < n; ++i) {
-            const float* kr = k + (i0 + i) * stride;
-            float dot = 0.0f;
-            for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * kr[d];
-            s[i] = dot * scale;
-            mx = std::fmax(mx, s[i]);
-        }
-        // What was accumulated so far, rescaled to the new maximum; then this block's rows.
-        const float w = *l > 0.0f ? std::exp(*m - mx) : 0.0f;
-        *l *= w;
-        for (int64_t d = 0; d < head_dim; ++d) acc[d] *= w;
-        *m = mx;
-        for (int64_t i = 0; i < n; ++i) {
-            const float p = std::exp(s[i] - mx);
-            const float* vr = v + (i0 + i) * stride;
-            *l += p;
-            for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * vr[d];
-        }
+// One query head q [head_dim] over sink positions first..last: the partial result (m, l, acc) of
+// scores scale * (q . k). kt: this KV head's sink keys transposed, [head_dim][n_sink], so that the
+// scores of all rows are summed channel by channel in a loop the compiler vectorizes (a dot
+// product per row would be a serial reduction); v: the V rows, `stride` floats apart.
+void attend_sink_rows(const float* q, const float* kt, int64_t n_sink, const float* v, int64_t stride, int64_t first,
+                      int64_t last, int64_t head_dim, float scale, float* acc, float* m, float* l) {
+    static_assert(kSinkRows <= 64, "sink scores are kept on the stack");
+    float s[64];
+    const int64_t n = last - first + 1;
+    for (int64_t i = 0; i < n; ++i) s[i] = 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) {
+        const float qd = q[d];
+        const float* kd = kt + d * n_sink + first;
+        for (int64_t i = 0; i < n; ++i) s[i] += qd * kd[i];
     }
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+        s[i] *= scale;
+        mx = std::fmax(mx, s[i]);
+    }
+    for (int64_t d = 0; d < head_dim; ++d) acc[d] = 0.0f;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float p = std::exp(s[i] - mx);
+        const float* vr = v + (first + i) * stride;
+        sum += p;
+        for (int64_t d = 0; d < head_dim; ++d) acc[d] += p * vr[d];
+    }
+    *m = mx;
+    *l = sum;
 }
 
 }  // namespace
@@ -50,12 +50,15 @@ CenteredAttention::CenteredAttention(const KvCache& kv, int64_t layer, const flo
       width_(kv.width()), scale_(scale), q_(q) {
     if (n_sink_ == 0) return;
     v_mean_ = kv.v_mean(layer);
-    k_.resize((size_t)(n_sink_ * width_));
-    v_.resize(k_.size());
-    for (size_t i = 0; i < k_.size(); ++i) {
-        k_[i] = fp16_to_fp32(kv.sink_k(layer)[i]);
-        v_[i] = fp16_to_fp32(kv.sink_v(layer)[i]);
-    }
+    kt_.resize((size_t)(n_sink_ * width_));
+    v_.resize(kt_.size());
+    const uint16_t* sk = kv.sink_k(layer);
+    const uint16_t* sv = kv.sink_v(layer);
+    for (int64_t i = 0; i < n_sink_; ++i)
+        for (int64_t c = 0; c < width_; ++c) {
+            kt_[c * n_sink_ + i] = fp16_to_fp32(sk[i * width_ + c]);
+            v_[i * width_ + c] = fp16_to_fp32(sv[i * width_ + c]);
+        }
     const float* mu = kv.k_mean(layer);
     const float* s = kv.k_scale(layer);
     bias_.resize((size_t)(n * n_head));
@@ -84,8 +87,8 @@ void CenteredAttention::merge_sink_rows(int64_t t, int64_t h, int64_t first, int
     if (first > e) return;
     const int64_t c0 = h / group_ * head_dim_;
     float m2, l2;
-    attend_sink_rows(q_ + (t * n_head_ + h) * head_dim_, k_.data() + c0, v_.data() + c0, width_, first, e, head_dim_,
-                     scale_, tmp, &m2, &l2);
+    attend_sink_rows(q_ + (t * n_head_ + h) * head_dim_, kt_.data() + c0 * n_sink_, n_sink_, v_.data() + c0, width_,
+                     first, e, head_dim_, scale_, tmp, &m2, &l2);
     merge_partial(m, l, acc, m2, l2, tmp, head_dim_);
 }
 

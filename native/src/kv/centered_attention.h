@@ -43,7 +43,8 @@ private:
     const float* v_mean_ = nullptr; // [width] nu
     std::vector<float> q_scaled_;   // [n][n_head][head_dim] q * s
     std::vector<float> bias_;       // [n][n_head] scale * (q . mu)
-    std::vector<float> k_, v_;      // [n_sink][width] the layer's sink rows in float
+    std::vector<float> kt_;         // [width][n_sink] the layer's sink keys in float, transposed
+    std::vector<float> v_;          // [n_sink][width] its sink values in float
 };
 
 // (m, l, acc) <- the merge of (m, l, acc) and (m2, l2, acc2). Either may be empty (l == 0).
