@@ -226,6 +226,24 @@ def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                    help="accept an input that is already quantized (quality suffers; prefer the original)")
 
 
+def _add_convert(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from edgeinfer.quantize.plan import PRESETS
+
+    p = sub.add_parser("convert", parents=[common],
+                       help="convert a Hugging Face checkpoint folder to GGUF (like convert_hf_to_gguf.py)",
+                       description="Read the safetensors weights, config and tokenizer of HF_DIR and write OUT.gguf "
+                                   "with llama.cpp's metadata and tensor names, one tensor at a time. OUT appears "
+                                   "only once complete. Architectures: Llama (Llama 2/3, Mistral, SmolLM, "
+                                   "TinyLlama), Qwen 2/2.5/3, Phi-3, Gemma 3.")
+    p.add_argument("input", metavar="HF_DIR", help="folder with config.json, *.safetensors and the tokenizer files")
+    p.add_argument("output", metavar="OUT.gguf", help="the file to write")
+    p.add_argument("--outtype", type=str.lower, default="f16", choices=[t.lower() for t in PRESETS],
+                   metavar="TYPE", help="tensor type: f32, f16 (default), bf16, or a quantize preset "
+                                        "(q8_0, q4_k_m, ...: " + ", ".join(t.lower() for t in PRESETS) + ")")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="threads for quantized output types (default: all CPUs)")
+
+
 def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("perplexity", parents=[common],
                        help="measure a model's perplexity on a text (like llama-perplexity)",
@@ -291,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", parents=[common], help="list known models and whether they are pulled")
     _add_serve(sub, common)
     _add_quantize(sub, common)
+    _add_convert(sub, common)
     _add_perplexity(sub, common)
 
     p = sub.add_parser("devices", parents=[common], help="list OpenCL platforms and devices")
