@@ -76,6 +76,11 @@ VARIANTS = {
                                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 32,
                                                    "rope_theta": 500000.0}}),
     "llama-tied": ("llama", {"tie_word_embeddings": True}),
+    "qwen2": ("qwen2", {}),
+    "qwen2-linear-rope": ("qwen2", {"rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                         "rope_theta": 1000000.0}}),
+    "qwen3": ("qwen3", {}),
+    "phi3": ("phi3", {}),
 }
 
 

@@ -39,7 +39,6 @@ def rope_parameters(cfg: dict[str, Any], layer_type: str = "full_attention") -> 
 class Architecture:
     """The llama family's conversion; the other families adjust it."""
     arch = MODEL_ARCH.LLAMA
-    vocab = "auto"             # tokenizer.model first (llama.cpp's order), else tokenizer.json
     permute_qk = True          # HF rotates halves (neox); llama.cpp runs llama with adjacent pairs
     rope_types = ("default", "linear", "llama3")
 
@@ -135,9 +134,8 @@ def llama3_rope_factors(rope: dict[str, Any], head_dim: int) -> np.ndarray:
 
 
 class Qwen2(Architecture):
-    """Qwen 2 / 2.5: Llama plus Q/K/V biases, neox RoPE (no permutation), BPE vocabulary."""
+    """Qwen 2 / 2.5: Llama plus Q/K/V biases, neox RoPE (no permutation)."""
     arch = MODEL_ARCH.QWEN2
-    vocab = "bpe"
     permute_qk = False
     rope_types = ("default", "linear")
 

@@ -140,14 +140,13 @@ def _bpe(folder: Path, n_vocab: int | None) -> Vocabulary:
                       SpecialVocab(folder, load_merges=True, n_vocab=n))
 
 
-def load_vocabulary(folder: str | Path, n_vocab: int | None, prefer: str = "auto") -> Vocabulary:
-    """The checkpoint's tokenizer; `prefer` "bpe" reads tokenizer.json even when a tokenizer.model
-    is present (the Qwen family), "auto" takes tokenizer.model first as llama.cpp does."""
+def load_vocabulary(folder: str | Path, n_vocab: int | None) -> Vocabulary:
+    """The checkpoint's tokenizer: tokenizer.model if there is one (llama.cpp's order), else
+    tokenizer.json."""
     folder = Path(folder)
-    has_spm, has_json = (folder / "tokenizer.model").is_file(), (folder / "tokenizer.json").is_file()
-    if has_spm and prefer != "bpe":
+    if (folder / "tokenizer.model").is_file():
         vocab = _sentencepiece(folder, n_vocab)
-    elif has_json:
+    elif (folder / "tokenizer.json").is_file():
         vocab = _bpe(folder, n_vocab)
     else:
         raise ModelFormatError(f"{folder}: no tokenizer.model or tokenizer.json")

@@ -6,6 +6,7 @@ namespace {
 struct Entry {
     TensorKind kind;
     const char* name;  // "%d" stands for the layer
+    const char* suffix = "weight";
 };
 constexpr Entry kNames[] = {
     {TensorKind::token_embd, "token_embd"},
@@ -25,6 +26,10 @@ constexpr Entry kNames[] = {
     {TensorKind::ffn_up, "blk.%d.ffn_up"},
     {TensorKind::ffn_down, "blk.%d.ffn_down"},
     {TensorKind::ffn_post_norm, "blk.%d.post_ffw_norm"},
+    {TensorKind::attn_qkv, "blk.%d.attn_qkv"},
+    {TensorKind::attn_q_bias, "blk.%d.attn_q", "bias"},
+    {TensorKind::attn_k_bias, "blk.%d.attn_k", "bias"},
+    {TensorKind::attn_v_bias, "blk.%d.attn_v", "bias"},
 };
 }  // namespace
 
@@ -34,7 +39,7 @@ std::string tensor_name(TensorKind kind, int layer) {
         std::string name = e.name;
         const auto at = name.find("%d");
         if (at != std::string::npos) name.replace(at, 2, std::to_string(layer));
-        return name + ".weight";
+        return name + "." + e.suffix;
     }
     return "?";
 }
