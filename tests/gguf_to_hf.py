@@ -6,6 +6,7 @@ round trip checks the mapping both ways."""
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,17 @@ def _token_config(m: GGUFModel) -> dict[str, Any]:
         config["add_prefix_space"] = bool(m.get("tokenizer.ggml.add_space_prefix"))
     if m.get("tokenizer.chat_template") is not None:
         config["chat_template"] = m.get("tokenizer.chat_template")
+    if m.get("tokenizer.ggml.model") == "llama":
+        # SentencePiece has no "user defined" type that llama.cpp reads: those tokens come from
+        # tokenizer_config.json's added_tokens_decoder, as in Gemma's real files.
+        types = m.get("tokenizer.ggml.token_type")
+        config["added_tokens_decoder"] = {
+            str(i): {"content": tokens[i], "special": False, "normalized": False, "lstrip": False,
+                     "rstrip": False, "single_word": False}
+            for i, kind in enumerate(types) if kind == TokenType.USER_DEFINED}
+        unk = m.get("tokenizer.ggml.unknown_token_id")
+        if unk is not None and types[unk] == TokenType.CONTROL:
+            config["added_tokens_decoder"][str(unk)] = {"content": tokens[unk], "special": True}
     return config
 
 
@@ -170,5 +182,42 @@ def write_hf_checkpoint(gguf_path: Path, folder: Path, pre_tokenizer: dict[str, 
         (folder / "tokenizer.model").write_bytes(sentencepiece_model_bytes(m))
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, wire: int, payload: bytes) -> bytes:
+    key = _varint(number << 3 | wire)
+    return key + (_varint(len(payload)) + payload if wire == 2 else payload)
+
+
 def sentencepiece_model_bytes(m: GGUFModel) -> bytes:
-    raise NotImplementedError
+    """A SentencePiece ModelProto (sentencepiece_model.proto) with the GGUF's pieces, scores and
+    types (GGUF token types use SentencePiece's numbering): a BPE model with byte fallback and no
+    text normalization, as Gemma's. Written by hand: protobuf is not a dependency."""
+    tokens, scores, types = m.get("tokenizer.ggml.tokens"), m.get("tokenizer.ggml.scores"), m.get("tokenizer.ggml.token_type")
+    unk = m.get("tokenizer.ggml.unknown_token_id")
+    out = bytearray()
+    for i, (text, score, kind) in enumerate(zip(tokens, scores, types)):
+        if i == unk:
+            kind = TokenType.UNKNOWN   # llama.cpp made it CONTROL from added_tokens_decoder (_token_config)
+        piece = (_field(1, 2, text.encode("utf-8")) + _field(2, 5, struct.pack("<f", score))
+                 + _field(3, 0, _varint(kind)))
+        out += _field(1, 2, piece)
+    special = {"unk": m.get("tokenizer.ggml.unknown_token_id"), "bos": m.get("tokenizer.ggml.bos_token_id"),
+               "eos": m.get("tokenizer.ggml.eos_token_id"), "pad": m.get("tokenizer.ggml.padding_token_id", -1)}
+    trainer = (_field(3, 0, _varint(2)) + _field(35, 0, _varint(1))        # model_type BPE, byte_fallback
+               + b"".join(_field(n, 0, _varint(special[k] & 0xFFFFFFFFFFFFFFFF))
+                          for n, k in ((40, "unk"), (41, "bos"), (42, "eos"), (43, "pad")))
+               + b"".join(_field(n, 2, tokens[special[k]].encode("utf-8"))   # unk/bos/eos/pad_piece
+                          for n, k in ((45, "unk"), (46, "bos"), (47, "eos"), (48, "pad")) if special[k] >= 0))
+    add_prefix = bool(m.get("tokenizer.ggml.add_space_prefix", True))
+    normalizer = (_field(1, 2, b"identity") + _field(3, 0, _varint(int(add_prefix)))
+                  + _field(4, 0, _varint(0)) + _field(5, 0, _varint(1)))
+    out += _field(2, 2, trainer) + _field(3, 2, normalizer)
+    return bytes(out)

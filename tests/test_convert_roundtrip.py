@@ -104,3 +104,44 @@ def test_unknown_pre_tokenizer_is_a_clear_error(smollm2_hf, tmp_path):
     with pytest.raises(ModelFormatError, match="pre-tokenizer is not one llama.cpp knows"):
         convert_checkpoint(folder, tmp_path / "out.gguf", "f32")
     assert not list(tmp_path.glob("*.gguf")) and not list(tmp_path.glob(".*partial"))
+
+
+@pytest.fixture(scope="module")
+def gemma3_converted(gemma3_f32_path, tmp_path_factory) -> Path:
+    """Gemma 3 270M (dequantized to F32) -> HF checkpoint with a SentencePiece tokenizer.model
+    -> edgeinfer convert -> F32 GGUF. The HF folder is deleted once converted (1 GB)."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("gemma3-hf")
+    write_hf_checkpoint(gemma3_f32_path, folder)
+    out = tmp_path_factory.mktemp("gemma3-gguf") / "gemma3.f32.gguf"
+    assert cli_main(["convert", str(folder), str(out), "--outtype", "f32"]) == 0
+    shutil.rmtree(folder)
+    return out
+
+
+def test_gemma3_round_trip(gemma3_f32_path, gemma3_converted):
+    original, converted = GGUFModel(gemma3_f32_path), GGUFModel(gemma3_converted)
+    ours = {t["name"]: t for t in converted.file.tensors()}
+    theirs = {t["name"]: t for t in original.file.tensors()}
+    assert sorted(ours) == sorted(theirs)
+    for name, t in theirs.items():
+        a, b = converted.raw(name).view(np.float32), original.raw(name).view(np.float32)
+        if name.endswith("norm.weight"):   # HF stores w, the GGUF 1 + w: (w - 1) + 1 rounds in F32
+            np.testing.assert_allclose(a, b, rtol=0, atol=np.spacing(np.abs(b)).max(), err_msg=name)
+        else:
+            assert np.array_equal(a, b), name
+    for key in TOKENIZER_KEYS:
+        assert converted.get(key) == original.get(key), key
+    for key in ("block_count", "context_length", "embedding_length", "feed_forward_length", "attention.head_count",
+                "attention.head_count_kv", "attention.key_length", "attention.value_length", "rope.freq_base",
+                "attention.sliding_window", "attention.layer_norm_rms_epsilon"):
+        assert converted.a(key) == original.a(key), key
+
+    reference = Model.load(gemma3_f32_path, n_ctx=256, n_threads=2)
+    model = Model.load(gemma3_converted, n_ctx=256, n_threads=2)
+    for prompt in PROMPTS:
+        ids = reference.tokenize(prompt)
+        assert model.tokenize(prompt) == ids
+        ref = reference.eval_logits(ids)
+        np.testing.assert_allclose(model.eval_logits(ids), ref, rtol=0, atol=1e-3 * np.abs(ref).max())

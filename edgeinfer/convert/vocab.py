@@ -103,7 +103,12 @@ def _sentencepiece(folder: Path, n_vocab: int | None) -> Vocabulary:
             text = text.replace(_SPM_SPACE, " ")   # llama.cpp expects user-defined tokens pre-normalized
             types[i] = int(TokenType.USER_DEFINED)
         tokens[i], scores[i] = text, -1000.0
-    return Vocabulary("llama", "default", tokens, types, scores, SpecialVocab(folder, n_vocab=n))
+    special = SpecialVocab(folder, n_vocab=n)
+    # Ids the configs do not name (no tokenizer.json to look token texts up in): the model's own.
+    for kind, tid in (("unk", sp.unk_id()), ("bos", sp.bos_id()), ("eos", sp.eos_id()), ("pad", sp.pad_id())):
+        if 0 <= tid < n:
+            special.special_token_ids.setdefault(kind, tid)
+    return Vocabulary("llama", "default", tokens, types, scores, special)
 
 
 def _bpe(folder: Path, n_vocab: int | None) -> Vocabulary:
