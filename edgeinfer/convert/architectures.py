@@ -97,6 +97,10 @@ class Architecture:
             return permute_rope_rows(data, self.n_head_kv)
         return data
 
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape `transform` gives a tensor of `shape` (numpy order)."""
+        return shape
+
     def extra_tensors(self) -> dict[str, np.ndarray]:
         """Tensors computed from the config (Llama 3.1's rope_freqs)."""
         if self.rope["rope_type"] == "llama3":
@@ -203,9 +207,14 @@ class Gemma3(Architecture):
     def transform(self, gguf_name: str, data: np.ndarray) -> np.ndarray:
         if gguf_name.endswith("norm.weight"):
             return data + np.float32(1.0)
-        if gguf_name == "token_embd.weight":
-            return data[:int(self.cfg.get("vocab_size", data.shape[0]))]
+        if gguf_name == "token_embd.weight":   # the embedding may be padded past the vocabulary
+            return data[:self.transformed_shape(gguf_name, data.shape)[0]]
         return data
+
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if gguf_name == "token_embd.weight":
+            return (min(shape[0], int(self.cfg.get("vocab_size", shape[0]))), *shape[1:])
+        return shape
 
 
 # config.json "architectures"[0] -> conversion

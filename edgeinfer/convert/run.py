@@ -58,10 +58,7 @@ def _sources(ckpt: Checkpoint, arch: Architecture) -> dict[str, _Source]:
         def load(t=t, name=name) -> np.ndarray:
             return arch.transform(name, t.load())
 
-        shape = list(t.shape)
-        if name == "token_embd.weight" and arch.cfg.get("vocab_size"):
-            shape[0] = min(shape[0], int(arch.cfg["vocab_size"]))
-        sources[name] = _Source(load, list(reversed(shape)))
+        sources[name] = _Source(load, list(reversed(arch.transformed_shape(name, t.shape))))
     for name, data in arch.extra_tensors().items():
         sources[name] = _Source(lambda data=data: data, list(reversed(data.shape)))
     if "token_embd.weight" not in sources:
