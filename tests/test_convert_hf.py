@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
 
 from edgeinfer import Model  # noqa: E402
 from edgeinfer.cli import main as cli_main  # noqa: E402
@@ -59,6 +60,8 @@ def check_against_hf(model, gguf_path: Path) -> None:
         ids = em.tokenize(prompt)
         assert len(ids) > 8
         assert_logits_close(em.eval_logits(ids), hf_logits(model, ids))
+        if prompt is not PROMPTS[0]:
+            continue   # decode the first prompt only: one transformers call a token is the slow part
         # token by token through the KV cache, against transformers' cache
         em.prompt_cache.reset()
         ours = []
