@@ -78,10 +78,10 @@ def make_tiny_checkpoint(folder: Path, family: str, tokenizer_model: Path, seed:
     import sentencepiece as spm
 
     vocab_size = spm.SentencePieceProcessor(model_file=str(tokenizer_model)).vocab_size()
-    config = getattr(transformers, config_cls)(
-        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-        max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.2,
-        bos_token_id=1, eos_token_id=2, **{**values, **overrides})
+    defaults = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                    max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.2,
+                    bos_token_id=1, eos_token_id=2)
+    config = getattr(transformers, config_cls)(**{**defaults, **values, **overrides})
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval().to(torch.float32)
     with torch.no_grad():  # norm weights away from 1, biases away from 0: the tests must see them

@@ -54,13 +54,14 @@ def assert_logits_close(ours: np.ndarray, ref: np.ndarray) -> None:
     assert (ours.argmax(axis=1) == ref.argmax(axis=1))[decisive].all()
 
 
-def check_against_hf(model, gguf_path: Path) -> None:
-    em = Model.load(gguf_path, n_ctx=256, n_threads=2)
-    for prompt in PROMPTS:
+def check_against_hf(model, gguf_path: Path, n_ctx: int = 256, prompts: list[str] = PROMPTS,
+                     decode: bool = True) -> None:
+    em = Model.load(gguf_path, n_ctx=n_ctx, n_threads=2)
+    for prompt in prompts:
         ids = em.tokenize(prompt)
         assert len(ids) > 8
         assert_logits_close(em.eval_logits(ids), hf_logits(model, ids))
-        if prompt is not PROMPTS[0]:
+        if prompt is not prompts[0] or not decode:
             continue   # decode the first prompt only: one transformers call a token is the slow part
         # token by token through the KV cache, against transformers' cache
         em.prompt_cache.reset()
@@ -93,6 +94,22 @@ def test_converted_logits_match_transformers(variant, spm_model, tmp_path):
     model = make_tiny_checkpoint(tmp_path / "hf", family, spm_model, **overrides)
     gguf_path = convert(tmp_path / "hf", tmp_path / "model.gguf")
     check_against_hf(model, gguf_path)
+
+
+def test_phi3_longrope_matches_transformers(spm_model, tmp_path):
+    """LongRoPE: short factors while the context fits the original 64 positions, long ones
+    beyond. llama.cpp (and edgeinfer) choose once per context size, transformers per sequence
+    length: a 64-position context against prompts under 64 tokens (prefill and decode), and a
+    256-position context against a 131-token prompt (prefill), pick the same factors."""
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0,
+            "long_factor": [1.0 + 0.5 * i for i in range(8)], "short_factor": [1.0 + 0.1 * i for i in range(8)]}
+    model = make_tiny_checkpoint(tmp_path / "hf", "phi3", spm_model, max_position_embeddings=256,
+                                 original_max_position_embeddings=64, rope_parameters=rope)
+    gguf_path = convert(tmp_path / "hf", tmp_path / "model.gguf")
+    meta = Model.load(gguf_path, n_ctx=64).metadata
+    assert meta["phi3.rope.scaling.attn_factor"] == pytest.approx((1 + np.log(4) / np.log(64)) ** 0.5)
+    check_against_hf(model, gguf_path, n_ctx=64, prompts=PROMPTS[:1])
+    check_against_hf(model, gguf_path, n_ctx=256, prompts=PROMPTS[1:], decode=False)
 
 
 def test_sentencepiece_ids_match(spm_model, tmp_path):

@@ -151,10 +151,35 @@ class Qwen3(Qwen2):
 
 class Phi3(Architecture):
     """Phi-3 / Phi-3.5 mini: fused QKV and gate/up projections (kept fused, as llama.cpp stores
-    them), neox RoPE over `partial_rotary_factor` of each head."""
+    them), neox RoPE over `partial_rotary_factor` of each head; LongRoPE's long and short
+    per-frequency factors become tensors and its attention factor a key, as llama.cpp's converter
+    writes them."""
     arch = MODEL_ARCH.PHI3
     permute_qk = False
-    rope_types = ("default",)
+    rope_types = ("default", "longrope", "su")
+
+    def _orig_ctx(self) -> int:
+        return int(self.cfg.get("original_max_position_embeddings") or self.cfg.get("max_position_embeddings"))
+
+    def longrope_attn_factor(self) -> float:
+        """transformers' default: sqrt(1 + ln(s) / ln(original context)), s = context growth."""
+        if self.rope.get("attention_factor") is not None:
+            return float(self.rope["attention_factor"])
+        scale = int(_require(self.cfg, "max_position_embeddings")) / self._orig_ctx()
+        return 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(self._orig_ctx()))
+
+    def extra_tensors(self) -> dict[str, np.ndarray]:
+        if self.rope["rope_type"] not in ("longrope", "su"):
+            return {}
+        partial = float(self.rope.get("partial_rotary_factor", self.cfg.get("partial_rotary_factor", 1.0)))
+        n = int(partial * self.head_dim) // 2
+        tensors = {}
+        for kind in ("long", "short"):
+            factors = np.asarray(self.rope.get(f"{kind}_factor") or [], dtype=np.float32)
+            if factors.shape != (n,):
+                raise ModelFormatError(f"config.json: rope {kind}_factor has {factors.size} values, expected {n}")
+            tensors[f"rope_factors_{kind}.weight"] = factors
+        return tensors
 
     def write_metadata(self, w: GGUFWriter) -> None:
         c = self.cfg
@@ -171,6 +196,8 @@ class Phi3(Architecture):
         w.add_rope_dimension_count(int(partial * self.n_embd) // self.n_head)
         w.add_rope_freq_base(float(self.rope.get("rope_theta", 10000.0)))
         w.add_sliding_window(int(c.get("sliding_window") or 0))
+        if self.rope["rope_type"] in ("longrope", "su"):
+            w.add_rope_scaling_attn_factors(self.longrope_attn_factor())
 
 
 class Gemma3(Architecture):

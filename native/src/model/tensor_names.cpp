@@ -13,6 +13,8 @@ constexpr Entry kNames[] = {
     {TensorKind::output_norm, "output_norm"},
     {TensorKind::output, "output"},
     {TensorKind::rope_freqs, "rope_freqs"},
+    {TensorKind::rope_factors_long, "rope_factors_long"},
+    {TensorKind::rope_factors_short, "rope_factors_short"},
     {TensorKind::attn_norm, "blk.%d.attn_norm"},
     {TensorKind::attn_q, "blk.%d.attn_q"},
     {TensorKind::attn_k, "blk.%d.attn_k"},

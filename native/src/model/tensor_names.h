@@ -6,7 +6,7 @@
 namespace ei {
 
 enum class TensorKind {
-    token_embd, output_norm, output, rope_freqs,
+    token_embd, output_norm, output, rope_freqs, rope_factors_long, rope_factors_short,
     attn_norm, attn_q, attn_k, attn_v, attn_output, attn_q_norm, attn_k_norm, attn_post_norm,
     ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm,
     attn_qkv,                              // fused Q, K, V projection (Phi-3)

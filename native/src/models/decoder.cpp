@@ -49,7 +49,7 @@ void decoder_forward(ForwardEnv& env, const ForwardBatch& b, const HParams& hp, 
     for (int64_t t = 0; t < n; ++t) pos[t] = (int32_t)(b.pos0 + t);
 
     embed_tokens(env.kt, w.tok_embd, b.tokens, n, x);
-    const RopeParams rope{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, nullptr};
+    const RopeParams rope{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, o.rope_factors, o.rope_attn_factor};
     const float scale = 1.0f / std::sqrt((float)hd);
     const AttentionShape shape{hp.n_head, hp.n_head_kv, hd, o.scale_q_first ? 1.0f : scale, 0};
 

@@ -47,7 +47,9 @@ struct DecoderWeights {
 };
 
 struct DecoderOptions {
-    bool scale_q_first = false;  // Q *= 1/sqrt(head_dim) before attention (llama.cpp's Phi-3 graph)
+    bool scale_q_first = false;          // Q *= 1/sqrt(head_dim) before attention (llama.cpp's Phi-3 graph)
+    const float* rope_factors = nullptr; // [n_rot / 2] divisors of the RoPE angles, or nullptr
+    float rope_attn_factor = 1.0f;       // RoPE cos/sin scale
 };
 
 // Loads token_embd, output_norm and output (falling back to token_embd when tied); sets hp.n_vocab.
