@@ -56,6 +56,9 @@ def write_tokenizer_config(folder: Path, **extra: Any) -> None:
 FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "llama": ("LlamaConfig", "LlamaForCausalLM",
               dict(num_attention_heads=4, num_key_value_heads=2)),
+    # head_dim * heads != hidden (as Mistral Nemo): the llama path with attention.key_length
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, sliding_window=None)),
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
               dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",

@@ -80,6 +80,7 @@ VARIANTS = {
                                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 32,
                                                    "rope_theta": 500000.0}}),
     "llama-tied": ("llama", {"tie_word_embeddings": True}),
+    "mistral-head-dim": ("mistral", {}),
     "qwen2": ("qwen2", {}),
     "qwen2-linear-rope": ("qwen2", {"rope_parameters": {"rope_type": "linear", "factor": 2.0,
                                                          "rope_theta": 1000000.0}}),
