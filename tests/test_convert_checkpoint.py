@@ -129,8 +129,10 @@ def test_out_types_follow_the_quantize_presets(spm_model, tmp_path):
         assert np.array_equal(ours.tensor_data(t["name"]), theirs.tensor_data(t["name"])), t["name"]
 
 
-def test_chat_template_and_special_tokens_come_along(spm_model, tmp_path):
+def test_chat_template_special_tokens_and_sampling_defaults_come_along(spm_model, tmp_path):
     make_checkpoint(tmp_path / "hf", spm_model)
+    (tmp_path / "hf" / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "eos_token_id": [2]}))
     out = tmp_path / "m.gguf"
     convert_checkpoint(tmp_path / "hf", out, "f16")
     meta = Model.load(out, n_ctx=64).metadata
@@ -138,6 +140,9 @@ def test_chat_template_and_special_tokens_come_along(spm_model, tmp_path):
     assert meta["tokenizer.chat_template"] == config["chat_template"]
     assert (meta["tokenizer.ggml.bos_token_id"], meta["tokenizer.ggml.eos_token_id"]) == (1, 2)
     assert meta["tokenizer.ggml.add_bos_token"] is True
+    assert meta["general.sampling.temp"] == pytest.approx(0.6)
+    assert (meta["general.sampling.top_k"], meta["general.sampling.top_p"]) == (20, pytest.approx(0.95))
+    assert "general.sampling.min_p" not in meta
 
 
 def _broken(tmp_path: Path, spm_model: Path, change) -> Path:

@@ -66,6 +66,20 @@ def _sources(ckpt: Checkpoint, arch: Architecture) -> dict[str, _Source]:
     return sources
 
 
+# generation_config.json field -> GGUF general.sampling.* writer (llama.cpp's converter writes the
+# model's recommended sampling defaults the same way)
+_SAMPLING = (("temperature", "add_sampling_temp", float), ("top_k", "add_sampling_top_k", int),
+             ("top_p", "add_sampling_top_p", float), ("min_p", "add_sampling_min_p", float),
+             ("repetition_penalty", "add_sampling_penalty_repeat", float))
+
+
+def _write_sampling_defaults(w, generation_config: dict) -> None:
+    for field, method, kind in _SAMPLING:
+        value = generation_config.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            getattr(w, method)(kind(value))
+
+
 def _encode(data: np.ndarray, qtype: T, n_threads: int) -> np.ndarray:
     x = np.ascontiguousarray(data, dtype=np.float32)
     if qtype == T.F32:
@@ -113,6 +127,7 @@ def convert_checkpoint(
         w.add_file_type(int(PRESETS[preset][0]))
         w.add_quantization_version(GGML_QUANT_VERSION)
         vocab.write(w)
+        _write_sampling_defaults(w, ckpt.generation_config)
         for p in plans:
             out.add_tensor_info(p.name, p.shape, p.dst_type, tensor_nbytes(p.dst_type, p.shape))
         out.start_data()
