@@ -1,7 +1,9 @@
 #include "models/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "models/blocks.h"
 
