@@ -1,8 +1,7 @@
 """Files written by edgeinfer convert load in llama.cpp and compute the same logits there: tiny
-Llama, Qwen 2, Qwen 3 and Phi-3 (also with LongRoPE) checkpoints built with transformers, converted to
-F32, evaluated
-by llama-cpp-python in its own virtual environment (scripts/bench_compare.py makes it; the test
-is skipped without it) and by edgeinfer."""
+Llama, Qwen 2, Qwen 3 and Phi-3 (also with LongRoPE) checkpoints built with transformers,
+converted to F32, evaluated by llama-cpp-python in its own virtual environment
+(scripts/bench_compare.py makes it; the test is skipped without it) and by edgeinfer."""
 from __future__ import annotations
 
 import json
