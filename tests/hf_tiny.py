@@ -63,6 +63,10 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
               dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
               dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32)),
+    # 6 layers: five sliding-window (local) layers and one global, as Gemma 3's pattern has them
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+               dict(num_attention_heads=4, num_key_value_heads=1, head_dim=32, num_hidden_layers=6,
+                    sliding_window=16, query_pre_attn_scalar=32, pad_token_id=0)),
     "phi3": ("Phi3Config", "Phi3ForCausalLM",
              dict(num_attention_heads=4, num_key_value_heads=4, pad_token_id=0, sliding_window=None)),
 }

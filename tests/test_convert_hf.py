@@ -86,6 +86,7 @@ VARIANTS = {
                                                          "rope_theta": 1000000.0}}),
     "qwen3": ("qwen3", {}),
     "phi3": ("phi3", {}),
+    "gemma3": ("gemma3", {}),
 }
 
 
