@@ -1,4 +1,6 @@
-"""``edgeinfer info``: what is inside a model file, from its GGUF metadata and tensor table."""
+"""``edgeinfer info``: what is inside a model file, from its GGUF metadata and tensor table; with
+``--gpu-layers`` also the OpenCL placement plan (which layers where, bytes of weights and KV per
+device), computed without loading the model."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +14,9 @@ from rich.table import Table
 from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
+from edgeinfer.errors import EdgeInferError
+from edgeinfer.gpu.placement import (Placement, describe, model_costs,
+                                     parse_gpu_layers, plan_placement)
 from edgeinfer.pull import resolve_model
 
 
@@ -63,8 +68,8 @@ def summarize(gguf: Any) -> dict:
 KV_TYPE_BYTES = {"f16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32)}
 
 
-def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
-    """KV cache bytes per token for each cache type (K and V of the same type), from the
+def kv_dims(gguf: Any, arch: str | None) -> tuple[int, int, int] | None:
+    """(n_layer, k_dim, v_dim): layers and K / V values per position and layer, from the
     hyper-parameters; None if the file lacks them."""
     def key(name: str, default: Any = None) -> Any:
         value = gguf.get(f"{arch}.{name}")
@@ -77,11 +82,47 @@ def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
         n_head_kv = max(n_head_kv)
     k_dim = key("attention.key_length", n_embd // n_head) * n_head_kv
     v_dim = key("attention.value_length", n_embd // n_head) * n_head_kv
+    return int(n_layer), int(k_dim), int(v_dim)
+
+
+def _kv_row_bytes(kv_type: str, dim: int) -> int | None:
+    block_bytes, block = KV_TYPE_BYTES[kv_type]
+    return dim // block * block_bytes if dim % block == 0 else None
+
+
+def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
+    """KV cache bytes per token for each cache type (K and V of the same type), from the
+    hyper-parameters; None if the file lacks them."""
+    dims = kv_dims(gguf, arch)
+    if dims is None:
+        return None
+    n_layer, k_dim, v_dim = dims
     out = {}
-    for name, (block_bytes, block) in KV_TYPE_BYTES.items():
-        if k_dim % block == 0 and v_dim % block == 0:
-            out[name] = n_layer * (k_dim + v_dim) // block * block_bytes
+    for name in KV_TYPE_BYTES:
+        k, v = _kv_row_bytes(name, k_dim), _kv_row_bytes(name, v_dim)
+        if k is not None and v is not None:
+            out[name] = n_layer * (k + v)
     return out
+
+
+def placement(gguf: Any, args: argparse.Namespace) -> Placement:
+    """The OpenCL placement plan for --gpu-layers / --device / -c / --ctk / --ctv (no loading)."""
+    from edgeinfer.cli.devices import list_devices  # the one device listing (honours EDGEINFER_OPENCL_LIBRARY)
+
+    arch = gguf.get("general.architecture")
+    dims = kv_dims(gguf, arch)
+    if dims is None:
+        raise EdgeInferError(f"{gguf.path}: no layer count / attention sizes in the metadata, so no placement plan")
+    n_layer, k_dim, v_dim = dims
+    k_row, v_row = _kv_row_bytes(args.cache_type_k, k_dim), _kv_row_bytes(args.cache_type_v, v_dim)
+    if k_row is None or v_row is None:
+        raise EdgeInferError(f"KV rows of {k_dim}/{v_dim} values do not fit {args.cache_type_k}/{args.cache_type_v} blocks")
+    kv_types = (args.cache_type_k, args.cache_type_v)
+    costs = model_costs(gguf.tensors(), n_layer, args.ctx_size, k_row + v_row, kv_types)
+    request = parse_gpu_layers(args.gpu_layers)
+    devices, reason = list_devices() if request.wants_gpu else ([], "")
+    return plan_placement(costs, request, devices, args.device, _core.opencl_matmul_types(),
+                          no_device_reason=reason, require_gpu=args.require_gpu)
 
 
 def render(info: dict) -> Table:
@@ -122,10 +163,22 @@ def _kv_text(info: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Read the model's metadata and print the summary."""
-    info = summarize(_core.GgufFile(str(resolve_model(args.model, reporter=RichReporter(stderr)))))
+    """Read the model's metadata and print the summary (and the placement plan if asked)."""
+    gguf = _core.GgufFile(str(resolve_model(args.model, reporter=RichReporter(stderr))))
+    info = summarize(gguf)
+    plan = None
+    if getattr(args, "gpu_layers", None) is not None:
+        plan = placement(gguf, args)
+        kv_types = (args.cache_type_k, args.cache_type_v)
+        info["placement"] = dict(plan.as_dict(), n_ctx=args.ctx_size, kv_types=list(kv_types),
+                                 lines=describe(plan, kv_types))
     if args.json:
         print(json.dumps(info, indent=2))
-    else:
-        stdout.print(render(info))
+        return 0
+    stdout.print(render(info))
+    if plan is not None:
+        stdout.print(f"[bold]placement[/bold] (--gpu-layers {escape(args.gpu_layers)}, "
+                     f"context {args.ctx_size:,})")
+        for line in info["placement"]["lines"]:
+            stdout.print("  " + escape(line), soft_wrap=True)
     return 0

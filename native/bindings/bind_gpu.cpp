@@ -236,5 +236,11 @@ void register_gpu(py::module_& m) {
           "order of OpenCLDevice.block_layouts().");
     m.def("opencl_block_prelude", [] { return ei::cl::block_prelude(); },
           "The OpenCL C prelude generated from quant/blocks.h (block constants and structs).");
+    m.def("opencl_matmul_types", [] {
+        std::vector<std::string> names;
+        for (uint32_t t = 0; t < ei::TYPE_COUNT; ++t)
+            if (ei::cl::matmul_supports(t)) names.push_back(ei::type_info(t).name);
+        return names;
+    }, "Names of the weight types the OpenCL matmul takes (ggml's names: 'f32', 'q4_K', ...).");
     register_test_device(m);
 }
