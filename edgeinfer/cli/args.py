@@ -103,6 +103,7 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--no-bos", action="store_true",
                    help="do not add the BOS token (or other special tokens) to the prompt; "
                         "not with --chat, where the chat template decides")
+    add_gpu_options(p)
 
 
 def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -14,9 +14,8 @@ from rich.table import Table
 from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
-from edgeinfer.errors import EdgeInferError
-from edgeinfer.gpu.placement import (Placement, describe, model_costs,
-                                     parse_gpu_layers, plan_placement)
+from edgeinfer.gpu.model_plan import KV_TYPE_BYTES, kv_dims, kv_row_bytes, plan_for_file
+from edgeinfer.gpu.placement import Placement, describe
 from edgeinfer.pull import resolve_model
 
 
@@ -64,32 +63,6 @@ def summarize(gguf: Any) -> dict:
     }
 
 
-# Bytes per value of each KV cache type (block bytes / block size).
-KV_TYPE_BYTES = {"f16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32)}
-
-
-def kv_dims(gguf: Any, arch: str | None) -> tuple[int, int, int] | None:
-    """(n_layer, k_dim, v_dim): layers and K / V values per position and layer, from the
-    hyper-parameters; None if the file lacks them."""
-    def key(name: str, default: Any = None) -> Any:
-        value = gguf.get(f"{arch}.{name}")
-        return default if value is None else value
-    n_layer, n_embd, n_head = key("block_count"), key("embedding_length"), key("attention.head_count")
-    if not (arch and n_layer and n_embd and n_head):
-        return None
-    n_head_kv = key("attention.head_count_kv", n_head)
-    if isinstance(n_head_kv, list):   # per-layer counts
-        n_head_kv = max(n_head_kv)
-    k_dim = key("attention.key_length", n_embd // n_head) * n_head_kv
-    v_dim = key("attention.value_length", n_embd // n_head) * n_head_kv
-    return int(n_layer), int(k_dim), int(v_dim)
-
-
-def _kv_row_bytes(kv_type: str, dim: int) -> int | None:
-    block_bytes, block = KV_TYPE_BYTES[kv_type]
-    return dim // block * block_bytes if dim % block == 0 else None
-
-
 def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
     """KV cache bytes per token for each cache type (K and V of the same type), from the
     hyper-parameters; None if the file lacks them."""
@@ -99,7 +72,7 @@ def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
     n_layer, k_dim, v_dim = dims
     out = {}
     for name in KV_TYPE_BYTES:
-        k, v = _kv_row_bytes(name, k_dim), _kv_row_bytes(name, v_dim)
+        k, v = kv_row_bytes(name, k_dim), kv_row_bytes(name, v_dim)
         if k is not None and v is not None:
             out[name] = n_layer * (k + v)
     return out
@@ -107,22 +80,8 @@ def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
 
 def placement(gguf: Any, args: argparse.Namespace) -> Placement:
     """The OpenCL placement plan for --gpu-layers / --device / -c / --ctk / --ctv (no loading)."""
-    from edgeinfer.cli.devices import list_devices  # the one device listing (honours EDGEINFER_OPENCL_LIBRARY)
-
-    arch = gguf.get("general.architecture")
-    dims = kv_dims(gguf, arch)
-    if dims is None:
-        raise EdgeInferError(f"{gguf.path}: no layer count / attention sizes in the metadata, so no placement plan")
-    n_layer, k_dim, v_dim = dims
-    k_row, v_row = _kv_row_bytes(args.cache_type_k, k_dim), _kv_row_bytes(args.cache_type_v, v_dim)
-    if k_row is None or v_row is None:
-        raise EdgeInferError(f"KV rows of {k_dim}/{v_dim} values do not fit {args.cache_type_k}/{args.cache_type_v} blocks")
-    kv_types = (args.cache_type_k, args.cache_type_v)
-    costs = model_costs(gguf.tensors(), n_layer, args.ctx_size, k_row + v_row, kv_types)
-    request = parse_gpu_layers(args.gpu_layers)
-    devices, reason = list_devices() if request.wants_gpu else ([], "")
-    return plan_placement(costs, request, devices, args.device, _core.opencl_matmul_types(),
-                          no_device_reason=reason, require_gpu=args.require_gpu)
+    return plan_for_file(gguf, args.gpu_layers, args.device, args.ctx_size,
+                         (args.cache_type_k, args.cache_type_v), args.require_gpu)
 
 
 def render(info: dict) -> Table:
