@@ -1,9 +1,9 @@
-"""Layers offloaded to the OpenCL device (PoCL here) in a real forward pass: SmolLM2 (llama) with
---gpu-layers all, 4 and 0-5,12 against llama.cpp's reference data, prefix reuse with the device
-KV cache, and the clear errors for what does not offload yet.
+"""Layers offloaded to the OpenCL device (PoCL here) in a real forward pass: SmolLM2 (llama) and
+Gemma 3 (gemma3) with --gpu-layers all, 4 and 0-5,12 against llama.cpp's reference data, prefix
+reuse with the device KV cache, and the clear errors for what does not offload yet.
 
 The oracle is llama.cpp's run of the same weights dequantized to F32 (fixtures REFERENCE.md:
-`extra_same_prompts_other_files_t2.smollm2_f32`), not our CPU path: the device multiplies float
+`extra_same_prompts_other_files_t2`, smollm2_f32 / gemma3_f32dq), not our CPU path: the device multiplies float
 activations with dequantized weights, as llama.cpp's F32 path does, while the CPU path (like
 llama.cpp on the Q4_1 file) rounds activations to 8 bits first, which alone moves logits by
 0.2-0.8. What is not on the device (token embeddings and output matrix, Q8_0 in this file) is
@@ -22,11 +22,24 @@ from test_opencl_ops import device_index  # noqa: F401  (the skip-or-fail device
 pytestmark = pytest.mark.realmodel
 
 # Measured on PoCL: the device path's top-20 logits at each prompt's last position are within
-# 0.07-0.13 of llama.cpp's F32 run (the CPU path: 0.22-0.77).
+# 0.07-0.13 of llama.cpp's F32 run for SmolLM2 and 0.07-0.14 for Gemma 3 (the CPU path: 0.22-0.77
+# and 0.30-1.09 on this AVX2 machine).
 TOP20_VS_F32 = 0.25
 # A partial offload mixes both paths, so it carries the 8-bit activation error of its CPU layers:
-# REFERENCE.md measures 0.2-0.7 for llama.cpp's quantized path, our CPU path 0.22-0.77 here.
-TOP20_MIXED_VS_F32 = 1.0
+# it may be as far from F32 as the CPU path is, plus the device's own share.
+MIXED_SLACK = 0.1
+
+MODELS = {"smollm2": ("smollm2_path", "greedy_llamacpp_smollm2.json", "smollm2_f32"),
+          "gemma3": ("gemma3_path", "greedy_llamacpp_gemma3.json", "gemma3_f32dq")}
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def case(request, load_fixture):
+    """(name, model path, fixture, F32 runs by prompt name) for each real model."""
+    path_fixture, fixture_name, f32_key = MODELS[request.param]
+    fixture = load_fixture(fixture_name)
+    f32 = {r["name"]: r for r in fixture["extra_same_prompts_other_files_t2"][f32_key]}
+    return request.param, request.getfixturevalue(path_fixture), fixture, f32
 
 
 @pytest.fixture(scope="module")
@@ -35,18 +48,8 @@ def greedy_fixture(load_fixture):
 
 
 @pytest.fixture(scope="module")
-def f32_runs(greedy_fixture):
-    return {r["name"]: r for r in greedy_fixture["extra_same_prompts_other_files_t2"]["smollm2_f32"]}
-
-
-@pytest.fixture(scope="module")
 def offloaded(smollm2_path, device_index):  # noqa: F811
     return Model.load(smollm2_path, n_ctx=512, gpu_layers="all", device=device_index)
-
-
-@pytest.fixture(scope="module")
-def on_cpu(smollm2_path):
-    return Model.load(smollm2_path, n_ctx=512)
 
 
 def last_logits(model: Model, ids: list[int]) -> np.ndarray:
@@ -55,47 +58,53 @@ def last_logits(model: Model, ids: list[int]) -> np.ndarray:
     return np.array(model._ctx.logits[0])
 
 
-def test_full_offload_places_every_layer_on_the_device(offloaded):
-    plan = offloaded.placement
-    assert plan.gpu_layers == tuple(range(30)) and plan.ranges == [(0, 29)]
-    assert plan.gpu_weight_bytes > 0 and plan.cpu_kv_bytes == 0
+def top20_distance(model: Model, run: dict, f32: dict) -> float:
+    """Largest |logit - llama.cpp F32's| over F32's top 20 at the prompt's last position."""
+    top, want = f32["prompt_last_top20_ids"], np.array(f32["prompt_last_top20_logits"])
+    return float(np.abs(last_logits(model, run["prompt_ids"])[top] - want).max())
 
 
-def test_full_offload_logits_are_near_llama_cpp_f32(offloaded, on_cpu, greedy_fixture, f32_runs):
-    for r in greedy_fixture["results"]:
-        f32 = f32_runs[r["name"]]
-        top, want = f32["prompt_last_top20_ids"], np.array(f32["prompt_last_top20_logits"])
-        got = last_logits(offloaded, r["prompt_ids"])
-        assert np.abs(got[top] - want).max() < TOP20_VS_F32, r["name"]
+def test_full_offload_logits_are_near_llama_cpp_f32(case, device_index):  # noqa: F811
+    name, path, fixture, f32 = case
+    on_cpu = Model.load(path, n_ctx=512)
+    offloaded = Model.load(path, n_ctx=512, gpu_layers="all", device=device_index)
+    n_layer = offloaded.placement.n_layer
+    assert offloaded.placement.gpu_layers == tuple(range(n_layer)) and offloaded.placement.cpu_kv_bytes == 0
+    for r in fixture["results"]:
+        got = top20_distance(offloaded, r, f32[r["name"]])
+        assert got < TOP20_VS_F32, (name, r["name"])
         # Closer to F32 than the CPU path, whose activations are rounded to 8 bits.
-        cpu = last_logits(on_cpu, r["prompt_ids"])
-        assert np.abs(got[top] - want).max() < np.abs(cpu[top] - want).max(), r["name"]
+        assert got < top20_distance(on_cpu, r, f32[r["name"]]), (name, r["name"])
 
 
 @pytest.mark.parametrize("spec", ["4", "0-5,12"])
-def test_partial_offload_is_within_the_quantized_paths_distance_of_f32(smollm2_path, device_index, on_cpu,  # noqa: F811
-                                                            greedy_fixture, f32_runs, spec):
-    model = Model.load(smollm2_path, n_ctx=512, gpu_layers=spec, device=device_index)
-    assert model.placement.ranges == ([(26, 29)] if spec == "4" else [(0, 5), (12, 12)])
-    for r in greedy_fixture["results"][:3]:
-        f32 = f32_runs[r["name"]]
-        top, want = f32["prompt_last_top20_ids"], np.array(f32["prompt_last_top20_logits"])
-        got, cpu = last_logits(model, r["prompt_ids"]), last_logits(on_cpu, r["prompt_ids"])
-        assert np.abs(cpu[top] - want).max() < TOP20_MIXED_VS_F32  # the bound holds for the CPU path
-        assert np.abs(got[top] - want).max() < TOP20_MIXED_VS_F32, r["name"]
-        assert got.argmax() == cpu.argmax()
+def test_partial_offload_is_within_the_quantized_paths_distance_of_f32(case, device_index, spec):  # noqa: F811
+    name, path, fixture, f32 = case
+    on_cpu = Model.load(path, n_ctx=512)
+    model = Model.load(path, n_ctx=512, gpu_layers=spec, device=device_index)
+    n_layer = model.placement.n_layer
+    assert model.placement.ranges == ([(n_layer - 4, n_layer - 1)] if spec == "4" else [(0, 5), (12, 12)])
+    runs = fixture["results"][:3]
+    cpu_worst = max(top20_distance(on_cpu, r, f32[r["name"]]) for r in runs)
+    for r in runs:
+        assert top20_distance(model, r, f32[r["name"]]) <= cpu_worst + MIXED_SLACK, (name, r["name"])
+        assert last_logits(model, r["prompt_ids"]).argmax() == last_logits(on_cpu, r["prompt_ids"]).argmax()
 
 
-def test_full_offload_greedy_matches_llama_cpp_f32_for_32_tokens(offloaded, greedy_fixture, f32_runs):
-    r = next(r for r in greedy_fixture["results"] if r["name"] == "plain_fib")
-    ctx = offloaded._ctx
-    ctx.truncate(0)
+def test_full_offload_greedy_matches_llama_cpp_f32_for_32_tokens(case, device_index):  # noqa: F811
+    # One prompt per model (decoding on PoCL is slow). Measured: SmolLM2 agrees with F32 for 30-32
+    # tokens on 4 of 6 prompts, Gemma 3 on 2 of 3 tried; the others part at a near-tie, where the
+    # Q8_0 output matrix (computed on the CPU from 8-bit activations) decides differently.
+    name, path, fixture, f32 = case
+    model = Model.load(path, n_ctx=512, gpu_layers="all", device=device_index)
+    r = next(r for r in fixture["results"] if r["name"] == "plain_fib")
+    ctx = model._ctx
     ctx.decode(np.array(r["prompt_ids"], np.int32))
     ids = []
     for _ in range(32):  # one decode call per token: the device KV cache grows one row at a time
         ids.append(int(np.argmax(ctx.logits[0])))
         ctx.decode(np.array(ids[-1:], np.int32))
-    assert ids == f32_runs["plain_fib"]["gen_ids"][:32]
+    assert ids == f32["plain_fib"]["gen_ids"][:32], name
 
 
 def test_prefix_reuse_continues_from_the_device_cache(offloaded, greedy_fixture):
@@ -110,9 +119,7 @@ def test_prefix_reuse_continues_from_the_device_cache(offloaded, greedy_fixture)
     np.testing.assert_allclose(np.array(ctx.logits[0]), full, atol=2e-3)
 
 
-def test_what_does_not_offload_yet_is_a_clear_error(smollm2_path, gemma3_path, device_index):  # noqa: F811
-    with pytest.raises(_core.EdgeInferError, match="gemma3 architecture cannot offload layers to OpenCL yet"):
-        Model.load(gemma3_path, n_ctx=256, gpu_layers="2", device=device_index)
+def test_what_does_not_offload_yet_is_a_clear_error(smollm2_path, device_index):  # noqa: F811
     with pytest.raises(_core.EdgeInferError, match="F16 KV cache; a q8_0/f16 cache is not supported"):
         Model.load(smollm2_path, n_ctx=256, gpu_layers="2", cache_type_k="q8_0", device=device_index)
     model = Model.load(smollm2_path, n_ctx=256, gpu_layers="2", device=device_index)

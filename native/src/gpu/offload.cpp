@@ -11,6 +11,10 @@ namespace ei::cl {
 
 struct Offload::DeviceLayer {
     Buffer attn_norm, ffn_norm;                        // [n_embd] floats
+    Buffer q_norm, k_norm;                             // [head_dim] floats (if the layer has them)
+    Buffer post_attn_norm, post_ffn_norm;              // [n_embd] floats (if the layer has them)
+    float rope_freq_base = 10000.0f, rope_freq_scale = 1.0f;
+    int64_t window = 0;
     Buffer wq, wk, wv, wo, w_gate, w_up, w_down;       // the file's blocks, row after row
     uint32_t tq = 0, tk = 0, tv = 0, to = 0, tg = 0, tu = 0, td = 0;
     Buffer k_cache, v_cache;                           // [n_ctx][n_head_kv * head_dim] F16
@@ -68,8 +72,9 @@ void Offload::upload(int layer, const HostLayer& w) {
     auto it = index_.find(layer);
     if (it == index_.end()) throw Error("layer " + std::to_string(layer) + " is not offloaded");
     DeviceLayer& L = *device_layers_[it->second];
-    auto vec = [&](const float* src, const char* what) {
-        Buffer b = dev_->alloc((size_t)dims_.n_embd * sizeof(float), what);
+    auto vec = [&](const float* src, int64_t len, const char* what) {
+        if (!src) return Buffer{};
+        Buffer b = dev_->alloc((size_t)len * sizeof(float), what);
         dev_->write(b, src, b.bytes);
         weight_bytes_ += b.bytes;
         return b;
@@ -85,8 +90,16 @@ void Offload::upload(int layer, const HostLayer& w) {
         weight_bytes_ += bytes;
         return b;
     };
-    L.attn_norm = vec(w.attn_norm, "attn_norm");
-    L.ffn_norm = vec(w.ffn_norm, "ffn_norm");
+    const int64_t d = dims_.n_embd, hd = dims_.head_dim;
+    L.attn_norm = vec(w.attn_norm, d, "attn_norm");
+    L.ffn_norm = vec(w.ffn_norm, d, "ffn_norm");
+    L.q_norm = vec(w.q_norm, hd, "attn_q_norm");
+    L.k_norm = vec(w.k_norm, hd, "attn_k_norm");
+    L.post_attn_norm = vec(w.post_attn_norm, d, "post_attention_norm");
+    L.post_ffn_norm = vec(w.post_ffn_norm, d, "post_ffw_norm");
+    L.rope_freq_base = w.rope_freq_base;
+    L.rope_freq_scale = w.rope_freq_scale;
+    L.window = w.window;
     L.wq = mat(w.wq, &L.tq, "attn_q");
     L.wk = mat(w.wk, &L.tk, "attn_k");
     L.wv = mat(w.wv, &L.tv, "attn_v");
@@ -125,22 +138,29 @@ void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
     op.matmul(L.tq, L.wq, qw, d, h_, n, q_);
     op.matmul(L.tk, L.wk, kvw, d, h_, n, k_);
     op.matmul(L.tv, L.wv, kvw, d, h_, n, v_);
-    const RopeShape rq{s.n_head, s.head_dim, s.n_rot, s.rope_freq_base, s.rope_freq_scale, false};
-    const RopeShape rk{s.n_head_kv, s.head_dim, s.n_rot, s.rope_freq_base, s.rope_freq_scale, false};
+    // Per-head norms: rows of head_dim values, in place.
+    if (L.q_norm.get()) op.rms_norm(q_, L.q_norm, q_, n * s.n_head, s.head_dim, s.norm_eps);
+    if (L.k_norm.get()) op.rms_norm(k_, L.k_norm, k_, n * s.n_head_kv, s.head_dim, s.norm_eps);
+    const RopeShape rq{s.n_head, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
+    const RopeShape rk{s.n_head_kv, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
     op.rope(q_, pos_, rope_factors_, n, rq);
     op.rope(k_, pos_, rope_factors_, n, rk);
     op.kv_store_f16(k_, L.k_cache, pos0, n, kvw);
     op.kv_store_f16(v_, L.v_cache, pos0, n, kvw);
-    const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, 1.0f / std::sqrt((float)s.head_dim), 0};
+    const float scale = s.attn_scale > 0.0f ? s.attn_scale : 1.0f / std::sqrt((float)s.head_dim);
+    const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, scale, L.window};
     op.attention_f16(q_, L.k_cache, L.v_cache, att_, n, pos0, a);
     op.matmul(L.to, L.wo, d, qw, att_, n, out_);
+    if (L.post_attn_norm.get()) op.rms_norm(out_, L.post_attn_norm, out_, n, d, s.norm_eps);
     op.add(x_, out_, n * d);
 
     op.rms_norm(x_, L.ffn_norm, h_, n, d, s.norm_eps);
     op.matmul(L.tg, L.w_gate, s.n_ff, d, h_, n, gate_);
     op.matmul(L.tu, L.w_up, s.n_ff, d, h_, n, up_);
-    op.swiglu(gate_, up_, gate_, n * s.n_ff);
+    if (s.gelu) op.geglu(gate_, up_, gate_, n * s.n_ff);
+    else op.swiglu(gate_, up_, gate_, n * s.n_ff);
     op.matmul(L.td, L.w_down, d, s.n_ff, gate_, n, out_);
+    if (L.post_ffn_norm.get()) op.rms_norm(out_, L.post_ffn_norm, out_, n, d, s.norm_eps);
     op.add(x_, out_, n * d);
 }
 

@@ -5,6 +5,9 @@
 // The layer is the pre-norm transformer block of llama (models/llama.cpp):
 //   h = rms_norm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  rope(q), rope(k);  cache k, v
 //   x += Wo attention(q, K, V);   h = rms_norm(x) * ffn_norm;   x += Wdown (silu(Wgate h) * Wup h)
+// with Gemma 3's additions where the layer has them (models/gemma3.cpp): per-head norms of q and
+// k before rope, neox rope, sliding-window attention, norms of both sub-block outputs before
+// their residual adds, and GEGLU.
 // Architectures hand their layers over through ArchModel::offloadable_layer (models/arch.h).
 #pragma once
 #include <cstdint>

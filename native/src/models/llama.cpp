@@ -123,9 +123,17 @@ public:
 
     bool offloadable_layer(int il, cl::HostLayer* w, cl::LayerDims* dims) const override {
         const LlamaLayer& L = layers_.at(il);
-        *w = cl::HostLayer{L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down};
-        *dims = cl::LayerDims{hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim, hp_.n_ff, hp_.norm_eps,
-                              hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, rope_factors_};
+        *w = cl::HostLayer{};
+        w->attn_norm = L.attn_norm;
+        w->wq = &L.wq, w->wk = &L.wk, w->wv = &L.wv, w->wo = &L.wo;
+        w->ffn_norm = L.ffn_norm;
+        w->w_gate = &L.w_gate, w->w_up = &L.w_up, w->w_down = &L.w_down;
+        w->rope_freq_base = hp_.rope_freq_base;
+        w->rope_freq_scale = hp_.rope_freq_scale;
+        *dims = cl::LayerDims{};
+        dims->n_embd = hp_.n_embd, dims->n_head = hp_.n_head, dims->n_head_kv = hp_.n_head_kv;
+        dims->head_dim = hp_.head_dim, dims->n_ff = hp_.n_ff, dims->norm_eps = hp_.norm_eps;
+        dims->n_rot = hp_.n_rot, dims->rope_factors = rope_factors_;
         return true;
     }
 
