@@ -72,7 +72,7 @@ class Model:
         gpu_layers: layers to offload to OpenCL device `device` ("4": the last 4, "all", "auto",
         "0-5,12"; None/0: none), as edgeinfer.gpu.placement plans them; `placement` says what
         went where. No OpenCL device: a warning and the CPU, or EdgeInferError with require_gpu.
-        Offloaded layers keep an F16 KV cache on the device; prefix snapshots are then off."""
+        Offloaded layers keep an F16 KV cache on the device (other cache types are refused)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
@@ -89,8 +89,6 @@ class Model:
             offload = offload_arguments(placement)
             if placement.device is None and placement.notes and str(gpu_layers) != "0":
                 warnings.warn(placement.notes[0], stacklevel=2)
-            if offload:
-                snapshot_budget = 0  # snapshots copy the host KV cache; offloaded layers keep theirs on the device
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
                             type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k, **offload)
         model = cls(core, ctx, path, snapshot_budget=snapshot_budget)

@@ -1,6 +1,7 @@
 """Layers offloaded to the OpenCL device (PoCL here) in a real forward pass: SmolLM2 (llama) and
-Gemma 3 (gemma3) with --gpu-layers all, 4 and 0-5,12 against llama.cpp's reference data, prefix
-reuse with the device KV cache, and the clear errors for what does not offload yet.
+Gemma 3 (gemma3) with --gpu-layers all, 4 and 0-5,12 against llama.cpp's reference data; prefix
+reuse, KV snapshots, saved states and context shift with the device KV cache; the clear errors
+for what does not offload yet.
 
 The oracle is llama.cpp's run of the same weights dequantized to F32 (fixtures REFERENCE.md:
 `extra_same_prompts_other_files_t2`, smollm2_f32 / gemma3_f32dq), not our CPU path: the device multiplies float
@@ -119,15 +120,59 @@ def test_prefix_reuse_continues_from_the_device_cache(offloaded, greedy_fixture)
     np.testing.assert_allclose(np.array(ctx.logits[0]), full, atol=2e-3)
 
 
+@pytest.mark.parametrize("spec", ["all", "0-5,12"])
+def test_kv_snapshots_and_saved_states_carry_the_device_rows(smollm2_path, device_index, spec, tmp_path):  # noqa: F811
+    ctx = Model.load(smollm2_path, n_ctx=128, gpu_layers=spec, device=device_index)._ctx
+    prompt, nxt, other = list(range(100, 120)), np.array([777], np.int32), np.arange(300, 330, dtype=np.int32)
+    ctx.decode(np.array(prompt, np.int32))
+    ctx.decode(nxt)
+    want = np.array(ctx.logits[0])
+    snapshot = ctx.kv_snapshot(20)
+    ctx.save_state(str(tmp_path / "state.bin"), np.array(prompt, np.int32))
+
+    ctx.truncate(0)
+    ctx.decode(other)  # overwrites the device cache
+    ctx.kv_restore(snapshot, 20, 20)
+    ctx.decode(nxt)
+    np.testing.assert_array_equal(np.array(ctx.logits[0]), want)  # F16 rows round-trip exactly
+
+    ctx.truncate(0)
+    ctx.decode(other)
+    assert list(ctx.load_state(str(tmp_path / "state.bin"))) == prompt
+    ctx.decode(nxt)
+    np.testing.assert_array_equal(np.array(ctx.logits[0]), want)
+
+
+@pytest.mark.parametrize("spec", ["all", "0-5,12"])
+def test_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index, spec):  # noqa: F811
+    prompt, nxt = np.arange(100, 140, dtype=np.int32), np.array([777], np.int32)
+
+    def run(ctx, shift: bool) -> np.ndarray:
+        ctx.truncate(0)
+        ctx.decode(prompt)
+        if shift:
+            ctx.shift(4, 16)
+        ctx.decode(nxt)
+        return np.array(ctx.logits[0])
+
+    cpu = Model.load(smollm2_path, n_ctx=128)._ctx
+    dev = Model.load(smollm2_path, n_ctx=128, gpu_layers=spec, device=device_index)._ctx
+    cpu_plain, cpu_shifted = run(cpu, False), run(cpu, True)
+    dev_plain, dev_shifted = run(dev, False), run(dev, True)
+    assert dev.n_past == 40 - 16 + 1
+    # The shift moves logits by ~2.3 here; device and CPU differ by their usual ~0.7-1.1 (float vs
+    # 8-bit activations), with or without it: the device rows were shifted as the CPU's were.
+    gap = np.abs(dev_plain - cpu_plain).max()
+    assert np.abs(dev_shifted - cpu_shifted).max() <= gap + 0.25
+    assert np.abs(dev_shifted - cpu_shifted).max() < np.abs(dev_shifted - cpu_plain).max() / 2
+    assert dev_shifted.argmax() == cpu_shifted.argmax()
+
+
 def test_what_does_not_offload_yet_is_a_clear_error(smollm2_path, device_index):  # noqa: F811
     with pytest.raises(_core.EdgeInferError, match="F16 KV cache; a q8_0/f16 cache is not supported"):
         Model.load(smollm2_path, n_ctx=256, gpu_layers="2", cache_type_k="q8_0", device=device_index)
-    model = Model.load(smollm2_path, n_ctx=256, gpu_layers="2", device=device_index)
-    model._ctx.decode(np.array([1, 2, 3], np.int32))
-    with pytest.raises(_core.EdgeInferError, match="not supported with layers offloaded to OpenCL yet"):
-        model._ctx.kv_snapshot(3)
-    with pytest.raises(_core.EdgeInferError, match="context shift is not supported with layers offloaded"):
-        model._ctx.shift(1, 1)
+    with pytest.raises(_core.EdgeInferError, match="rotated K cache is not supported with OpenCL offload"):
+        Model.load(smollm2_path, n_ctx=256, gpu_layers="2", cache_rotate_k=True, device=device_index)
 
 
 def test_no_library_warns_and_runs_on_the_cpu_or_fails_with_require_gpu(smollm2_path, monkeypatch):

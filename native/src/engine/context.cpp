@@ -17,17 +17,18 @@ int64_t checked_n_ctx(int64_t n_ctx) {
 
 // The offloaded layers on their device, weights uploaded; nullptr if none are requested.
 std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadRequest& req, int64_t n_ctx,
-                                          int64_t n_batch, uint32_t type_k, uint32_t type_v) {
+                                          int64_t n_batch, KvCache& kv) {
     if (req.layers.empty()) return nullptr;
-    if (type_k != TYPE_F16 || type_v != TYPE_F16)
-        throw Error("offloaded layers keep an F16 KV cache; a " + std::string(type_info(type_k).name) + "/" +
-                    type_info(type_v).name + " cache is not supported with OpenCL offload yet");
+    if (kv.type_k() != TYPE_F16 || kv.type_v() != TYPE_F16)
+        throw Error("offloaded layers keep an F16 KV cache; a " + std::string(type_info(kv.type_k()).name) + "/" +
+                    type_info(kv.type_v()).name + " cache is not supported with OpenCL offload yet");
+    if (kv.k_rotated()) throw Error("a rotated K cache is not supported with OpenCL offload yet");
     const ArchModel& arch = model.arch();
     cl::HostLayer w;
     cl::LayerDims dims;
     if (!arch.offloadable_layer(req.layers.front(), &w, &dims))
         throw Error("the " + model.hparams().arch + " architecture cannot offload layers to OpenCL yet (llama can)");
-    auto offload = std::make_unique<cl::Offload>(req, model.hparams().n_layer, n_ctx, n_batch, dims);
+    auto offload = std::make_unique<cl::Offload>(req, model.hparams().n_layer, n_ctx, n_batch, dims, kv);
     for (int il : offload->layers()) {
         arch.offloadable_layer(il, &w, &dims);
         offload->upload(il, w);
@@ -43,20 +44,15 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
       kv_(kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(),
           model_->hparams().head_dim, type_k, type_v, rotate_k),
-      offload_(make_offload(*model_, offload, n_ctx, n_batch_, type_k, type_v)),
+      offload_(make_offload(*model_, offload, n_ctx, n_batch_, kv_)),
       env_{pool_, kernels(), kv_, {}, {}, offload_.get()},
       logits_(std::make_shared<std::vector<float>>()) {}
 
 Context::~Context() = default;
 
-namespace {
-// KV snapshots, saved states and context shift read and write the host cache; the layers on a
-// device keep theirs there. Until those paths learn to copy device rows, they refuse.
-void refuse_with_offload(const cl::Offload* offload, const char* what) {
-    if (offload)
-        throw Error(std::string(what) + " is not supported with layers offloaded to OpenCL yet");
+void Context::sync_offloaded_kv(int64_t n) const {
+    if (offload_) offload_->sync_kv_to_host(std::min(n, n_past_));
 }
-}  // namespace
 
 void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit) {
     if (n <= 0) throw Error("decode needs at least one token");
@@ -92,7 +88,6 @@ void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit) {
 void Context::truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
 
 void Context::shift(int64_t n_keep, int64_t n_discard) {
-    refuse_with_offload(offload_.get(), "context shift");
     if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > n_past_)
         throw Error("cannot shift: n_keep=" + std::to_string(n_keep) + ", n_discard=" + std::to_string(n_discard) +
                     " with " + std::to_string(n_past_) + " cached positions");
@@ -104,20 +99,22 @@ void Context::shift(int64_t n_keep, int64_t n_discard) {
         std::vector<float> probe((size_t)kv_.width(), 0.0f);
         arch.rotate_cached_keys(kt, 0, probe.data(), 1, delta);
     }
+    // Offloaded layers are shifted on the host copy of their rows, then sent back.
+    sync_offloaded_kv(n_past_);
     kv_.shift(n_past_, n_keep, n_discard,
               [&](int64_t layer, float* rows, int64_t m) { arch.rotate_cached_keys(kt, layer, rows, m, delta); });
     n_past_ -= n_discard;
+    if (offload_) offload_->sync_kv_to_device(n_past_);
 }
 
 void Context::copy_kv_out(int64_t n, uint8_t* dst) const {
-    refuse_with_offload(offload_.get(), "copying the KV cache out (snapshots, saved states)");
+    sync_offloaded_kv(n);
     if (n < 0 || n > n_past_)
         throw Error("cannot copy " + std::to_string(n) + " KV positions: " + std::to_string(n_past_) + " are cached");
     kv_.copy_rows_out(n, dst);
 }
 
 void Context::restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size) {
-    refuse_with_offload(offload_.get(), "restoring a KV snapshot or saved state");
     if (n_stored < 0 || n_use < 0 || n_use > n_stored || n_use > n_ctx())
         throw StateError("cannot restore " + std::to_string(n_use) + " of " + std::to_string(n_stored) +
                          " KV positions into a context of " + std::to_string(n_ctx()));
@@ -125,6 +122,7 @@ void Context::restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, si
         throw StateError("a KV snapshot of " + std::to_string(n_stored) + " positions for this context has " +
                          std::to_string(kv_.rows_bytes(n_stored)) + " bytes, not " + std::to_string(size));
     kv_.copy_rows_in(n_stored, n_use, src);
+    if (offload_) offload_->sync_kv_to_device(n_use);
     n_past_ = n_use;
 }
 

@@ -24,7 +24,8 @@ public:
     // type_k/type_v: KV cache types (TYPE_F16, TYPE_Q8_0, TYPE_Q4_0; kv_type_from_name);
     // rotate_k: store K rotated (kv/hadamard.h; kv_rotate_k_by_default says where it pays).
     // offload: layers to run on an OpenCL device (gpu/offload.h; empty: none). Their KV cache lives
-    // on the device (F16 only for now), so K/V types other than F16 are refused with offload.
+    // on the device (F16 only for now), so K/V types other than F16 (and a rotated K) are refused
+    // with offload; the host cache keeps a staging copy of their rows (sync_offloaded_kv).
     Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512,
             uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false,
             const cl::OffloadRequest& offload = {});
@@ -59,7 +60,11 @@ public:
     void copy_kv_out(int64_t n, uint8_t* dst) const;
     void restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size);
 
+    // The host KV cache. With offloaded layers their rows live on the device: call
+    // sync_offloaded_kv(n) before reading positions [0, n) of those layers here (copy_kv_out and
+    // shift do; the forward never needs it).
     const KvCache& kv() const { return kv_; }
+    void sync_offloaded_kv(int64_t n) const;
     int64_t n_ctx() const { return kv_.n_ctx(); }
     int64_t n_batch() const { return n_batch_; }
     int n_threads() const { return pool_.size(); }

@@ -21,8 +21,12 @@ struct Offload::DeviceLayer {
     bool uploaded = false;
 };
 
-Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims)
-    : dims_(dims), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
+Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
+                 KvCache& host_kv)
+    : dims_(dims), host_kv_(host_kv), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
+    if (host_kv.type_k() != TYPE_F16 || host_kv.type_v() != TYPE_F16 || host_kv.k_rotated() ||
+        host_kv.width() != dims.n_head_kv * dims.head_dim || host_kv.n_ctx() != n_ctx)
+        throw Error("offloaded layers need an unrotated F16 host KV cache of the model's width");
     std::sort(layers_.begin(), layers_.end());
     layers_.erase(std::unique(layers_.begin(), layers_.end()), layers_.end());
     for (int il : layers_)
@@ -108,6 +112,24 @@ void Offload::upload(int layer, const HostLayer& w) {
     L.w_up = mat(w.w_up, &L.tu, "ffn_up");
     L.w_down = mat(w.w_down, &L.td, "ffn_down");
     L.uploaded = true;
+}
+
+void Offload::sync_kv_to_host(int64_t n) {
+    n = std::clamp<int64_t>(n, 0, n_ctx_);
+    const size_t bytes = (size_t)n * host_kv_.k_row_bytes();  // F16 rows: the device's layout
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        dev_->read(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), bytes);
+        dev_->read(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), bytes);
+    }
+}
+
+void Offload::sync_kv_to_device(int64_t n) {
+    n = std::clamp<int64_t>(n, 0, n_ctx_);
+    const size_t bytes = (size_t)n * host_kv_.k_row_bytes();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        dev_->write(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), bytes);
+        dev_->write(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), bytes);
+    }
 }
 
 void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0) {

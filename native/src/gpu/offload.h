@@ -20,6 +20,7 @@
 #include "gpu/program_cache.h"
 #include "gpu/runtime.h"
 #include "gpu/offload_types.h"
+#include "kv/kv_cache.h"
 
 namespace ei::cl {
 
@@ -27,7 +28,10 @@ class Offload {
 public:
     // Opens the device and allocates its KV cache ([n_ctx][n_head_kv * head_dim] F16 per layer,
     // K and V) and scratch for n_batch tokens. Weights come later, through upload().
-    Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims);
+    // host_kv: the Context's F16 cache, which keeps a staging copy of the offloaded layers' rows
+    // for what works on the host cache (snapshots, saved states, context shift): see sync_*.
+    Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
+            KvCache& host_kv);
     ~Offload();
 
     bool on_device(int layer) const { return index_.count(layer) != 0; }
@@ -41,6 +45,12 @@ public:
     // at positions pos0 .. pos0 + n - 1 (n <= n_batch); their K/V go to the device cache.
     void run(int first, int last, float* x, int64_t n, int64_t pos0);
 
+    // Copies positions [0, n) of every offloaded layer's K and V from the device into host_kv,
+    // or from host_kv to the device. The forward never needs either; they run around snapshots,
+    // saved states and context shift.
+    void sync_kv_to_host(int64_t n);
+    void sync_kv_to_device(int64_t n);
+
     const DeviceInfo& device_info() const { return dev_->info(); }
     size_t weight_bytes() const { return weight_bytes_; }
     size_t kv_bytes() const { return kv_bytes_; }
@@ -53,6 +63,7 @@ private:
     std::unique_ptr<ProgramCache> programs_;
     std::unique_ptr<DeviceOps> ops_;
     LayerDims dims_;
+    KvCache& host_kv_;
     int64_t n_ctx_, n_batch_;
     std::vector<int> layers_;                // ascending
     std::map<int, size_t> index_;            // layer -> slot in device_layers_
