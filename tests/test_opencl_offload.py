@@ -13,6 +13,8 @@ Decoding on PoCL takes ~1 s a token on this machine, so the greedy check runs on
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -29,6 +31,18 @@ TOP20_VS_F32 = 0.25
 # A partial offload mixes both paths, so it carries the 8-bit activation error of its CPU layers:
 # it may be as far from F32 as the CPU path is, plus the device's own share.
 MIXED_SLACK = 0.1
+
+@pytest.fixture(scope="module", autouse=True)
+def program_cache_in_a_temp_folder(tmp_path_factory):
+    """Compiled kernels go to a folder of this test run, not the user's cache."""
+    old = os.environ.get("EDGEINFER_OPENCL_CACHE_DIR")
+    os.environ["EDGEINFER_OPENCL_CACHE_DIR"] = str(tmp_path_factory.mktemp("opencl-cache"))
+    yield
+    if old is None:
+        os.environ.pop("EDGEINFER_OPENCL_CACHE_DIR", None)
+    else:
+        os.environ["EDGEINFER_OPENCL_CACHE_DIR"] = old
+
 
 MODELS = {"smollm2": ("smollm2_path", "greedy_llamacpp_smollm2.json", "smollm2_f32"),
           "gemma3": ("gemma3_path", "greedy_llamacpp_gemma3.json", "gemma3_f32dq")}

@@ -207,3 +207,14 @@ def test_info_refuses_a_bad_gpu_layers_value_cleanly(smollm2_path):
                        "layer 30 does not exist (the model has 30 layers: 0-29)")
     assert_clean_error(run_cli("info", str(smollm2_path), "--gpu-layers", "most"),
                        "is not a number, 'all', 'auto' or a list")
+
+
+def test_compiled_programs_go_to_the_user_cache_folder_or_the_override(monkeypatch, tmp_path):
+    import platformdirs
+
+    from edgeinfer.paths import OPENCL_CACHE_ENV, opencl_cache_dir
+
+    monkeypatch.delenv(OPENCL_CACHE_ENV, raising=False)
+    assert opencl_cache_dir() == platformdirs.user_cache_path("edgeinfer", appauthor=False) / "opencl"
+    monkeypatch.setenv(OPENCL_CACHE_ENV, str(tmp_path))
+    assert opencl_cache_dir() == tmp_path

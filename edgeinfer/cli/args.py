@@ -127,6 +127,7 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     p.add_argument("--single", action="store_true",
                    help="with piped input: the whole input is one message")
     p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
+    add_gpu_options(p)
     p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
 
 
