@@ -72,7 +72,8 @@ class Model:
         gpu_layers: layers to offload to OpenCL device `device` ("4": the last 4, "all", "auto",
         "0-5,12"; None/0: none), as edgeinfer.gpu.placement plans them; `placement` says what
         went where. No OpenCL device: a warning and the CPU, or EdgeInferError with require_gpu.
-        Offloaded layers keep an F16 KV cache on the device (other cache types are refused)."""
+        Offloaded layers keep their KV cache on the device: K f16 or q8_0 (not rotated), V f16,
+        q8_0 or q4_0."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
@@ -87,6 +88,8 @@ class Model:
             placement = plan_for_file(core.gguf, str(gpu_layers), device, n_ctx, (cache_type_k, cache_type_v),
                                       require_gpu)
             offload = offload_arguments(placement)
+            if offload and cache_rotate_k is None:
+                cache_rotate_k = False  # the device does not rotate K (kv/hadamard.h) yet
             if placement.device is None and placement.notes and str(gpu_layers) != "0":
                 warnings.warn(placement.notes[0], stacklevel=2)
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,

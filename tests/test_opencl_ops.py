@@ -7,8 +7,9 @@ The bounds say what may differ and why:
   so the two differ by that rounding. Against an exact float64 product of the same dequantized
   weights the device is within float summation error (checked for every type), which is what
   proves the block decoding: a wrong nibble or scale is an O(1) error, not a 1e-4 one.
-- attention: the CPU (ggml's algorithm) rounds Q to F16 and accumulates V in F16; the device keeps
-  both in float. The F16 K/V store itself must match the CPU's rounding bit for bit.
+- attention: the CPU (ggml's algorithm) rounds Q to F16 (or to 8 bits against a quantized K) and
+  accumulates V in F16; the device keeps both in float. The K/V store itself (F16, Q8_0, Q4_0)
+  must write the CPU cache's bytes exactly.
 - rope, swiglu: float formula differences (pow vs repeated products, libm vs device exp).
 - geglu: the CPU looks gelu up in ggml's F16 table (gate rounded to F16), the device computes it.
 - rms_norm: the CPU sums squares in double, the device in float.
@@ -244,9 +245,28 @@ def attention_oracle(q, k, v, pos0, window, scale):
     return out
 
 
+KV_TYPES = [T.F16, T.Q8_0, T.Q4_0]
+
+
+def stored_rows(type_: T, raw: np.ndarray, shape: tuple) -> np.ndarray:
+    """The device's cache rows (uint8 [n_kv, row_bytes]) dequantized to float64 [n_kv, Hkv, d]."""
+    width = shape[1] * shape[2]
+    return np.stack([_core.dequantize(int(type_), row, width) for row in raw]).reshape(shape).astype(np.float64)
+
+
+def cpu_stored_bytes(type_: T, rows: np.ndarray) -> np.ndarray:
+    """What the CPU's cache stores for these rows: F16 bits, or ggml's reference quantizer."""
+    flat = rows.reshape(rows.shape[0], -1)
+    if type_ == T.F16:
+        return flat.astype(np.float16).view(np.uint8)  # numpy rounds to nearest even, as the core
+    return _core.quantize_rows(int(type_), flat)
+
+
+@pytest.mark.parametrize("type_k,type_v", [(T.F16, T.F16), (T.Q8_0, T.Q8_0), (T.Q4_0, T.Q4_0), (T.Q8_0, T.F16)],
+                         ids=["f16", "q8_0", "q4_0", "q8_0-f16"])
 @pytest.mark.parametrize("n,pos0,window", [(1, 99, 0), (5, 70, 0), (70, 0, 0), (6, 100, 32)],
                          ids=["decode", "chunk-after-prompt", "prompt-over-a-tile", "window"])
-def test_attention_f16_matches_the_oracle_on_the_stored_cache(dev, n, pos0, window):
+def test_attention_matches_the_oracle_on_the_stored_cache(dev, type_k, type_v, n, pos0, window):
     rng = np.random.default_rng(5)
     n_head, n_head_kv, d = 6, 2, 64
     n_kv = pos0 + n
@@ -254,30 +274,37 @@ def test_attention_f16_matches_the_oracle_on_the_stored_cache(dev, n, pos0, wind
     k = rng.standard_normal((n_kv, n_head_kv, d)).astype(np.float32)
     v = rng.standard_normal((n_kv, n_head_kv, d)).astype(np.float32)
     scale = 1.0 / np.sqrt(d)
-    got, k16 = dev.attention_f16(q, k, v, pos0=pos0, window=window, scale=scale)
-    # The F16 store rounds as the CPU cache does (numpy's float16 is round-to-nearest-even).
-    np.testing.assert_array_equal(k16, k.astype(np.float16).view(np.uint16))
-    k64, v64 = k.astype(np.float16).astype(np.float64), v.astype(np.float16).astype(np.float64)
+    got, k_raw, v_raw = dev.attention(q, k, v, pos0=pos0, window=window, scale=scale,
+                                      type_k=int(type_k), type_v=int(type_v))
+    # The device stores exactly the CPU cache's bytes (F16 rounding, ggml's reference quantizers).
+    np.testing.assert_array_equal(k_raw, cpu_stored_bytes(type_k, k))
+    np.testing.assert_array_equal(v_raw, cpu_stored_bytes(type_v, v))
+    k64, v64 = stored_rows(type_k, k_raw, k.shape), stored_rows(type_v, v_raw, v.shape)
     np.testing.assert_allclose(got, attention_oracle(q, k64, v64, pos0, window, scale), atol=2e-5)
 
 
 @pytest.mark.parametrize("head_dim", [64, 256])  # SmolLM2's and Gemma 3's head sizes
-def test_attention_f16_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim):
+@pytest.mark.parametrize("kv", KV_TYPES, ids=lambda t: t.name)
+def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
     rng = np.random.default_rng(6)
     n_head, n_head_kv, n_kv = 4, 2, 300
     q = rng.standard_normal((n_head, head_dim)).astype(np.float32)
     k = rng.standard_normal((n_kv, n_head_kv, head_dim)).astype(np.float32)
     v = rng.standard_normal((n_kv, n_head_kv, head_dim)).astype(np.float32)
-    cpu, _, _ = _core.attention_kv(q, k, v)  # the last position over all rows, F16 cache
-    got, _ = dev.attention_f16(q[None], k, v, pos0=n_kv - 1, scale=1.0 / np.sqrt(head_dim))
-    # ggml's F16 rounding of Q and of the V accumulator: ~1e-3 relative to |V| ~ 1.
-    np.testing.assert_allclose(got[0], cpu, atol=4e-3)
+    name = _core.type_info(int(kv))["name"]
+    cpu, _, _ = _core.attention_kv(q, k, v, type_k=name, type_v=name)  # last position over all rows
+    got, _, _ = dev.attention(q[None], k, v, pos0=n_kv - 1, scale=1.0 / np.sqrt(head_dim),
+                              type_k=int(kv), type_v=int(kv))
+    # The CPU rounds Q to F16 (F16 cache) or to 8 bits (quantized K, for integer dot products)
+    # and accumulates V in F16 (F16 cache): measured up to ~1.3e-3 (F16) and ~3.3e-2 (Q4_0) of
+    # |V| ~ 1; the device's own result equals the float64 oracle over the stored rows (above).
+    np.testing.assert_allclose(got[0], cpu, atol=4e-3 if kv == T.F16 else 5e-2)
 
 
 def test_attention_refuses_a_head_dim_over_the_kernel_limit(dev):
     q = np.zeros((1, 1, 320), np.float32)
     with pytest.raises(_core.EdgeInferError, match="head_dim 320 is over the kernel's 256"):
-        dev.attention_f16(q, q, q, pos0=0, scale=1.0)
+        dev.attention(q, q, q, pos0=0, scale=1.0)
 
 
 # ---- program cache --------------------------------------------------------------------------

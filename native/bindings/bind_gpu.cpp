@@ -156,19 +156,22 @@ void register_test_device(py::module_& m) {
             return t.download(xb, {x.shape(0), x.shape(1), x.shape(2)});
         }, py::arg("x"), py::arg("pos"), py::arg("n_rot"), py::arg("freq_base"), py::arg("freq_scale") = 1.0f,
            py::arg("neox") = false, py::arg("freq_factors") = py::none())
-        .def("attention_f16", [](TestDevice& t, const Floats& q, const Floats& k, const Floats& v, int64_t pos0,
-                                 int64_t window, float scale) {
+        .def("attention", [](TestDevice& t, const Floats& q, const Floats& k, const Floats& v, int64_t pos0,
+                             int64_t window, float scale, uint32_t type_k, uint32_t type_v) {
             require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
-                    "attention_f16: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
+                    "attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
             const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2);
             const int64_t n_kv = k.shape(0), n_head_kv = k.shape(1);
             require(k.shape(2) == d && v.shape(0) == n_kv && v.shape(1) == n_head_kv && v.shape(2) == d,
-                    "attention_f16: k and v must have the same shape, with q's head_dim");
-            require(n_kv == pos0 + n, "attention_f16: n_kv must be pos0 + n (the cache up to the last query)");
+                    "attention: k and v must have the same shape, with q's head_dim");
+            require(n_kv == pos0 + n, "attention: n_kv must be pos0 + n (the cache up to the last query)");
+            require(ei::cl::kv_supports(type_k) && ei::cl::kv_supports(type_v),
+                    "attention: the cache types must be f16, q8_0 or q4_0");
             const int64_t width = n_head_kv * d;
+            const size_t k_row = ei::row_bytes(type_k, width), v_row = ei::row_bytes(type_v, width);
             ei::cl::Buffer qb = t.upload(q, "q");
-            ei::cl::Buffer kc = t.dev().alloc((size_t)(n_kv * width) * 2, "K cache");
-            ei::cl::Buffer vc = t.dev().alloc((size_t)(n_kv * width) * 2, "V cache");
+            ei::cl::Buffer kc = t.dev().alloc((size_t)n_kv * k_row, "K cache");
+            ei::cl::Buffer vc = t.dev().alloc((size_t)n_kv * v_row, "V cache");
             ei::cl::Buffer ob = t.dev().alloc((size_t)(n * n_head * d) * sizeof(float), "out");
             // Stored in two pieces, as an earlier prompt (positions < pos0) and then the queries'
             // own tokens would be.
@@ -178,17 +181,21 @@ void register_test_device(py::module_& m) {
                 const size_t off = (size_t)(piece[0] * width), bytes = (size_t)(piece[1] * width) * sizeof(float);
                 ei::cl::Buffer kf = t.upload(k.data() + off, bytes, "k rows");
                 ei::cl::Buffer vf = t.upload(v.data() + off, bytes, "v rows");
-                t.ops().kv_store_f16(kf, kc, piece[0], piece[1], width);
-                t.ops().kv_store_f16(vf, vc, piece[0], piece[1], width);
+                t.ops().kv_store(type_k, kf, kc, piece[0], piece[1], width);
+                t.ops().kv_store(type_v, vf, vc, piece[0], piece[1], width);
             }
             const ei::cl::AttentionDims a{n_head, n_head_kv, d, scale, window};
-            t.ops().attention_f16(qb, kc, vc, ob, n, pos0, a);
-            py::array_t<uint16_t> k16({n_kv, n_head_kv, d});
-            t.dev().read(kc, k16.mutable_data(), k16.size() * 2);
-            return py::make_tuple(t.download(ob, {n, n_head, d}), k16);
+            t.ops().attention(type_k, type_v, qb, kc, vc, ob, n, pos0, a);
+            py::array_t<uint8_t> k_raw({(py::ssize_t)n_kv, (py::ssize_t)k_row});
+            py::array_t<uint8_t> v_raw({(py::ssize_t)n_kv, (py::ssize_t)v_row});
+            t.dev().read(kc, k_raw.mutable_data(), k_raw.size());
+            t.dev().read(vc, v_raw.mutable_data(), v_raw.size());
+            return py::make_tuple(t.download(ob, {n, n_head, d}), k_raw, v_raw);
         }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"), py::arg("window") = 0, py::arg("scale"),
-           "(out [n, n_head, head_dim], K as stored in the device's F16 cache [n_kv, n_head_kv, head_dim] uint16):\n"
-           "k/v rows stored into an F16 cache on the device, then causal attention of q (query t at pos0 + t).")
+           py::arg("type_k") = (uint32_t)ei::TYPE_F16, py::arg("type_v") = (uint32_t)ei::TYPE_F16,
+           "(out [n, n_head, head_dim], K rows and V rows as the device stored them [n_kv, row_bytes] uint8):\n"
+           "k/v rows stored into caches of type_k/type_v on the device, then causal attention of q\n"
+           "(query t at pos0 + t).")
         .def("swiglu", [](TestDevice& t, const Floats& gate, const Floats& up) {
             require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(), "swiglu: gate and up are [n]");
             ei::cl::Buffer g = t.upload(gate, "gate"), u = t.upload(up, "up");

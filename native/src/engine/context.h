@@ -24,8 +24,8 @@ public:
     // type_k/type_v: KV cache types (TYPE_F16, TYPE_Q8_0, TYPE_Q4_0; kv_type_from_name);
     // rotate_k: store K rotated (kv/hadamard.h; kv_rotate_k_by_default says where it pays).
     // offload: layers to run on an OpenCL device (gpu/offload.h; empty: none). Their KV cache lives
-    // on the device (F16 only for now), so K/V types other than F16 (and a rotated K) are refused
-    // with offload; the host cache keeps a staging copy of their rows (sync_offloaded_kv).
+    // on the device in type_k/type_v (a rotated K is refused with offload); the host cache keeps a
+    // staging copy of their rows (sync_offloaded_kv).
     Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512,
             uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false,
             const cl::OffloadRequest& offload = {});

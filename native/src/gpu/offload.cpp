@@ -17,16 +17,16 @@ struct Offload::DeviceLayer {
     int64_t window = 0;
     Buffer wq, wk, wv, wo, w_gate, w_up, w_down;       // the file's blocks, row after row
     uint32_t tq = 0, tk = 0, tv = 0, to = 0, tg = 0, tu = 0, td = 0;
-    Buffer k_cache, v_cache;                           // [n_ctx][n_head_kv * head_dim] F16
+    Buffer k_cache, v_cache;                           // [n_ctx] rows of the host cache's types
     bool uploaded = false;
 };
 
 Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
                  KvCache& host_kv)
     : dims_(dims), host_kv_(host_kv), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
-    if (host_kv.type_k() != TYPE_F16 || host_kv.type_v() != TYPE_F16 || host_kv.k_rotated() ||
+    if (!kv_supports(host_kv.type_k()) || !kv_supports(host_kv.type_v()) || host_kv.k_rotated() ||
         host_kv.width() != dims.n_head_kv * dims.head_dim || host_kv.n_ctx() != n_ctx)
-        throw Error("offloaded layers need an unrotated F16 host KV cache of the model's width");
+        throw Error("offloaded layers need an unrotated f16/q8_0/q4_0 host KV cache of the model's width");
     std::sort(layers_.begin(), layers_.end());
     layers_.erase(std::unique(layers_.begin(), layers_.end()), layers_.end());
     for (int il : layers_)
@@ -38,13 +38,14 @@ Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int6
     ops_ = std::make_unique<DeviceOps>(*dev_, *programs_);
 
     const int64_t d = dims.n_embd, qw = dims.n_head * dims.head_dim, kvw = dims.n_head_kv * dims.head_dim;
-    const size_t cache_bytes = (size_t)(n_ctx * kvw) * 2;
+    // The device rows have the host cache's types and layout, so syncs are plain copies.
+    const size_t k_bytes = (size_t)n_ctx * host_kv.k_row_bytes(), v_bytes = (size_t)n_ctx * host_kv.v_row_bytes();
     for (size_t i = 0; i < layers_.size(); ++i) {
         index_[layers_[i]] = i;
         auto L = std::make_unique<DeviceLayer>();
-        L->k_cache = dev_->alloc(cache_bytes, "the K cache of an offloaded layer");
-        L->v_cache = dev_->alloc(cache_bytes, "the V cache of an offloaded layer");
-        kv_bytes_ += 2 * cache_bytes;
+        L->k_cache = dev_->alloc(k_bytes, "the K cache of an offloaded layer");
+        L->v_cache = dev_->alloc(v_bytes, "the V cache of an offloaded layer");
+        kv_bytes_ += k_bytes + v_bytes;
         device_layers_.push_back(std::move(L));
     }
     auto floats = [&](int64_t w, const char* what) { return dev_->alloc((size_t)(n_batch * w) * sizeof(float), what); };
@@ -116,19 +117,19 @@ void Offload::upload(int layer, const HostLayer& w) {
 
 void Offload::sync_kv_to_host(int64_t n) {
     n = std::clamp<int64_t>(n, 0, n_ctx_);
-    const size_t bytes = (size_t)n * host_kv_.k_row_bytes();  // F16 rows: the device's layout
+    const size_t k_bytes = (size_t)n * host_kv_.k_row_bytes(), v_bytes = (size_t)n * host_kv_.v_row_bytes();
     for (size_t i = 0; i < layers_.size(); ++i) {
-        dev_->read(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), bytes);
-        dev_->read(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), bytes);
+        dev_->read(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), k_bytes);
+        dev_->read(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), v_bytes);
     }
 }
 
 void Offload::sync_kv_to_device(int64_t n) {
     n = std::clamp<int64_t>(n, 0, n_ctx_);
-    const size_t bytes = (size_t)n * host_kv_.k_row_bytes();
+    const size_t k_bytes = (size_t)n * host_kv_.k_row_bytes(), v_bytes = (size_t)n * host_kv_.v_row_bytes();
     for (size_t i = 0; i < layers_.size(); ++i) {
-        dev_->write(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), bytes);
-        dev_->write(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), bytes);
+        dev_->write(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), k_bytes);
+        dev_->write(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), v_bytes);
     }
 }
 
@@ -167,11 +168,12 @@ void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
     const RopeShape rk{s.n_head_kv, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
     op.rope(q_, pos_, rope_factors_, n, rq);
     op.rope(k_, pos_, rope_factors_, n, rk);
-    op.kv_store_f16(k_, L.k_cache, pos0, n, kvw);
-    op.kv_store_f16(v_, L.v_cache, pos0, n, kvw);
+    const uint32_t tk = host_kv_.type_k(), tv = host_kv_.type_v();
+    op.kv_store(tk, k_, L.k_cache, pos0, n, kvw);
+    op.kv_store(tv, v_, L.v_cache, pos0, n, kvw);
     const float scale = s.attn_scale > 0.0f ? s.attn_scale : 1.0f / std::sqrt((float)s.head_dim);
     const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, scale, L.window};
-    op.attention_f16(q_, L.k_cache, L.v_cache, att_, n, pos0, a);
+    op.attention(tk, tv, q_, L.k_cache, L.v_cache, att_, n, pos0, a);
     op.matmul(L.to, L.wo, d, qw, att_, n, out_);
     if (L.post_attn_norm.get()) op.rms_norm(out_, L.post_attn_norm, out_, n, d, s.norm_eps);
     op.add(x_, out_, n * d);

@@ -1,5 +1,5 @@
 // Layers offloaded to an OpenCL device: their weights copied to device buffers once, their KV
-// cache kept on the device (F16), and a forward over a range of consecutive offloaded layers in
+// cache kept on the device (F16, Q8_0 or Q4_0, as the host cache), and a forward over a range of consecutive offloaded layers in
 // which the hidden state crosses between host and device only at the range's two ends.
 //
 // The layer is the pre-norm transformer block of llama (models/llama.cpp):
@@ -26,9 +26,9 @@ namespace ei::cl {
 
 class Offload {
 public:
-    // Opens the device and allocates its KV cache ([n_ctx][n_head_kv * head_dim] F16 per layer,
-    // K and V) and scratch for n_batch tokens. Weights come later, through upload().
-    // host_kv: the Context's F16 cache, which keeps a staging copy of the offloaded layers' rows
+    // Opens the device and allocates its KV cache ([n_ctx] rows of n_head_kv * head_dim values
+    // per layer, K and V, in host_kv's types) and scratch for n_batch tokens. Weights come later, through upload().
+    // host_kv: the Context's cache, which keeps a staging copy of the offloaded layers' rows
     // for what works on the host cache (snapshots, saved states, context shift): see sync_*.
     Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
             KvCache& host_kv);

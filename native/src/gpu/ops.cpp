@@ -23,7 +23,8 @@ std::string source_of(const std::string& program) {
     if (program.rfind("matmul_", 0) == 0) return program_source({"dequant.cl", "matmul.cl"});
     if (program == "norm") return program_source({"norm.cl"});
     if (program == "rope") return program_source({"rope.cl"});
-    if (program == "attention") return program_source({"attention.cl"});
+    if (program.rfind("attention_", 0) == 0) return program_source({"attention.cl"});
+    if (program == "kv_store") return program_source({"kv_store.cl"});
     if (program == "elementwise") return program_source({"elementwise.cl"});
     throw Error("no OpenCL program named '" + program + "'");
 }
@@ -54,11 +55,13 @@ bool matmul_supports(uint32_t type) {
     }
 }
 
-Kernel& DeviceOps::kernel(const std::string& program, const char* name) {
+bool kv_supports(uint32_t type) { return type == TYPE_F16 || type == TYPE_Q8_0 || type == TYPE_Q4_0; }
+
+Kernel& DeviceOps::kernel(const std::string& program, const char* name, const std::string& options) {
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
-    return kernels_.emplace(key, programs_.kernel(program, source_of(program), name)).first->second;
+    return kernels_.emplace(key, programs_.kernel(program, source_of(program), name, options)).first->second;
 }
 
 Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
@@ -124,29 +127,39 @@ void DeviceOps::rope(const Buffer& x, const Buffer& pos, const Buffer& freq_fact
     dev_.run(k, 3, global, nullptr);
 }
 
-void DeviceOps::kv_store_f16(const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width) {
+void DeviceOps::kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n,
+                         int64_t width) {
+    require(kv_supports(type), std::string("no OpenCL KV cache of type ") + (type_known(type) ? type_info(type).name : "?"));
+    require(width % type_info(type).block_size == 0, "OpenCL kv_store: a row is not a whole number of blocks");
     require_floats(src, n * width, "src");
-    require(cache.bytes >= (size_t)((pos0 + n) * width) * 2, "OpenCL kv_store: positions past the cache's end");
-    Kernel& k = kernel("attention", "kv_store_f16");
+    require(cache.bytes >= (size_t)(pos0 + n) * row_bytes(type, width), "OpenCL kv_store: positions past the cache's end");
+    const std::string name = std::string("kv_store_") + type_info(type).name;
+    Kernel& k = kernel("kv_store", name.c_str());
     k.set_args(src, cache, to_int(pos0, "pos0"), to_int(width, "width"));
-    const size_t global[2] = {(size_t)width, (size_t)n};
+    const size_t global[2] = {(size_t)(width / type_info(type).block_size), (size_t)n};
     dev_.run(k, 2, global, nullptr);
 }
 
-void DeviceOps::attention_f16(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& out, int64_t n,
-                              int64_t pos0, const AttentionDims& a) {
+void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
+                          const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a) {
+    require(kv_supports(type_k) && kv_supports(type_v), "OpenCL attention: the KV cache types must be f16, q8_0 or q4_0");
     require(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "OpenCL attention: n_head must be a multiple of n_head_kv");
     require(a.head_dim > 0 && a.head_dim <= kAttnMaxHeadDim,
             "OpenCL attention: head_dim " + std::to_string(a.head_dim) + " is over the kernel's " +
                 std::to_string(kAttnMaxHeadDim));
     require_floats(q, n * a.n_head * a.head_dim, "q");
     require_floats(out, n * a.n_head * a.head_dim, "out");
-    const size_t cache_bytes = (size_t)((pos0 + n) * a.n_head_kv * a.head_dim) * 2;
-    require(k.bytes >= cache_bytes && v.bytes >= cache_bytes, "OpenCL attention: the KV cache is shorter than pos0 + n");
-    Kernel& kern = kernel("attention", "attention_f16");
+    const int64_t width = a.n_head_kv * a.head_dim;
+    const size_t k_row = row_bytes(type_k, width), v_row = row_bytes(type_v, width);
+    require(k.bytes >= (size_t)(pos0 + n) * k_row && v.bytes >= (size_t)(pos0 + n) * v_row,
+            "OpenCL attention: the KV cache is shorter than pos0 + n");
+    // One program per (K type, V type): the element readers are chosen at build time.
+    const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
+    Kernel& kern = kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
     kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
-                  to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
-    kern.set_local(10, (size_t)a.head_dim * sizeof(float));  // q_local
+                  to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
+                  (cl_ulong)k_row, (cl_ulong)v_row);
+    kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
     const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
     const size_t local[3] = {kAttnWg, 1, 1};
     dev_.run(kern, 3, global, local);

@@ -15,6 +15,8 @@ namespace ei::cl {
 
 // The weight types matmul takes (F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 bool matmul_supports(uint32_t type);
+// The KV cache types the device stores and attends over (F16, Q8_0, Q4_0).
+bool kv_supports(uint32_t type);
 
 struct RopeShape {
     int64_t n_heads, head_dim, n_rot;
@@ -40,12 +42,13 @@ public:
     // x[n][n_heads][head_dim] rotated in place; pos: [n] int32; freq_factors: [n_rot/2] (ones if
     // the model has none).
     void rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s);
-    // Rows src[n][width] into an F16 cache [n_ctx][width] at positions pos0 .. pos0 + n - 1.
-    void kv_store_f16(const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width);
+    // Rows src[n][width] into a cache of `type` ([n_ctx] rows of row_bytes(type, width)) at
+    // positions pos0 .. pos0 + n - 1.
+    void kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width);
     // out[n][n_head][head_dim] = causal attention of q (query t at position pos0 + t) over the
-    // F16 caches k, v [>= pos0 + n][n_head_kv][head_dim].
-    void attention_f16(const Buffer& q, const Buffer& k, const Buffer& v, const Buffer& out, int64_t n,
-                       int64_t pos0, const AttentionDims& a);
+    // caches k (of type_k), v (of type_v), rows of n_head_kv * head_dim values up to pos0 + n.
+    void attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
+                   const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a);
     // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
     void swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     void geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
@@ -53,7 +56,7 @@ public:
     void add(const Buffer& y, const Buffer& x, int64_t n);
 
 private:
-    Kernel& kernel(const std::string& program, const char* name);
+    Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");
     Kernel& matmul_kernel(uint32_t type, bool batched);
 
     Device& dev_;
