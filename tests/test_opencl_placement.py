@@ -139,7 +139,7 @@ def test_auto_fits_the_last_layers_within_the_margin_and_explains():
     c = costs(n_ctx=2048, kv_per_position=64 * 1024)
     p = plan("auto", devices=[dev], c=c)
     assert p.gpu_layers == (5, 6, 7, 8, 9)
-    note = p.notes[-1]
+    note = next(n for n in p.notes if n.startswith("auto:"))
     assert note.startswith("auto: 'Test GPU' has 1.00 GiB") and "leaves 768.0 MiB" in note
     assert "5 of 10 offloadable layers fit" in note
 
@@ -156,6 +156,8 @@ def test_describe_gives_one_line_per_device_and_the_notes():
     assert "KV f16/q8_0" in lines[0]
     assert lines[1].startswith("CPU: layers 0-7,9 (9 of 10) + embeddings and output")
     assert "q5_1" in lines[2]
+    # Host memory is not understated: the staging copy of the device KV rows is named.
+    assert lines[-1].startswith("the host KV cache also holds a staging copy") and "1.0 MiB" in lines[-1]
 
 
 def test_the_core_lists_the_matmul_types_the_plan_assumes():

@@ -290,6 +290,11 @@ def plan_placement(costs: ModelCosts, request: GpuLayers, devices: list[dict], d
             plan.cpu_weight_bytes += layer.weight_bytes
             plan.cpu_kv_bytes += layer.kv_bytes
     plan.cpu_weight_bytes += costs.other_weight_bytes
+    if plan.gpu_layers:
+        # engine/context.h: the host cache keeps a copy of the device rows for snapshots, saved
+        # states and context shift, so host memory holds every layer's KV for now.
+        plan.notes.append(f"the host KV cache also holds a staging copy of the offloaded layers' rows "
+                          f"({_mib(plan.gpu_kv_bytes)}), used for snapshots, saved states and context shift.")
     return plan
 
 
