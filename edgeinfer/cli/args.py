@@ -39,6 +39,17 @@ def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
                    help="KV cache type for V (default: %(default)s)")
 
 
+def add_gpu_options(p: argparse.ArgumentParser) -> None:
+    """--gpu-layers, --device, --require-gpu (OpenCL offload; edgeinfer/gpu/placement.py)."""
+    p.add_argument("-ngl", "--gpu-layers", "--n-gpu-layers", dest="gpu_layers", default=None, metavar="N",
+                   help="layers on the OpenCL device: N (the last N), all, auto, or a list such as 0-5,12 "
+                        "(default: none)")
+    p.add_argument("--device", type=_non_negative_int, default=0, metavar="I",
+                   help="the OpenCL device, by its index in `edgeinfer devices` (default: %(default)s)")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="fail instead of running on the CPU when no OpenCL device is available")
+
+
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed (defaults: SamplingParams)."""
     p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
@@ -92,6 +103,7 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--no-bos", action="store_true",
                    help="do not add the BOS token (or other special tokens) to the prompt; "
                         "not with --chat, where the chat template decides")
+    add_gpu_options(p)
 
 
 def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -115,6 +127,7 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     p.add_argument("--single", action="store_true",
                    help="with piped input: the whole input is one message")
     p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
+    add_gpu_options(p)
     p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
 
 
@@ -296,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", parents=[common], help="show what is inside a model file")
     _add_model(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_gpu_options(p)  # with --gpu-layers: print the placement plan (nothing is loaded)
+    p.add_argument("-c", "--ctx-size", type=_positive_int, default=4096, metavar="N",
+                   help="context size the plan's KV cache is sized for (default: %(default)s)")
+    add_kv_cache_options(p)
 
     _add_bench(sub, common)
 
