@@ -121,6 +121,7 @@ class FakeModel:
             {"name": "blk.0.attn_norm.weight", "type_name": "F32", "shape": [576], "nbytes": 2304},
         ]
         self.generate_kwargs = None
+        self.placement = None   # no --gpu-layers: nothing offloaded
         FakeModel.last = self
 
     @classmethod
