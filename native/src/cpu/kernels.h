@@ -48,6 +48,10 @@ struct TypeKernels {
     // give those per-output functions, and falls back to the per-output calls where they are null.
     GemmFn gemm_repacked = nullptr;
     GemmFn gemm_tiled = nullptr;
+    // The GEMV/GEMM over weights repacked at load into 16-row groups (cpu/repack.h: layout and
+    // float order, not vec_dot's): w points at a group, w_stride = packed_group_bytes, m a
+    // multiple of 16. Set for the types the loader repacks when this table is used.
+    GemmFn gemm_packed = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -163,6 +167,11 @@ void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);
 // The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
 void fill_gemm_kquants_avx512(KernelTable& t);
+// The packed-weight GEMV/GEMMs (cpu/repack.cpp: scalar reference; cpu/x86/gemm_packed_avx2.cpp,
+// in the AVX2 table only: the AVX-512 table keeps its own Q4_0 kernels until a VNNI version has
+// been measured against them).
+void fill_gemm_packed_scalar(KernelTable& t);
+void fill_gemm_packed_avx2(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();
