@@ -190,9 +190,10 @@ void fill_ops_avx512(OpKernels& ops);
 void fill_attn_kvq_scalar(OpKernels& ops);
 void fill_attn_kvq_fma(OpKernels& ops);
 void fill_attn_kvq_avx512(OpKernels& ops);
-// The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
+// The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp, gemm_avx2.cpp).
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);
+void fill_gemm_avx2(KernelTable& t);  // cpu/x86/gemm_avx2.cpp
 // The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
 void fill_gemm_kquants_avx512(KernelTable& t);
 // The packed-weight GEMV/GEMMs (cpu/repack.cpp: scalar reference; cpu/x86/gemm_packed_avx2.cpp,
