@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from edgeinfer.model import Model
+from reference_build import require_reference_kernels
 
 pytestmark = pytest.mark.realmodel
 
@@ -43,12 +44,14 @@ def f32(smollm2_f32_path):
 
 
 def test_q4_1_top20_logits_match_llamacpp(q4_1, load_fixture):
+    require_reference_kernels()
     for case in load_fixture("greedy_llamacpp_smollm2")["results"]:
         logits = q4_1.eval_logits(case["prompt_ids"])[-1]
         assert top20_diff(logits, case) <= 0.15, case["name"]
 
 
 def test_q4_1_greedy_matches_llamacpp(q4_1, load_fixture):
+    require_reference_kernels()
     agreements = {}
     for case in load_fixture("greedy_llamacpp_smollm2")["results"]:
         ours = greedy_ids(q4_1, case["prompt_ids"])

@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinfer import _core
 from edgeinfer.model import Model
+from reference_build import require_reference_kernels
 
-EXACT_ISA = "avx512"  # the reference numbers come from an -march=native build on AVX-512 VNNI
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +32,7 @@ def prompts(reference):
 
 
 def test_last_prompt_position_logits_are_llamacpps_floats(model, reference):
-    if _core.isa() != EXACT_ISA:
-        pytest.skip(f"bit-exactness is pinned for the {EXACT_ISA} kernels (running {_core.isa()})")
+    require_reference_kernels()
     for r in reference["results"]:
         logits = model.eval_logits(r["prompt_ids"])[-1]
         top = np.array(r["prompt_last_top20_ids"])
@@ -43,8 +41,7 @@ def test_last_prompt_position_logits_are_llamacpps_floats(model, reference):
 
 
 def test_greedy_continuations_are_llamacpps(model, reference):
-    if _core.isa() != EXACT_ISA:
-        pytest.skip(f"bit-exactness is pinned for the {EXACT_ISA} kernels (running {_core.isa()})")
+    require_reference_kernels()
     for r in reference["results"]:
         out = model.complete(r["prompt_ids"], max_tokens=len(r["gen_ids"]), temperature=0)
         want = r["gen_ids"][:-1] if r["stopped_at_eog"] else r["gen_ids"]  # the EOG id ends the run
