@@ -6,6 +6,8 @@ target, so one build runs on any x86-64 (or ARM64) machine and picks its kernels
 """
 import os
 import platform
+import subprocess
+import sys
 from glob import glob
 
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
@@ -65,6 +67,12 @@ baseline_sources = sorted(
 )
 isa_sources = [f for f in ISA_SOURCES if os.path.exists(f)]
 
+# The OpenCL kernels (native/src/gpu/kernels/*.cl) and the block layouts they read (generated from
+# native/src/quant/blocks.h) are compiled into the core as a generated header; see the script.
+GENERATED_DIR = "build/generated"
+KERNEL_SOURCES_INC = os.path.join(GENERATED_DIR, "gpu", "kernel_sources.inc")
+subprocess.run([sys.executable, "native/src/gpu/embed_kernels.py", KERNEL_SOURCES_INC], check=True)
+
 COMMON_FLAGS = ["-O3", "-fvisibility=hidden", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
 
 
@@ -87,13 +95,13 @@ class BuildWithIsaUnits(build_ext):
 ext = Pybind11Extension(
     "edgeinfer._core",
     baseline_sources,
-    include_dirs=["native/src"],
+    include_dirs=["native/src", GENERATED_DIR],
     define_macros=sorted({(ISA_DEFINES[f], "1") for f in isa_sources}),
     extra_compile_args=COMMON_FLAGS,
     cxx_std=17,
     # The ISA objects are linked in as extra objects, which build_ext does not track: list
     # them (and the headers) so that editing one relinks the extension.
-    depends=isa_sources + sorted(glob("native/src/**/*.h", recursive=True)),
+    depends=isa_sources + sorted(glob("native/src/**/*.h", recursive=True)) + [KERNEL_SOURCES_INC],
 )
 import pybind11  # noqa: E402  (include path for the ISA units compiled by hand)
 

@@ -53,12 +53,14 @@ class Model:
         self._cache = PromptCache(ctx, snapshot_budget=snapshot_budget)
         self.path = path
         self._metadata: dict[str, Any] | None = None
+        self.placement = None  # edgeinfer.gpu.placement.Placement when loaded with gpu_layers
 
     @classmethod
     def load(
         cls, path: str | os.PathLike, n_ctx: int | None = 2048, n_threads: int | None = None, n_batch: int = 512,
         cache_type_k: str = "f16", cache_type_v: str = "f16", snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
-        cache_rotate_k: bool | None = None,
+        cache_rotate_k: bool | None = None, gpu_layers: str | int | None = None, device: int = 0,
+        require_gpu: bool = False,
     ) -> "Model":
         """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
         context of `n_ctx` positions (clamped to the model's trained context with a warning;
@@ -66,7 +68,12 @@ class Model:
         physical cores. cache_type_k/cache_type_v: KV cache types, "f16", "q8_0" or "q4_0".
         cache_rotate_k: store K Hadamard-rotated (None: where it pays, which is a q4_0 K; see
         docs/PERFORMANCE.md). Attention results are the same up to quantization error.
-        snapshot_budget: bytes of prefix snapshots the prompt cache may keep (0 = none)."""
+        snapshot_budget: bytes of prefix snapshots the prompt cache may keep (0 = none).
+        gpu_layers: layers to offload to OpenCL device `device` ("4": the last 4, "all", "auto",
+        "0-5,12"; None/0: none), as edgeinfer.gpu.placement plans them; `placement` says what
+        went where. No OpenCL device: a warning and the CPU, or EdgeInferError with require_gpu.
+        Offloaded layers keep their KV cache on the device: K f16 or q8_0 (not rotated), V f16,
+        q8_0 or q4_0."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
@@ -75,9 +82,21 @@ class Model:
                 raise ValueError(f"{name} must be one of {', '.join(KV_CACHE_TYPES)}, got {value!r}")
         core = _core.Model(str(path))
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
+        placement, offload = None, {}
+        if gpu_layers is not None:
+            from edgeinfer.gpu.model_plan import offload_arguments, plan_for_file
+            placement = plan_for_file(core.gguf, str(gpu_layers), device, n_ctx, (cache_type_k, cache_type_v),
+                                      require_gpu)
+            offload = offload_arguments(placement)
+            if offload and cache_rotate_k is None:
+                cache_rotate_k = False  # the device does not rotate K (kv/hadamard.h) yet
+            if placement.device is None and placement.notes and str(gpu_layers) != "0":
+                warnings.warn(placement.notes[0], stacklevel=2)
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
-                            type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k)
-        return cls(core, ctx, path, snapshot_budget=snapshot_budget)
+                            type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k, **offload)
+        model = cls(core, ctx, path, snapshot_budget=snapshot_budget)
+        model.placement = placement
+        return model
 
     # --- facts about the model -------------------------------------------------------------------
     @property

@@ -13,11 +13,28 @@ import platformdirs
 
 APP_NAME = "edgeinfer"
 MODELS_DIR_ENV = "EDGEINFER_MODELS_DIR"
+OPENCL_CACHE_ENV = "EDGEINFER_OPENCL_CACHE_DIR"
 
 
 def data_dir() -> Path:
     """The per-user data folder (not created)."""
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def cache_dir() -> Path:
+    """The per-user cache folder (not created): files that can be rebuilt if deleted."""
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def opencl_cache_dir() -> Path:
+    """Compiled OpenCL programs: ``$EDGEINFER_OPENCL_CACHE_DIR`` or ``<cache dir>/opencl``.
+
+    The core creates it when it saves the first binary; deleting it only costs a recompile.
+    """
+    override = os.environ.get(OPENCL_CACHE_ENV)
+    if override:
+        return Path(override).expanduser()
+    return cache_dir() / "opencl"
 
 
 def models_dir() -> Path:

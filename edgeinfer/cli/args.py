@@ -39,6 +39,17 @@ def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
                    help="KV cache type for V (default: %(default)s)")
 
 
+def add_gpu_options(p: argparse.ArgumentParser) -> None:
+    """--gpu-layers, --device, --require-gpu (OpenCL offload; edgeinfer/gpu/placement.py)."""
+    p.add_argument("-ngl", "--gpu-layers", "--n-gpu-layers", dest="gpu_layers", default=None, metavar="N",
+                   help="layers on the OpenCL device: N (the last N), all, auto, or a list such as 0-5,12 "
+                        "(default: none)")
+    p.add_argument("--device", type=_non_negative_int, default=0, metavar="I",
+                   help="the OpenCL device, by its index in `edgeinfer devices` (default: %(default)s)")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="fail instead of running on the CPU when no OpenCL device is available")
+
+
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed (defaults: SamplingParams)."""
     p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
@@ -92,6 +103,7 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--no-bos", action="store_true",
                    help="do not add the BOS token (or other special tokens) to the prompt; "
                         "not with --chat, where the chat template decides")
+    add_gpu_options(p)
 
 
 def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -115,6 +127,7 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     p.add_argument("--single", action="store_true",
                    help="with piped input: the whole input is one message")
     p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
+    add_gpu_options(p)
     p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
 
 
@@ -226,6 +239,24 @@ def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                    help="accept an input that is already quantized (quality suffers; prefer the original)")
 
 
+def _add_convert(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from edgeinfer.quantize.plan import PRESETS
+
+    p = sub.add_parser("convert", parents=[common],
+                       help="convert a Hugging Face checkpoint folder to GGUF (like convert_hf_to_gguf.py)",
+                       description="Read the safetensors weights, config and tokenizer of HF_DIR and write OUT.gguf "
+                                   "with llama.cpp's metadata and tensor names, one tensor at a time. OUT appears "
+                                   "only once complete. Architectures: Llama (Llama 2/3, Mistral, SmolLM, "
+                                   "TinyLlama), Qwen 2/2.5/3, Phi-3, Gemma 3.")
+    p.add_argument("input", metavar="HF_DIR", help="folder with config.json, *.safetensors and the tokenizer files")
+    p.add_argument("output", metavar="OUT.gguf", help="the file to write")
+    p.add_argument("--outtype", type=str.lower, default="f16", choices=[t.lower() for t in PRESETS],
+                   metavar="TYPE", help="tensor type: f32, f16 (default), bf16, or a quantize preset "
+                                        "(q8_0, q4_k_m, ...: " + ", ".join(t.lower() for t in PRESETS) + ")")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="threads for quantized output types (default: all CPUs)")
+
+
 def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("perplexity", parents=[common],
                        help="measure a model's perplexity on a text (like llama-perplexity)",
@@ -278,6 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", parents=[common], help="show what is inside a model file")
     _add_model(p)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_gpu_options(p)  # with --gpu-layers: print the placement plan (nothing is loaded)
+    p.add_argument("-c", "--ctx-size", type=_positive_int, default=4096, metavar="N",
+                   help="context size the plan's KV cache is sized for (default: %(default)s)")
+    add_kv_cache_options(p)
 
     _add_bench(sub, common)
 
@@ -291,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", parents=[common], help="list known models and whether they are pulled")
     _add_serve(sub, common)
     _add_quantize(sub, common)
+    _add_convert(sub, common)
     _add_perplexity(sub, common)
 
     p = sub.add_parser("devices", parents=[common], help="list OpenCL platforms and devices")

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from edgeinfer.cli.output import stderr
-from edgeinfer.cli.run import load_model
+from edgeinfer.cli.run import gpu_options, load_model
 from edgeinfer.paths import chat_history_file
 from edgeinfer.repl.app import run_interactive, run_piped
 from edgeinfer.repl.commands import ChatOptions, CommandContext
@@ -34,7 +34,8 @@ def main(args: argparse.Namespace) -> int:
     if args.single and interactive:
         raise ValueError("--single reads the message from piped input (stdin is a terminal)")
     system = system_from_args(args)
-    model, _ = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v)
+    model, _ = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v,
+                          gpu=gpu_options(args))
     model_name = Path(model.path).name
     model.chat_template   # a model without one fails here, with the reason, not at each message
     if interactive:

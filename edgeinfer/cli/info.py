@@ -1,4 +1,6 @@
-"""``edgeinfer info``: what is inside a model file, from its GGUF metadata and tensor table."""
+"""``edgeinfer info``: what is inside a model file, from its GGUF metadata and tensor table; with
+``--gpu-layers`` also the OpenCL placement plan (which layers where, bytes of weights and KV per
+device), computed without loading the model."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +14,8 @@ from rich.table import Table
 from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
+from edgeinfer.gpu.model_plan import KV_TYPE_BYTES, kv_dims, kv_row_bytes, plan_for_file
+from edgeinfer.gpu.placement import Placement, describe
 from edgeinfer.pull import resolve_model
 
 
@@ -59,29 +63,25 @@ def summarize(gguf: Any) -> dict:
     }
 
 
-# Bytes per value of each KV cache type (block bytes / block size).
-KV_TYPE_BYTES = {"f16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32)}
-
-
 def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
     """KV cache bytes per token for each cache type (K and V of the same type), from the
     hyper-parameters; None if the file lacks them."""
-    def key(name: str, default: Any = None) -> Any:
-        value = gguf.get(f"{arch}.{name}")
-        return default if value is None else value
-    n_layer, n_embd, n_head = key("block_count"), key("embedding_length"), key("attention.head_count")
-    if not (arch and n_layer and n_embd and n_head):
+    dims = kv_dims(gguf, arch)
+    if dims is None:
         return None
-    n_head_kv = key("attention.head_count_kv", n_head)
-    if isinstance(n_head_kv, list):   # per-layer counts
-        n_head_kv = max(n_head_kv)
-    k_dim = key("attention.key_length", n_embd // n_head) * n_head_kv
-    v_dim = key("attention.value_length", n_embd // n_head) * n_head_kv
+    n_layer, k_dim, v_dim = dims
     out = {}
-    for name, (block_bytes, block) in KV_TYPE_BYTES.items():
-        if k_dim % block == 0 and v_dim % block == 0:
-            out[name] = n_layer * (k_dim + v_dim) // block * block_bytes
+    for name in KV_TYPE_BYTES:
+        k, v = kv_row_bytes(name, k_dim), kv_row_bytes(name, v_dim)
+        if k is not None and v is not None:
+            out[name] = n_layer * (k + v)
     return out
+
+
+def placement(gguf: Any, args: argparse.Namespace) -> Placement:
+    """The OpenCL placement plan for --gpu-layers / --device / -c / --ctk / --ctv (no loading)."""
+    return plan_for_file(gguf, args.gpu_layers, args.device, args.ctx_size,
+                         (args.cache_type_k, args.cache_type_v), args.require_gpu)
 
 
 def render(info: dict) -> Table:
@@ -122,10 +122,22 @@ def _kv_text(info: dict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Read the model's metadata and print the summary."""
-    info = summarize(_core.GgufFile(str(resolve_model(args.model, reporter=RichReporter(stderr)))))
+    """Read the model's metadata and print the summary (and the placement plan if asked)."""
+    gguf = _core.GgufFile(str(resolve_model(args.model, reporter=RichReporter(stderr))))
+    info = summarize(gguf)
+    plan = None
+    if getattr(args, "gpu_layers", None) is not None:
+        plan = placement(gguf, args)
+        kv_types = (args.cache_type_k, args.cache_type_v)
+        info["placement"] = dict(plan.as_dict(), n_ctx=args.ctx_size, kv_types=list(kv_types),
+                                 lines=describe(plan, kv_types))
     if args.json:
         print(json.dumps(info, indent=2))
-    else:
-        stdout.print(render(info))
+        return 0
+    stdout.print(render(info))
+    if plan is not None:
+        stdout.print(f"[bold]placement[/bold] (--gpu-layers {escape(args.gpu_layers)}, "
+                     f"context {args.ctx_size:,})")
+        for line in info["placement"]["lines"]:
+            stdout.print("  " + escape(line), soft_wrap=True)
     return 0

@@ -17,18 +17,30 @@ from edgeinfer.pull import resolve_model
 
 
 def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_k: str = "f16",
-               cache_type_v: str = "f16") -> tuple[Any, float]:
+               cache_type_v: str = "f16", gpu: dict | None = None) -> tuple[Any, float]:
     """Resolve MODEL (pulling a known model with progress if needed), load it, and return the
-    model and the load time in ms."""
+    model and the load time in ms. gpu: Model.load's gpu_layers / device / require_gpu; the
+    placement is printed to stderr, one line per device."""
     path = resolve_model(model, reporter=RichReporter(stderr))
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as notes:
         warnings.simplefilter("always")
         loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads, cache_type_k=cache_type_k,
-                            cache_type_v=cache_type_v)
+                            cache_type_v=cache_type_v, **(gpu or {}))
     for note in notes:
         stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
+    if loaded.placement is not None and loaded.placement.gpu_layers:
+        from edgeinfer.gpu.placement import describe
+        for line in describe(loaded.placement, (cache_type_k, cache_type_v)):
+            stderr.print(f"offload: {line}", style="dim", soft_wrap=True, markup=False)
     return loaded, (time.perf_counter() - start) * 1000.0
+
+
+def gpu_options(args: argparse.Namespace) -> dict | None:
+    """Model.load's offload arguments from --gpu-layers / --device / --require-gpu (None: not asked)."""
+    if getattr(args, "gpu_layers", None) is None:
+        return None
+    return {"gpu_layers": args.gpu_layers, "device": args.device, "require_gpu": args.require_gpu}
 
 
 def _read_prompt(args: argparse.Namespace) -> str:
@@ -90,7 +102,8 @@ def _start(args: argparse.Namespace, model: Any) -> Any:
 def main(args: argparse.Namespace) -> int:
     """Run one generation; returns the exit code (130 on Ctrl-C)."""
     _check_chat_options(args)
-    model, load_ms = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v)
+    model, load_ms = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v,
+                                gpu=gpu_options(args))
     if getattr(args, "verbose", False):
         stderr.print(model.kv_summary(), style="dim", soft_wrap=True)
     gen = _start(args, model)

@@ -1,13 +1,222 @@
-// GPU discovery for `edgeinfer devices`: the OpenCL platforms and devices of this machine, found
-// through the run-time loaded OpenCL library (gpu/opencl_loader.h).
+// OpenCL from Python: device discovery for `edgeinfer devices` (gpu/opencl_loader.h), and an
+// opened device whose ops run one call each on numpy arrays, for tests that compare every device
+// op with the CPU reference (llama.cpp's test-backend-ops is the model). The forward pass calls
+// the ops on device buffers directly, never through here.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "common/error.h"
+#include "gpu/block_layouts.h"
+#include "gpu/kernel_sources.h"
 #include "gpu/opencl_loader.h"
+#include "gpu/ops.h"
+#include "gpu/program_cache.h"
+#include "gpu/runtime.h"
+#include "quant/types.h"
 
 namespace py = pybind11;
+
+namespace {
+
+using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using Ints = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+using Bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw ei::Error(what);
+}
+
+// A device, its program cache and its ops; each method copies its inputs to new device buffers,
+// runs one op and reads the result back.
+class TestDevice {
+public:
+    TestDevice(int index, const std::string& library, const std::string& cache_dir)
+        : dev_(ei::cl::Device::open(library, index)),
+          programs_(std::make_unique<ei::cl::ProgramCache>(*dev_, cache_dir)),
+          ops_(std::make_unique<ei::cl::DeviceOps>(*dev_, *programs_)) {}
+
+    ei::cl::Device& dev() { return *dev_; }
+    ei::cl::ProgramCache& programs() { return *programs_; }
+    ei::cl::DeviceOps& ops() { return *ops_; }
+
+    ei::cl::Buffer upload(const void* data, size_t bytes, const char* what) {
+        ei::cl::Buffer b = dev_->alloc(bytes, what);
+        dev_->write(b, data, bytes);
+        return b;
+    }
+    ei::cl::Buffer upload(const Floats& a, const char* what) { return upload(a.data(), a.size() * sizeof(float), what); }
+    py::array_t<float> download(const ei::cl::Buffer& b, std::vector<py::ssize_t> shape) {
+        py::array_t<float> out(shape);
+        dev_->read(b, out.mutable_data(), out.size() * sizeof(float));
+        return out;
+    }
+
+private:
+    // Destroyed bottom-up: ops and programs (kernels, cl_programs) before the device.
+    std::unique_ptr<ei::cl::Device> dev_;
+    std::unique_ptr<ei::cl::ProgramCache> programs_;
+    std::unique_ptr<ei::cl::DeviceOps> ops_;
+};
+
+py::dict info_dict(const ei::cl::DeviceInfo& d) {
+    py::dict row;
+    row["platform"] = d.platform;
+    row["platform_vendor"] = d.platform_vendor;
+    row["platform_version"] = d.platform_version;
+    row["name"] = d.name;
+    row["vendor"] = d.vendor;
+    row["type"] = d.type;
+    row["compute_units"] = d.compute_units;
+    row["global_mem_bytes"] = d.global_mem_bytes;
+    row["max_alloc_bytes"] = d.max_alloc_bytes;
+    row["opencl_version"] = d.opencl_version;
+    row["fp16"] = d.fp16;
+    return row;
+}
+
+py::list layouts_list(const std::vector<ei::cl::LayoutEntry>& entries) {
+    py::list out;
+    for (const auto& e : entries) out.append(py::make_tuple(e.block, e.field, e.value));
+    return out;
+}
+
+void register_test_device(py::module_& m) {
+    py::class_<TestDevice>(m, "OpenCLDevice",
+                           "An opened OpenCL device whose ops run one call each on numpy arrays (for tests;\n"
+                           "the forward pass uses device buffers). index: as in `edgeinfer devices`.\n"
+                           "cache_dir: folder for compiled program binaries ('' = memory only).")
+        .def(py::init<int, const std::string&, const std::string&>(), py::arg("index") = 0,
+             py::arg("library") = "", py::arg("cache_dir") = "")
+        .def_property_readonly("info", [](TestDevice& t) { return info_dict(t.dev().info()); })
+        .def_property_readonly("driver_version", [](TestDevice& t) { return t.dev().driver_version(); })
+        .def_property_readonly("programs_compiled", [](TestDevice& t) { return t.programs().compiled(); },
+                               "Programs this device object compiled from source.")
+        .def_property_readonly("programs_loaded", [](TestDevice& t) { return t.programs().loaded(); },
+                               "Programs this device object built from cached binaries.")
+        .def("build_program", [](TestDevice& t, const std::string& name, const std::string& source,
+                                 const std::string& options) {
+            py::gil_scoped_release nogil;
+            t.programs().get(name, source, options);
+        }, py::arg("name"), py::arg("source"), py::arg("options") = "",
+           "Compile (or load from the cache) a program; a build error raises EdgeInferError with the log.")
+        .def("binary_path", [](TestDevice& t, const std::string& name, const std::string& source,
+                               const std::string& options) { return t.programs().binary_path(name, source, options); },
+             py::arg("name"), py::arg("source"), py::arg("options") = "")
+        .def("block_layouts", [](TestDevice& t) {
+            std::vector<ei::cl::LayoutEntry> e;
+            {
+                py::gil_scoped_release nogil;
+                e = ei::cl::device_block_layouts(t.dev(), t.programs());
+            }
+            return layouts_list(e);
+        }, "[(block, field, bytes)]: sizeof ('' field) and field offsets as the device lays out the prelude.")
+        .def("matmul", [](TestDevice& t, uint32_t type, const Bytes& w, const Floats& x) {
+            require(w.ndim() == 2 && x.ndim() == 2, "matmul: w is [rows, row_bytes] uint8, x [n, cols] float32");
+            require(ei::type_known(type), "matmul: unknown type id " + std::to_string(type));
+            const int64_t rows = w.shape(0), n = x.shape(0), cols = x.shape(1);
+            require(cols % ei::type_info(type).block_size == 0 &&
+                        (size_t)w.shape(1) == ei::row_bytes(type, cols),
+                    "matmul: each weight row must hold x's cols values of the type");
+            ei::cl::Buffer wb = t.upload(w.data(), w.size(), "matmul weights");
+            ei::cl::Buffer xb = t.upload(x, "matmul x");
+            ei::cl::Buffer yb = t.dev().alloc((size_t)(n * rows) * sizeof(float), "matmul y");
+            {
+                py::gil_scoped_release nogil;
+                t.ops().matmul(type, wb, rows, cols, xb, n, yb);
+            }
+            return t.download(yb, {n, rows});
+        }, py::arg("type"), py::arg("w"), py::arg("x"), "y[n, rows] = x[n, cols] . W^T (mat-vec kernel for n = 1).")
+        .def("rms_norm", [](TestDevice& t, const Floats& x, const Floats& w, float eps) {
+            require(x.ndim() == 2 && w.ndim() == 1 && w.shape(0) == x.shape(1), "rms_norm: x is [n, d], w [d]");
+            ei::cl::Buffer xb = t.upload(x, "x"), wb = t.upload(w, "w");
+            t.ops().rms_norm(xb, wb, xb, x.shape(0), x.shape(1), eps);
+            return t.download(xb, {x.shape(0), x.shape(1)});
+        }, py::arg("x"), py::arg("w"), py::arg("eps"))
+        .def("rope", [](TestDevice& t, const Floats& x, const Ints& pos, int64_t n_rot, float freq_base,
+                        float freq_scale, bool neox, const std::optional<Floats>& freq_factors) {
+            require(x.ndim() == 3 && pos.ndim() == 1 && pos.shape(0) == x.shape(0),
+                    "rope: x is [n, n_heads, head_dim], pos [n] int32");
+            std::vector<float> ones(std::max<int64_t>(n_rot / 2, 1), 1.0f);
+            if (freq_factors)
+                require(freq_factors->ndim() == 1 && freq_factors->shape(0) == n_rot / 2, "rope: freq_factors is [n_rot/2]");
+            ei::cl::Buffer xb = t.upload(x, "x");
+            ei::cl::Buffer pb = t.upload(pos.data(), pos.size() * sizeof(int32_t), "pos");
+            ei::cl::Buffer fb = freq_factors ? t.upload(*freq_factors, "freq_factors")
+                                             : t.upload(ones.data(), ones.size() * sizeof(float), "freq_factors");
+            const ei::cl::RopeShape s{x.shape(1), x.shape(2), n_rot, freq_base, freq_scale, neox};
+            t.ops().rope(xb, pb, fb, x.shape(0), s);
+            return t.download(xb, {x.shape(0), x.shape(1), x.shape(2)});
+        }, py::arg("x"), py::arg("pos"), py::arg("n_rot"), py::arg("freq_base"), py::arg("freq_scale") = 1.0f,
+           py::arg("neox") = false, py::arg("freq_factors") = py::none())
+        .def("attention", [](TestDevice& t, const Floats& q, const Floats& k, const Floats& v, int64_t pos0,
+                             int64_t window, float scale, uint32_t type_k, uint32_t type_v) {
+            require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
+                    "attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
+            const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2);
+            const int64_t n_kv = k.shape(0), n_head_kv = k.shape(1);
+            require(k.shape(2) == d && v.shape(0) == n_kv && v.shape(1) == n_head_kv && v.shape(2) == d,
+                    "attention: k and v must have the same shape, with q's head_dim");
+            require(n_kv == pos0 + n, "attention: n_kv must be pos0 + n (the cache up to the last query)");
+            require(ei::cl::kv_supports(type_k) && ei::cl::kv_supports(type_v),
+                    "attention: the cache types must be f16, q8_0 or q4_0");
+            const int64_t width = n_head_kv * d;
+            const size_t k_row = ei::row_bytes(type_k, width), v_row = ei::row_bytes(type_v, width);
+            ei::cl::Buffer qb = t.upload(q, "q");
+            ei::cl::Buffer kc = t.dev().alloc((size_t)n_kv * k_row, "K cache");
+            ei::cl::Buffer vc = t.dev().alloc((size_t)n_kv * v_row, "V cache");
+            ei::cl::Buffer ob = t.dev().alloc((size_t)(n * n_head * d) * sizeof(float), "out");
+            // Stored in two pieces, as an earlier prompt (positions < pos0) and then the queries'
+            // own tokens would be.
+            const int64_t pieces[2][2] = {{0, pos0}, {pos0, n}};  // {first position, count}
+            for (const auto& piece : pieces) {
+                if (piece[1] == 0) continue;
+                const size_t off = (size_t)(piece[0] * width), bytes = (size_t)(piece[1] * width) * sizeof(float);
+                ei::cl::Buffer kf = t.upload(k.data() + off, bytes, "k rows");
+                ei::cl::Buffer vf = t.upload(v.data() + off, bytes, "v rows");
+                t.ops().kv_store(type_k, kf, kc, piece[0], piece[1], width);
+                t.ops().kv_store(type_v, vf, vc, piece[0], piece[1], width);
+            }
+            const ei::cl::AttentionDims a{n_head, n_head_kv, d, scale, window};
+            t.ops().attention(type_k, type_v, qb, kc, vc, ob, n, pos0, a);
+            py::array_t<uint8_t> k_raw({(py::ssize_t)n_kv, (py::ssize_t)k_row});
+            py::array_t<uint8_t> v_raw({(py::ssize_t)n_kv, (py::ssize_t)v_row});
+            t.dev().read(kc, k_raw.mutable_data(), k_raw.size());
+            t.dev().read(vc, v_raw.mutable_data(), v_raw.size());
+            return py::make_tuple(t.download(ob, {n, n_head, d}), k_raw, v_raw);
+        }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"), py::arg("window") = 0, py::arg("scale"),
+           py::arg("type_k") = (uint32_t)ei::TYPE_F16, py::arg("type_v") = (uint32_t)ei::TYPE_F16,
+           "(out [n, n_head, head_dim], K rows and V rows as the device stored them [n_kv, row_bytes] uint8):\n"
+           "k/v rows stored into caches of type_k/type_v on the device, then causal attention of q\n"
+           "(query t at pos0 + t).")
+        .def("swiglu", [](TestDevice& t, const Floats& gate, const Floats& up) {
+            require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(), "swiglu: gate and up are [n]");
+            ei::cl::Buffer g = t.upload(gate, "gate"), u = t.upload(up, "up");
+            t.ops().swiglu(g, u, g, gate.size());
+            return t.download(g, {gate.size()});
+        }, py::arg("gate"), py::arg("up"))
+        .def("geglu", [](TestDevice& t, const Floats& gate, const Floats& up) {
+            require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(), "geglu: gate and up are [n]");
+            ei::cl::Buffer g = t.upload(gate, "gate"), u = t.upload(up, "up");
+            t.ops().geglu(g, u, g, gate.size());
+            return t.download(g, {gate.size()});
+        }, py::arg("gate"), py::arg("up"))
+        .def("add", [](TestDevice& t, const Floats& y, const Floats& x) {
+            require(y.ndim() == 1 && x.ndim() == 1 && y.size() == x.size(), "add: y and x are [n]");
+            ei::cl::Buffer yb = t.upload(y, "y"), xb = t.upload(x, "x");
+            t.ops().add(yb, xb, y.size());
+            return t.download(yb, {y.size()});
+        }, py::arg("y"), py::arg("x"), "y + x through the residual-add kernel.");
+}
+
+}  // namespace
 
 void register_gpu(py::module_& m) {
     m.def(
@@ -19,21 +228,7 @@ void register_gpu(py::module_& m) {
                 list = ei::cl::list_devices(library);
             }
             py::list devices;
-            for (const auto& d : list.devices) {
-                py::dict row;
-                row["platform"] = d.platform;
-                row["platform_vendor"] = d.platform_vendor;
-                row["platform_version"] = d.platform_version;
-                row["name"] = d.name;
-                row["vendor"] = d.vendor;
-                row["type"] = d.type;
-                row["compute_units"] = d.compute_units;
-                row["global_mem_bytes"] = d.global_mem_bytes;
-                row["max_alloc_bytes"] = d.max_alloc_bytes;
-                row["opencl_version"] = d.opencl_version;
-                row["fp16"] = d.fp16;
-                devices.append(row);
-            }
+            for (const auto& d : list.devices) devices.append(info_dict(d));
             return py::make_tuple(devices, list.reason);
         },
         py::arg("library") = "",
@@ -42,4 +237,17 @@ void register_gpu(py::module_& m) {
         "opencl_version, fp16}, and why the list is empty ('' when it is not). `library` opens\n"
         "that file instead of the default libOpenCL.so.1 / libOpenCL.so. No library, platform\n"
         "or device is not an error; a failing OpenCL call raises EdgeInferError.");
+
+    m.def("opencl_host_block_layouts", [] { return layouts_list(ei::cl::host_block_layouts()); },
+          "[(block, field, bytes)]: sizeof ('' field) and field offsets of quant/blocks.h's structs, in the\n"
+          "order of OpenCLDevice.block_layouts().");
+    m.def("opencl_block_prelude", [] { return ei::cl::block_prelude(); },
+          "The OpenCL C prelude generated from quant/blocks.h (block constants and structs).");
+    m.def("opencl_matmul_types", [] {
+        std::vector<std::string> names;
+        for (uint32_t t = 0; t < ei::TYPE_COUNT; ++t)
+            if (ei::cl::matmul_supports(t)) names.push_back(ei::type_info(t).name);
+        return names;
+    }, "Names of the weight types the OpenCL matmul takes (ggml's names: 'f32', 'q4_K', ...).");
+    register_test_device(m);
 }

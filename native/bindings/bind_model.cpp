@@ -111,16 +111,22 @@ void register_model(py::module_& m) {
 
     py::class_<Context>(m, "Context", "Decoding state over a Model: KV cache, thread pool, logits.")
         .def(py::init([](std::shared_ptr<Model> model, int64_t n_ctx, int n_threads, int64_t n_batch,
-                         const std::string& type_k, const std::string& type_v, std::optional<bool> rotate_k) {
+                         const std::string& type_k, const std::string& type_v, std::optional<bool> rotate_k,
+                         const std::vector<int>& gpu_layers, int gpu_device, const std::string& opencl_library,
+                         const std::string& opencl_cache_dir) {
                  const uint32_t tk = ei::kv_type_from_name(type_k), tv = ei::kv_type_from_name(type_v);
                  const bool rk = rotate_k.value_or(ei::kv_rotate_k_by_default(tk));
+                 const ei::cl::OffloadRequest offload{gpu_layers, gpu_device, opencl_library, opencl_cache_dir};
                  py::gil_scoped_release release;
-                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv, rk);
+                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv, rk, offload);
              }),
              py::arg("model"), py::arg("n_ctx") = 2048, py::arg("n_threads") = 0, py::arg("n_batch") = 512,
              py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = py::none(),
+             py::arg("gpu_layers") = std::vector<int>{}, py::arg("gpu_device") = 0, py::arg("opencl_library") = "",
+             py::arg("opencl_cache_dir") = "",
              py::keep_alive<1, 2>(),
-             "rotate_k: store K head vectors Hadamard-rotated (None: where it pays, a q4_0 K).")
+             "rotate_k: store K head vectors Hadamard-rotated (None: where it pays, a q4_0 K). gpu_layers: layers\n"
+             "to run on OpenCL device gpu_device (edgeinfer.gpu.placement plans them; F16 KV only).")
         .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
              "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
              "kept for the last token, for every token (all_logits), or for tokens[logits_from:] "

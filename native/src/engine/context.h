@@ -7,10 +7,15 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace ei {
+
+namespace cl {
+class Offload;
+}
 
 class Context {
 public:
@@ -18,8 +23,13 @@ public:
     // forward chunk (bounds scratch memory; long prompts are split into chunks).
     // type_k/type_v: KV cache types (TYPE_F16, TYPE_Q8_0, TYPE_Q4_0; kv_type_from_name);
     // rotate_k: store K rotated (kv/hadamard.h; kv_rotate_k_by_default says where it pays).
+    // offload: layers to run on an OpenCL device (gpu/offload.h; empty: none). Their KV cache lives
+    // on the device in type_k/type_v (a rotated K is refused with offload); the host cache keeps a
+    // staging copy of their rows (sync_offloaded_kv).
     Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512,
-            uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false);
+            uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false,
+            const cl::OffloadRequest& offload = {});
+    ~Context();
 
     // Runs tokens[0..n) at positions n_past() .. n_past()+n-1 and keeps their K/V. Afterwards
     // logits() holds one row for each of tokens[first_logit..n) (n - 1: the last token's only;
@@ -50,18 +60,25 @@ public:
     void copy_kv_out(int64_t n, uint8_t* dst) const;
     void restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size);
 
+    // The host KV cache. With offloaded layers their rows live on the device: call
+    // sync_offloaded_kv(n) before reading positions [0, n) of those layers here (copy_kv_out and
+    // shift do; the forward never needs it).
     const KvCache& kv() const { return kv_; }
+    void sync_offloaded_kv(int64_t n) const;
     int64_t n_ctx() const { return kv_.n_ctx(); }
     int64_t n_batch() const { return n_batch_; }
     int n_threads() const { return pool_.size(); }
     size_t kv_bytes() const { return kv_.bytes(); }
     const Model& model() const { return *model_; }
+    // The OpenCL offload, or nullptr when every layer runs on the CPU.
+    const cl::Offload* offload() const { return offload_.get(); }
 
 private:
     std::shared_ptr<const Model> model_;
     int64_t n_batch_;
     ThreadPool pool_;
     KvCache kv_;
+    std::unique_ptr<cl::Offload> offload_;
     ForwardEnv env_;
     std::shared_ptr<std::vector<float>> logits_;
     int64_t n_logit_rows_ = 0;

@@ -102,6 +102,7 @@ void save_state(const Context& ctx, const std::string& path, const int32_t* toke
     if (n_tokens < 0 || n_tokens > ctx.n_past())
         throw Error("cannot save " + std::to_string(n_tokens) + " tokens: the context holds " +
                     std::to_string(ctx.n_past()));
+    ctx.sync_offloaded_kv(n_tokens);  // rows of layers on an OpenCL device into the host cache
     const KvCache& kv = ctx.kv();
     const HParams& hp = ctx.model().hparams();
     StateHeader h{};

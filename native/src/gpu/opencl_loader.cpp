@@ -105,6 +105,26 @@ Library load_library(const std::string& path, std::string* reason) {
     resolve(lib.handle, "clGetPlatformInfo", lib.path, lib.api.GetPlatformInfo);
     resolve(lib.handle, "clGetDeviceIDs", lib.path, lib.api.GetDeviceIDs);
     resolve(lib.handle, "clGetDeviceInfo", lib.path, lib.api.GetDeviceInfo);
+    Api& a = lib.api;
+    resolve(lib.handle, "clCreateContext", lib.path, a.CreateContext);
+    resolve(lib.handle, "clReleaseContext", lib.path, a.ReleaseContext);
+    resolve(lib.handle, "clCreateCommandQueue", lib.path, a.CreateCommandQueue);
+    resolve(lib.handle, "clReleaseCommandQueue", lib.path, a.ReleaseCommandQueue);
+    resolve(lib.handle, "clCreateBuffer", lib.path, a.CreateBuffer);
+    resolve(lib.handle, "clReleaseMemObject", lib.path, a.ReleaseMemObject);
+    resolve(lib.handle, "clEnqueueWriteBuffer", lib.path, a.EnqueueWriteBuffer);
+    resolve(lib.handle, "clEnqueueReadBuffer", lib.path, a.EnqueueReadBuffer);
+    resolve(lib.handle, "clCreateProgramWithSource", lib.path, a.CreateProgramWithSource);
+    resolve(lib.handle, "clCreateProgramWithBinary", lib.path, a.CreateProgramWithBinary);
+    resolve(lib.handle, "clBuildProgram", lib.path, a.BuildProgram);
+    resolve(lib.handle, "clGetProgramInfo", lib.path, a.GetProgramInfo);
+    resolve(lib.handle, "clGetProgramBuildInfo", lib.path, a.GetProgramBuildInfo);
+    resolve(lib.handle, "clReleaseProgram", lib.path, a.ReleaseProgram);
+    resolve(lib.handle, "clCreateKernel", lib.path, a.CreateKernel);
+    resolve(lib.handle, "clReleaseKernel", lib.path, a.ReleaseKernel);
+    resolve(lib.handle, "clSetKernelArg", lib.path, a.SetKernelArg);
+    resolve(lib.handle, "clEnqueueNDRangeKernel", lib.path, a.EnqueueNDRangeKernel);
+    resolve(lib.handle, "clFinish", lib.path, a.Finish);
     return lib;
 }
 
@@ -112,6 +132,11 @@ DeviceList list_devices(const std::string& library_path) {
     DeviceList out;
     Library lib = load_library(library_path, &out.reason);
     if (!lib.loaded()) return out;
+    return list_devices(lib, nullptr);
+}
+
+DeviceList list_devices(const Library& lib, std::vector<DeviceHandle>* handles) {
+    DeviceList out;
     const Api& api = lib.api;
 
     cl_uint n_platforms = 0;
@@ -154,6 +179,7 @@ DeviceList list_devices(const std::string& library_path) {
             std::string ext = get_string(api.GetDeviceInfo, d, CL_DEVICE_EXTENSIONS, dcall);
             info.fp16 = has_extension(ext, "cl_khr_fp16");
             out.devices.push_back(std::move(info));
+            if (handles) handles->push_back({p, d});
         }
     }
     if (out.devices.empty()) {
@@ -170,7 +196,26 @@ std::string error_name(cl_int code) {
         case -1: name = "CL_DEVICE_NOT_FOUND"; break;
         case -2: name = "CL_DEVICE_NOT_AVAILABLE"; break;
         case -5: name = "CL_OUT_OF_RESOURCES"; break;
+        case -4: name = "CL_MEM_OBJECT_ALLOCATION_FAILURE"; break;
         case -6: name = "CL_OUT_OF_HOST_MEMORY"; break;
+        case -11: name = "CL_BUILD_PROGRAM_FAILURE"; break;
+        case -17: name = "CL_LINK_PROGRAM_FAILURE"; break;
+        case -42: name = "CL_INVALID_BINARY"; break;
+        case -44: name = "CL_INVALID_PROGRAM"; break;
+        case -45: name = "CL_INVALID_PROGRAM_EXECUTABLE"; break;
+        case -46: name = "CL_INVALID_KERNEL_NAME"; break;
+        case -48: name = "CL_INVALID_KERNEL"; break;
+        case -49: name = "CL_INVALID_ARG_INDEX"; break;
+        case -50: name = "CL_INVALID_ARG_VALUE"; break;
+        case -51: name = "CL_INVALID_ARG_SIZE"; break;
+        case -52: name = "CL_INVALID_KERNEL_ARGS"; break;
+        case -54: name = "CL_INVALID_WORK_GROUP_SIZE"; break;
+        case -55: name = "CL_INVALID_WORK_ITEM_SIZE"; break;
+        case -38: name = "CL_INVALID_MEM_OBJECT"; break;
+        case -36: name = "CL_INVALID_COMMAND_QUEUE"; break;
+        case -34: name = "CL_INVALID_CONTEXT"; break;
+        case -61: name = "CL_INVALID_BUFFER_SIZE"; break;
+        case -63: name = "CL_INVALID_GLOBAL_WORK_SIZE"; break;
         case -30: name = "CL_INVALID_VALUE"; break;
         case -31: name = "CL_INVALID_DEVICE_TYPE"; break;
         case -32: name = "CL_INVALID_PLATFORM"; break;

@@ -6,12 +6,15 @@ namespace {
 struct Entry {
     TensorKind kind;
     const char* name;  // "%d" stands for the layer
+    const char* suffix = "weight";
 };
 constexpr Entry kNames[] = {
     {TensorKind::token_embd, "token_embd"},
     {TensorKind::output_norm, "output_norm"},
     {TensorKind::output, "output"},
     {TensorKind::rope_freqs, "rope_freqs"},
+    {TensorKind::rope_factors_long, "rope_factors_long"},
+    {TensorKind::rope_factors_short, "rope_factors_short"},
     {TensorKind::attn_norm, "blk.%d.attn_norm"},
     {TensorKind::attn_q, "blk.%d.attn_q"},
     {TensorKind::attn_k, "blk.%d.attn_k"},
@@ -25,6 +28,10 @@ constexpr Entry kNames[] = {
     {TensorKind::ffn_up, "blk.%d.ffn_up"},
     {TensorKind::ffn_down, "blk.%d.ffn_down"},
     {TensorKind::ffn_post_norm, "blk.%d.post_ffw_norm"},
+    {TensorKind::attn_qkv, "blk.%d.attn_qkv"},
+    {TensorKind::attn_q_bias, "blk.%d.attn_q", "bias"},
+    {TensorKind::attn_k_bias, "blk.%d.attn_k", "bias"},
+    {TensorKind::attn_v_bias, "blk.%d.attn_v", "bias"},
 };
 }  // namespace
 
@@ -34,7 +41,7 @@ std::string tensor_name(TensorKind kind, int layer) {
         std::string name = e.name;
         const auto at = name.find("%d");
         if (at != std::string::npos) name.replace(at, 2, std::to_string(layer));
-        return name + ".weight";
+        return name + "." + e.suffix;
     }
     return "?";
 }

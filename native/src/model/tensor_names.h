@@ -6,12 +6,15 @@
 namespace ei {
 
 enum class TensorKind {
-    token_embd, output_norm, output, rope_freqs,
+    token_embd, output_norm, output, rope_freqs, rope_factors_long, rope_factors_short,
     attn_norm, attn_q, attn_k, attn_v, attn_output, attn_q_norm, attn_k_norm, attn_post_norm,
     ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm,
+    attn_qkv,                              // fused Q, K, V projection (Phi-3)
+    attn_q_bias, attn_k_bias, attn_v_bias, // projection biases (Qwen 2)
 };
 
-// "blk.<layer>.attn_q.weight", "token_embd.weight", ... (layer ignored for non-layer tensors).
+// "blk.<layer>.attn_q.weight", "blk.<layer>.attn_q.bias", "token_embd.weight", ... (layer ignored
+// for non-layer tensors).
 std::string tensor_name(TensorKind kind, int layer = -1);
 
 }  // namespace ei

@@ -11,12 +11,17 @@
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
+#include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
 #include "model/hparams.h"
 #include "model/tensor.h"
 #include "model/tensor_names.h"
 
 namespace ei {
+
+namespace cl {
+class Offload;
+}
 
 // Everything a forward pass computes with; owned by the Context, reused across calls.
 struct ForwardEnv {
@@ -25,6 +30,9 @@ struct ForwardEnv {
     KvCache& kv;
     MatmulScratch matmul_scratch;
     std::vector<std::vector<float>> buffers;
+    // Layers on an OpenCL device (gpu/offload.h), or nullptr: a forward runs each range of
+    // offloaded layers there with one call, and every other layer here.
+    cl::Offload* offload = nullptr;
 
     // A float buffer of at least n values in slot `slot` (contents undefined).
     float* buffer(size_t slot, size_t n) {
@@ -52,6 +60,11 @@ public:
     // RoPE mode and parameters. Architectures that cannot shift keep this default.
     virtual void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m,
                                     int32_t delta) const;
+    // OpenCL offload: layer `layer`'s weights and the shared shapes, for an architecture whose
+    // forward runs offloaded ranges (env.offload). Architectures that cannot keep this default.
+    virtual bool offloadable_layer(int /*layer*/, cl::HostLayer* /*w*/, cl::LayerDims* /*dims*/) const {
+        return false;
+    }
 };
 
 // Loads the architecture named by general.architecture; throws Error for an unknown one.

@@ -45,8 +45,8 @@ void rope_apply(RopeRotateFn rotate, float* x, int64_t n, int64_t n_heads, int64
         for (int64_t i0 = 0; i0 < p.n_rot; i0 += 2) {
             const float ff = p.freq_factors ? p.freq_factors[i0 / 2] : 1.0f;
             const float angle = p.freq_scale * (theta / ff);
-            cs[i0] = std::cos(angle);
-            cs[i0 + 1] = std::sin(angle);
+            cs[i0] = std::cos(angle) * p.attn_factor;
+            cs[i0 + 1] = std::sin(angle) * p.attn_factor;
             theta *= theta_scale;
         }
         float* xt = x + t * n_heads * head_dim;

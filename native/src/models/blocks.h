@@ -19,12 +19,14 @@ void embed_tokens(const KernelTable& kt, const Tensor& table, const int32_t* tok
 
 // Rotary position embedding in place, llama.cpp's "normal" mode (pairs of adjacent values), on
 // the first n_rot dims of each head; x: [n][n_heads][head_dim], positions pos[t].
-// freq_factors (optional, [n_rot/2]) divide the angles (Llama 3.1 style rope_freqs).
+// freq_factors (optional, [n_rot/2]) divide the angles (Llama 3.1 style rope_freqs);
+// attn_factor scales cos and sin (ggml's mscale: Phi-3's LongRoPE attention factor).
 struct RopeParams {
     int64_t n_rot;
     float freq_base;
     float freq_scale;
     const float* freq_factors;  // nullptr if none
+    float attn_factor = 1.0f;
 };
 void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                const RopeParams& p);

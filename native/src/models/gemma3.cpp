@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "gpu/offload.h"
 #include "models/arch.h"
 #include "models/blocks.h"
 
@@ -98,6 +99,28 @@ public:
         rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
     }
 
+    bool offloadable_layer(int il, cl::HostLayer* w, cl::LayerDims* dims) const override {
+        const Gemma3Layer& L = layers_.at(il);
+        *w = cl::HostLayer{};
+        w->attn_norm = L.attn_norm;
+        w->wq = &L.wq, w->wk = &L.wk, w->wv = &L.wv, w->wo = &L.wo;
+        w->q_norm = L.q_norm, w->k_norm = L.k_norm, w->post_attn_norm = L.post_attn_norm;
+        w->ffn_norm = L.ffn_norm;
+        w->w_gate = &L.w_gate, w->w_up = &L.w_up, w->w_down = &L.w_down;
+        w->post_ffn_norm = L.post_ffn_norm;
+        w->rope_freq_base = L.local ? kLocalRopeBase : hp_.rope_freq_base;
+        w->rope_freq_scale = L.local ? 1.0f : hp_.rope_freq_scale;
+        w->window = L.local ? n_swa_ : 0;
+        *dims = cl::LayerDims{};
+        dims->n_embd = hp_.n_embd, dims->n_head = hp_.n_head, dims->n_head_kv = hp_.n_head_kv;
+        dims->head_dim = hp_.head_dim, dims->n_ff = hp_.n_ff, dims->norm_eps = hp_.norm_eps;
+        dims->n_rot = hp_.n_rot;
+        dims->rope_neox = true;
+        dims->gelu = true;
+        dims->attn_scale = attn_scale_;  // the CPU scales Q by it and attends with scale 1
+        return true;
+    }
+
     void forward(ForwardEnv& env, const ForwardBatch& b) const override {
         const int64_t n = b.n, d = hp_.n_embd, qw = hp_.q_width(), kvw = hp_.kv_width(), ff = hp_.n_ff;
         const int64_t hd = hp_.head_dim;
@@ -122,6 +145,17 @@ public:
         // wanted once its K/V are cached.
         int64_t r0 = 0;
         for (int il = 0; il < hp_.n_layer; ++il) {
+            if (env.offload && env.offload->on_device(il)) {
+                // A range of layers on the device: x crosses over and back once (all rows).
+                const int last = env.offload->range_end(il);
+                env.offload->run(il, last, x, n, b.pos0);
+                il = last;
+                if (il == hp_.n_layer - 1) {
+                    r0 = b.first_logit;
+                    if (r0 == n) return;
+                }
+                continue;
+            }
             const Gemma3Layer& L = layers_[il];
             rms_norm(x, L.attn_norm, h, n, d, hp_.norm_eps);
             matmul(env.pool, env.kt, L.wq, h, n, q, env.matmul_scratch);

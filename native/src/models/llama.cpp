@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "gpu/offload.h"
 #include "models/arch.h"
 #include "models/blocks.h"
 
@@ -77,6 +78,18 @@ public:
         // only the rows whose logits are wanted go on (llama.cpp's inp_out_ids).
         int64_t r0 = 0;
         for (int il = 0; il < hp_.n_layer; ++il) {
+            if (env.offload && env.offload->on_device(il)) {
+                // A range of layers on the device: x crosses over and back once. All rows go
+                // through, also the last layer's rows whose logits are not wanted.
+                const int last = env.offload->range_end(il);
+                env.offload->run(il, last, x, n, b.pos0);
+                il = last;
+                if (il == hp_.n_layer - 1) {
+                    r0 = b.first_logit;
+                    if (r0 == n) return;
+                }
+                continue;
+            }
             const LlamaLayer& L = layers_[il];
             rms_norm(x, L.attn_norm, h, n, d, hp_.norm_eps);
             matmul(env.pool, env.kt, L.wq, h, n, q, env.matmul_scratch);
@@ -106,6 +119,22 @@ public:
         const int64_t m = n - r0;
         rms_norm(x + r0 * d, output_norm_, h, m, d, hp_.norm_eps);
         matmul(env.pool, env.kt, output_, h, m, b.logits, env.matmul_scratch);
+    }
+
+    bool offloadable_layer(int il, cl::HostLayer* w, cl::LayerDims* dims) const override {
+        const LlamaLayer& L = layers_.at(il);
+        *w = cl::HostLayer{};
+        w->attn_norm = L.attn_norm;
+        w->wq = &L.wq, w->wk = &L.wk, w->wv = &L.wv, w->wo = &L.wo;
+        w->ffn_norm = L.ffn_norm;
+        w->w_gate = &L.w_gate, w->w_up = &L.w_up, w->w_down = &L.w_down;
+        w->rope_freq_base = hp_.rope_freq_base;
+        w->rope_freq_scale = hp_.rope_freq_scale;
+        *dims = cl::LayerDims{};
+        dims->n_embd = hp_.n_embd, dims->n_head = hp_.n_head, dims->n_head_kv = hp_.n_head_kv;
+        dims->head_dim = hp_.head_dim, dims->n_ff = hp_.n_ff, dims->norm_eps = hp_.norm_eps;
+        dims->n_rot = hp_.n_rot, dims->rope_factors = rope_factors_;
+        return true;
     }
 
     void rotate_cached_keys(const KernelTable& kt, int64_t, float* rows, int64_t m, int32_t delta) const override {

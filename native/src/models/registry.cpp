@@ -9,12 +9,18 @@ namespace ei {
 
 std::unique_ptr<ArchModel> load_llama(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_gemma3(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_qwen2(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_qwen3(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_phi3(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
 const std::pair<const char*, Loader> kArchitectures[] = {
     {"llama", load_llama},
     {"gemma3", load_gemma3},
+    {"qwen2", load_qwen2},
+    {"qwen3", load_qwen3},
+    {"phi3", load_phi3},
 };
 }  // namespace
 

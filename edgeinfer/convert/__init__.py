@@ -1,0 +1,6 @@
+"""Hugging Face checkpoint -> GGUF (``edgeinfer convert``): checkpoint.py reads safetensors and the
+configs, vocab.py / pretokenizer.py the tokenizer, architectures.py names and transforms tensors
+per family, writer.py streams the GGUF file, run.py puts them together."""
+from edgeinfer.convert.run import OUTTYPES, ConvertResult, convert_checkpoint
+
+__all__ = ["OUTTYPES", "ConvertResult", "convert_checkpoint"]

@@ -1,0 +1,263 @@
+"""What differs between architectures when converting: the GGUF architecture name, the
+hyper-parameter keys written, and the few tensor transforms llama.cpp's converter applies.
+Tensor names come from gguf-py's TensorNameMap (llama.cpp's one table of HF -> GGUF names).
+
+One class per family, found by the ``architectures`` entry of config.json (ARCHITECTURES below).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from gguf import MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, RopeScalingType, TensorNameMap, get_tensor_name_map
+
+from edgeinfer.errors import ModelFormatError
+
+
+def _require(cfg: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    raise ModelFormatError(f"config.json has no {' / '.join(keys)}")
+
+
+def rope_parameters(cfg: dict[str, Any], layer_type: str = "full_attention") -> dict[str, Any]:
+    """RoPE settings as one dict (rope_theta, rope_type, factor, ...) from either spelling:
+    transformers 5's ``rope_parameters`` (per layer type for Gemma 3) or the older top-level
+    ``rope_theta`` + ``rope_scaling``."""
+    params = dict(cfg.get("rope_parameters") or {})
+    if layer_type in params and isinstance(params[layer_type], dict):
+        params = dict(params[layer_type])
+    params.update(cfg.get("rope_scaling") or {})
+    if "rope_theta" not in params and cfg.get("rope_theta") is not None:
+        params["rope_theta"] = cfg["rope_theta"]
+    params["rope_type"] = params.get("rope_type", params.get("type", "default")) or "default"
+    return params
+
+
+class Architecture:
+    """The llama family's conversion; the other families adjust it."""
+    arch = MODEL_ARCH.LLAMA
+    permute_qk = True          # HF rotates halves (neox); llama.cpp runs llama with adjacent pairs
+    rope_types = ("default", "linear", "llama3")
+
+    def __init__(self, cfg: dict[str, Any]):
+        self.cfg = cfg
+        self.n_layer = int(_require(cfg, "num_hidden_layers", "n_layer"))
+        self.n_embd = int(_require(cfg, "hidden_size", "n_embd"))
+        self.n_head = int(_require(cfg, "num_attention_heads", "n_head"))
+        self.n_head_kv = int(cfg.get("num_key_value_heads") or self.n_head)
+        self.head_dim = int(cfg.get("head_dim") or self.n_embd // self.n_head)
+        self.rope = rope_parameters(cfg)
+        if self.rope["rope_type"] not in self.rope_types:
+            raise ModelFormatError(f"rope scaling '{self.rope['rope_type']}' is not supported for "
+                                   f"{self.name} yet (supported: {', '.join(self.rope_types)})")
+        self.names: TensorNameMap = get_tensor_name_map(self.arch, self.n_layer)
+
+    @property
+    def name(self) -> str:
+        return MODEL_ARCH_NAMES[self.arch]
+
+    # --- metadata --------------------------------------------------------------------------------
+    def write_metadata(self, w: GGUFWriter) -> None:
+        c = self.cfg
+        w.add_context_length(int(_require(c, "max_position_embeddings", "n_ctx", "n_positions")))
+        w.add_embedding_length(self.n_embd)
+        w.add_feed_forward_length(int(_require(c, "intermediate_size", "n_inner")))
+        w.add_block_count(self.n_layer)
+        w.add_head_count(self.n_head)
+        w.add_head_count_kv(self.n_head_kv)
+        if "rope_theta" in self.rope:
+            w.add_rope_freq_base(float(self.rope["rope_theta"]))
+        w.add_layer_norm_rms_eps(float(c.get("rms_norm_eps", 1e-5)))
+        if c.get("head_dim") is not None:
+            w.add_key_length(self.head_dim)
+            w.add_value_length(self.head_dim)
+        w.add_rope_dimension_count(self.head_dim)
+        w.add_vocab_size(int(_require(c, "vocab_size")))
+        if self.rope["rope_type"] == "linear":
+            w.add_rope_scaling_type(RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(float(self.rope["factor"]))
+
+    # --- tensors ---------------------------------------------------------------------------------
+    def derived(self, hf_name: str) -> bool:
+        """Checkpoint tensors the runtime computes itself (RoPE frequency caches)."""
+        return hf_name.endswith(".rotary_emb.inv_freq")
+
+    def gguf_name(self, hf_name: str) -> str | None:
+        """GGUF name of a checkpoint tensor; None if the table does not know it."""
+        return self.names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+
+    def transform(self, gguf_name: str, data: np.ndarray) -> np.ndarray:
+        """data: [rows][cols] float32 in HF layout -> what the GGUF tensor holds."""
+        if self.permute_qk and gguf_name.endswith(("attn_q.weight", "attn_q.bias")):
+            return permute_rope_rows(data, self.n_head)
+        if self.permute_qk and gguf_name.endswith(("attn_k.weight", "attn_k.bias")):
+            return permute_rope_rows(data, self.n_head_kv)
+        return data
+
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape `transform` gives a tensor of `shape` (numpy order)."""
+        return shape
+
+    def extra_tensors(self) -> dict[str, np.ndarray]:
+        """Tensors computed from the config (Llama 3.1's rope_freqs)."""
+        if self.rope["rope_type"] == "llama3":
+            return {"rope_freqs.weight": llama3_rope_factors(self.rope, self.head_dim)}
+        return {}
+
+
+def permute_rope_rows(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Rows of each head reordered from halves [x0..x(d/2-1), y0..] to pairs [x0, y0, x1, y1, ...],
+    so that llama.cpp's adjacent-pair RoPE computes HF's rotate-half RoPE (llama.cpp's permute)."""
+    rows = w.shape[0]
+    return w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama3_rope_factors(rope: dict[str, Any], head_dim: int) -> np.ndarray:
+    """Llama 3.1's per-frequency divisors [head_dim / 2]: 1 for short wavelengths, `factor` for
+    long ones, a smooth blend between (transformers' _compute_llama3_parameters)."""
+    base = float(rope.get("rope_theta", 10000.0))
+    factor = float(rope.get("factor", 8.0))
+    low, high = float(rope.get("low_freq_factor", 1.0)), float(rope.get("high_freq_factor", 4.0))
+    old_ctx = float(rope.get("original_max_position_embeddings", 8192))
+    low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+    factors = []
+    for i in range(0, head_dim, 2):
+        freq = 1.0 / base ** (i / head_dim)
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            factors.append(1.0)
+        elif wavelen > low_wavelen:
+            factors.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - low) / (high - low)
+            factors.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, dtype=np.float32)
+
+
+class Qwen2(Architecture):
+    """Qwen 2 / 2.5: Llama plus Q/K/V biases, neox RoPE (no permutation)."""
+    arch = MODEL_ARCH.QWEN2
+    permute_qk = False
+    rope_types = ("default", "linear")
+
+
+class Qwen3(Qwen2):
+    """Qwen 3 (dense): per-head RMS norms on Q and K, no biases."""
+    arch = MODEL_ARCH.QWEN3
+
+
+class Phi3(Architecture):
+    """Phi-3 / Phi-3.5 mini: fused QKV and gate/up projections (kept fused, as llama.cpp stores
+    them), neox RoPE over `partial_rotary_factor` of each head; LongRoPE's long and short
+    per-frequency factors become tensors and its attention factor a key, as llama.cpp's converter
+    writes them."""
+    arch = MODEL_ARCH.PHI3
+    permute_qk = False
+    rope_types = ("default", "longrope", "su")
+
+    def _orig_ctx(self) -> int:
+        return int(self.cfg.get("original_max_position_embeddings") or self.cfg.get("max_position_embeddings"))
+
+    def longrope_attn_factor(self) -> float:
+        """transformers' default: sqrt(1 + ln(s) / ln(original context)), s = context growth."""
+        if self.rope.get("attention_factor") is not None:
+            return float(self.rope["attention_factor"])
+        scale = int(_require(self.cfg, "max_position_embeddings")) / self._orig_ctx()
+        return 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(self._orig_ctx()))
+
+    def extra_tensors(self) -> dict[str, np.ndarray]:
+        if self.rope["rope_type"] not in ("longrope", "su"):
+            return {}
+        partial = float(self.rope.get("partial_rotary_factor", self.cfg.get("partial_rotary_factor", 1.0)))
+        n = int(partial * self.head_dim) // 2
+        tensors = {}
+        for kind in ("long", "short"):
+            factors = np.asarray(self.rope.get(f"{kind}_factor") or [], dtype=np.float32)
+            if factors.shape != (n,):
+                raise ModelFormatError(f"config.json: rope {kind}_factor has {factors.size} values, expected {n}")
+            tensors[f"rope_factors_{kind}.weight"] = factors
+        return tensors
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        c = self.cfg
+        w.add_context_length(int(_require(c, "max_position_embeddings", "n_positions")))
+        w.add_rope_scaling_orig_ctx_len(int(c.get("original_max_position_embeddings")
+                                            or c.get("max_position_embeddings")))
+        w.add_embedding_length(self.n_embd)
+        w.add_feed_forward_length(int(_require(c, "intermediate_size")))
+        w.add_block_count(self.n_layer)
+        w.add_head_count(self.n_head)
+        w.add_head_count_kv(self.n_head_kv)
+        w.add_layer_norm_rms_eps(float(c.get("rms_norm_eps", 1e-5)))
+        partial = float(self.rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
+        w.add_rope_dimension_count(int(partial * self.n_embd) // self.n_head)
+        w.add_rope_freq_base(float(self.rope.get("rope_theta", 10000.0)))
+        w.add_sliding_window(int(c.get("sliding_window") or 0))
+        if self.rope["rope_type"] in ("longrope", "su"):
+            w.add_rope_scaling_attn_factors(self.longrope_attn_factor())
+
+
+class Gemma3(Architecture):
+    """Gemma 3 text models: norm weights stored as (1 + w), as llama.cpp's converter folds them;
+    local layers' RoPE base is fixed by the runtime; tied output."""
+    arch = MODEL_ARCH.GEMMA3
+    permute_qk = False
+    rope_types = ("default", "linear")
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        c = self.cfg
+        if c.get("attn_logit_softcapping") is not None:
+            raise ModelFormatError("Gemma 3 with attention logit soft-capping is not supported")
+        w.add_context_length(int(c.get("max_position_embeddings", 131072)))
+        w.add_embedding_length(self.n_embd)
+        w.add_block_count(self.n_layer)
+        w.add_feed_forward_length(int(_require(c, "intermediate_size")))
+        w.add_head_count(self.n_head)
+        w.add_layer_norm_rms_eps(float(c.get("rms_norm_eps", 1e-6)))
+        w.add_key_length(self.head_dim)
+        w.add_value_length(self.head_dim)
+        w.add_rope_freq_base(float(self.rope.get("rope_theta", 1_000_000.0)))
+        w.add_sliding_window(int(_require(c, "sliding_window")))
+        w.add_head_count_kv(self.n_head_kv)
+        if c.get("final_logit_softcapping") is not None:
+            w.add_final_logit_softcapping(float(c["final_logit_softcapping"]))
+        if self.rope["rope_type"] == "linear":
+            w.add_rope_scaling_type(RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(float(self.rope["factor"]))
+
+    def gguf_name(self, hf_name: str) -> str | None:
+        return super().gguf_name(hf_name.removeprefix("language_model."))
+
+    def transform(self, gguf_name: str, data: np.ndarray) -> np.ndarray:
+        if gguf_name.endswith("norm.weight"):
+            return data + np.float32(1.0)
+        if gguf_name == "token_embd.weight":   # the embedding may be padded past the vocabulary
+            return data[:self.transformed_shape(gguf_name, data.shape)[0]]
+        return data
+
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if gguf_name == "token_embd.weight":
+            return (min(shape[0], int(self.cfg.get("vocab_size", shape[0]))), *shape[1:])
+        return shape
+
+
+# config.json "architectures"[0] -> conversion
+ARCHITECTURES: dict[str, type[Architecture]] = {
+    "LlamaForCausalLM": Architecture,
+    "MistralForCausalLM": Architecture,
+    "Qwen2ForCausalLM": Qwen2,
+    "Qwen3ForCausalLM": Qwen3,
+    "Phi3ForCausalLM": Phi3,
+    "Gemma3ForCausalLM": Gemma3,
+}
+
+
+def architecture_for(hf_architecture: str, cfg: dict[str, Any]) -> Architecture:
+    cls = ARCHITECTURES.get(hf_architecture)
+    if cls is None:
+        raise ModelFormatError(f"architecture {hf_architecture!r} cannot be converted yet "
+                               f"(supported: {', '.join(ARCHITECTURES)})")
+    return cls(cfg)

@@ -1,0 +1,147 @@
+"""`convert_checkpoint`: a Hugging Face checkpoint folder -> one GGUF file that llama.cpp and
+edgeinfer load. Reads config and tokenizer, names every tensor (architectures.py), chooses each
+tensor's type with the quantize presets (quantize/plan.py: ``f16`` keeps norms in F32, ``q4_k_m``
+gives the output projection Q6_K, ...), then converts and writes one tensor at a time, so memory
+stays near the largest single tensor."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from gguf import GGML_QUANT_VERSION
+from gguf import GGMLQuantizationType as T
+
+from edgeinfer import _core
+from edgeinfer.convert.architectures import Architecture, architecture_for
+from edgeinfer.convert.checkpoint import Checkpoint
+from edgeinfer.convert.vocab import load_vocabulary
+from edgeinfer.convert.writer import StreamedGGUF
+from edgeinfer.errors import EdgeInferError, ModelFormatError
+from edgeinfer.quantize.plan import PRESETS, ModelShape, QuantizeOptions, TensorInfo, TensorPlan, make_plan
+from edgeinfer.quantize.run import tensor_nbytes
+
+OUTTYPES = tuple(p.lower() for p in PRESETS)
+
+
+@dataclass
+class ConvertResult:
+    arch: str
+    plans: list[TensorPlan]
+    n_elements: int
+    bytes_out: int
+    seconds: float
+    pre_tokenizer: str
+
+
+@dataclass
+class _Source:
+    """Where a GGUF tensor's values come from: a checkpoint tensor (transformed), or computed."""
+    load: Callable[[], np.ndarray]
+    ne: list[int]
+
+
+def _sources(ckpt: Checkpoint, arch: Architecture) -> dict[str, _Source]:
+    sources: dict[str, _Source] = {}
+    for hf_name, t in ckpt.tensors.items():
+        if arch.derived(hf_name):
+            continue
+        name = arch.gguf_name(hf_name)
+        if name is None:
+            raise ModelFormatError(f"{ckpt.folder}: tensor {hf_name} has no GGUF name for {arch.name} "
+                                   "(an architecture variant this converter does not know)")
+        if name in sources:
+            raise ModelFormatError(f"{ckpt.folder}: tensors {hf_name} and another both map to {name}")
+
+        def load(t=t, name=name) -> np.ndarray:
+            return arch.transform(name, t.load())
+
+        sources[name] = _Source(load, list(reversed(arch.transformed_shape(name, t.shape))))
+    for name, data in arch.extra_tensors().items():
+        sources[name] = _Source(lambda data=data: data, list(reversed(data.shape)))
+    if "token_embd.weight" not in sources:
+        raise ModelFormatError(f"{ckpt.folder}: no token embedding among the weights")
+    return sources
+
+
+# generation_config.json field -> GGUF general.sampling.* writer (llama.cpp's converter writes the
+# model's recommended sampling defaults the same way)
+_SAMPLING = (("temperature", "add_sampling_temp", float), ("top_k", "add_sampling_top_k", int),
+             ("top_p", "add_sampling_top_p", float), ("min_p", "add_sampling_min_p", float),
+             ("repetition_penalty", "add_sampling_penalty_repeat", float))
+
+
+def _write_sampling_defaults(w, generation_config: dict) -> None:
+    for field, method, kind in _SAMPLING:
+        value = generation_config.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            getattr(w, method)(kind(value))
+
+
+def _encode(data: np.ndarray, qtype: T, n_threads: int) -> np.ndarray:
+    x = np.ascontiguousarray(data, dtype=np.float32)
+    if qtype == T.F32:
+        return x
+    rows = x.reshape(-1, x.shape[-1] if x.ndim else 1)
+    return np.asarray(_core.quantize_rows(int(qtype), rows, n_threads))
+
+
+def convert_checkpoint(
+    folder: str | Path,
+    out_path: str | Path,
+    outtype: str = "f16",
+    n_threads: int = 1,
+    on_plan: Callable[[list[TensorPlan]], None] | None = None,
+    on_tensor: Callable[[TensorPlan, int], None] | None = None,
+) -> ConvertResult:
+    """Converts the checkpoint in `folder` to `out_path` with tensors of `outtype` (f32, f16, bf16,
+    q8_0, q4_k_m, ... the quantize presets). `on_plan(plans)` is called before data is written,
+    `on_tensor(plan, bytes_out)` after each tensor. Nothing is left at `out_path` on failure."""
+    start = time.perf_counter()
+    preset = outtype.upper()
+    if preset not in PRESETS:
+        raise EdgeInferError(f"unknown output type {outtype!r}; one of: {', '.join(OUTTYPES)}")
+    ckpt = Checkpoint(folder)
+    arch = architecture_for(ckpt.architecture, ckpt.config)
+    n_vocab = int(ckpt.config["vocab_size"]) if ckpt.config.get("vocab_size") else None
+    vocab = load_vocabulary(ckpt.folder, n_vocab)
+    sources = _sources(ckpt, arch)
+
+    infos = [TensorInfo(name, s.ne, T.F32) for name, s in sources.items()]
+    shape = ModelShape(arch=arch.name, n_layer=arch.n_layer, n_head=arch.n_head, n_head_kv=arch.n_head_kv)
+    plans = make_plan(infos, shape, QuantizeOptions(preset=preset))
+    for p in plans:
+        if p.dst_type != T.F32 and not _core.has_quantizer(int(p.dst_type)):
+            raise EdgeInferError(f"{p.name}: cannot write type {p.dst_type.name}")
+    if on_plan:
+        on_plan(plans)
+
+    out_path = Path(out_path)
+    bytes_out = n_elements = 0
+    with StreamedGGUF(out_path, arch.name) as out:
+        w = out.writer
+        w.add_name(ckpt.folder.name)
+        arch.write_metadata(w)
+        w.add_file_type(int(PRESETS[preset][0]))
+        w.add_quantization_version(GGML_QUANT_VERSION)
+        vocab.write(w)
+        _write_sampling_defaults(w, ckpt.generation_config)
+        for p in plans:
+            out.add_tensor_info(p.name, p.shape, p.dst_type, tensor_nbytes(p.dst_type, p.shape))
+        out.start_data()
+        for p in plans:
+            data = sources[p.name].load()
+            if list(reversed(data.shape)) != p.shape:
+                raise ModelFormatError(f"{p.name}: shape {list(data.shape)} after conversion, expected "
+                                       f"{list(reversed(p.shape))}")
+            encoded = _encode(data, p.dst_type, n_threads)
+            out.write_tensor(encoded)
+            bytes_out += encoded.nbytes
+            n_elements += data.size
+            if on_tensor:
+                on_tensor(p, encoded.nbytes)
+        out.commit()
+    return ConvertResult(arch=arch.name, plans=plans, n_elements=n_elements, bytes_out=bytes_out,
+                         seconds=time.perf_counter() - start, pre_tokenizer=vocab.pre)

@@ -1,0 +1,161 @@
+"""The tokenizer of a checkpoint as GGUF vocabulary metadata, the way llama.cpp's converter
+writes it (so that llama.cpp and our core tokenize the converted file alike):
+
+- ``tokenizer.model`` (SentencePiece) -> ``tokenizer.ggml.model = "llama"``: pieces, scores and
+  types read with the ``sentencepiece`` package, plus added tokens from added_tokens.json and
+  tokenizer_config.json's added_tokens_decoder.
+- ``tokenizer.json`` with a BPE model -> ``"gpt2"``: the vocabulary and merges parsed from the JSON
+  here; the pre-tokenizer named by its check hash (pretokenizer.py).
+
+Special token ids, the add-BOS/EOS flags, merges and the chat template come from gguf-py's
+SpecialVocab, which reads tokenizer.json, tokenizer_config.json and config.json as llama.cpp does.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gguf import GGUFWriter, SpecialVocab, TokenType
+
+from edgeinfer.convert.pretokenizer import identify_pre_tokenizer
+from edgeinfer.errors import ModelFormatError
+
+_SPM_SPACE = "\u2581"
+
+
+@dataclass
+class Vocabulary:
+    model: str                       # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (BPE)
+    pre: str                         # tokenizer.ggml.pre
+    tokens: list[str]
+    types: list[int]                 # gguf.TokenType per token
+    scores: list[float] | None       # SentencePiece only
+    special: SpecialVocab
+    options: dict[str, Any] = field(default_factory=dict)   # add_space_prefix, ...
+
+    def write(self, w: GGUFWriter) -> None:
+        w.add_tokenizer_model(self.model)
+        w.add_tokenizer_pre(self.pre)
+        w.add_token_list(self.tokens)
+        if self.scores is not None:
+            w.add_token_scores(self.scores)
+        w.add_token_types(self.types)
+        if "add_space_prefix" in self.options:
+            w.add_add_space_prefix(self.options["add_space_prefix"])
+        self.special.add_to_gguf(w, quiet=True)
+
+
+def looks_special(text: str) -> bool:
+    """Added tokens some models forget to mark special (llama.cpp's does_token_look_special)."""
+    return (text in ("<pad>", "<mask>", "<2mass>", "[@BOS@]")
+            or (text.startswith("<|") and text.endswith("|>"))
+            or (text.startswith("<\uff5c") and text.endswith("\uff5c>"))
+            or (text.startswith("<unused") and text.endswith(">")))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ModelFormatError(f"{path}: invalid JSON ({exc})") from None
+
+
+def _tokenizer_config(folder: Path) -> dict[str, Any]:
+    path = folder / "tokenizer_config.json"
+    return _read_json(path) if path.is_file() else {}
+
+
+def _sentencepiece(folder: Path, n_vocab: int | None) -> Vocabulary:
+    try:
+        from sentencepiece import SentencePieceProcessor
+    except ImportError:
+        raise ModelFormatError("converting a SentencePiece tokenizer (tokenizer.model) needs the "
+                               "'sentencepiece' package: pip install sentencepiece") from None
+    sp = SentencePieceProcessor()
+    try:
+        sp.LoadFromFile(str(folder / "tokenizer.model"))
+    except (OSError, RuntimeError) as exc:
+        raise ModelFormatError(f"{folder / 'tokenizer.model'}: not a SentencePiece model ({exc})") from None
+    n = n_vocab or sp.vocab_size()
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    scores = [-10000.0] * n
+    types = [int(TokenType.UNUSED)] * n
+    for i in range(min(n, sp.vocab_size())):
+        tokens[i] = sp.IdToPiece(i)
+        scores[i] = sp.GetScore(i)
+        types[i] = int(TokenType.UNKNOWN if sp.IsUnknown(i) else TokenType.CONTROL if sp.IsControl(i)
+                       else TokenType.UNUSED if sp.IsUnused(i) else TokenType.BYTE if sp.IsByte(i)
+                       else TokenType.NORMAL)
+    added = folder / "added_tokens.json"
+    if added.is_file():
+        for text, i in _read_json(added).items():
+            if 0 <= i < n:
+                tokens[i], scores[i], types[i] = text, -1000.0, int(TokenType.USER_DEFINED)
+    for key, entry in _tokenizer_config(folder).get("added_tokens_decoder", {}).items():
+        i, text = int(key), entry["content"]
+        if not 0 <= i < n:
+            continue
+        if entry.get("special") or looks_special(text):
+            types[i] = int(TokenType.CONTROL)
+        else:
+            text = text.replace(_SPM_SPACE, " ")   # llama.cpp expects user-defined tokens pre-normalized
+            types[i] = int(TokenType.USER_DEFINED)
+        tokens[i], scores[i] = text, -1000.0
+    special = SpecialVocab(folder, n_vocab=n)
+    # Ids the configs do not name (no tokenizer.json to look token texts up in): the model's own.
+    for kind, tid in (("unk", sp.unk_id()), ("bos", sp.bos_id()), ("eos", sp.eos_id()), ("pad", sp.pad_id())):
+        if 0 <= tid < n:
+            special.special_token_ids.setdefault(kind, tid)
+    return Vocabulary("llama", "default", tokens, types, scores, special)
+
+
+def _bpe(folder: Path, n_vocab: int | None) -> Vocabulary:
+    path = folder / "tokenizer.json"
+    tj = _read_json(path)
+    model = tj.get("model") or {}
+    if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
+        raise ModelFormatError(f"{path}: tokenizer model {model.get('type')!r} is not supported "
+                               "(byte-level BPE or a SentencePiece tokenizer.model are)")
+    vocab: dict[str, int] = dict(model["vocab"])
+    added = {t["content"]: t for t in tj.get("added_tokens", [])}
+    for text, t in added.items():
+        vocab[text] = int(t["id"])
+    n = n_vocab or (max(vocab.values()) + 1)
+    if max(vocab.values()) >= n:
+        raise ModelFormatError(f"{path}: token id {max(vocab.values())} is beyond the model's vocab_size {n}")
+    by_id = {i: text for text, i in vocab.items()}
+    tokens, types = [], []
+    for i in range(n):
+        text = by_id.get(i)
+        if text is None:
+            tokens.append(f"[PAD{i}]")
+            types.append(int(TokenType.UNUSED))
+            continue
+        kind = TokenType.NORMAL
+        if text in added:
+            if added[text].get("special") or looks_special(text):
+                kind = TokenType.CONTROL
+            else:
+                text, kind = text.replace(_SPM_SPACE, " "), TokenType.USER_DEFINED
+        tokens.append(text)
+        types.append(int(kind))
+    return Vocabulary("gpt2", identify_pre_tokenizer(path), tokens, types, None,
+                      SpecialVocab(folder, load_merges=True, n_vocab=n))
+
+
+def load_vocabulary(folder: str | Path, n_vocab: int | None) -> Vocabulary:
+    """The checkpoint's tokenizer: tokenizer.model if there is one (llama.cpp's order), else
+    tokenizer.json."""
+    folder = Path(folder)
+    if (folder / "tokenizer.model").is_file():
+        vocab = _sentencepiece(folder, n_vocab)
+    elif (folder / "tokenizer.json").is_file():
+        vocab = _bpe(folder, n_vocab)
+    else:
+        raise ModelFormatError(f"{folder}: no tokenizer.model or tokenizer.json")
+    config = _tokenizer_config(folder)
+    if isinstance(config.get("add_prefix_space"), bool):
+        vocab.options["add_space_prefix"] = config["add_prefix_space"]
+    return vocab

@@ -1,0 +1,38 @@
+// Host and device block layouts (see block_layouts.h).
+#include "gpu/block_layouts.h"
+
+#include <cstddef>
+
+#include "common/error.h"
+#include "gpu/kernel_sources.h"
+#include "gpu/kernel_sources.inc"
+#include "quant/blocks.h"
+
+namespace ei::cl {
+
+std::vector<LayoutEntry> host_block_layouts() {
+    std::vector<LayoutEntry> out;
+    // offsetof on a name that is not a field does not compile: the generated list and the C++
+    // structs cannot disagree on which fields exist.
+#define EI_HOST_SIZE(block) out.push_back({#block, "", (uint64_t)sizeof(ei::block)});
+#define EI_HOST_FIELD(block, field) out.push_back({#block, #field, (uint64_t)offsetof(ei::block, field)});
+    EI_BLOCK_LAYOUT(EI_HOST_SIZE, EI_HOST_FIELD)
+#undef EI_HOST_SIZE
+#undef EI_HOST_FIELD
+    return out;
+}
+
+std::vector<LayoutEntry> device_block_layouts(Device& dev, ProgramCache& programs) {
+    std::vector<LayoutEntry> out = host_block_layouts();
+    Kernel probe = programs.kernel("block_layouts", block_prelude() + generated::kLayoutProbe, "ei_block_layouts");
+    Buffer values = dev.alloc(out.size() * sizeof(uint64_t), "the block layout probe");
+    probe.set_args(values);
+    const size_t one = 1;
+    dev.run(probe, 1, &one, &one);
+    std::vector<uint64_t> v(out.size());
+    dev.read(values, v.data(), v.size() * sizeof(uint64_t));
+    for (size_t i = 0; i < out.size(); ++i) out[i].value = v[i];
+    return out;
+}
+
+}  // namespace ei::cl

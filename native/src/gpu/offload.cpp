@@ -1,0 +1,191 @@
+// The forward of offloaded layers (see offload.h).
+#include "gpu/offload.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "quant/types.h"
+
+namespace ei::cl {
+
+struct Offload::DeviceLayer {
+    Buffer attn_norm, ffn_norm;                        // [n_embd] floats
+    Buffer q_norm, k_norm;                             // [head_dim] floats (if the layer has them)
+    Buffer post_attn_norm, post_ffn_norm;              // [n_embd] floats (if the layer has them)
+    float rope_freq_base = 10000.0f, rope_freq_scale = 1.0f;
+    int64_t window = 0;
+    Buffer wq, wk, wv, wo, w_gate, w_up, w_down;       // the file's blocks, row after row
+    uint32_t tq = 0, tk = 0, tv = 0, to = 0, tg = 0, tu = 0, td = 0;
+    Buffer k_cache, v_cache;                           // [n_ctx] rows of the host cache's types
+    bool uploaded = false;
+};
+
+Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
+                 KvCache& host_kv)
+    : dims_(dims), host_kv_(host_kv), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
+    if (!kv_supports(host_kv.type_k()) || !kv_supports(host_kv.type_v()) || host_kv.k_rotated() ||
+        host_kv.width() != dims.n_head_kv * dims.head_dim || host_kv.n_ctx() != n_ctx)
+        throw Error("offloaded layers need an unrotated f16/q8_0/q4_0 host KV cache of the model's width");
+    std::sort(layers_.begin(), layers_.end());
+    layers_.erase(std::unique(layers_.begin(), layers_.end()), layers_.end());
+    for (int il : layers_)
+        if (il < 0 || il >= n_layer)
+            throw Error("cannot offload layer " + std::to_string(il) + ": the model has " + std::to_string(n_layer) +
+                        " layers");
+    dev_ = Device::open(req.library, req.device);
+    programs_ = std::make_unique<ProgramCache>(*dev_, req.cache_dir);
+    ops_ = std::make_unique<DeviceOps>(*dev_, *programs_);
+
+    const int64_t d = dims.n_embd, qw = dims.n_head * dims.head_dim, kvw = dims.n_head_kv * dims.head_dim;
+    // The device rows have the host cache's types and layout, so syncs are plain copies.
+    const size_t k_bytes = (size_t)n_ctx * host_kv.k_row_bytes(), v_bytes = (size_t)n_ctx * host_kv.v_row_bytes();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        index_[layers_[i]] = i;
+        auto L = std::make_unique<DeviceLayer>();
+        L->k_cache = dev_->alloc(k_bytes, "the K cache of an offloaded layer");
+        L->v_cache = dev_->alloc(v_bytes, "the V cache of an offloaded layer");
+        kv_bytes_ += k_bytes + v_bytes;
+        device_layers_.push_back(std::move(L));
+    }
+    auto floats = [&](int64_t w, const char* what) { return dev_->alloc((size_t)(n_batch * w) * sizeof(float), what); };
+    x_ = floats(d, "the hidden state");
+    h_ = floats(d, "a normed hidden state");
+    q_ = floats(qw, "Q");
+    k_ = floats(kvw, "K");
+    v_ = floats(kvw, "V");
+    att_ = floats(qw, "the attention output");
+    gate_ = floats(dims.n_ff, "the FFN gate");
+    up_ = floats(dims.n_ff, "the FFN up projection");
+    out_ = floats(d, "a sub-block output");
+    pos_ = dev_->alloc((size_t)n_batch * sizeof(int32_t), "positions");
+    std::vector<float> factors(dims.n_rot / 2, 1.0f);
+    if (dims.rope_factors) std::copy(dims.rope_factors, dims.rope_factors + dims.n_rot / 2, factors.begin());
+    rope_factors_ = dev_->alloc(factors.size() * sizeof(float), "rope factors");
+    dev_->write(rope_factors_, factors.data(), factors.size() * sizeof(float));
+}
+
+Offload::~Offload() = default;
+
+int Offload::range_end(int layer) const {
+    int last = layer;
+    while (on_device(last + 1)) ++last;
+    return last;
+}
+
+void Offload::upload(int layer, const HostLayer& w) {
+    auto it = index_.find(layer);
+    if (it == index_.end()) throw Error("layer " + std::to_string(layer) + " is not offloaded");
+    DeviceLayer& L = *device_layers_[it->second];
+    auto vec = [&](const float* src, int64_t len, const char* what) {
+        if (!src) return Buffer{};
+        Buffer b = dev_->alloc((size_t)len * sizeof(float), what);
+        dev_->write(b, src, b.bytes);
+        weight_bytes_ += b.bytes;
+        return b;
+    };
+    auto mat = [&](const Tensor* t, uint32_t* type, const char* what) {
+        if (!matmul_supports(t->type))
+            throw Error("layer " + std::to_string(layer) + ": " + what + " is " + type_info(t->type).name +
+                        ", which has no OpenCL matmul yet (keep this layer on the CPU)");
+        *type = t->type;
+        const size_t bytes = t->row_bytes * (size_t)t->rows();
+        Buffer b = dev_->alloc(bytes, what);
+        dev_->write(b, t->data, bytes);
+        weight_bytes_ += bytes;
+        return b;
+    };
+    const int64_t d = dims_.n_embd, hd = dims_.head_dim;
+    L.attn_norm = vec(w.attn_norm, d, "attn_norm");
+    L.ffn_norm = vec(w.ffn_norm, d, "ffn_norm");
+    L.q_norm = vec(w.q_norm, hd, "attn_q_norm");
+    L.k_norm = vec(w.k_norm, hd, "attn_k_norm");
+    L.post_attn_norm = vec(w.post_attn_norm, d, "post_attention_norm");
+    L.post_ffn_norm = vec(w.post_ffn_norm, d, "post_ffw_norm");
+    L.rope_freq_base = w.rope_freq_base;
+    L.rope_freq_scale = w.rope_freq_scale;
+    L.window = w.window;
+    L.wq = mat(w.wq, &L.tq, "attn_q");
+    L.wk = mat(w.wk, &L.tk, "attn_k");
+    L.wv = mat(w.wv, &L.tv, "attn_v");
+    L.wo = mat(w.wo, &L.to, "attn_output");
+    L.w_gate = mat(w.w_gate, &L.tg, "ffn_gate");
+    L.w_up = mat(w.w_up, &L.tu, "ffn_up");
+    L.w_down = mat(w.w_down, &L.td, "ffn_down");
+    L.uploaded = true;
+}
+
+void Offload::sync_kv_to_host(int64_t n) {
+    n = std::clamp<int64_t>(n, 0, n_ctx_);
+    const size_t k_bytes = (size_t)n * host_kv_.k_row_bytes(), v_bytes = (size_t)n * host_kv_.v_row_bytes();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        dev_->read(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), k_bytes);
+        dev_->read(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), v_bytes);
+    }
+}
+
+void Offload::sync_kv_to_device(int64_t n) {
+    n = std::clamp<int64_t>(n, 0, n_ctx_);
+    const size_t k_bytes = (size_t)n * host_kv_.k_row_bytes(), v_bytes = (size_t)n * host_kv_.v_row_bytes();
+    for (size_t i = 0; i < layers_.size(); ++i) {
+        dev_->write(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), k_bytes);
+        dev_->write(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), v_bytes);
+    }
+}
+
+void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0) {
+    if (n < 1 || n > n_batch_) throw Error("offloaded forward: " + std::to_string(n) + " tokens, batch holds " +
+                                           std::to_string(n_batch_));
+    if (pos0 + n > n_ctx_) throw Error("offloaded forward: positions past the device KV cache");
+    std::vector<int32_t> pos(n);
+    for (int64_t t = 0; t < n; ++t) pos[t] = (int32_t)(pos0 + t);
+    const size_t x_bytes = (size_t)(n * dims_.n_embd) * sizeof(float);
+    // The only host -> device crossing of the hidden state for this range ...
+    dev_->write(x_, x, x_bytes);
+    dev_->write(pos_, pos.data(), pos.size() * sizeof(int32_t));
+    for (int il = first; il <= last; ++il) {
+        auto it = index_.find(il);
+        if (it == index_.end() || !device_layers_[it->second]->uploaded)
+            throw Error("layer " + std::to_string(il) + " is not on the device");
+        run_layer(*device_layers_[it->second], n, pos0);
+    }
+    // ... and the only device -> host one (a blocking read: waits for the queued layers).
+    dev_->read(x_, x, x_bytes);
+}
+
+void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
+    const LayerDims& s = dims_;
+    const int64_t d = s.n_embd, qw = s.n_head * s.head_dim, kvw = s.n_head_kv * s.head_dim;
+    DeviceOps& op = *ops_;
+    op.rms_norm(x_, L.attn_norm, h_, n, d, s.norm_eps);
+    op.matmul(L.tq, L.wq, qw, d, h_, n, q_);
+    op.matmul(L.tk, L.wk, kvw, d, h_, n, k_);
+    op.matmul(L.tv, L.wv, kvw, d, h_, n, v_);
+    // Per-head norms: rows of head_dim values, in place.
+    if (L.q_norm.get()) op.rms_norm(q_, L.q_norm, q_, n * s.n_head, s.head_dim, s.norm_eps);
+    if (L.k_norm.get()) op.rms_norm(k_, L.k_norm, k_, n * s.n_head_kv, s.head_dim, s.norm_eps);
+    const RopeShape rq{s.n_head, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
+    const RopeShape rk{s.n_head_kv, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
+    op.rope(q_, pos_, rope_factors_, n, rq);
+    op.rope(k_, pos_, rope_factors_, n, rk);
+    const uint32_t tk = host_kv_.type_k(), tv = host_kv_.type_v();
+    op.kv_store(tk, k_, L.k_cache, pos0, n, kvw);
+    op.kv_store(tv, v_, L.v_cache, pos0, n, kvw);
+    const float scale = s.attn_scale > 0.0f ? s.attn_scale : 1.0f / std::sqrt((float)s.head_dim);
+    const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, scale, L.window};
+    op.attention(tk, tv, q_, L.k_cache, L.v_cache, att_, n, pos0, a);
+    op.matmul(L.to, L.wo, d, qw, att_, n, out_);
+    if (L.post_attn_norm.get()) op.rms_norm(out_, L.post_attn_norm, out_, n, d, s.norm_eps);
+    op.add(x_, out_, n * d);
+
+    op.rms_norm(x_, L.ffn_norm, h_, n, d, s.norm_eps);
+    op.matmul(L.tg, L.w_gate, s.n_ff, d, h_, n, gate_);
+    op.matmul(L.tu, L.w_up, s.n_ff, d, h_, n, up_);
+    if (s.gelu) op.geglu(gate_, up_, gate_, n * s.n_ff);
+    else op.swiglu(gate_, up_, gate_, n * s.n_ff);
+    op.matmul(L.td, L.w_down, d, s.n_ff, gate_, n, out_);
+    if (L.post_ffn_norm.get()) op.rms_norm(out_, L.post_ffn_norm, out_, n, d, s.norm_eps);
+    op.add(x_, out_, n * d);
+}
+
+}  // namespace ei::cl

@@ -1,0 +1,78 @@
+// Layers offloaded to an OpenCL device: their weights copied to device buffers once, their KV
+// cache kept on the device (F16, Q8_0 or Q4_0, as the host cache), and a forward over a range of consecutive offloaded layers in
+// which the hidden state crosses between host and device only at the range's two ends.
+//
+// The layer is the pre-norm transformer block of llama (models/llama.cpp):
+//   h = rms_norm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  rope(q), rope(k);  cache k, v
+//   x += Wo attention(q, K, V);   h = rms_norm(x) * ffn_norm;   x += Wdown (silu(Wgate h) * Wup h)
+// with Gemma 3's additions where the layer has them (models/gemma3.cpp): per-head norms of q and
+// k before rope, neox rope, sliding-window attention, norms of both sub-block outputs before
+// their residual adds, and GEGLU.
+// Architectures hand their layers over through ArchModel::offloadable_layer (models/arch.h).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/ops.h"
+#include "gpu/program_cache.h"
+#include "gpu/runtime.h"
+#include "gpu/offload_types.h"
+#include "kv/kv_cache.h"
+
+namespace ei::cl {
+
+class Offload {
+public:
+    // Opens the device and allocates its KV cache ([n_ctx] rows of n_head_kv * head_dim values
+    // per layer, K and V, in host_kv's types) and scratch for n_batch tokens. Weights come later, through upload().
+    // host_kv: the Context's cache, which keeps a staging copy of the offloaded layers' rows
+    // for what works on the host cache (snapshots, saved states, context shift): see sync_*.
+    Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
+            KvCache& host_kv);
+    ~Offload();
+
+    bool on_device(int layer) const { return index_.count(layer) != 0; }
+    // The last layer of the run of consecutive offloaded layers that starts at `layer`.
+    int range_end(int layer) const;
+    const std::vector<int>& layers() const { return layers_; }
+
+    // Copies layer `layer`'s weights to the device (every weight type must be matmul_supports).
+    void upload(int layer, const HostLayer& w);
+    // Runs layers first..last (all offloaded, consecutive) on x [n][n_embd] in place, for tokens
+    // at positions pos0 .. pos0 + n - 1 (n <= n_batch); their K/V go to the device cache.
+    void run(int first, int last, float* x, int64_t n, int64_t pos0);
+
+    // Copies positions [0, n) of every offloaded layer's K and V from the device into host_kv,
+    // or from host_kv to the device. The forward never needs either; they run around snapshots,
+    // saved states and context shift.
+    void sync_kv_to_host(int64_t n);
+    void sync_kv_to_device(int64_t n);
+
+    const DeviceInfo& device_info() const { return dev_->info(); }
+    size_t weight_bytes() const { return weight_bytes_; }
+    size_t kv_bytes() const { return kv_bytes_; }
+
+private:
+    struct DeviceLayer;
+    void run_layer(DeviceLayer& L, int64_t n, int64_t pos0);
+
+    std::unique_ptr<Device> dev_;
+    std::unique_ptr<ProgramCache> programs_;
+    std::unique_ptr<DeviceOps> ops_;
+    LayerDims dims_;
+    KvCache& host_kv_;
+    int64_t n_ctx_, n_batch_;
+    std::vector<int> layers_;                // ascending
+    std::map<int, size_t> index_;            // layer -> slot in device_layers_
+    std::vector<std::unique_ptr<DeviceLayer>> device_layers_;
+    // Scratch, [n_batch][width] floats each: x (residual stream), h (normed input), q, k, v,
+    // att (attention output), gate, up, out (sub-block output); pos [n_batch] int32; ones
+    // [n_rot / 2] when the model has no rope factors.
+    Buffer x_, h_, q_, k_, v_, att_, gate_, up_, out_, pos_, rope_factors_;
+    size_t weight_bytes_ = 0, kv_bytes_ = 0;
+};
+
+}  // namespace ei::cl

@@ -1,0 +1,197 @@
+// Host side of the device ops (see ops.h): argument checks, kernel arguments and work sizes.
+// The work-group sizes are the kernels' reqd_work_group_size (kernels/*.cl).
+#include "gpu/ops.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gpu/kernel_sources.h"
+#include "quant/types.h"
+
+namespace ei::cl {
+
+namespace {
+
+constexpr size_t kMatmulWg = 64;    // MM_WG (matmul.cl)
+constexpr int64_t kMatmulTile = 8;  // MM_TILE
+constexpr size_t kNormWg = 64;      // NORM_WG (norm.cl)
+constexpr size_t kAttnWg = 64;      // ATT_WG (attention.cl)
+constexpr int64_t kAttnMaxHeadDim = 64 * 4;  // ATT_WG * ATT_DIMS_PER_ITEM
+
+// Which source files make up each program (the block prelude always comes first).
+std::string source_of(const std::string& program) {
+    if (program.rfind("matmul_", 0) == 0) return program_source({"dequant.cl", "matmul.cl"});
+    if (program == "norm") return program_source({"norm.cl"});
+    if (program == "rope") return program_source({"rope.cl"});
+    if (program.rfind("attention_", 0) == 0) return program_source({"attention.cl"});
+    if (program == "kv_store") return program_source({"kv_store.cl"});
+    if (program == "elementwise") return program_source({"elementwise.cl"});
+    throw Error("no OpenCL program named '" + program + "'");
+}
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw Error(what);
+}
+
+void require_floats(const Buffer& b, int64_t count, const char* what) {
+    require(b.bytes >= (size_t)count * sizeof(float),
+            std::string("device buffer ") + what + " is smaller than " + std::to_string(count) + " floats");
+}
+
+int to_int(int64_t v, const char* what) {
+    require(v >= 0 && v <= INT32_MAX, std::string(what) + " does not fit the kernels' int range");
+    return (int)v;
+}
+
+}  // namespace
+
+bool matmul_supports(uint32_t type) {
+    switch (type) {
+        case TYPE_F32: case TYPE_F16: case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q8_0:
+        case TYPE_Q4_K: case TYPE_Q6_K:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool kv_supports(uint32_t type) { return type == TYPE_F16 || type == TYPE_Q8_0 || type == TYPE_Q4_0; }
+
+Kernel& DeviceOps::kernel(const std::string& program, const char* name, const std::string& options) {
+    const std::string key = program + "/" + name;
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return it->second;
+    return kernels_.emplace(key, programs_.kernel(program, source_of(program), name, options)).first->second;
+}
+
+Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
+    // One program per weight type, specialised by -DDEQUANT32 (its cache key includes the option).
+    const std::string tname = type_info(type).name;
+    const std::string program = "matmul_" + tname;
+    const char* name = batched ? "matmat" : "matvec";
+    const std::string key = program + "/" + name;
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return it->second;
+    Kernel k = programs_.kernel(program, source_of(program), name, "-DDEQUANT32=dequant32_" + tname);
+    return kernels_.emplace(key, std::move(k)).first->second;
+}
+
+void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
+                       const Buffer& y) {
+    require(matmul_supports(type), std::string("no OpenCL matmul for weight type ") +
+                                       (type_known(type) ? type_info(type).name : "?"));
+    require(cols % 32 == 0 && cols % type_info(type).block_size == 0,
+            "OpenCL matmul: a row of " + std::to_string(cols) + " " + type_info(type).name +
+                " values is not a whole number of 32-value chunks");
+    const size_t row_bytes = ei::row_bytes(type, cols);
+    require(w.bytes >= row_bytes * (size_t)rows, "OpenCL matmul: the weight buffer is smaller than its rows");
+    require_floats(x, n * cols, "x");
+    require_floats(y, n * rows, "y");
+    const int icols = to_int(cols, "cols"), irows = to_int(rows, "rows"), in = to_int(n, "n");
+    const cl_ulong rb = row_bytes;
+    if (n == 1) {
+        Kernel& k = matmul_kernel(type, false);
+        k.set_args(w, rb, x, y, icols);
+        const size_t global = (size_t)rows * kMatmulWg, local = kMatmulWg;
+        dev_.run(k, 1, &global, &local);
+    } else {
+        Kernel& k = matmul_kernel(type, true);
+        k.set_args(w, rb, x, y, icols, irows, in);
+        const size_t global[2] = {(size_t)rows * kMatmulWg, (size_t)((n + kMatmulTile - 1) / kMatmulTile)};
+        const size_t local[2] = {kMatmulWg, 1};
+        dev_.run(k, 2, global, local);
+    }
+}
+
+void DeviceOps::rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps) {
+    require_floats(x, n * d, "x");
+    require_floats(w, d, "w");
+    require_floats(out, n * d, "out");
+    Kernel& k = kernel("norm", "rms_norm");
+    k.set_args(x, w, out, to_int(d, "d"), eps);
+    const size_t global = (size_t)n * kNormWg, local = kNormWg;
+    dev_.run(k, 1, &global, &local);
+}
+
+void DeviceOps::rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s) {
+    require(s.n_rot % 2 == 0 && s.n_rot > 0 && s.n_rot <= s.head_dim, "OpenCL rope: n_rot must be even and <= head_dim");
+    require_floats(x, n * s.n_heads * s.head_dim, "x");
+    require(pos.bytes >= (size_t)n * sizeof(int32_t), "OpenCL rope: pos is smaller than n positions");
+    require_floats(freq_factors, s.n_rot / 2, "freq_factors");
+    // theta_scale as the CPU computes it (models/blocks.cpp), so both start from the same float.
+    const float theta_scale = std::pow(s.freq_base, -2.0f / (float)s.n_rot);
+    Kernel& k = kernel("rope", "rope");
+    k.set_args(x, pos, freq_factors, to_int(s.n_heads, "n_heads"), to_int(s.head_dim, "head_dim"),
+               to_int(s.n_rot, "n_rot"), theta_scale, s.freq_scale, (int)s.neox);
+    const size_t global[3] = {(size_t)(s.n_rot / 2), (size_t)s.n_heads, (size_t)n};
+    dev_.run(k, 3, global, nullptr);
+}
+
+void DeviceOps::kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n,
+                         int64_t width) {
+    require(kv_supports(type), std::string("no OpenCL KV cache of type ") + (type_known(type) ? type_info(type).name : "?"));
+    require(width % type_info(type).block_size == 0, "OpenCL kv_store: a row is not a whole number of blocks");
+    require_floats(src, n * width, "src");
+    require(cache.bytes >= (size_t)(pos0 + n) * row_bytes(type, width), "OpenCL kv_store: positions past the cache's end");
+    const std::string name = std::string("kv_store_") + type_info(type).name;
+    Kernel& k = kernel("kv_store", name.c_str());
+    k.set_args(src, cache, to_int(pos0, "pos0"), to_int(width, "width"));
+    const size_t global[2] = {(size_t)(width / type_info(type).block_size), (size_t)n};
+    dev_.run(k, 2, global, nullptr);
+}
+
+void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
+                          const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a) {
+    require(kv_supports(type_k) && kv_supports(type_v), "OpenCL attention: the KV cache types must be f16, q8_0 or q4_0");
+    require(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "OpenCL attention: n_head must be a multiple of n_head_kv");
+    require(a.head_dim > 0 && a.head_dim <= kAttnMaxHeadDim,
+            "OpenCL attention: head_dim " + std::to_string(a.head_dim) + " is over the kernel's " +
+                std::to_string(kAttnMaxHeadDim));
+    require_floats(q, n * a.n_head * a.head_dim, "q");
+    require_floats(out, n * a.n_head * a.head_dim, "out");
+    const int64_t width = a.n_head_kv * a.head_dim;
+    const size_t k_row = row_bytes(type_k, width), v_row = row_bytes(type_v, width);
+    require(k.bytes >= (size_t)(pos0 + n) * k_row && v.bytes >= (size_t)(pos0 + n) * v_row,
+            "OpenCL attention: the KV cache is shorter than pos0 + n");
+    // One program per (K type, V type): the element readers are chosen at build time.
+    const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
+    Kernel& kern = kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
+    kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
+                  to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
+                  (cl_ulong)k_row, (cl_ulong)v_row);
+    kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
+    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
+    const size_t local[3] = {kAttnWg, 1, 1};
+    dev_.run(kern, 3, global, local);
+}
+
+void DeviceOps::swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
+    require_floats(gate, n, "gate");
+    require_floats(up, n, "up");
+    require_floats(out, n, "out");
+    Kernel& k = kernel("elementwise", "swiglu");
+    k.set_args(gate, up, out);
+    const size_t global = (size_t)n;
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
+    require_floats(gate, n, "gate");
+    require_floats(up, n, "up");
+    require_floats(out, n, "out");
+    Kernel& k = kernel("elementwise", "geglu");
+    k.set_args(gate, up, out);
+    const size_t global = (size_t)n;
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::add(const Buffer& y, const Buffer& x, int64_t n) {
+    require_floats(y, n, "y");
+    require_floats(x, n, "x");
+    Kernel& k = kernel("elementwise", "add");
+    k.set_args(y, x);
+    const size_t global = (size_t)n;
+    dev_.run(k, 1, &global, nullptr);
+}
+
+}  // namespace ei::cl

@@ -1,0 +1,67 @@
+// The device ops an offloaded layer is made of, over device buffers (float32 unless noted).
+// Each enqueues kernels on the device's in-order queue and returns without waiting; a read of a
+// result (Device::read) waits for everything before it. Kernels are compiled at first use, per
+// program, through the ProgramCache (matmul: one program per weight type, so only the types a
+// model has are compiled).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "gpu/program_cache.h"
+#include "gpu/runtime.h"
+
+namespace ei::cl {
+
+// The weight types matmul takes (F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
+bool matmul_supports(uint32_t type);
+// The KV cache types the device stores and attends over (F16, Q8_0, Q4_0).
+bool kv_supports(uint32_t type);
+
+struct RopeShape {
+    int64_t n_heads, head_dim, n_rot;
+    float freq_base, freq_scale;
+    bool neox;  // pairs (i, i + n_rot/2) rather than (2i, 2i + 1)
+};
+
+struct AttentionDims {
+    int64_t n_head, n_head_kv, head_dim;
+    float scale;
+    int64_t window;  // > 0: each query sees only its last `window` positions
+};
+
+class DeviceOps {
+public:
+    DeviceOps(Device& dev, ProgramCache& programs) : dev_(dev), programs_(programs) {}
+
+    // y[n][rows] = x[n][cols] . W^T; w holds `rows` rows of `type` (row_bytes(type, cols) each).
+    void matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
+                const Buffer& y);
+    // out[n][d] = rms_norm(x[n][d]) * w[d]; out may be x.
+    void rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps);
+    // x[n][n_heads][head_dim] rotated in place; pos: [n] int32; freq_factors: [n_rot/2] (ones if
+    // the model has none).
+    void rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s);
+    // Rows src[n][width] into a cache of `type` ([n_ctx] rows of row_bytes(type, width)) at
+    // positions pos0 .. pos0 + n - 1.
+    void kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width);
+    // out[n][n_head][head_dim] = causal attention of q (query t at position pos0 + t) over the
+    // caches k (of type_k), v (of type_v), rows of n_head_kv * head_dim values up to pos0 + n.
+    void attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
+                   const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a);
+    // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
+    void swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
+    void geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
+    // y[i] += x[i], i < n.
+    void add(const Buffer& y, const Buffer& x, int64_t n);
+
+private:
+    Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");
+    Kernel& matmul_kernel(uint32_t type, bool batched);
+
+    Device& dev_;
+    ProgramCache& programs_;
+    std::map<std::string, Kernel> kernels_;  // by "program/kernel"
+};
+
+}  // namespace ei::cl

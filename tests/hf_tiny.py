@@ -1,0 +1,123 @@
+"""Tiny random-weight Hugging Face checkpoints for the converter tests: a config per family
+(a few layers, hidden 64, a vocabulary of a few hundred), saved with transformers'
+save_pretrained (safetensors), with a small SentencePiece tokenizer trained here."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# A varied text: ASCII prose, digits, punctuation, whitespace runs, accents, CJK, emoji.
+SAMPLE_TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello, world! 12345 + 678 = 13023?",
+    "  leading spaces, trailing spaces   ",
+    "tabs\tand\nnew lines\n\nand more",
+    "Ünïcödé çharacters: naïve café, Straße, Ελληνικά, русский.",
+    "我想在apple工作 1314151天～",
+    "emoji 🚀🦙 ✅ and symbols @#$%^&*()_+-=[]{}|;':\",./<>?",
+    "I've been 'told he's there, 'RE you sure? We'Ve a'lL",
+    "x" * 40 + " " + "ab" * 20,
+    "def f(x):\n    return x ** 2  # square\n",
+]
+
+
+def train_sentencepiece(folder: Path, vocab_size: int = 400) -> Path:
+    """A BPE SentencePiece model with byte fallback (as Llama 2's), trained on SAMPLE_TEXTS
+    repeated; written to folder/tokenizer.model."""
+    import sentencepiece as spm
+
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus = folder / "corpus.txt"
+    lines = [t.replace("\n", " ") for t in SAMPLE_TEXTS] * 20
+    lines += [" ".join(f"word{i} token{i * 7 % 13} piece{i % 5}" for i in range(j, j + 12)) for j in range(200)]
+    corpus.write_text("\n".join(lines), encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=vocab_size, model_type="bpe",
+        byte_fallback=True, character_coverage=1.0, normalization_rule_name="identity",
+        split_digits=True, allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+    corpus.unlink()
+    (folder / "tokenizer.vocab").unlink()
+    return folder / "tokenizer.model"
+
+
+def write_tokenizer_config(folder: Path, **extra: Any) -> None:
+    config = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True,
+              "add_eos_token": False,
+              "chat_template": "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"}
+    config.update(extra)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+# family -> (transformers config class name, model class name, config values)
+FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", "LlamaForCausalLM",
+              dict(num_attention_heads=4, num_key_value_heads=2)),
+    # head_dim * heads != hidden (as Mistral Nemo): the llama path with attention.key_length
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, sliding_window=None)),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
+              dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
+              dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32)),
+    # 6 layers: five sliding-window (local) layers and one global, as Gemma 3's pattern has them
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+               dict(num_attention_heads=4, num_key_value_heads=1, head_dim=32, num_hidden_layers=6,
+                    sliding_window=16, query_pre_attn_scalar=32, pad_token_id=0)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM",
+             dict(num_attention_heads=4, num_key_value_heads=4, pad_token_id=0, sliding_window=None)),
+}
+
+
+def make_tiny_checkpoint(folder: Path, family: str, tokenizer_model: Path, seed: int = 0,
+                         **overrides: Any) -> Any:
+    """Saves a random tiny `family` model with the SentencePiece tokenizer into `folder`;
+    returns the transformers model (eval mode, float32)."""
+    import shutil
+
+    import torch
+    import transformers
+
+    config_cls, model_cls, values = FAMILIES[family]
+    import sentencepiece as spm
+
+    vocab_size = spm.SentencePieceProcessor(model_file=str(tokenizer_model)).vocab_size()
+    defaults = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                    max_position_embeddings=256, rms_norm_eps=1e-5, initializer_range=0.2,
+                    bos_token_id=1, eos_token_id=2)
+    config = getattr(transformers, config_cls)(**{**defaults, **values, **overrides})
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(config).eval().to(torch.float32)
+    with torch.no_grad():  # norm weights away from 1, biases away from 0: the tests must see them
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.2)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder, safe_serialization=True)
+    shutil.copy(tokenizer_model, folder / "tokenizer.model")
+    write_tokenizer_config(folder)
+    return model
+
+
+def hf_logits(model: Any, ids: list[int]) -> np.ndarray:
+    """[len(ids)][n_vocab] logits of one forward pass over ids."""
+    import torch
+
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].float().numpy()
+
+
+def hf_decode_logits(model: Any, ids: list[int]) -> np.ndarray:
+    """The same logits computed one token at a time through transformers' KV cache."""
+    import torch
+
+    rows, past = [], None
+    with torch.no_grad():
+        for t in ids:
+            out = model(torch.tensor([[t]]), past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            rows.append(out.logits[0, -1].float().numpy())
+    return np.stack(rows)

@@ -1,0 +1,142 @@
+"""edgeinfer convert against Hugging Face transformers: tiny random-weight checkpoints of each
+family are saved with save_pretrained, converted to F32 with the `edgeinfer convert` command, and
+edgeinfer's logits must match transformers' for a whole prompt (prefill) and token by token
+(decode), including the RoPE scaling variants. The converted SentencePiece vocabulary must give
+sentencepiece's ids."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
+
+from edgeinfer import Model  # noqa: E402
+from edgeinfer.cli import main as cli_main  # noqa: E402
+from hf_tiny import (SAMPLE_TEXTS, hf_decode_logits, hf_logits, make_tiny_checkpoint,  # noqa: E402
+                     train_sentencepiece)
+
+PROMPTS = ["The quick brown fox jumps over the lazy dog. 12345",
+           "Hello, world!\n  def f(x): return x ** 2  # word17 token3 piece1 " * 3]
+
+# The F32 weights are used as stored, but the KV cache holds F16 keys and values and attention
+# accumulates V in F16 (ggml's CPU flash attention, which the core mirrors): with these weights
+# (init std 0.2, logits up to ~7) that is up to ~0.5% of the logits' range after 130 tokens, the
+# same with and without RoPE scaling. A wrong tensor layout or RoPE gives errors of the order of
+# the logits themselves; the RoPE factors are also checked exactly below.
+REL_TOL = 1e-2
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory) -> Path:
+    return train_sentencepiece(tmp_path_factory.mktemp("spm"))
+
+
+def convert(folder: Path, out: Path, outtype: str = "f32") -> Path:
+    assert cli_main(["convert", str(folder), str(out), "--outtype", outtype]) == 0
+    return out
+
+
+def assert_logits_close(ours: np.ndarray, ref: np.ndarray) -> None:
+    scale = float(np.abs(ref).max())
+    diff = float(np.abs(ours - ref).max())
+    bound = REL_TOL * scale
+    assert diff <= bound, f"max abs diff {diff:.4g} for logits up to {scale:.3g}"
+    # The same top token wherever the reference's top two differ by more than twice the largest
+    # error seen (a nearer tie may flip either way); random tiny models have many near ties.
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    decisive = top2[:, 1] - top2[:, 0] > 2 * diff
+    print(f"max abs diff {diff:.4g} of {scale:.3g}, decisive rows {decisive.mean():.0%}")
+    assert decisive.mean() > 0.6   # not a vacuous check
+    assert (ours.argmax(axis=1) == ref.argmax(axis=1))[decisive].all()
+
+
+def check_against_hf(model, gguf_path: Path, n_ctx: int = 256, prompts: list[str] = PROMPTS,
+                     decode: bool = True) -> None:
+    em = Model.load(gguf_path, n_ctx=n_ctx, n_threads=2)
+    for prompt in prompts:
+        ids = em.tokenize(prompt)
+        assert len(ids) > 8
+        assert_logits_close(em.eval_logits(ids), hf_logits(model, ids))
+        if prompt is not prompts[0] or not decode:
+            continue   # decode the first prompt only: one transformers call a token is the slow part
+        # token by token through the KV cache, against transformers' cache
+        em.prompt_cache.reset()
+        ours = []
+        for t in ids:
+            em.prompt_cache.decode([t])
+            ours.append(np.array(em.context.logits)[-1])
+        assert_logits_close(np.stack(ours), hf_decode_logits(model, ids))
+
+
+VARIANTS = {
+    "llama": ("llama", {}),
+    "llama-linear-rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 4.0,
+                                                         "rope_theta": 10000.0}}),
+    "llama3-rope": ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 32,
+                                                   "rope_theta": 500000.0}}),
+    "llama-tied": ("llama", {"tie_word_embeddings": True}),
+    "mistral-head-dim": ("mistral", {}),
+    "qwen2": ("qwen2", {}),
+    "qwen2-linear-rope": ("qwen2", {"rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                         "rope_theta": 1000000.0}}),
+    "qwen3": ("qwen3", {}),
+    "phi3": ("phi3", {}),
+    "gemma3": ("gemma3", {}),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_converted_logits_match_transformers(variant, spm_model, tmp_path):
+    family, overrides = VARIANTS[variant]
+    model = make_tiny_checkpoint(tmp_path / "hf", family, spm_model, **overrides)
+    gguf_path = convert(tmp_path / "hf", tmp_path / "model.gguf")
+    check_against_hf(model, gguf_path)
+
+
+def test_phi3_longrope_matches_transformers(spm_model, tmp_path):
+    """LongRoPE: short factors while the context fits the original 64 positions, long ones
+    beyond. llama.cpp (and edgeinfer) choose once per context size, transformers per sequence
+    length: a 64-position context against prompts under 64 tokens (prefill and decode), and a
+    256-position context against a 131-token prompt (prefill), pick the same factors."""
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0,
+            "long_factor": [1.0 + 0.5 * i for i in range(8)], "short_factor": [1.0 + 0.1 * i for i in range(8)]}
+    model = make_tiny_checkpoint(tmp_path / "hf", "phi3", spm_model, max_position_embeddings=256,
+                                 original_max_position_embeddings=64, rope_parameters=rope)
+    gguf_path = convert(tmp_path / "hf", tmp_path / "model.gguf")
+    meta = Model.load(gguf_path, n_ctx=64).metadata
+    assert meta["phi3.rope.scaling.attn_factor"] == pytest.approx((1 + np.log(4) / np.log(64)) ** 0.5)
+    check_against_hf(model, gguf_path, n_ctx=64, prompts=PROMPTS[:1])
+    check_against_hf(model, gguf_path, n_ctx=256, prompts=PROMPTS[1:], decode=False)
+
+
+def test_sentencepiece_ids_match(spm_model, tmp_path):
+    import sentencepiece as spm
+
+    make_tiny_checkpoint(tmp_path / "hf", "llama", spm_model)
+    em = Model.load(convert(tmp_path / "hf", tmp_path / "model.gguf"), n_ctx=256)
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    assert em.metadata["tokenizer.ggml.model"] == "llama"
+    for text in SAMPLE_TEXTS:
+        assert em.tokenize(text) == [sp.bos_id()] + sp.encode(text), text
+
+
+def test_llama3_rope_factors_match_transformers():
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from edgeinfer.convert.architectures import llama3_rope_factors, rope_parameters
+
+    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64, "rope_theta": 500000.0}
+    config = LlamaConfig(hidden_size=256, num_attention_heads=2, rope_parameters=rope, max_position_embeddings=512)
+    inv_freq, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    head_dim = 128
+    base = 1.0 / 500000.0 ** (np.arange(0, head_dim, 2) / head_dim)
+    factors = llama3_rope_factors(rope_parameters(config.to_dict()), head_dim)
+    assert len({round(float(f), 3) for f in factors}) > 2   # short, long and blended wavelengths
+    np.testing.assert_allclose(factors, base / inv_freq.double().numpy(), rtol=1e-5)

@@ -1,0 +1,381 @@
+"""Every OpenCL device op against the CPU reference, in the manner of llama.cpp's test-backend-ops:
+random inputs, the op run on the device and on the CPU, an error bound per op and weight type.
+
+The bounds say what may differ and why:
+- matmul: the device multiplies float activations with the dequantized weights in float; the
+  CPU first rounds the activations to the weight type's vec_dot_type (Q8_0 / Q8_1 / Q8_K / F16),
+  so the two differ by that rounding. Against an exact float64 product of the same dequantized
+  weights the device is within float summation error (checked for every type), which is what
+  proves the block decoding: a wrong nibble or scale is an O(1) error, not a 1e-4 one.
+- attention: the CPU (ggml's algorithm) rounds Q to F16 (or to 8 bits against a quantized K) and
+  accumulates V in F16; the device keeps both in float. The K/V store itself (F16, Q8_0, Q4_0)
+  must write the CPU cache's bytes exactly.
+- rope, swiglu: float formula differences (pow vs repeated products, libm vs device exp).
+- geglu: the CPU looks gelu up in ggml's F16 table (gate rounded to F16), the device computes it.
+- rms_norm: the CPU sums squares in double, the device in float.
+- add: exact.
+
+Also here: the block layouts of the generated prelude equal the core's, the program cache
+(compile errors with the build log, binaries reused from disk, corrupt files rebuilt) and bad
+input. PoCL is installed by scripts/test.sh; without a device these tests skip, except under
+CI=true or EDGEINFER_REQUIRE_MODELS=1, where they fail (as tests/test_opencl_devices.py).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as T
+
+from edgeinfer import _core
+from edgeinfer.cli.devices import LIBRARY_ENV, list_devices
+
+MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
+
+# Normalized mean squared error, device vs the CPU kernel, per weight type (test-backend-ops
+# allows 5e-4 for mul_mat). Measured on PoCL: F32 ~3e-14, F16 ~6e-8 (activations rounded to
+# F16), Q8_0 / Q8_1 / Q8_K activations ~4e-5; the bounds leave >= 10x room. Against the exact
+# product every type measured ~1.5e-14.
+NMSE_VS_CPU = {T.F32: 1e-12, T.F16: 1e-6, T.Q4_0: 5e-4, T.Q4_1: 5e-4, T.Q5_0: 5e-4,
+               T.Q8_0: 5e-4, T.Q4_K: 5e-4, T.Q6_K: 5e-4}
+NMSE_VS_EXACT = 1e-10  # float32 sums of exactly the weights the blocks encode
+
+
+def _required() -> bool:
+    return (os.environ.get("CI", "").lower() == "true"
+            or os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1")
+
+
+@pytest.fixture(scope="module")
+def device_index() -> int:
+    found, reason = list_devices()
+    if not found:
+        message = f"no OpenCL device ({reason}); install pocl-opencl-icd and ocl-icd-libopencl1"
+        if _required():
+            pytest.fail(message)
+        pytest.skip(message)
+    return 0
+
+
+@pytest.fixture(scope="module")
+def dev(device_index, tmp_path_factory) -> _core.OpenCLDevice:
+    cache = tmp_path_factory.mktemp("opencl-cache")
+    return _core.OpenCLDevice(device_index, library=os.environ.get(LIBRARY_ENV, ""),
+                              cache_dir=str(cache))
+
+
+def nmse(got: np.ndarray, want: np.ndarray) -> float:
+    want = np.asarray(want, dtype=np.float64)
+    return float(np.sum((np.asarray(got, np.float64) - want) ** 2) / np.sum(want ** 2))
+
+
+def weight_rows(type_: T, rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """Random weights as rows of `type_` blocks (uint8 [rows, row_bytes])."""
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    if type_ == T.F32:
+        return w.view(np.uint8).reshape(rows, -1)
+    if type_ == T.F16:
+        return w.astype(np.float16).view(np.uint8).reshape(rows, -1)
+    return _core.quantize_rows(int(type_), w)
+
+
+def dequantized(type_: T, w: np.ndarray, cols: int) -> np.ndarray:
+    return np.stack([_core.dequantize(int(type_), row, cols) for row in w]).astype(np.float64)
+
+
+# ---- block layouts --------------------------------------------------------------------------
+
+def _type_ids_by_name() -> dict[str, int]:
+    ids = {}
+    for t in T:
+        try:
+            ids[_core.type_info(int(t))["name"]] = int(t)
+        except _core.EdgeInferError:
+            pass
+    return ids
+
+
+def test_prelude_defines_every_block_of_the_core():
+    prelude = _core.opencl_block_prelude()
+    host = _core.opencl_host_block_layouts()
+    blocks = {b for b, _, _ in host}
+    assert {"block_q4_0", "block_q4_K", "block_q6_K", "block_q8_K"} <= blocks
+    for b in blocks:
+        assert f"}} {b};" in prelude
+    assert "#define QK_K 256" in prelude and "#define QK4_0 32" in prelude
+
+
+def test_host_block_sizes_are_the_type_tables():
+    ids = _type_ids_by_name()
+    sizes = {b: v for b, f, v in _core.opencl_host_block_layouts() if f == ""}
+    for block, size in sizes.items():
+        name = block.removeprefix("block_")
+        assert size == _core.type_info(ids[name])["type_size"], block
+
+
+def test_device_lays_out_the_prelude_as_the_core_does(dev):
+    host = _core.opencl_host_block_layouts()
+    assert dev.block_layouts() == host
+    assert len(host) > 40  # every field of every struct, not only the sizes
+
+
+# ---- matmul ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("type_", MATMUL_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n", [1, 3, 11])  # mat-vec; mat-mat within one tile; across tiles of 8
+def test_matmul_matches_the_cpu(dev, type_, n):
+    rng = np.random.default_rng(int(type_) * 100 + n)
+    rows, cols = 37, 512  # an odd row count; 512 = 2 k-quant super-blocks, 16 chunks of 32
+    w = weight_rows(type_, rows, cols, rng)
+    x = rng.standard_normal((n, cols)).astype(np.float32)
+    got = dev.matmul(int(type_), w, x)
+    assert got.shape == (n, rows)
+
+    exact = x.astype(np.float64) @ dequantized(type_, w, cols).T
+    assert nmse(got, exact) < NMSE_VS_EXACT
+    cpu = _core.gemm(int(type_), w, rows, x, by_vec_dot=True)
+    assert nmse(got, cpu) < NMSE_VS_CPU[type_]
+
+
+@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K])
+def test_matmul_with_more_chunks_than_work_items(dev, type_):
+    # 96 chunks of 32 per row: each of the 64 work-items takes one or two.
+    rng = np.random.default_rng(7)
+    rows, cols = 5, 3072
+    w = weight_rows(type_, rows, cols, rng)
+    x = rng.standard_normal((2, cols)).astype(np.float32)
+    exact = x.astype(np.float64) @ dequantized(type_, w, cols).T
+    assert nmse(dev.matmul(int(type_), w, x[:1]), exact[:1]) < NMSE_VS_EXACT
+    assert nmse(dev.matmul(int(type_), w, x), exact) < NMSE_VS_EXACT
+
+
+def test_matmul_refuses_an_unsupported_type_and_a_bad_shape(dev):
+    rng = np.random.default_rng(0)
+    w = weight_rows(T.Q4_0, 4, 64, rng)
+    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type q5_1"):
+        dev.matmul(int(T.Q5_1), _core.quantize_rows(int(T.Q5_1), np.ones((4, 64), np.float32)),
+                   np.ones((1, 64), np.float32))
+    with pytest.raises(_core.EdgeInferError, match="each weight row"):
+        dev.matmul(int(T.Q4_0), w, np.ones((1, 96), np.float32))
+    f32 = np.ones((2, 48), np.float32).view(np.uint8).reshape(2, -1)
+    with pytest.raises(_core.EdgeInferError, match="not a whole number of 32-value chunks"):
+        dev.matmul(int(T.F32), f32, np.ones((1, 48), np.float32))
+
+
+# ---- norm, rope, activations, add -----------------------------------------------------------
+
+def test_rms_norm_matches_the_cpu_formula(dev):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((5, 576)) * 3).astype(np.float32)
+    w = rng.standard_normal(576).astype(np.float32)
+    eps = 1e-5
+    # The CPU's rms_norm (models/blocks.cpp): sum of squares in double, two float multiplies.
+    x64 = x.astype(np.float64)
+    scale = (1.0 / np.sqrt((x64 ** 2).mean(axis=1, keepdims=True) + eps)).astype(np.float32)
+    want = (x * scale) * w
+    got = dev.rms_norm(x, w, eps)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+def rope_cs(pos: int, n_rot: int, base: float, scale: float, factors=None) -> np.ndarray:
+    """The CPU's angle table (models/blocks.cpp rope_apply): float32 repeated products."""
+    theta_scale = np.float32(base) ** np.float32(-2.0 / n_rot)
+    theta = np.float32(pos)
+    cs = np.empty(n_rot, np.float32)
+    for i0 in range(0, n_rot, 2):
+        ff = np.float32(1.0 if factors is None else factors[i0 // 2])
+        angle = np.float32(scale) * (theta / ff)
+        cs[i0], cs[i0 + 1] = np.cos(angle), np.sin(angle)
+        theta = np.float32(theta * theta_scale)
+    return cs
+
+
+@pytest.mark.parametrize("neox", [False, True], ids=["normal", "neox"])
+@pytest.mark.parametrize("n_rot", [64, 32], ids=["full", "partial"])
+def test_rope_matches_the_cpu(dev, neox, n_rot):
+    rng = np.random.default_rng(2)
+    n, heads, head_dim = 4, 3, 64
+    x = rng.standard_normal((n, heads, head_dim)).astype(np.float32)
+    pos = np.array([0, 1, 17, 1000], np.int32)
+    factors = (1.0 + rng.random(n_rot // 2)).astype(np.float32) if n_rot == 32 else None
+    got = dev.rope(x, pos, n_rot, 10000.0, freq_scale=0.5, neox=neox, freq_factors=factors)
+    rotate = _core.rope_rotate_neox if neox else _core.rope_rotate
+    want = np.stack([rotate(x[t], rope_cs(int(pos[t]), n_rot, 10000.0, 0.5, factors))
+                     for t in range(n)])
+    # Angles up to 500 rad: float32 angle rounding alone is ~3e-5 there.
+    np.testing.assert_allclose(got, want, atol=2e-4)
+    np.testing.assert_array_equal(got[..., n_rot:], x[..., n_rot:])  # unrotated dims untouched
+
+
+def test_swiglu_and_geglu_match_the_cpu(dev):
+    rng = np.random.default_rng(3)
+    gate = (rng.standard_normal(3000) * 4).astype(np.float32)
+    gate[:4] = [-12.0, 12.0, 0.0, -10.5]  # the clamps at |g| > 10
+    up = rng.standard_normal(3000).astype(np.float32)
+    np.testing.assert_allclose(dev.swiglu(gate, up), _core.swiglu(gate, up), rtol=1e-5, atol=1e-6)
+    # The CPU rounds gate to F16 for its table lookup: an F16 ulp of gate (2^-11 relative) times
+    # gelu's slope (<= 1.13) times |up|.
+    cpu = _core.geglu(gate, up)
+    bound = 1.2 * np.abs(gate) * 2.0 ** -10 * np.abs(up) + 1e-6
+    assert np.all(np.abs(dev.geglu(gate, up) - cpu) <= bound)
+
+
+def test_add_is_exact(dev):
+    rng = np.random.default_rng(4)
+    y, x = rng.standard_normal((2, 1000)).astype(np.float32)
+    np.testing.assert_array_equal(dev.add(y, x), y + x)
+
+
+# ---- attention over the device KV cache -----------------------------------------------------
+
+def attention_oracle(q, k, v, pos0, window, scale):
+    """float64 causal attention over given K/V; q [n, H, d], k/v [n_kv, Hkv, d]."""
+    n, n_head, _ = q.shape
+    group = n_head // k.shape[1]
+    out = np.empty(q.shape)
+    for t in range(n):
+        last = pos0 + t
+        first = max(0, last - window + 1) if window > 0 else 0
+        for h in range(n_head):
+            kk, vv = k[first:last + 1, h // group], v[first:last + 1, h // group]
+            s = kk @ q[t, h].astype(np.float64) * scale
+            p = np.exp(s - s.max())
+            out[t, h] = p @ vv / p.sum()
+    return out
+
+
+KV_TYPES = [T.F16, T.Q8_0, T.Q4_0]
+
+
+def stored_rows(type_: T, raw: np.ndarray, shape: tuple) -> np.ndarray:
+    """The device's cache rows (uint8 [n_kv, row_bytes]) dequantized to float64 [n_kv, Hkv, d]."""
+    width = shape[1] * shape[2]
+    return np.stack([_core.dequantize(int(type_), row, width) for row in raw]).reshape(shape).astype(np.float64)
+
+
+def cpu_stored_bytes(type_: T, rows: np.ndarray) -> np.ndarray:
+    """What the CPU's cache stores for these rows: F16 bits, or ggml's reference quantizer."""
+    flat = rows.reshape(rows.shape[0], -1)
+    if type_ == T.F16:
+        return flat.astype(np.float16).view(np.uint8)  # numpy rounds to nearest even, as the core
+    return _core.quantize_rows(int(type_), flat)
+
+
+@pytest.mark.parametrize("type_k,type_v", [(T.F16, T.F16), (T.Q8_0, T.Q8_0), (T.Q4_0, T.Q4_0), (T.Q8_0, T.F16)],
+                         ids=["f16", "q8_0", "q4_0", "q8_0-f16"])
+@pytest.mark.parametrize("n,pos0,window", [(1, 99, 0), (5, 70, 0), (70, 0, 0), (6, 100, 32)],
+                         ids=["decode", "chunk-after-prompt", "prompt-over-a-tile", "window"])
+def test_attention_matches_the_oracle_on_the_stored_cache(dev, type_k, type_v, n, pos0, window):
+    rng = np.random.default_rng(5)
+    n_head, n_head_kv, d = 6, 2, 64
+    n_kv = pos0 + n
+    q = rng.standard_normal((n, n_head, d)).astype(np.float32)
+    k = rng.standard_normal((n_kv, n_head_kv, d)).astype(np.float32)
+    v = rng.standard_normal((n_kv, n_head_kv, d)).astype(np.float32)
+    scale = 1.0 / np.sqrt(d)
+    got, k_raw, v_raw = dev.attention(q, k, v, pos0=pos0, window=window, scale=scale,
+                                      type_k=int(type_k), type_v=int(type_v))
+    # The device stores exactly the CPU cache's bytes (F16 rounding, ggml's reference quantizers).
+    np.testing.assert_array_equal(k_raw, cpu_stored_bytes(type_k, k))
+    np.testing.assert_array_equal(v_raw, cpu_stored_bytes(type_v, v))
+    k64, v64 = stored_rows(type_k, k_raw, k.shape), stored_rows(type_v, v_raw, v.shape)
+    np.testing.assert_allclose(got, attention_oracle(q, k64, v64, pos0, window, scale), atol=2e-5)
+
+
+@pytest.mark.parametrize("head_dim", [64, 256])  # SmolLM2's and Gemma 3's head sizes
+@pytest.mark.parametrize("kv", KV_TYPES, ids=lambda t: t.name)
+def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
+    rng = np.random.default_rng(6)
+    n_head, n_head_kv, n_kv = 4, 2, 300
+    q = rng.standard_normal((n_head, head_dim)).astype(np.float32)
+    k = rng.standard_normal((n_kv, n_head_kv, head_dim)).astype(np.float32)
+    v = rng.standard_normal((n_kv, n_head_kv, head_dim)).astype(np.float32)
+    name = _core.type_info(int(kv))["name"]
+    cpu, _, _ = _core.attention_kv(q, k, v, type_k=name, type_v=name)  # last position over all rows
+    got, _, _ = dev.attention(q[None], k, v, pos0=n_kv - 1, scale=1.0 / np.sqrt(head_dim),
+                              type_k=int(kv), type_v=int(kv))
+    # The CPU rounds Q to F16 (F16 cache) or to 8 bits (quantized K, for integer dot products)
+    # and accumulates V in F16 (F16 cache): measured up to ~1.3e-3 (F16) and ~3.3e-2 (Q4_0) of
+    # |V| ~ 1; the device's own result equals the float64 oracle over the stored rows (above).
+    np.testing.assert_allclose(got[0], cpu, atol=4e-3 if kv == T.F16 else 5e-2)
+
+
+def test_attention_refuses_a_head_dim_over_the_kernel_limit(dev):
+    q = np.zeros((1, 1, 320), np.float32)
+    with pytest.raises(_core.EdgeInferError, match="head_dim 320 is over the kernel's 256"):
+        dev.attention(q, q, q, pos0=0, scale=1.0)
+
+
+# ---- program cache --------------------------------------------------------------------------
+
+GOOD_SOURCE = "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n"
+
+
+def test_a_compile_error_carries_the_build_log(dev):
+    bad = "__kernel void broken(__global float* x) { x[0] = undeclared_name; }\n"
+    with pytest.raises(_core.EdgeInferError) as info:
+        dev.build_program("broken", bad)
+    message = str(info.value)
+    assert "OpenCL program 'broken' failed to build" in message
+    assert "CL_BUILD_PROGRAM_FAILURE (-11)" in message
+    assert "undeclared_name" in message  # the compiler's own words, from the build log
+
+
+def test_binaries_are_cached_on_disk_and_reused(device_index, tmp_path):
+    library = os.environ.get(LIBRARY_ENV, "")
+    first = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    first.build_program("twice", GOOD_SOURCE)
+    first.build_program("twice", GOOD_SOURCE)  # in memory the second time
+    assert (first.programs_compiled, first.programs_loaded) == (1, 0)
+    path = first.binary_path("twice", GOOD_SOURCE)
+    assert os.path.dirname(path) == str(tmp_path) and os.path.getsize(path) > 0
+
+    second = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    second.build_program("twice", GOOD_SOURCE)
+    assert (second.programs_compiled, second.programs_loaded) == (0, 1)
+
+    # Another source (or options) is another key, so an edited kernel never meets an old binary.
+    assert second.binary_path("twice", GOOD_SOURCE + "\n") != path
+    assert second.binary_path("twice", GOOD_SOURCE, "-DX=1") != path
+
+
+def test_a_corrupt_binary_is_rebuilt_from_source(device_index, tmp_path):
+    library = os.environ.get(LIBRARY_ENV, "")
+    first = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    first.build_program("twice", GOOD_SOURCE)
+    path = first.binary_path("twice", GOOD_SOURCE)
+    data = bytearray(open(path, "rb").read())
+    data[-1] ^= 0xFF
+    open(path, "wb").write(bytes(data))
+
+    second = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    second.build_program("twice", GOOD_SOURCE)
+    assert (second.programs_compiled, second.programs_loaded) == (1, 0)
+    third = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    third.build_program("twice", GOOD_SOURCE)
+    assert third.programs_loaded == 1  # the rebuilt binary replaced the corrupt one
+
+
+def test_without_a_cache_folder_nothing_is_written(device_index):
+    d = _core.OpenCLDevice(device_index, library=os.environ.get(LIBRARY_ENV, ""))
+    d.build_program("twice", GOOD_SOURCE)
+    assert d.binary_path("twice", GOOD_SOURCE) == "" and d.programs_compiled == 1
+
+
+# ---- opening a device -----------------------------------------------------------------------
+
+def test_a_device_index_out_of_range_is_a_clear_error(device_index):
+    with pytest.raises(_core.EdgeInferError, match=r"OpenCL device 99 does not exist .*edgeinfer devices"):
+        _core.OpenCLDevice(99, library=os.environ.get(LIBRARY_ENV, ""))
+
+
+def test_no_library_is_a_clear_error():
+    with pytest.raises(_core.EdgeInferError, match=r"cannot open an OpenCL device: no OpenCL library"):
+        _core.OpenCLDevice(0, library="/nonexistent/libOpenCL.so")
+
+
+def test_the_device_reports_what_it_is(dev):
+    found, _ = list_devices()
+    assert dev.info == found[0]
+    assert dev.driver_version
