@@ -38,6 +38,10 @@ if IS_X86:
     # Like avx512.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_avx512.cpp"] = AVX512_FLAGS
     ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx512.cpp"] = AVX512_FLAGS
+    ISA_SOURCES["native/src/cpu/x86/gemm_packed_avx2.cpp"] = AVX2_FLAGS
+    # Like avx2.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
+    ISA_SOURCES["native/src/cpu/x86/gemm_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
 elif IS_ARM64:
     ISA_SOURCES["native/src/cpu/arm/neon.cpp"] = ["-march=armv8.2-a+dotprod+fp16"]
 
@@ -50,6 +54,9 @@ ISA_DEFINES = {
     "native/src/cpu/x86/attn_kvq_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_kquants_avx512.cpp": "EDGEINFER_HAVE_AVX512",
+    "native/src/cpu/x86/gemm_packed_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/gemm_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/attn_prefill_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",
 }
 

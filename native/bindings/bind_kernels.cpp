@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
 #include "quant/types.h"
 #include "table_arg.h"
 
@@ -155,8 +156,14 @@ void register_kernels(py::module_& m) {
         } else if (order == "tiled") {
             gemm = k.gemm_tiled;
             dot = k.vec_dot_tiled;
+        } else if (order == "packed") {  // weights repacked into 16-row groups first (cpu/repack.h)
+            gemm = k.gemm_packed;
+            dot = k.vec_dot;  // only its activation type is used: there is no per-output form
+            if (by_vec_dot) throw ei::Error("gemm: the packed order has no per-output function");
+            if (gemm && !ei::packed_layout_supported(type, m, kk))
+                throw ei::Error("gemm: the packed layout needs whole groups of 16 rows (m = " + std::to_string(m) + ")");
         } else {
-            throw ei::Error("gemm: order must be vec_dot, repacked_gemm or tiled, not " + order);
+            throw ei::Error("gemm: order must be vec_dot, repacked_gemm, tiled or packed, not " + order);
         }
         if (!by_vec_dot && !gemm)
             throw ei::Error("no " + order + " gemm kernel for " + ei::type_info(type).name + " in this table");
@@ -169,6 +176,9 @@ void register_kernels(py::module_& m) {
         if (by_vec_dot) {
             for (int64_t c = 0; c < n; ++c)
                 for (int64_t r = 0; r < m; ++r) dot(kk, &y[c * m + r], w.data() + r * w_row, a.data() + c * a_row);
+        } else if (order == "packed") {
+            const std::shared_ptr<const uint8_t> packed = ei::make_packed(type, w.data(), w_row, m, kk);
+            gemm(kk, m, n, packed.get(), ei::packed_group_bytes(type, kk), a.data(), a_row, y, m);
         } else {
             gemm(kk, m, n, w.data(), w_row, a.data(), a_row, y, m);
         }
@@ -177,6 +187,7 @@ void register_kernels(py::module_& m) {
        py::arg("by_vec_dot") = false, py::arg("order") = "vec_dot",
        "[n, m] = act [n, k] times the m weight rows (bytes of `type`), activations quantized with "
        "the table's from_float; by the table's GEMM entry for `order` (vec_dot: gemm; repacked_gemm: "
-       "gemm_repacked; tiled: gemm_tiled), or (by_vec_dot) one call per output of the per-output "
+       "gemm_repacked; tiled: gemm_tiled; packed: the weights repacked into 16-row groups, then "
+       "gemm_packed), or (by_vec_dot) one call per output of the per-output "
        "function in that order (vec_dot, vec_dot_repacked_gemm, vec_dot_tiled).");
 }

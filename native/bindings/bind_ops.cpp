@@ -4,11 +4,14 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "cpu/kernels.h"
+#include "models/blocks.h"
 #include "table_arg.h"
 
 namespace py = pybind11;
@@ -43,6 +46,30 @@ void register_ops(py::module_& m) {
     }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"), py::arg("isa") = py::none(),
        "One query row of flash attention over F16 K/V rows (uint16 bit patterns, [n_kv, head_dim]): "
        "softmax(scale * K q16) V with ggml's F16 rounding -> float32 [head_dim].");
+
+    m.def("attention_f16", [](const Floats& q, const Halves& k, const Halves& v, int64_t window, bool tiled,
+                              int n_threads, const py::object& isa) {
+        ei::KernelTable t = table_for(isa);  // a copy: `tiled` may take the tiled kernel out
+        if (!tiled) t.ops.attn_f16_tile = nullptr;
+        require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
+                "attention_f16: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
+        const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2), n_kv = k.shape(0), n_head_kv = k.shape(1);
+        require(n >= 1 && n <= n_kv && n_head_kv >= 1 && n_head % n_head_kv == 0 && k.shape(2) == d &&
+                    v.shape(0) == n_kv && v.shape(1) == n_head_kv && v.shape(2) == d && n_threads >= 1,
+                "attention_f16: inconsistent shapes (the n queries are the last n of the n_kv positions)");
+        py::array_t<float> out({n, n_head, d});
+        {
+            py::gil_scoped_release nogil;
+            ei::ThreadPool pool(n_threads);
+            const ei::AttentionShape shape{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
+            ei::attention_f16(pool, t, q.data(), n, n_kv - n, k.data(), v.data(), shape, out.mutable_data());
+        }
+        return out;
+    }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("window") = 0, py::arg("tiled") = true,
+       py::arg("n_threads") = 1, py::arg("isa") = py::none(),
+       "Causal attention of the last n of n_kv positions over F16 K/V (uint16 bit patterns) as the "
+       "forward pass runs it for a batch (models/blocks.h attention_f16); tiled=False keeps every row "
+       "on the one-row kernel.");
 
     m.def("swiglu", [](const Floats& gate, const Floats& up, const py::object& isa) {
         const ei::KernelTable& t = table_for(isa);

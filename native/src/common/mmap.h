@@ -24,4 +24,9 @@ private:
     size_t size_ = 0;
 };
 
+// Tells the OS that the whole pages inside [p, p + n) of a read-only file mapping are not needed
+// now (madvise MADV_DONTNEED): they leave the process's resident set and are read again from
+// the file if touched later. For weights whose repacked copy replaces them.
+void release_mapped_pages(const void* p, size_t n);
+
 }  // namespace ei

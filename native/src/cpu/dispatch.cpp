@@ -135,12 +135,18 @@ KernelTable build_table(Isa isa) {
     // gemm entries are per ISA (a scalar one left in another ISA's table would bypass its
     // vec_dots): the scalar references, or the ISA's own tiled kernels, or none.
     switch (isa) {
-        case Isa::scalar: fill_gemm_scalar(t); break;
+        case Isa::scalar:
+            fill_gemm_scalar(t);
+            fill_gemm_packed_scalar(t);
+            break;
 #if defined(EDGEINFER_HAVE_AVX2)
         case Isa::avx2:
             fill_kernels_avx2(t);
             fill_ops_avx2(t.ops);
             fill_attn_kvq_fma(t.ops);
+            fill_gemm_avx2(t);
+            fill_gemm_packed_avx2(t);
+            fill_attn_prefill_avx2(t.ops);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_AVX512)

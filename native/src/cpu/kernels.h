@@ -48,6 +48,10 @@ struct TypeKernels {
     // give those per-output functions, and falls back to the per-output calls where they are null.
     GemmFn gemm_repacked = nullptr;
     GemmFn gemm_tiled = nullptr;
+    // The GEMV/GEMM over weights repacked at load into 16-row groups (cpu/repack.h: layout and
+    // float order, not vec_dot's): w points at a group, w_stride = packed_group_bytes, m a
+    // multiple of 16. Set for the types the loader repacks when this table is used.
+    GemmFn gemm_packed = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------
@@ -126,8 +130,34 @@ inline size_t attn_kvq_span_scratch_floats(int64_t group, int64_t head_dim, int6
     return (size_t)(group * (n_pos16 + head_dim / 4 + 2 * nb8) + 16);
 }
 
+// Attention of a prompt chunk over an F16 cache, tiled (not ggml's one-row kernel; llama.cpp too
+// leaves that kernel for prompts of 64+ rows): the query rows of `n_tok` consecutive tokens x the
+// `group` heads that share one KV head, over blocks of keys converted to F32 once for all those
+// rows; scores and softmax in F32 with a vectorized exp (online over key blocks), V accumulated
+// in F32. Token t (0-based in the tile) sees positions first_t..last0 + t, first_t = 0 or, with a
+// window, max(0, last0 + t - window + 1). Results differ from the one-row kernel by rounding.
+struct AttnF16Tile {
+    const float* q;          // row (t, g) at q + t * q_token_stride + g * head_dim
+    float* out;              // same layout as q
+    int64_t n_tok, group, q_token_stride;
+    const uint16_t* k;       // this KV head's K at position 0; position p at k + p * kv_stride
+    const uint16_t* v;       // likewise V
+    int64_t kv_stride;
+    int64_t last0, window;   // last position seen by token 0; window 0 = none
+    int64_t head_dim;        // a multiple of 8
+    float scale;
+    float* scratch;          // attn_f16_tile_scratch_floats(n_tok * group, head_dim) floats
+};
+using AttnF16TileFn = void (*)(const AttnF16Tile& a);
+constexpr int64_t kAttnTileKeys = 64;     // keys per block of the tiled kernel
+constexpr int64_t kAttnTileMinRows = 64;  // batches from this many tokens use it (llama.cpp's threshold)
+inline size_t attn_f16_tile_scratch_floats(int64_t rows, int64_t head_dim) {
+    return (size_t)(2 * kAttnTileKeys * head_dim + rows * (head_dim + 2) + kAttnTileKeys);
+}
+
 struct OpKernels {
     AttnF16RowFn attn_f16_row = nullptr;
+    AttnF16TileFn attn_f16_tile = nullptr;  // prompt chunks of kAttnTileMinRows+ rows, where set
     AttnKvqRowFn attn_kvq_row = nullptr;
     AttnKvqSpanFn attn_kvq_span = nullptr;  // preferred over attn_kvq_row where set and supported
     SwigluFn swiglu = nullptr;
@@ -150,6 +180,8 @@ void fill_ops_scalar(OpKernels& ops);
 void fill_kernels_avx2(KernelTable& t);
 void fill_kernels_avx512(KernelTable& t);
 void fill_kernels_neon(KernelTable& t);
+// The tiled prompt attention (cpu/x86/attn_prefill_avx2.cpp; AVX2 table).
+void fill_attn_prefill_avx2(OpKernels& ops);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);
@@ -160,11 +192,17 @@ void fill_ops_avx512(OpKernels& ops);
 void fill_attn_kvq_scalar(OpKernels& ops);
 void fill_attn_kvq_fma(OpKernels& ops);
 void fill_attn_kvq_avx512(OpKernels& ops);
-// The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp).
+// The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp, gemm_avx2.cpp).
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);
+void fill_gemm_avx2(KernelTable& t);  // cpu/x86/gemm_avx2.cpp
 // The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
 void fill_gemm_kquants_avx512(KernelTable& t);
+// The packed-weight GEMV/GEMMs (cpu/repack.cpp: scalar reference; cpu/x86/gemm_packed_avx2.cpp,
+// in the AVX2 table only: the AVX-512 table keeps its own Q4_0 kernels until a VNNI version has
+// been measured against them).
+void fill_gemm_packed_scalar(KernelTable& t);
+void fill_gemm_packed_avx2(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();

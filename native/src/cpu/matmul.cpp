@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "cpu/repack.h"
 
 namespace ei {
 
@@ -47,6 +48,21 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
             });
         }
         act = dst;
+    }
+
+    // Weights repacked at load (cpu/repack.h): the packed GEMV/GEMM for any batch, split by
+    // 16-row groups (decode: several tasks a thread for balance; prefill: fewer, larger ones).
+    if (W.packed && wk.gemm_packed) {
+        const int64_t groups = M / kPackRows;
+        const int per_thread = n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
+        const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
+        pool.run([&](int ith, int nth) {
+            const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+            if (g1 > g0)
+                wk.gemm_packed(K, (g1 - g0) * kPackRows, n, W.packed.get() + g0 * W.packed_group_bytes,
+                               W.packed_group_bytes, act, act_row, y + g0 * kPackRows, M);
+        }, tasks);
+        return;
     }
 
     // Weight rows are cut into tasks of a multiple of 4 rows (the GEMM tiles' height), several

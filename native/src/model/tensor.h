@@ -1,7 +1,9 @@
-// A weight tensor as the forward pass sees it: a view into the mapped file (never a copy).
+// A weight tensor as the forward pass sees it: a view into the mapped file, plus, for the
+// types the CPU kernels repack at load (cpu/repack.h), the repacked copy.
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace ei {
 
@@ -10,6 +12,10 @@ struct Tensor {
     uint32_t type = 0;              // GgmlType
     int64_t ne[4] = {1, 1, 1, 1};   // ne[0] = row length, ne[1] = rows
     size_t row_bytes = 0;           // bytes of one row of ne[0] elements
+    // The weight repacked into 16-row groups (cpu/repack.h), or null. `data` stays valid (other
+    // paths, e.g. an embedding lookup or a GPU upload, read the original layout).
+    std::shared_ptr<const uint8_t> packed;
+    size_t packed_group_bytes = 0;  // bytes of one 16-row group of `packed`
 
     bool present() const { return data != nullptr; }
     int64_t cols() const { return ne[0]; }

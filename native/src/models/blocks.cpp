@@ -1,5 +1,6 @@
 #include "models/blocks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -67,12 +68,32 @@ void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int6
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out) {
     // Every query row runs ggml's one-row kernel (flash_attn_ext_f16_one_chunk): what llama.cpp
-    // runs for decode and for prompts shorter than its 64-row tile.
+    // runs for decode and for prompts shorter than its 64-row tile. Longer chunks take the
+    // table's tiled kernel where it has one (kernels.h, AttnF16Tile).
     // TODO(exactness): prompts of >= 64 rows go through ggml's tiled f32 GEMM path
     // (flash_attn_ext_tiled), and single-row decode over >= 512 cached positions through its
     // split-KV path; both round differently from this one (results stay within tolerance).
     const int64_t group = s.n_head / s.n_head_kv;
     const int64_t row_stride = s.n_head_kv * s.head_dim;  // elements per cached position
+    if (kt.ops.attn_f16_tile && n >= kAttnTileMinRows && s.head_dim % 8 == 0) {
+        // Long prompt chunks: the tiled kernel over tiles of 16 tokens x the heads of one KV
+        // head. Jobs go latest tokens first (they see the most keys), several tasks a thread.
+        constexpr int64_t kTileTokens = 16;
+        const int64_t tiles = (n + kTileTokens - 1) / kTileTokens, jobs = tiles * s.n_head_kv;
+        const int n_tasks = (int)std::min<int64_t>(jobs, 4 * pool.size());
+        pool.run([&](int task, int nt) {
+            std::vector<float> scratch(attn_f16_tile_scratch_floats(kTileTokens * group, s.head_dim));
+            for (int64_t j = task; j < jobs; j += nt) {
+                const int64_t tile = tiles - 1 - j / s.n_head_kv, hk = j % s.n_head_kv, t0 = tile * kTileTokens;
+                const int64_t off = (t0 * s.n_head + hk * group) * s.head_dim;
+                const AttnF16Tile a{q + off, out + off, std::min(kTileTokens, n - t0), group, s.n_head * s.head_dim,
+                                    k + hk * s.head_dim, v + hk * s.head_dim, row_stride, pos0 + t0, s.window,
+                                    s.head_dim, s.scale, scratch.data()};
+                kt.ops.attn_f16_tile(a);
+            }
+        }, n_tasks);
+        return;
+    }
     const AttnF16RowFn attend = kt.ops.attn_f16_row;
     auto attend_row_head = [&](int64_t t, int64_t h, uint16_t* scratch) {
         const int64_t hk = h / group;

@@ -2,6 +2,8 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/mmap.h"
+#include "cpu/repack.h"
 #include "models/arch.h"
 
 namespace ei {
@@ -41,6 +43,14 @@ Tensor load_tensor(const GgufFile& file, const KernelTable& kt, TensorKind kind,
     t.type = gt->type;
     for (int i = 0; i < 4; ++i) t.ne[i] = gt->ne[i];
     t.row_bytes = row_bytes(gt->type, gt->ne[0]);
+    // Types this table multiplies faster in 16-row groups are repacked once here (cpu/repack.h);
+    // the mapped pages they were read from then leave the resident set.
+    if (for_matmul && k.gemm_packed && repack_enabled() && packed_layout_supported(t.type, t.rows(), t.cols()) &&
+        t.ne[2] == 1 && t.ne[3] == 1) {
+        t.packed = make_packed(t.type, t.data, t.row_bytes, t.rows(), t.cols());
+        t.packed_group_bytes = packed_group_bytes(t.type, t.cols());
+        release_mapped_pages(t.data, t.row_bytes * (size_t)t.rows());
+    }
     return t;
 }
 

@@ -1,0 +1,108 @@
+// The packed Q4_0 layout (cpu/repack.h): repacking, and the scalar reference of the packed
+// GEMV/GEMM that every ISA's kernel is tested against bit for bit.
+#include "cpu/repack.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "common/error.h"
+#include "common/fp16.h"
+#include "cpu/kernels.h"
+#include "quant/blocks.h"
+#include "quant/types.h"
+
+namespace ei {
+
+bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols) {
+    return type == TYPE_Q4_0 && rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % QK4_0 == 0;
+}
+
+size_t packed_qs_offset(int64_t cols) {
+    const size_t d_bytes = (size_t)(cols / QK4_0) * kPackRows * sizeof(uint16_t);
+    return (d_bytes + 63) & ~(size_t)63;
+}
+
+size_t packed_group_bytes(uint32_t type, int64_t cols) {
+    if (type != TYPE_Q4_0) throw Error(std::string("no packed layout for ") + type_info(type).name);
+    return packed_qs_offset(cols) + (size_t)(cols / QK4_0) * kPackRows * (QK4_0 / 2);  // qs is 16 rows x 16 B
+}
+
+void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
+    if (!packed_layout_supported(type, rows, cols))
+        throw Error(std::string("cannot repack a ") + type_info(type).name + " tensor of " + std::to_string(rows) +
+                    " rows of " + std::to_string(cols));
+    const int64_t nb = cols / QK4_0;
+    const size_t group = packed_group_bytes(type, cols), qs_off = packed_qs_offset(cols);
+    for (int64_t g = 0; g < rows / kPackRows; ++g) {
+        uint8_t* out = dst + g * group;
+        std::memset(out, 0, qs_off);  // padding after d
+        uint16_t* d = reinterpret_cast<uint16_t*>(out);  // [nb][16]
+        uint8_t* qs = out + qs_off;                      // [nb][4][16][4]
+        for (int64_t j = 0; j < kPackRows; ++j) {
+            const block_q4_0* x = reinterpret_cast<const block_q4_0*>(src + (g * kPackRows + j) * src_row_bytes);
+            for (int64_t i = 0; i < nb; ++i) {
+                d[i * kPackRows + j] = x[i].d;
+                for (int t = 0; t < 4; ++t) std::memcpy(qs + ((i * 4 + t) * kPackRows + j) * 4, x[i].qs + 4 * t, 4);
+            }
+        }
+    }
+}
+
+std::shared_ptr<const uint8_t> make_packed(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_t rows,
+                                           int64_t cols) {
+    const size_t bytes = packed_group_bytes(type, cols) * (size_t)(rows / kPackRows);
+    uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));  // bytes is a multiple of 64
+    if (!buf) throw std::bad_alloc();
+    std::shared_ptr<const uint8_t> owner(buf, [](const uint8_t* p) { std::free(const_cast<uint8_t*>(p)); });
+    repack_rows(type, src, src_row_bytes, rows, cols, buf);
+    return owner;
+}
+
+bool repack_enabled() {
+    static const bool enabled = [] {
+        const char* env = std::getenv("EDGEINFER_REPACK");
+        return !(env && std::string(env) == "0");
+    }();
+    return enabled;
+}
+
+namespace {
+
+// The reference of TypeKernels::gemm_packed for Q4_0 (formula in cpu/repack.h).
+void gemm_packed_q4_0_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                          size_t a_stride, float* y, int64_t ldy) {
+    const int64_t nb = k / QK4_0;
+    const size_t qs_off = packed_qs_offset(k);
+    for (int64_t c = 0; c < n; ++c) {
+        const block_q8_0* act = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(a) + c * a_stride);
+        for (int64_t r = 0; r < m; ++r) {
+            const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
+            const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+            const uint8_t* qs = grp + qs_off;
+            const int64_t j = r % kPackRows;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < nb; ++i) {
+                int32_t isum = 0, asum = 0;
+                for (int e = 0; e < QK8_0; ++e) asum += act[i].qs[e];
+                for (int t = 0; t < 4; ++t)
+                    for (int b = 0; b < 4; ++b) {
+                        const uint8_t byte = qs[((i * 4 + t) * kPackRows + j) * 4 + b];
+                        isum += (byte & 15) * act[i].qs[4 * t + b] + (byte >> 4) * act[i].qs[16 + 4 * t + b];
+                    }
+                isum -= 8 * asum;
+                const float dd = fp16_to_fp32(d[i * kPackRows + j]) * fp16_to_fp32(act[i].d);
+                acc = std::fma((float)isum, dd, acc);
+            }
+            y[c * ldy + r] = acc;
+        }
+    }
+}
+
+}  // namespace
+
+void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0_ref; }
+
+}  // namespace ei

@@ -1,0 +1,141 @@
+// The tiled prompt attention over an F16 cache (kernels.h, AttnF16Tile), AVX2 + FMA + F16C.
+//
+// Per block of kAttnTileKeys keys: K converted to F32 and transposed ([head_dim][keys]) and V
+// converted ([keys][head_dim]) once for all the tile's rows; then, per row, the scores of 8 keys
+// at a time are FMAs of a broadcast q element with a row of K^T (no horizontal sums), masked
+// to the row's causal / window range, the block maximum merged into the running one, the
+// weights exp(s - max) computed 8 at a time (ggml's AVX2 expf polynomial), and the accumulator
+// (F32, in the scratch) rescaled and updated by one FMA per 8 values per key. The one-row
+// kernel instead converts Q, K and V rows for every (row, key) pair, calls libm expf per key and
+// rounds its accumulator to F16 per key.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/fp16.h"
+#include "cpu/kernels.h"
+#include "cpu/x86/expf_avx2.h"
+
+namespace ei {
+namespace {
+
+constexpr int64_t KB = kAttnTileKeys;
+constexpr int kVecs = (int)(KB / 8);  // score vectors a block
+
+inline float hmax8(__m256 x) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+inline float hsum8(__m256 x) {
+    __m128 m = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+// Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd].
+void load_block(const AttnF16Tile& a, int64_t kb0, int64_t nk, float* kT, float* vb) {
+    const int64_t hd = a.head_dim;
+    alignas(32) float tmp[8];
+    for (int64_t j = 0; j < KB; ++j) {
+        if (j >= nk) {
+            for (int64_t d = 0; d < hd; ++d) kT[d * KB + j] = 0.0f;
+            continue;
+        }
+        const uint16_t* kr = a.k + (kb0 + j) * a.kv_stride;
+        const uint16_t* vr = a.v + (kb0 + j) * a.kv_stride;
+        for (int64_t d = 0; d < hd; d += 8) {
+            _mm256_store_ps(tmp, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(kr + d))));
+            for (int i = 0; i < 8; ++i) kT[(d + i) * KB + j] = tmp[i];
+            _mm256_storeu_ps(vb + j * hd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(vr + d))));
+        }
+    }
+}
+
+void attn_f16_tile_avx2(const AttnF16Tile& a) {
+    const int64_t hd = a.head_dim, rows = a.n_tok * a.group;
+    float* kT = a.scratch;              // [hd][KB]
+    float* vb = kT + hd * KB;           // [KB][hd]
+    float* acc = vb + KB * hd;          // [rows][hd] unnormalized output
+    float* row_max = acc + rows * hd;   // [rows] running max of the scores
+    float* row_sum = row_max + rows;    // [rows] running sum of exp(s - max)
+    float* p = row_sum + rows;          // [KB] one row's weights in the current block
+    std::fill(acc, acc + rows * hd, 0.0f);
+    std::fill(row_max, row_max + rows, -INFINITY);
+    std::fill(row_sum, row_sum + rows, 0.0f);
+    auto first_of = [&](int64_t last) { return a.window > 0 ? std::max<int64_t>(0, last - a.window + 1) : 0; };
+    const int64_t last_max = a.last0 + a.n_tok - 1;
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 scale = _mm256_set1_ps(a.scale);
+
+    for (int64_t kb0 = first_of(a.last0); kb0 <= last_max; kb0 += KB) {
+        const int64_t nk = std::min(KB, last_max - kb0 + 1);
+        load_block(a, kb0, nk, kT, vb);
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t t = r / a.group, g = r % a.group, last = a.last0 + t;
+            const int64_t j_lo = std::max<int64_t>(first_of(last) - kb0, 0), j_hi = std::min(last - kb0, nk - 1);
+            if (j_lo > j_hi) continue;
+            // Scores of the block's keys: s[v] lanes = keys 8v..8v+7.
+            const float* q = a.q + t * a.q_token_stride + g * hd;
+            __m256 s[kVecs];
+            for (int v = 0; v < kVecs; ++v) s[v] = _mm256_setzero_ps();
+            for (int64_t d = 0; d < hd; ++d) {
+                const __m256 qd = _mm256_set1_ps(q[d]);
+                const float* kd = kT + d * KB;
+                for (int v = 0; v < kVecs; ++v) s[v] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(kd + 8 * v), s[v]);
+            }
+            const __m256 lo = _mm256_set1_ps((float)j_lo), hi = _mm256_set1_ps((float)j_hi);
+            __m256 valid[kVecs];
+            __m256 mx = _mm256_set1_ps(-INFINITY);
+            for (int v = 0; v < kVecs; ++v) {
+                const __m256 idx = _mm256_add_ps(lane, _mm256_set1_ps((float)(8 * v)));
+                valid[v] = _mm256_and_ps(_mm256_cmp_ps(idx, lo, _CMP_GE_OQ), _mm256_cmp_ps(idx, hi, _CMP_LE_OQ));
+                s[v] = _mm256_mul_ps(s[v], scale);
+                mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), s[v], valid[v]));
+            }
+            const float m_old = row_max[r], m_new = std::max(m_old, hmax8(mx));
+            const __m256 mv = _mm256_set1_ps(m_new);
+            __m256 sum = _mm256_setzero_ps();
+            for (int v = 0; v < kVecs; ++v) {
+                // Masked lanes take exp(0) and are zeroed afterwards (no infinities through expf8).
+                const __m256 x = _mm256_and_ps(_mm256_sub_ps(s[v], mv), valid[v]);
+                const __m256 w = _mm256_and_ps(expf8(x), valid[v]);
+                _mm256_storeu_ps(p + 8 * v, w);
+                sum = _mm256_add_ps(sum, w);
+            }
+            const float alpha = m_old == -INFINITY ? 0.0f : std::exp(m_old - m_new);
+            row_sum[r] = row_sum[r] * alpha + hsum8(sum);
+            row_max[r] = m_new;
+            // acc = acc * alpha + sum_j p[j] v_j, 64 values (8 registers) at a time.
+            float* ar = acc + r * hd;
+            const __m256 al = _mm256_set1_ps(alpha);
+            for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+                const int nv = (int)std::min<int64_t>(8, (hd - d0) / 8);
+                __m256 o[8];
+                for (int i = 0; i < nv; ++i) o[i] = _mm256_mul_ps(_mm256_loadu_ps(ar + d0 + 8 * i), al);
+                for (int64_t j = j_lo; j <= j_hi; ++j) {
+                    const __m256 pj = _mm256_set1_ps(p[j]);
+                    const float* vj = vb + j * hd + d0;
+                    for (int i = 0; i < nv; ++i) o[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * i), o[i]);
+                }
+                for (int i = 0; i < nv; ++i) _mm256_storeu_ps(ar + d0 + 8 * i, o[i]);
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = r / a.group, g = r % a.group;
+        const float inv = row_sum[r] == 0.0f ? 0.0f : 1.0f / row_sum[r];
+        float* o = a.out + t * a.q_token_stride + g * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = acc[r * hd + d] * inv;
+    }
+}
+
+}  // namespace
+
+void fill_attn_prefill_avx2(OpKernels& ops) { ops.attn_f16_tile = attn_f16_tile_avx2; }
+
+}  // namespace ei

@@ -1,0 +1,128 @@
+// AVX2 GEMV/GEMM over Q4_0 weights repacked into 16-row groups (cpu/repack.h has the layout and
+// the exact formula; cpu/repack.cpp the scalar reference these match bit for bit).
+//
+// A 256-bit register holds 8 rows x 4 bytes of a block (a group is two such halves). Per block
+// and half: four 32-byte loads, split into low and high nibbles (eight registers, the 8 rows'
+// 32 values as u8 0..15). Per activation column, eight VPMADDUBSW against the column's 4-byte
+// groups broadcast (signed q8 values) give 16-bit pair sums, added up in 16 bits (each pair
+// sum is at most 2 * 15 * 128 = 3840 in magnitude, eight of them at most 30720 < 2^15, so
+// nothing saturates), then one VPMADDWD against ones gives the 8 rows' exact block sums. The
+// -8 * sum(q_a) correction, one convert, one multiply (d_w * d_a) and one FMA finish 8 outputs.
+// vec_dot spends about as much per output as this spends per 8.
+//
+// Decode (one column) streams each group once; prefill takes panels of up to 4 columns (what the
+// 16 registers hold beside the unpacked block), the group staying in L1 while they pass.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/repack.h"
+#include "quant/blocks.h"
+
+namespace ei {
+namespace {
+
+constexpr int kCols = 4;   // activation columns per panel
+constexpr int kHalf = 8;   // rows per 256-bit register
+
+// One activation block as the tile uses it.
+struct ActBlock {
+    float d;       // d_a
+    int32_t corr;  // -8 * sum(q_a): the nibbles' offset of 8, applied to the integer sum
+};
+
+// [n][nb] ActBlocks for the n activation rows (block_q8_0).
+void prepare_activations(const uint8_t* a, size_t a_stride, int64_t n, int64_t nb, ActBlock* out) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    for (int64_t c = 0; c < n; ++c) {
+        const block_q8_0* x = reinterpret_cast<const block_q8_0*>(a + c * a_stride);
+        for (int64_t i = 0; i < nb; ++i) {
+            // sum(q) = sum(q + 128 as u8) - 32 * 128, the u8 sum by VPSADBW against zero.
+            const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)x[i].qs), bias);
+            const __m256i s4 = _mm256_sad_epu8(u, _mm256_setzero_si256());
+            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+            const int32_t sum = (int32_t)(_mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 2)) - 32 * 128;
+            out[c * nb + i] = {_cvtsh_ss(x[i].d), -8 * sum};
+        }
+    }
+}
+
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// Rows 8h..8h+7 of one group x NC columns: y[c * ldy + j] for row j of the half.
+template <int NC>
+void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0* const* act,
+          const ActBlock* const* ab, float* y, int64_t ldy) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
+    const uint8_t* qs = grp + qs_off + h * 32;
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows)));
+        __m256i wq[8];  // wq[t]: the rows' elements 4t..4t+3 (t < 4: low nibbles; t >= 4: high nibbles)
+        for (int t = 0; t < 4; ++t) {
+            const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
+            wq[t] = _mm256_and_si256(v, low);
+            wq[t + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        }
+        for (int c = 0; c < NC; ++c) {
+            const int8_t* aq = act[c][i].qs;
+            __m256i p0 = _mm256_maddubs_epi16(wq[0], bcast4(aq));
+            __m256i p1 = _mm256_maddubs_epi16(wq[1], bcast4(aq + 4));
+            for (int t = 2; t < 8; t += 2) {
+                p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wq[t], bcast4(aq + 4 * t)));
+                p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wq[t + 1], bcast4(aq + 4 * t + 4)));
+            }
+            const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones),
+                                                  _mm256_set1_epi32(ab[c][i].corr));
+            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(ab[c][i].d));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + c * ldy, acc[c]);
+}
+
+void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                      size_t a_stride, float* y, int64_t ldy) {
+    const int64_t nb = k / QK4_0;
+    const size_t qs_off = packed_qs_offset(k);
+    const uint8_t* a8 = static_cast<const uint8_t*>(a);
+    thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
+    if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
+    prepare_activations(a8, a_stride, n, nb, act_blocks.data());
+    const block_q8_0* cols[kCols];
+    const ActBlock* abs[kCols];
+    for (int64_t g = 0; g < m / kPackRows; ++g) {
+        const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
+        for (int64_t c0 = 0; c0 < n; c0 += kCols) {
+            const int nc = (int)std::min<int64_t>(kCols, n - c0);
+            for (int c = 0; c < nc; ++c) {
+                cols[c] = reinterpret_cast<const block_q8_0*>(a8 + (c0 + c) * a_stride);
+                abs[c] = act_blocks.data() + (c0 + c) * nb;
+            }
+            for (int h = 0; h < 2; ++h) {
+                float* yt = y + c0 * ldy + g * kPackRows + h * kHalf;
+                switch (nc) {
+                    case 4: tile<4>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
+                    case 3: tile<3>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
+                    case 2: tile<2>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
+                    default: tile<1>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void fill_gemm_packed_avx2(KernelTable& t) { t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0; }
+
+}  // namespace ei

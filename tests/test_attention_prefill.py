@@ -1,0 +1,79 @@
+"""The tiled prompt attention (kernels.h AttnF16Tile; used by attention_f16 for batches of 64+
+tokens on tables that have it) against a float64 oracle and against the one-row kernel that
+shorter batches keep: causal rows, grouped-query heads, a sliding window, a cache that already
+holds earlier positions, head sizes of SmolLM2 (64) and Gemma 3 (256), 1 and 2 threads."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeinfer import _core
+
+TILED_ISAS = [isa for isa in _core.available_isas() if isa in ("avx2",)]
+pytestmark = pytest.mark.skipif(not TILED_ISAS, reason="no table with the tiled prompt attention here")
+
+# (n queries, n_kv positions, n_head, n_head_kv, head_dim, window)
+CASES = [(64, 64, 9, 3, 64, 0), (100, 130, 9, 3, 64, 0), (70, 70, 4, 1, 256, 0), (80, 200, 4, 1, 256, 48),
+         (65, 65, 2, 2, 72, 0)]
+
+
+def oracle(q, k, v, window):
+    """float64 causal softmax attention of the last n positions (K/V as the F16 values stored)."""
+    n, n_head, d = q.shape
+    n_kv, n_head_kv, _ = k.shape
+    group = n_head // n_head_kv
+    out = np.zeros((n, n_head, d))
+    for t in range(n):
+        last = n_kv - n + t
+        first = max(0, last - window + 1) if window else 0
+        for h in range(n_head):
+            kk = k[first:last + 1, h // group].astype(np.float64)
+            vv = v[first:last + 1, h // group].astype(np.float64)
+            s = kk @ q[t, h].astype(np.float64) / np.sqrt(d)
+            w = np.exp(s - s.max())
+            out[t, h] = w @ vv / w.sum()
+    return out
+
+
+def make(case, seed):
+    n, n_kv, n_head, n_head_kv, d, window = case
+    rng = np.random.default_rng(seed)
+    q = (rng.standard_normal((n, n_head, d)) * 2).astype(np.float32)
+    k = (rng.standard_normal((n_kv, n_head_kv, d))).astype(np.float16)
+    v = (rng.standard_normal((n_kv, n_head_kv, d))).astype(np.float16)
+    return q, k, v, window
+
+
+@pytest.mark.parametrize("isa", TILED_ISAS)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_tiled_attention_matches_the_oracle_and_the_one_row_kernel(isa, case, n_threads):
+    q, k, v, window = make(case, list(case))
+    want = oracle(q, k, v, window)
+    kb, vb = k.view(np.uint16), v.view(np.uint16)
+    tiled = _core.attention_f16(q, kb, vb, window, True, n_threads, isa)
+    rows = _core.attention_f16(q, kb, vb, window, False, n_threads, isa)
+    # F32 throughout: a few ulps of the values' scale (|v| <= ~5).
+    assert np.abs(tiled - want).max() < 2e-5, np.abs(tiled - want).max()
+    # The one-row kernel rounds Q and its accumulator to F16 (ggml): within F16 precision.
+    assert np.abs(rows - want).max() < 2e-2
+    assert np.abs(tiled - rows).max() < 2e-2
+    assert not np.array_equal(tiled, rows)  # the tiled kernel did run
+
+
+@pytest.mark.parametrize("isa", TILED_ISAS)
+def test_short_batches_keep_the_one_row_kernel(isa):
+    """Below 64 tokens the tiled kernel is not used: the result is bit-identical to tiled=False
+    (the fixture prompts stay on llama.cpp's exact path)."""
+    q, k, v, window = make((63, 80, 9, 3, 64, 0), 7)
+    kb, vb = k.view(np.uint16), v.view(np.uint16)
+    a = _core.attention_f16(q, kb, vb, window, True, 1, isa)
+    b = _core.attention_f16(q, kb, vb, window, False, 1, isa)
+    assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_bad_shapes_are_refused():
+    q = np.zeros((4, 2, 8), np.float32)
+    k = np.zeros((3, 1, 8), np.uint16)
+    with pytest.raises(Exception, match="inconsistent shapes"):
+        _core.attention_f16(q, k, k, 0, True, 1)
