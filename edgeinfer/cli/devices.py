@@ -32,7 +32,7 @@ def _short_version(version: str) -> str:
 
 
 def make_table(devices: list[dict]) -> Table:
-    """One row per device; the index is the one a future ``--device`` will take."""
+    """One row per device; the index is the one ``--device`` takes."""
     platforms = sorted({f"{d['platform']} ({d['platform_vendor']}, "
                         f"{_short_version(d['platform_version'])})" for d in devices})
     table = Table(title="OpenCL devices", title_justify="left",
