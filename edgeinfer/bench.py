@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -44,6 +45,7 @@ class BenchResult:
     n_depth: int = 0     # tokens already in the context when a run starts
     type_k: str = "f16"  # KV cache types
     type_v: str = "f16"
+    n_gpu_layers: int = 0  # layers offloaded to the OpenCL device (--gpu-layers)
     samples_ns: list[int] = field(default_factory=list)
 
     @property
@@ -99,6 +101,22 @@ def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
     return time.perf_counter_ns() - start
 
 
+def context_offload(model: _core.Model, gpu: dict | None, n_ctx: int, kv_types: tuple[str, str]) -> dict:
+    """_core.Context's offload keywords for `gpu` (Model.load's gpu_layers / device / require_gpu),
+    as Model.load plans them; {} when nothing is offloaded (no request, or no device: warned)."""
+    if not gpu or gpu.get("gpu_layers") is None:
+        return {}
+    from edgeinfer.gpu.model_plan import offload_arguments, plan_for_file
+
+    plan = plan_for_file(model.gguf, str(gpu["gpu_layers"]), gpu.get("device", 0), n_ctx, kv_types,
+                         gpu.get("require_gpu", False))
+    if plan.device is None and plan.notes and str(gpu["gpu_layers"]) != "0":
+        warnings.warn(plan.notes[0], stacklevel=3)
+    offload = offload_arguments(plan)
+    # The device neither rotates nor centers K (Model.load's defaults with offload).
+    return {**offload, "rotate_k": False, "center_k": False} if offload else {}
+
+
 def run_bench(
     path: str | Path,
     n_prompt: Sequence[int] = (512,),
@@ -111,10 +129,12 @@ def run_bench(
     type_k: Sequence[str] = ("f16",),
     type_v: Sequence[str] = ("f16",),
     n_depth: Sequence[int] = (0,),
+    gpu: dict | None = None,
 ) -> list[BenchResult]:
     """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every depth, for every KV
     cache type pair (each of type_k with each of type_v) and thread count (0 = physical cores).
-    n_ctx None = just enough for the longest test. Returns the results in run order, also
+    n_ctx None = just enough for the longest test. gpu: Model.load's gpu_layers / device /
+    require_gpu, planned for each KV type pair (without a device: a warning, and the CPU). Returns the results in run order, also
     passing each to on_result as it completes."""
     if repetitions < 1:
         raise ValueError("repetitions must be at least 1")
@@ -135,8 +155,10 @@ def run_bench(
     results = []
     for tk in type_k:
         for tv in type_v:
+            offload = context_offload(model, gpu, n_ctx, (tk, tv))
             for t in threads:
-                ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv)
+                ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv,
+                                    **offload)
                 for d in n_depth:
                     ctx.truncate(0)
                     if d:
@@ -144,7 +166,8 @@ def run_bench(
                     for p, g in tests:
                         r = BenchResult(model=path.name, model_size=path.stat().st_size, n_params=model.n_params,
                                         isa=_core.isa(), n_threads=ctx.n_threads, n_batch=n_batch, n_ctx=n_ctx,
-                                        n_prompt=p, n_gen=g, n_depth=d, type_k=tk, type_v=tv)
+                                        n_prompt=p, n_gen=g, n_depth=d, type_k=tk, type_v=tv,
+                                        n_gpu_layers=len(offload.get("gpu_layers", ())))
                         new = ids[d:d + p + g]
                         run = ((lambda: time_prompt(ctx, new, d)) if p else (lambda: time_generation(ctx, new, d)))
                         run()  # warm-up

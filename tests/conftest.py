@@ -107,3 +107,16 @@ def smollm2_f32_path(smollm2_path: Path) -> Path:
 def gemma3_f32_path(gemma3_path: Path) -> Path:
     """Gemma 3 270M dequantized to F32 (about 1.08 GB; the first run takes a minute or two)."""
     return _derived_f32(gemma3_path, "gemma-3-270m.F32-dequant-from-Q4_K_M.gguf")
+
+
+@pytest.fixture(scope="module")
+def opencl_cache_in_a_temp_folder(tmp_path_factory):
+    """Compiled OpenCL kernels go to a folder of this test run, not the user's cache (the
+    variable is inherited by child processes, so CLI and server tests use it too)."""
+    old = os.environ.get("EDGEINFER_OPENCL_CACHE_DIR")
+    os.environ["EDGEINFER_OPENCL_CACHE_DIR"] = str(tmp_path_factory.mktemp("opencl-cache"))
+    yield
+    if old is None:
+        os.environ.pop("EDGEINFER_OPENCL_CACHE_DIR", None)
+    else:
+        os.environ["EDGEINFER_OPENCL_CACHE_DIR"] = old

@@ -175,6 +175,7 @@ def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    metavar="T[,T...]", help=f"KV cache types for K ({', '.join(KV_TYPES)}; default: f16)")
     p.add_argument("-ctv", "--ctv", "--cache-type-v", dest="cache_type_v", type=_kv_type_list, default=["f16"],
                    metavar="T[,T...]", help=f"KV cache types for V (default: f16)")
+    add_gpu_options(p)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
@@ -212,6 +213,7 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         "across restarts")
     p.add_argument("--prompt-cache-min", type=_positive_int, default=64, metavar="N",
                    help="shortest shared prefix saved to --prompt-cache-dir (default: %(default)s tokens)")
+    add_gpu_options(p)
 
 
 def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 
 from rich.table import Table
 
 from edgeinfer.bench import BenchResult, run_bench
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
+from edgeinfer.cli.run import gpu_options
 from edgeinfer.pull import resolve_model
 
 
@@ -16,12 +18,12 @@ def make_table(results: list[BenchResult]) -> Table:
     """One row per (KV types, threads, test), as llama-bench's markdown table."""
     table = Table(box=None, pad_edge=False)
     for name, justify in (("model", "left"), ("size", "right"), ("isa", "left"), ("threads", "right"),
-                          ("n_batch", "right"), ("type_k", "left"), ("type_v", "left"), ("test", "right"),
-                          ("t/s", "right")):
+                          ("n_batch", "right"), ("ngl", "right"), ("type_k", "left"), ("type_v", "left"),
+                          ("test", "right"), ("t/s", "right")):
         table.add_column(name, justify=justify)
     for r in results:
-        table.add_row(r.model, human_bytes(r.model_size), r.isa, str(r.n_threads), str(r.n_batch), r.type_k,
-                      r.type_v, r.test, f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}")
+        table.add_row(r.model, human_bytes(r.model_size), r.isa, str(r.n_threads), str(r.n_batch),
+                      str(r.n_gpu_layers), r.type_k, r.type_v, r.test, f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}")
     return table
 
 
@@ -29,10 +31,14 @@ def main(args: argparse.Namespace) -> int:
     path = resolve_model(args.model, reporter=RichReporter(stderr))
     progress = None if args.json else (lambda r: stderr.print(
         f"{r.test} t={r.n_threads} kv={r.type_k}/{r.type_v}: {r.avg_ts:.2f} tok/s"))
-    results = run_bench(path, n_prompt=args.n_prompt, n_gen=args.n_gen, threads=args.threads,
-                        repetitions=args.repetitions, n_ctx=args.ctx_size, n_batch=args.batch_size,
-                        on_result=progress, type_k=args.cache_type_k, type_v=args.cache_type_v,
-                        n_depth=args.n_depth)
+    with warnings.catch_warnings():
+        # A --gpu-layers request without a device runs on the CPU: say so as the other commands do.
+        warnings.showwarning = lambda message, *rest: stderr.print(f"note: {message}", style="yellow",
+                                                                    soft_wrap=True)
+        results = run_bench(path, n_prompt=args.n_prompt, n_gen=args.n_gen, threads=args.threads,
+                            repetitions=args.repetitions, n_ctx=args.ctx_size, n_batch=args.batch_size,
+                            on_result=progress, type_k=args.cache_type_k, type_v=args.cache_type_v,
+                            n_depth=args.n_depth, gpu=gpu_options(args))
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:

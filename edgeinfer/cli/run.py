@@ -29,11 +29,16 @@ def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_
                             cache_type_v=cache_type_v, **(gpu or {}))
     for note in notes:
         stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
-    if loaded.placement is not None and loaded.placement.gpu_layers:
-        from edgeinfer.gpu.placement import describe
-        for line in describe(loaded.placement, (cache_type_k, cache_type_v)):
-            stderr.print(f"offload: {line}", style="dim", soft_wrap=True, markup=False)
+    print_placement(loaded, (cache_type_k, cache_type_v))
     return loaded, (time.perf_counter() - start) * 1000.0
+
+
+def print_placement(model: Any, kv_types: tuple[str, str]) -> None:
+    """What went where, one line per device on stderr, when layers were offloaded."""
+    if model.placement is not None and model.placement.gpu_layers:
+        from edgeinfer.gpu.placement import describe
+        for line in describe(model.placement, kv_types):
+            stderr.print(f"offload: {line}", style="dim", soft_wrap=True, markup=False)
 
 
 def gpu_options(args: argparse.Namespace) -> dict | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.pull import RichReporter
+from edgeinfer.cli.run import gpu_options, print_placement
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 from edgeinfer.sampling import SamplingParams
@@ -44,7 +45,7 @@ def make_config(args: argparse.Namespace, path: Path):
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         cors_origins=tuple(args.cors_origin), max_queue=args.max_queue, max_body_bytes=args.max_body,
         prompt_cache_dir=Path(args.prompt_cache_dir).expanduser() if args.prompt_cache_dir else None,
-        prompt_state_min_tokens=args.prompt_cache_min,
+        prompt_state_min_tokens=args.prompt_cache_min, gpu=gpu_options(args),
     )
 
 
@@ -65,9 +66,11 @@ def main(args: argparse.Namespace) -> int:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
             model = Model.load(config.model_path, n_ctx=config.n_ctx, n_threads=config.n_threads,
-                               cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v)
+                               cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v,
+                               **(config.gpu or {}))
         for note in notes:
             stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
+        print_placement(model, (config.cache_type_k, config.cache_type_v))
         stderr.print(f"model {config.model_id!r} loaded: n_ctx={model.n_ctx}, {model.n_threads} threads, "
                      f"{model.kv_summary()}", style="dim", soft_wrap=True)
         return model

@@ -32,6 +32,7 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     prompt_cache_dir: Path | None = None
     prompt_state_min_tokens: int = DEFAULT_PROMPT_STATE_MIN_TOKENS
+    gpu: dict | None = None                         # Model.load's gpu_layers / device / require_gpu
 
 
 def model_ids(path: Path, requested: str | None, alias: str | None) -> tuple[str, frozenset[str]]:
