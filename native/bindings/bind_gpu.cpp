@@ -134,6 +134,23 @@ void register_test_device(py::module_& m) {
             }
             return t.download(yb, {n, rows});
         }, py::arg("type"), py::arg("w"), py::arg("x"), "y[n, rows] = x[n, cols] . W^T (mat-vec kernel for n = 1).")
+        .def("quantize", [](TestDevice& t, uint32_t type, const Floats& x) {
+            require(x.ndim() == 2, "quantize: x is [n, cols] float32");
+            require(ei::type_known(type), "quantize: unknown type id " + std::to_string(type));
+            const int64_t n = x.shape(0), cols = x.shape(1);
+            require(cols % ei::type_info(type).block_size == 0, "quantize: cols must be whole blocks of the type");
+            const size_t row = ei::row_bytes(type, cols);
+            ei::cl::Buffer xb = t.upload(x, "quantize x");
+            ei::cl::Buffer qb = t.dev().alloc(row * (size_t)n, "quantize out");
+            {
+                py::gil_scoped_release nogil;
+                t.ops().quantize(type, xb, n, cols, qb);
+            }
+            py::array_t<uint8_t> out({(py::ssize_t)n, (py::ssize_t)row});
+            t.dev().read(qb, out.mutable_data(), out.size());
+            return out;
+        }, py::arg("type"), py::arg("x"),
+           "x[n, cols] quantized on the device to an activation type (q8_0, q8_1, q8_K) -> uint8 [n, row_bytes].")
         .def("rms_norm", [](TestDevice& t, const Floats& x, const Floats& w, float eps) {
             require(x.ndim() == 2 && w.ndim() == 1 && w.shape(0) == x.shape(1), "rms_norm: x is [n, d], w [d]");
             ei::cl::Buffer xb = t.upload(x, "x"), wb = t.upload(w, "w");

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "cpu/kernels.h"
 #include "gpu/kernel_sources.h"
 #include "quant/types.h"
 
@@ -20,7 +21,9 @@ constexpr int64_t kAttnMaxHeadDim = 64 * 4;  // ATT_WG * ATT_DIMS_PER_ITEM
 
 // Which source files make up each program (the block prelude always comes first).
 std::string source_of(const std::string& program) {
-    if (program.rfind("matmul_", 0) == 0) return program_source({"dequant.cl", "matmul.cl"});
+    if (program == "matmul_f32" || program == "matmul_f16") return program_source({"dequant.cl", "matmul.cl"});
+    if (program.rfind("matmul_", 0) == 0) return program_source({"vec_dot.cl", "matmul.cl"});
+    if (program == "quantize_act") return program_source({"quantize_act.cl"});
     if (program == "norm") return program_source({"norm.cl"});
     if (program == "rope") return program_source({"rope.cl"});
     if (program.rfind("attention_", 0) == 0) return program_source({"attention.cl"});
@@ -55,6 +58,8 @@ bool matmul_supports(uint32_t type) {
     }
 }
 
+bool quantize_supports(uint32_t type) { return type == TYPE_Q8_0 || type == TYPE_Q8_1 || type == TYPE_Q8_K; }
+
 bool kv_supports(uint32_t type) { return type == TYPE_F16 || type == TYPE_Q8_0 || type == TYPE_Q4_0; }
 
 Kernel& DeviceOps::kernel(const std::string& program, const char* name, const std::string& options) {
@@ -65,15 +70,47 @@ Kernel& DeviceOps::kernel(const std::string& program, const char* name, const st
 }
 
 Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
-    // One program per weight type, specialised by -DDEQUANT32 (its cache key includes the option).
+    // One program per weight type, specialised by -DDEQUANT32 (float types) or -DVEC_DOT and
+    // -DACT_BLOCK (quantized types); the cache key includes the options.
     const std::string tname = type_info(type).name;
     const std::string program = "matmul_" + tname;
-    const char* name = batched ? "matmat" : "matvec";
+    const bool quantized = type != TYPE_F32 && type != TYPE_F16;
+    const char* name = quantized ? (batched ? "matmat_q" : "matvec_q") : (batched ? "matmat" : "matvec");
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
-    Kernel k = programs_.kernel(program, source_of(program), name, "-DDEQUANT32=dequant32_" + tname);
+    const std::string options =
+        quantized ? "-DVEC_DOT=vec_dot_" + tname + " -DACT_BLOCK=block_" +
+                        type_info(kernels().types[type].vec_dot_type).name
+                  : "-DDEQUANT32=dequant32_" + tname;
+    Kernel k = programs_.kernel(program, source_of(program), name, options);
     return kernels_.emplace(key, std::move(k)).first->second;
+}
+
+const Buffer& DeviceOps::act_scratch(size_t bytes) {
+    if (act_scratch_.bytes < bytes) {
+        act_scratch_ = Buffer{};  // free the old one first: device memory may be tight
+        act_scratch_ = dev_.alloc(bytes, "the quantized activations of a matmul");
+    }
+    return act_scratch_;
+}
+
+void DeviceOps::quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols, const Buffer& out) {
+    require(quantize_supports(type), std::string("no OpenCL activation quantizer for type ") +
+                                         (type_known(type) ? type_info(type).name : "?"));
+    const int64_t block = type_info(type).block_size;
+    require(cols % block == 0, "OpenCL quantize: a row of " + std::to_string(cols) + " values is not a whole number of " +
+                                   type_info(type).name + " blocks");
+    require_floats(x, n * cols, "x");
+    require(out.bytes >= (size_t)n * row_bytes(type, cols), "OpenCL quantize: the output buffer is too small");
+    // The quantizers divide (amax / 127, 1 / iscale) and must round as the CPU does; devices
+    // that cannot divide correctly rounded may differ from it in rare last bits.
+    const std::string options = dev_.info().fp32_exact_divide ? "-cl-fp32-correctly-rounded-divide-sqrt" : "";
+    const std::string name = std::string("quantize_") + type_info(type).name;
+    Kernel& k = kernel("quantize_act", name.c_str(), options);
+    k.set_args(x, out, to_int(cols, "cols"));
+    const size_t global[2] = {(size_t)(cols / block), (size_t)n};
+    dev_.run(k, 2, global, nullptr);
 }
 
 void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
@@ -89,6 +126,24 @@ void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t col
     require_floats(y, n * rows, "y");
     const int icols = to_int(cols, "cols"), irows = to_int(rows, "rows"), in = to_int(n, "n");
     const cl_ulong rb = row_bytes;
+    if (type != TYPE_F32 && type != TYPE_F16) {
+        const uint32_t act_type = kernels().types[type].vec_dot_type;
+        const Buffer& xq = act_scratch((size_t)n * ei::row_bytes(act_type, cols));
+        quantize(act_type, x, n, cols, xq);
+        const int nb = (int)(cols / type_info(type).block_size);
+        Kernel& k = matmul_kernel(type, n > 1);
+        if (n == 1) {
+            k.set_args(w, rb, xq, y, nb);
+            const size_t global = (size_t)rows * kMatmulWg, local = kMatmulWg;
+            dev_.run(k, 1, &global, &local);
+        } else {
+            k.set_args(w, rb, xq, y, nb, irows, in);
+            const size_t global[2] = {(size_t)rows * kMatmulWg, (size_t)((n + kMatmulTile - 1) / kMatmulTile)};
+            const size_t local[2] = {kMatmulWg, 1};
+            dev_.run(k, 2, global, local);
+        }
+        return;
+    }
     if (n == 1) {
         Kernel& k = matmul_kernel(type, false);
         k.set_args(w, rb, x, y, icols);

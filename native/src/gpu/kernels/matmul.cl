@@ -1,12 +1,20 @@
-// y = W x for one weight type, chosen at build time: -DDEQUANT32=dequant32_<type> (dequant.cl).
-// W: [rows][cols] stored as rows of `row_bytes` bytes; x: [n][cols] float; y: [n][rows] float.
-// cols is a multiple of 32 (the host checks).
+// y = W x for one weight type, chosen at build time, in one of two ways:
+//  - float weights (F32, F16): -DDEQUANT32=dequant32_<type> (dequant.cl); matvec / matmat
+//    multiply the float activations x [n][cols] with the weights, 32-element chunks at a time.
+//  - quantized weights: -DVEC_DOT=vec_dot_<type> -DACT_BLOCK=block_<vec_dot type> (vec_dot.cl);
+//    matvec_q / matmat_q take the activations already quantized to the weight type's vec_dot
+//    type (quantize_act.cl) and form each weight block's product as the CPU does, so both run
+//    the same integer arithmetic (llama.cpp's GPU backends do the same: CUDA's MMVQ / MMQ).
+// W: [rows][cols] stored as rows of `row_bytes` bytes; y: [n][rows] float. cols is a multiple
+// of 32, and of the block size (the host checks).
 //
 // Work split: one work-group of MM_WG items per weight row. Item i takes the 32-element chunks
 // i, i + MM_WG, ... of the row, dequantizes each once into registers and multiplies it with the
 // activations; the items' partial sums are added in local memory. matvec serves a decode step
 // (n = 1); matmat a prompt chunk, where each work-group also takes a tile of MM_TILE tokens, so
 // a weight chunk is dequantized once for MM_TILE dot products.
+
+#pragma OPENCL FP_CONTRACT OFF  // the quantized path rounds as the CPU does (vec_dot.cl)
 
 #ifndef MM_WG
 #define MM_WG 64
@@ -22,6 +30,7 @@ inline void reduce_sum(__local float* v, int lid) {
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+#ifdef DEQUANT32
 __kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
 void matvec(__global const uchar* w, ulong row_bytes, __global const float* x, __global float* y,
             int cols) {
@@ -67,3 +76,41 @@ void matmat(__global const uchar* w, ulong row_bytes, __global const float* x, _
         if (lid == 0) y[(ulong)(t0 + t) * rows + r] = partial[0];
     }
 }
+#endif  // DEQUANT32
+
+#ifdef VEC_DOT
+// The same work split over weight blocks: item i takes blocks i, i + MM_WG, ... of the row.
+// xq: [n] rows of nb ACT_BLOCKs (the activations' blocks line up with the weight row's).
+__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
+void matvec_q(__global const uchar* w, ulong row_bytes, __global const ACT_BLOCK* xq, __global float* y, int nb) {
+    __local float partial[MM_WG];
+    const int r = get_group_id(0), lid = get_local_id(0);
+    __global const uchar* row = w + (ulong)r * row_bytes;
+    float acc = 0.0f;
+    for (int i = lid; i < nb; i += MM_WG) acc += VEC_DOT(row, i, xq + i);
+    partial[lid] = acc;
+    reduce_sum(partial, lid);
+    if (lid == 0) y[r] = partial[0];
+}
+
+// Global size (rows * MM_WG, ceil(n / MM_TILE)): a work-group takes one weight row and a tile
+// of MM_TILE tokens.
+__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
+void matmat_q(__global const uchar* w, ulong row_bytes, __global const ACT_BLOCK* xq, __global float* y, int nb,
+              int rows, int n) {
+    __local float partial[MM_WG];
+    const int r = get_group_id(0), lid = get_local_id(0);
+    const int t0 = get_group_id(1) * MM_TILE;
+    const int tiles = min(MM_TILE, n - t0);
+    __global const uchar* row = w + (ulong)r * row_bytes;
+    float acc[MM_TILE];
+    for (int t = 0; t < MM_TILE; ++t) acc[t] = 0.0f;
+    for (int i = lid; i < nb; i += MM_WG)
+        for (int t = 0; t < tiles; ++t) acc[t] += VEC_DOT(row, i, xq + (ulong)(t0 + t) * nb + i);
+    for (int t = 0; t < tiles; ++t) {
+        partial[lid] = acc[t];
+        reduce_sum(partial, lid);
+        if (lid == 0) y[(ulong)(t0 + t) * rows + r] = partial[0];
+    }
+}
+#endif  // VEC_DOT
