@@ -62,11 +62,20 @@ bool quantize_supports(uint32_t type) { return type == TYPE_Q8_0 || type == TYPE
 
 bool kv_supports(uint32_t type) { return type == TYPE_F16 || type == TYPE_Q8_0 || type == TYPE_Q4_0; }
 
+std::string DeviceOps::with_exact_division(const std::string& options) const {
+    // The kernels mirror the CPU's float arithmetic (quantizer scales, 1 / sqrt in rms_norm,
+    // silu's division), which needs IEEE division and sqrt; OpenCL allows a few ulp unless this
+    // is asked for, and only devices that report CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT may be.
+    if (!dev_.info().fp32_exact_divide) return options;
+    return options.empty() ? "-cl-fp32-correctly-rounded-divide-sqrt" : options + " -cl-fp32-correctly-rounded-divide-sqrt";
+}
+
 Kernel& DeviceOps::kernel(const std::string& program, const char* name, const std::string& options) {
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
-    return kernels_.emplace(key, programs_.kernel(program, source_of(program), name, options)).first->second;
+    Kernel k = programs_.kernel(program, source_of(program), name, with_exact_division(options));
+    return kernels_.emplace(key, std::move(k)).first->second;
 }
 
 Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
@@ -83,7 +92,7 @@ Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
         quantized ? "-DVEC_DOT=vec_dot_" + tname + " -DACT_BLOCK=block_" +
                         type_info(kernels().types[type].vec_dot_type).name
                   : "-DDEQUANT32=dequant32_" + tname;
-    Kernel k = programs_.kernel(program, source_of(program), name, options);
+    Kernel k = programs_.kernel(program, source_of(program), name, with_exact_division(options));
     return kernels_.emplace(key, std::move(k)).first->second;
 }
 
@@ -103,11 +112,10 @@ void DeviceOps::quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols
                                    type_info(type).name + " blocks");
     require_floats(x, n * cols, "x");
     require(out.bytes >= (size_t)n * row_bytes(type, cols), "OpenCL quantize: the output buffer is too small");
-    // The quantizers divide (amax / 127, 1 / iscale) and must round as the CPU does; devices
-    // that cannot divide correctly rounded may differ from it in rare last bits.
-    const std::string options = dev_.info().fp32_exact_divide ? "-cl-fp32-correctly-rounded-divide-sqrt" : "";
+    // The quantizers divide (amax / 127, 1 / iscale): devices that cannot divide correctly
+    // rounded (with_exact_division) may differ from the CPU in rare last bits.
     const std::string name = std::string("quantize_") + type_info(type).name;
-    Kernel& k = kernel("quantize_act", name.c_str(), options);
+    Kernel& k = kernel("quantize_act", name.c_str());
     k.set_args(x, out, to_int(cols, "cols"));
     const size_t global[2] = {(size_t)(cols / block), (size_t)n};
     dev_.run(k, 2, global, nullptr);
@@ -168,16 +176,13 @@ void DeviceOps::rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, in
     dev_.run(k, 1, &global, &local);
 }
 
-void DeviceOps::rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s) {
+void DeviceOps::rope(const Buffer& x, const Buffer& cs, int64_t n, const RopeShape& s) {
     require(s.n_rot % 2 == 0 && s.n_rot > 0 && s.n_rot <= s.head_dim, "OpenCL rope: n_rot must be even and <= head_dim");
     require_floats(x, n * s.n_heads * s.head_dim, "x");
-    require(pos.bytes >= (size_t)n * sizeof(int32_t), "OpenCL rope: pos is smaller than n positions");
-    require_floats(freq_factors, s.n_rot / 2, "freq_factors");
-    // theta_scale as the CPU computes it (models/blocks.cpp), so both start from the same float.
-    const float theta_scale = std::pow(s.freq_base, -2.0f / (float)s.n_rot);
+    require_floats(cs, n * s.n_rot, "cs");
     Kernel& k = kernel("rope", "rope");
-    k.set_args(x, pos, freq_factors, to_int(s.n_heads, "n_heads"), to_int(s.head_dim, "head_dim"),
-               to_int(s.n_rot, "n_rot"), theta_scale, s.freq_scale, (int)s.neox);
+    k.set_args(x, cs, to_int(s.n_heads, "n_heads"), to_int(s.head_dim, "head_dim"), to_int(s.n_rot, "n_rot"),
+               (int)s.neox);
     const size_t global[3] = {(size_t)(s.n_rot / 2), (size_t)s.n_heads, (size_t)n};
     dev_.run(k, 3, global, nullptr);
 }

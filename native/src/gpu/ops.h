@@ -23,7 +23,6 @@ bool kv_supports(uint32_t type);
 
 struct RopeShape {
     int64_t n_heads, head_dim, n_rot;
-    float freq_base, freq_scale;
     bool neox;  // pairs (i, i + n_rot/2) rather than (2i, 2i + 1)
 };
 
@@ -47,9 +46,9 @@ public:
     void quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols, const Buffer& out);
     // out[n][d] = rms_norm(x[n][d]) * w[d]; out may be x.
     void rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps);
-    // x[n][n_heads][head_dim] rotated in place; pos: [n] int32; freq_factors: [n_rot/2] (ones if
-    // the model has none).
-    void rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s);
+    // x[n][n_heads][head_dim] rotated in place by cs: [n][n_rot] floats, each token's cos and
+    // sin per pair as models/blocks.h rope_cos_sin makes them.
+    void rope(const Buffer& x, const Buffer& cs, int64_t n, const RopeShape& s);
     // Rows src[n][width] into a cache of `type` ([n_ctx] rows of row_bytes(type, width)) at
     // positions pos0 .. pos0 + n - 1.
     void kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width);
@@ -65,6 +64,8 @@ public:
 
 private:
     Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");
+    // options plus the request for correctly rounded division and sqrt, where the device has it.
+    std::string with_exact_division(const std::string& options) const;
     Kernel& matmul_kernel(uint32_t type, bool batched);
     // act_scratch_, grown to at least `bytes`.
     const Buffer& act_scratch(size_t bytes);

@@ -6,7 +6,7 @@
 //
 // Bit-exactness needs IEEE arithmetic: no contraction of a * b + c into an fma (OpenCL C allows
 // it by default), and correctly rounded division (the host builds this program with
-// -cl-fp32-correctly-rounded-divide-sqrt, see ops.cpp).
+// -cl-fp32-correctly-rounded-divide-sqrt where the device has it, see ops.cpp).
 #pragma OPENCL FP_CONTRACT OFF
 
 // Q8_0 / Q8_1: d = amax / 127, q = round-half-even(x * (127 / amax)) (0 if amax is 0), saturated
