@@ -84,12 +84,12 @@ Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
     const std::string tname = type_info(type).name;
     const std::string program = "matmul_" + tname;
     const bool quantized = type != TYPE_F32 && type != TYPE_F16;
-    const char* name = quantized ? (batched ? "matmat_q" : "matvec_q") : (batched ? "matmat" : "matvec");
+    const char* name = quantized ? "matmul_q" : (batched ? "matmat" : "matvec");
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
     const std::string options =
-        quantized ? "-DVEC_DOT=vec_dot_" + tname + " -DACT_BLOCK=block_" +
+        quantized ? "-DVEC_DOT=vec_dot_row_" + tname + " -DACT_BLOCK=block_" +
                         type_info(kernels().types[type].vec_dot_type).name
                   : "-DDEQUANT32=dequant32_" + tname;
     Kernel k = programs_.kernel(program, source_of(program), name, with_exact_division(options));
@@ -140,16 +140,9 @@ void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t col
         quantize(act_type, x, n, cols, xq);
         const int nb = (int)(cols / type_info(type).block_size);
         Kernel& k = matmul_kernel(type, n > 1);
-        if (n == 1) {
-            k.set_args(w, rb, xq, y, nb);
-            const size_t global = (size_t)rows * kMatmulWg, local = kMatmulWg;
-            dev_.run(k, 1, &global, &local);
-        } else {
-            k.set_args(w, rb, xq, y, nb, irows, in);
-            const size_t global[2] = {(size_t)rows * kMatmulWg, (size_t)((n + kMatmulTile - 1) / kMatmulTile)};
-            const size_t local[2] = {kMatmulWg, 1};
-            dev_.run(k, 2, global, local);
-        }
+        k.set_args(w, rb, xq, y, nb, irows, in);
+        const size_t global[2] = {(size_t)rows, (size_t)n};
+        dev_.run(k, 2, global, nullptr);
         return;
     }
     if (n == 1) {

@@ -1,10 +1,11 @@
 // y = W x for one weight type, chosen at build time, in one of two ways:
 //  - float weights (F32, F16): -DDEQUANT32=dequant32_<type> (dequant.cl); matvec / matmat
 //    multiply the float activations x [n][cols] with the weights, 32-element chunks at a time.
-//  - quantized weights: -DVEC_DOT=vec_dot_<type> -DACT_BLOCK=block_<vec_dot type> (vec_dot.cl);
-//    matvec_q / matmat_q take the activations already quantized to the weight type's vec_dot
-//    type (quantize_act.cl) and form each weight block's product as the CPU does, so both run
-//    the same integer arithmetic (llama.cpp's GPU backends do the same: CUDA's MMVQ / MMQ).
+//  - quantized weights: -DVEC_DOT=vec_dot_row_<type> -DACT_BLOCK=block_<vec_dot type>
+//    (vec_dot.cl); matmul_q takes the activations already quantized to the weight type's
+//    vec_dot type (quantize_act.cl) and forms each output as the CPU does, integers and float
+//    order alike (llama.cpp's GPU backends also multiply quantized activations: CUDA's MMVQ /
+//    MMQ), so the device and the CPU agree bit for bit.
 // W: [rows][cols] stored as rows of `row_bytes` bytes; y: [n][rows] float. cols is a multiple
 // of 32, and of the block size (the host checks).
 //
@@ -14,7 +15,7 @@
 // (n = 1); matmat a prompt chunk, where each work-group also takes a tile of MM_TILE tokens, so
 // a weight chunk is dequantized once for MM_TILE dot products.
 
-#pragma OPENCL FP_CONTRACT OFF  // the quantized path rounds as the CPU does (vec_dot.cl)
+#pragma OPENCL FP_CONTRACT OFF  // the CPU rounds every product and sum (vec_dot.cl)
 
 #ifndef MM_WG
 #define MM_WG 64
@@ -79,38 +80,12 @@ void matmat(__global const uchar* w, ulong row_bytes, __global const float* x, _
 #endif  // DEQUANT32
 
 #ifdef VEC_DOT
-// The same work split over weight blocks: item i takes blocks i, i + MM_WG, ... of the row.
-// xq: [n] rows of nb ACT_BLOCKs (the activations' blocks line up with the weight row's).
-__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
-void matvec_q(__global const uchar* w, ulong row_bytes, __global const ACT_BLOCK* xq, __global float* y, int nb) {
-    __local float partial[MM_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    __global const uchar* row = w + (ulong)r * row_bytes;
-    float acc = 0.0f;
-    for (int i = lid; i < nb; i += MM_WG) acc += VEC_DOT(row, i, xq + i);
-    partial[lid] = acc;
-    reduce_sum(partial, lid);
-    if (lid == 0) y[r] = partial[0];
-}
-
-// Global size (rows * MM_WG, ceil(n / MM_TILE)): a work-group takes one weight row and a tile
-// of MM_TILE tokens.
-__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
-void matmat_q(__global const uchar* w, ulong row_bytes, __global const ACT_BLOCK* xq, __global float* y, int nb,
-              int rows, int n) {
-    __local float partial[MM_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    const int t0 = get_group_id(1) * MM_TILE;
-    const int tiles = min(MM_TILE, n - t0);
-    __global const uchar* row = w + (ulong)r * row_bytes;
-    float acc[MM_TILE];
-    for (int t = 0; t < MM_TILE; ++t) acc[t] = 0.0f;
-    for (int i = lid; i < nb; i += MM_WG)
-        for (int t = 0; t < tiles; ++t) acc[t] += VEC_DOT(row, i, xq + (ulong)(t0 + t) * nb + i);
-    for (int t = 0; t < tiles; ++t) {
-        partial[lid] = acc[t];
-        reduce_sum(partial, lid);
-        if (lid == 0) y[(ulong)(t0 + t) * rows + r] = partial[0];
-    }
+// One work-item per output y[t][r] (global size (rows, n)): the whole row in the CPU's order
+// (vec_dot.cl), so no partial sums are split across items. xq: [n] rows of nb ACT_BLOCKs
+// (the activations' blocks line up with the weight row's).
+__kernel void matmul_q(__global const uchar* w, ulong row_bytes, __global const ACT_BLOCK* xq, __global float* y,
+                       int nb, int rows, int n) {
+    const int r = get_global_id(0), t = get_global_id(1);
+    y[(ulong)t * rows + r] = VEC_DOT(w + (ulong)r * row_bytes, xq + (ulong)t * nb, nb, t, n, rows);
 }
 #endif  // VEC_DOT
