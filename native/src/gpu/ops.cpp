@@ -208,13 +208,22 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
             "OpenCL attention: the KV cache is shorter than pos0 + n");
     // One program per (K type, V type): the element readers are chosen at build time.
     const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
+    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
+    const size_t local[3] = {kAttnWg, 1, 1};
+    if (type_k == TYPE_F16 && type_v == TYPE_F16) {
+        // The CPU's one-row F16 kernel, bit for bit but for exp (attention.cl).
+        Kernel& kern = kernel("attention_f16_f16", "attention_f16", "-DK_AT=kv_at_f16 -DV_AT=kv_at_f16");
+        kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
+                      to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
+        kern.set_local(10, (size_t)a.head_dim * sizeof(float));  // q_local
+        dev_.run(kern, 3, global, local);
+        return;
+    }
     Kernel& kern = kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
     kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
                   to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
                   (cl_ulong)k_row, (cl_ulong)v_row);
     kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
-    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
-    const size_t local[3] = {kAttnWg, 1, 1};
     dev_.run(kern, 3, global, local);
 }
 
