@@ -3,6 +3,16 @@
 // feed the same floats to the next quantized matmul.
 #pragma OPENCL FP_CONTRACT OFF  // every fma below is spelled out, as the CPU's code has it
 
+// tanh as the CPU's libm gives it (glibc's tanhf is correctly rounded but in rare cases; so is
+// tanh in double rounded to float). OpenCL's float tanh may be a few ulp off, which matters
+// where 1 + tanh cancels: gelu(-6) is -0 on the CPU, not -2e-7.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+inline float tanh_libm(float x) { return (float)tanh((double)x); }
+#else
+inline float tanh_libm(float x) { return tanh(x); }
+#endif
+
 // x rounded to the nearest F16 (ties to even), back as a float.
 inline float round_to_half(float x) {
     ushort h;
@@ -41,8 +51,7 @@ __kernel void swiglu(__global const float* gate, __global const float* up, __glo
 
 // out = gelu_tanh(gate) * up; out may be gate. As ggml's F16 table (cpu/gelu_table.h, FMA
 // targets): the gate rounded to F16, gelu of that value in float with its inner term fused,
-// rounded to F16; past |gate| >= 10, 0 or the gate itself. tanh may differ from the CPU's libm
-// in the last bit, which changes the F16 result only at rounding boundaries.
+// rounded to F16; past |gate| >= 10, 0 or the gate itself.
 __kernel void geglu(__global const float* gate, __global const float* up, __global float* out) {
     const size_t i = get_global_id(0);
     const float x = gate[i];
@@ -54,7 +63,7 @@ __kernel void geglu(__global const float* gate, __global const float* up, __glob
     } else {
         const float h = round_to_half(x);
         const float inner = fma(GELU_COEF_A * h, h, 1.0f);
-        const float gelu = round_to_half(0.5f * h * (1.0f + tanh(SQRT_2_OVER_PI * h * inner)));
+        const float gelu = round_to_half(0.5f * h * (1.0f + tanh_libm(SQRT_2_OVER_PI * h * inner)));
         out[i] = gelu * up[i];
     }
 }
