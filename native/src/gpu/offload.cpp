@@ -181,7 +181,13 @@ void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
     const uint32_t tk = host_kv_.type_k(), tv = host_kv_.type_v();
     op.kv_store(tk, k_, L.k_cache, pos0, n, kvw);
     op.kv_store(tv, v_, L.v_cache, pos0, n, kvw);
-    const float scale = s.attn_scale > 0.0f ? s.attn_scale : 1.0f / std::sqrt((float)s.head_dim);
+    // A model that scales Q before attention (Gemma 3) attends with scale 1, as the CPU does:
+    // the F16 rounding of Q inside attention then sees the same values.
+    float scale = 1.0f / std::sqrt((float)s.head_dim);
+    if (s.attn_scale > 0.0f) {
+        op.scale(q_, s.attn_scale, n * qw);
+        scale = 1.0f;
+    }
     const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, scale, L.window};
     op.attention(tk, tv, q_, L.k_cache, L.v_cache, att_, n, pos0, a);
     op.matmul(L.to, L.wo, d, qw, att_, n, out_);

@@ -247,6 +247,14 @@ void DeviceOps::geglu(const Buffer& gate, const Buffer& up, const Buffer& out, i
     dev_.run(k, 1, &global, nullptr);
 }
 
+void DeviceOps::scale(const Buffer& x, float s, int64_t n) {
+    require_floats(x, n, "x");
+    Kernel& k = kernel("elementwise", "scale");
+    k.set_args(x, s);
+    const size_t global = (size_t)n;
+    dev_.run(k, 1, &global, nullptr);
+}
+
 void DeviceOps::add(const Buffer& y, const Buffer& x, int64_t n) {
     require_floats(y, n, "y");
     require_floats(x, n, "x");

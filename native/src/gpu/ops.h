@@ -59,6 +59,8 @@ public:
     // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
     void swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     void geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
+    // x[i] *= s, i < n.
+    void scale(const Buffer& x, float s, int64_t n);
     // y[i] += x[i], i < n.
     void add(const Buffer& y, const Buffer& x, int64_t n);
 

@@ -68,6 +68,11 @@ __kernel void geglu(__global const float* gate, __global const float* up, __glob
     }
 }
 
+__kernel void scale(__global float* x, float s) {
+    const size_t i = get_global_id(0);
+    x[i] *= s;
+}
+
 __kernel void add(__global float* y, __global const float* x) {
     const size_t i = get_global_id(0);
     y[i] += x[i];
