@@ -41,16 +41,20 @@ inline int q_at_q5_0(__global const block_q5_0* b, int e) {
 }
 inline int q_at_q8_0(__global const block_q8_0* b, int e) { return b->qs[e]; }
 
-// acc[l] = fma(d_x * d_y, lane l, acc[l]) over the row's blocks; Q4_1 adds its minimum term
-// summs = fma(m_x, s_y, summs), kept apart and added after the lanes.
-#define LEGACY_ROW(TYPE, ACT, HAS_MIN)                                                              \
+// The minimum term of a block, accumulated apart from the lanes: Q4_1's summs = fma(m_x, s_y,
+// summs); nothing for the types without a minimum.
+#define NO_MIN_TERM(x, y, summs) (summs)
+#define MIN_TERM_Q4_1(x, y, summs) fma(half_at(&(x)->m), half_at(&(y)->s), summs)
+
+// acc[l] = fma(d_x * d_y, lane l, acc[l]) over the row's blocks, then hsum8(acc) + summs.
+#define LEGACY_ROW(TYPE, ACT, MIN_TERM)                                                             \
     inline float vec_dot_row_##TYPE(__global const uchar* row, __global const ACT* y, int nb, int t, \
                                     int n, int rows) {                                             \
         __global const block_##TYPE* x = (__global const block_##TYPE*)row;                          \
         float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};                            \
         float summs = 0.0f;                                                                         \
         for (int i = 0; i < nb; ++i) {                                                              \
-            if (HAS_MIN) summs = fma(half_at(&x[i].LEGACY_MIN_FIELD), half_at(&y[i].LEGACY_SUM_FIELD), summs); \
+            summs = MIN_TERM(x + i, y + i, summs);                                                  \
             const float d = half_at(&x[i].d) * half_at(&y[i].d);                                     \
             for (int l = 0; l < 8; ++l) {                                                           \
                 int lane = 0;                                                                       \
@@ -58,21 +62,12 @@ inline int q_at_q8_0(__global const block_q8_0* b, int e) { return b->qs[e]; }
                 acc[l] = fma(d, (float)lane, acc[l]);                                               \
             }                                                                                       \
         }                                                                                           \
-        return HAS_MIN ? hsum8(acc) + summs : hsum8(acc);                                           \
+        return hsum8(acc) + summs; /* + 0 without a minimum: exact */                               \
     }
-// Q4_1's minimum m against Q8_1's s; the types without a minimum never read these.
-#define LEGACY_MIN_FIELD d
-#define LEGACY_SUM_FIELD d
-LEGACY_ROW(q4_0, block_q8_0, 0)
-LEGACY_ROW(q5_0, block_q8_0, 0)
-LEGACY_ROW(q8_0, block_q8_0, 0)
-#undef LEGACY_MIN_FIELD
-#undef LEGACY_SUM_FIELD
-#define LEGACY_MIN_FIELD m
-#define LEGACY_SUM_FIELD s
-LEGACY_ROW(q4_1, block_q8_1, 1)
-#undef LEGACY_MIN_FIELD
-#undef LEGACY_SUM_FIELD
+LEGACY_ROW(q4_0, block_q8_0, NO_MIN_TERM)
+LEGACY_ROW(q4_1, block_q8_1, MIN_TERM_Q4_1)
+LEGACY_ROW(q5_0, block_q8_0, NO_MIN_TERM)
+LEGACY_ROW(q8_0, block_q8_0, NO_MIN_TERM)
 
 // ---- Q4_K ---------------------------------------------------------------------------------
 
