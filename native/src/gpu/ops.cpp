@@ -211,7 +211,8 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
     const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
     const size_t local[3] = {kAttnWg, 1, 1};
     if (type_k == TYPE_F16 && type_v == TYPE_F16) {
-        // The CPU's one-row F16 kernel, bit for bit but for exp (attention.cl).
+        // The CPU's one-row F16 kernel, bit for bit (attention.cl; exp through double where the
+        // device has doubles, else the device's exp, which may differ in the last bit).
         Kernel& kern = kernel("attention_f16_f16", "attention_f16", "-DK_AT=kv_at_f16 -DV_AT=kv_at_f16");
         kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
                       to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
