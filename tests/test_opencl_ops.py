@@ -1,19 +1,19 @@
 """Every OpenCL device op against the CPU reference, in the manner of llama.cpp's test-backend-ops:
 random inputs, the op run on the device and on the CPU, an error bound per op and weight type.
 
-The bounds say what may differ and why:
-- matmul: the device multiplies float activations with the dequantized weights in float; the
-  CPU first rounds the activations to the weight type's vec_dot_type (Q8_0 / Q8_1 / Q8_K / F16),
-  so the two differ by that rounding. Against an exact float64 product of the same dequantized
-  weights the device is within float summation error (checked for every type), which is what
-  proves the block decoding: a wrong nibble or scale is an O(1) error, not a 1e-4 one.
-- attention: the CPU (ggml's algorithm) rounds Q to F16 (or to 8 bits against a quantized K) and
-  accumulates V in F16; the device keeps both in float. The K/V store itself (F16, Q8_0, Q4_0)
-  must write the CPU cache's bytes exactly.
-- rope, swiglu: float formula differences (pow vs repeated products, libm vs device exp).
-- geglu: the CPU looks gelu up in ggml's F16 table (gate rounded to F16), the device computes it.
-- rms_norm: the CPU sums squares in double, the device in float.
-- add: exact.
+Most ops mirror the CPU's arithmetic (the x86 AVX2 kernels, which the AVX-512 build shares for
+these products) and must give its bits exactly, where this CPU has those kernels:
+- matmul of quantized weights: the activations quantized to the weight type's vec_dot type (the
+  CPU's from_float bytes), then per block the exact integers and the float order of the CPU's
+  256-bit vec_dot (or of the repacked / tiled GEMM order cpu/matmul.cpp picks for the batch).
+  F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
+- attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
+  for exp where the device lacks doubles. Over a quantized cache the device attends in float
+  (the CPU quantizes Q to 8 bits): bounds. The K/V store writes the CPU cache's bytes exactly.
+- swiglu (ggml's expf polynomial), geglu (ggml's F16 table), add: exact. rope (the CPU's own
+  cos/sin table, its FMA rounding) and rms_norm (squares summed in double) are checked here
+  against numpy formulas within bounds; the forward tests (test_opencl_offload.py) check that a
+  whole model's logits are the CPU's bits.
 
 Also here: the block layouts of the generated prelude equal the core's, the program cache
 (compile errors with the build log, binaries reused from disk, corrupt files rebuilt) and bad
@@ -32,14 +32,20 @@ from edgeinfer import _core
 from edgeinfer.cli.devices import LIBRARY_ENV, list_devices
 
 MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
+QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
 
-# Normalized mean squared error, device vs the CPU kernel, per weight type (test-backend-ops
-# allows 5e-4 for mul_mat). Measured on PoCL: F32 ~3e-14, F16 ~6e-8 (activations rounded to
-# F16), Q8_0 / Q8_1 / Q8_K activations ~4e-5; the bounds leave >= 10x room. Against the exact
-# product every type measured ~1.5e-14.
-NMSE_VS_CPU = {T.F32: 1e-12, T.F16: 1e-6, T.Q4_0: 5e-4, T.Q4_1: 5e-4, T.Q5_0: 5e-4,
-               T.Q8_0: 5e-4, T.Q4_K: 5e-4, T.Q6_K: 5e-4}
+# The reference kernels the device mirrors (x86 only; elsewhere the exactness tests skip).
+HAS_AVX2 = "avx2" in _core.available_isas()
+needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="the device mirrors the x86 AVX2 kernels")
+
+# Normalized mean squared error of the float weight types, device vs the CPU kernel
+# (test-backend-ops allows 5e-4 for mul_mat). Measured on PoCL: F32 ~3e-14, F16 ~8e-8 (the CPU
+# rounds the activations to F16); the bounds leave >= 10x room. Against the exact float64
+# product both measured ~1.5e-14.
+NMSE_VS_CPU = {T.F32: 1e-12, T.F16: 1e-6}
 NMSE_VS_EXACT = 1e-10  # float32 sums of exactly the weights the blocks encode
+# Quantized weights where the AVX2 kernels are missing: the same integers, another float order.
+NMSE_QUANTIZED_OTHER_ORDER = 1e-10
 
 
 def _required() -> bool:
@@ -122,32 +128,84 @@ def test_device_lays_out_the_prelude_as_the_core_does(dev):
 
 # ---- matmul ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("type_", MATMUL_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("type_", [T.F32, T.F16], ids=lambda t: t.name)
 @pytest.mark.parametrize("n", [1, 3, 11])  # mat-vec; mat-mat within one tile; across tiles of 8
-def test_matmul_matches_the_cpu(dev, type_, n):
+def test_float_matmul_matches_the_cpu(dev, type_, n):
     rng = np.random.default_rng(int(type_) * 100 + n)
-    rows, cols = 37, 512  # an odd row count; 512 = 2 k-quant super-blocks, 16 chunks of 32
+    rows, cols = 37, 512
     w = weight_rows(type_, rows, cols, rng)
     x = rng.standard_normal((n, cols)).astype(np.float32)
     got = dev.matmul(int(type_), w, x)
     assert got.shape == (n, rows)
-
     exact = x.astype(np.float64) @ dequantized(type_, w, cols).T
     assert nmse(got, exact) < NMSE_VS_EXACT
     cpu = _core.gemm(int(type_), w, rows, x, by_vec_dot=True)
     assert nmse(got, cpu) < NMSE_VS_CPU[type_]
 
 
-@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K])
-def test_matmul_with_more_chunks_than_work_items(dev, type_):
-    # 96 chunks of 32 per row: each of the 64 work-items takes one or two.
-    rng = np.random.default_rng(7)
-    rows, cols = 5, 3072
+def cpu_order(type_: T, rows: int, n: int, t: int) -> str:
+    """The float order cpu/matmul.cpp uses for activation row t of a batch of n."""
+    if type_ == T.Q4_K and rows % 8 == 0:  # repacked like llama.cpp: GEMM on whole groups of 4
+        return "repacked_gemm" if t < n - n % 4 else "repacked"
+    if type_ in (T.Q4_K, T.Q6_K) and n >= 8:  # ggml's tiled k-quant GEMM
+        return "tiled"
+    return "vec_dot"
+
+
+def cpu_matmul_avx2(type_: T, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """[n, rows] as the CPU's AVX2 matmul computes it, one vec_dot call per output."""
+    act = _core.vec_dot_type(int(type_))
+    rows, (n, cols) = w.shape[0], x.shape
+    y = np.empty((n, rows), np.float32)
+    for t in range(n):
+        a = _core.quantize(act, x[t], isa="avx2")
+        order = cpu_order(type_, rows, n, t)
+        for r in range(rows):
+            y[t, r] = _core.vec_dot_raw(int(type_), w[r], a, cols, isa="avx2", order=order)
+    return y
+
+
+@pytest.mark.parametrize("type_", QUANTIZED_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("rows", [37, 40])  # Q4_K: 40 rows are repacked on the CPU, 37 not
+@pytest.mark.parametrize("n", [1, 3, 6, 8, 11])  # single rows; GEMM groups of 4 + rest; tiled from 8
+def test_quantized_matmul_is_the_cpus_bit_for_bit(dev, type_, rows, n):
+    rng = np.random.default_rng(int(type_) * 1000 + rows * 10 + n)
+    cols = 512  # 2 k-quant super-blocks, 16 blocks of 32
     w = weight_rows(type_, rows, cols, rng)
-    x = rng.standard_normal((2, cols)).astype(np.float32)
-    exact = x.astype(np.float64) @ dequantized(type_, w, cols).T
-    assert nmse(dev.matmul(int(type_), w, x[:1]), exact[:1]) < NMSE_VS_EXACT
-    assert nmse(dev.matmul(int(type_), w, x), exact) < NMSE_VS_EXACT
+    # Some large values, as real activations have: they make 8-bit roundings matter.
+    x = (rng.standard_normal((n, cols)) * rng.choice([1.0, 40.0], (n, cols), p=[0.98, 0.02])).astype(np.float32)
+    got = dev.matmul(int(type_), w, x)
+    assert got.shape == (n, rows)
+    if HAS_AVX2:
+        np.testing.assert_array_equal(got, cpu_matmul_avx2(type_, w, x))
+    else:
+        assert nmse(got, _core.gemm(int(type_), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
+
+
+@needs_avx2
+@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)
+def test_quantized_matmul_of_long_rows(dev, type_):
+    # 96 blocks of 32 (12 super-blocks) a row, the longest the models have is 64.
+    rng = np.random.default_rng(7)
+    rows, cols = 8, 3072
+    w = weight_rows(type_, rows, cols, rng)
+    x = (rng.standard_normal((9, cols)) * 3).astype(np.float32)
+    np.testing.assert_array_equal(dev.matmul(int(type_), w, x[:1]), cpu_matmul_avx2(type_, w, x[:1]))
+    np.testing.assert_array_equal(dev.matmul(int(type_), w, x), cpu_matmul_avx2(type_, w, x))
+
+
+@pytest.mark.parametrize("act", [T.Q8_0, T.Q8_1, T.Q8_K], ids=lambda t: t.name)
+def test_activation_quantizers_write_the_cpus_bytes(dev, act):
+    rng = np.random.default_rng(int(act))
+    x = rng.standard_normal((6, 512)).astype(np.float32)
+    x[1] = 0.0                                      # all-zero blocks
+    x[2] = np.round(x[2] * 8) / 8                   # values on a coarse grid: rounding ties
+    x[3] *= 1e-30                                   # tiny scales
+    x[4, ::37] = 300.0                              # outliers set the block scale
+    x[5, :256] = -x[5, :256].max()                  # equal magnitudes: the first one wins (Q8_K)
+    got = dev.quantize(int(act), x)
+    want = np.stack([_core.quantize(int(act), row) for row in x])
+    np.testing.assert_array_equal(got, want)
 
 
 def test_matmul_refuses_an_unsupported_type_and_a_bad_shape(dev):
@@ -219,6 +277,9 @@ def test_swiglu_and_geglu_match_the_cpu(dev):
     cpu = _core.geglu(gate, up)
     bound = 1.2 * np.abs(gate) * 2.0 ** -10 * np.abs(up) + 1e-6
     assert np.all(np.abs(dev.geglu(gate, up) - cpu) <= bound)
+    if HAS_AVX2:  # the kernels the device mirrors: ggml's expf polynomial, the FMA-built F16 table
+        np.testing.assert_array_equal(dev.swiglu(gate, up), _core.swiglu(gate, up, isa="avx2"))
+        np.testing.assert_array_equal(dev.geglu(gate, up), _core.geglu(gate, up, isa="avx2"))
 
 
 def test_add_is_exact(dev):
@@ -262,6 +323,23 @@ def cpu_stored_bytes(type_: T, rows: np.ndarray) -> np.ndarray:
     return _core.quantize_rows(int(type_), flat)
 
 
+def cpu_attention_f16(q, k_raw, v_raw, shape, pos0, window, scale) -> np.ndarray:
+    """The CPU's one-row F16 kernel (AVX2) for every query and head over the stored rows."""
+    n, n_head, d = q.shape
+    n_kv, n_head_kv = shape[0], shape[1]
+    k16 = k_raw.view(np.uint16).reshape(n_kv, n_head_kv, d)
+    v16 = v_raw.view(np.uint16).reshape(n_kv, n_head_kv, d)
+    out = np.empty(q.shape, np.float32)
+    for t in range(n):
+        last = pos0 + t
+        first = max(0, last - window + 1) if window > 0 else 0
+        for h in range(n_head):
+            hk = h // (n_head // n_head_kv)
+            out[t, h] = _core.attn_f16_row(q[t, h], np.ascontiguousarray(k16[first:last + 1, hk]),
+                                           np.ascontiguousarray(v16[first:last + 1, hk]), scale, isa="avx2")
+    return out
+
+
 @pytest.mark.parametrize("type_k,type_v", [(T.F16, T.F16), (T.Q8_0, T.Q8_0), (T.Q4_0, T.Q4_0), (T.Q8_0, T.F16)],
                          ids=["f16", "q8_0", "q4_0", "q8_0-f16"])
 @pytest.mark.parametrize("n,pos0,window", [(1, 99, 0), (5, 70, 0), (70, 0, 0), (6, 100, 32)],
@@ -279,6 +357,15 @@ def test_attention_matches_the_oracle_on_the_stored_cache(dev, type_k, type_v, n
     # The device stores exactly the CPU cache's bytes (F16 rounding, ggml's reference quantizers).
     np.testing.assert_array_equal(k_raw, cpu_stored_bytes(type_k, k))
     np.testing.assert_array_equal(v_raw, cpu_stored_bytes(type_v, v))
+    if type_k == T.F16 and type_v == T.F16:
+        # ggml's one-row kernel, F16 accumulator and all: the CPU's bits (where this CPU has the
+        # AVX2 kernels the device mirrors), else within its F16 rounding of the oracle.
+        if HAS_AVX2:
+            np.testing.assert_array_equal(got, cpu_attention_f16(q, k_raw, v_raw, k.shape, pos0, window, scale))
+        else:
+            k64, v64 = stored_rows(type_k, k_raw, k.shape), stored_rows(type_v, v_raw, v.shape)
+            np.testing.assert_allclose(got, attention_oracle(q, k64, v64, pos0, window, scale), atol=4e-3)
+        return
     k64, v64 = stored_rows(type_k, k_raw, k.shape), stored_rows(type_v, v_raw, v.shape)
     np.testing.assert_allclose(got, attention_oracle(q, k64, v64, pos0, window, scale), atol=2e-5)
 
@@ -295,10 +382,15 @@ def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
     cpu, _, _ = _core.attention_kv(q, k, v, type_k=name, type_v=name)  # last position over all rows
     got, _, _ = dev.attention(q[None], k, v, pos0=n_kv - 1, scale=1.0 / np.sqrt(head_dim),
                               type_k=int(kv), type_v=int(kv))
-    # The CPU rounds Q to F16 (F16 cache) or to 8 bits (quantized K, for integer dot products)
-    # and accumulates V in F16 (F16 cache): measured up to ~1.3e-3 (F16) and ~3.3e-2 (Q4_0) of
-    # |V| ~ 1; the device's own result equals the float64 oracle over the stored rows (above).
+    # Quantized caches: the CPU rounds Q to 8 bits (for integer dot products), the device attends
+    # in float (its result equals the float64 oracle over the stored rows, above): measured up
+    # to ~3.3e-2 (Q4_0) of |V| ~ 1. F16: the same kernel on both, so equal (below).
     np.testing.assert_allclose(got[0], cpu, atol=4e-3 if kv == T.F16 else 5e-2)
+    if kv == T.F16 and HAS_AVX2:  # the device runs the CPU's F16 kernel: its bits
+        k_raw = k.astype(np.float16).view(np.uint8).reshape(n_kv, -1)
+        v_raw = v.astype(np.float16).view(np.uint8).reshape(n_kv, -1)
+        want = cpu_attention_f16(q[None], k_raw, v_raw, k.shape, n_kv - 1, 0, 1.0 / np.sqrt(head_dim))
+        np.testing.assert_array_equal(got, want)
 
 
 def test_attention_refuses_a_head_dim_over_the_kernel_limit(dev):

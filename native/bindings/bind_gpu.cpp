@@ -20,6 +20,7 @@
 #include "gpu/ops.h"
 #include "gpu/program_cache.h"
 #include "gpu/runtime.h"
+#include "models/blocks.h"
 #include "quant/types.h"
 
 namespace py = pybind11;
@@ -134,6 +135,23 @@ void register_test_device(py::module_& m) {
             }
             return t.download(yb, {n, rows});
         }, py::arg("type"), py::arg("w"), py::arg("x"), "y[n, rows] = x[n, cols] . W^T (mat-vec kernel for n = 1).")
+        .def("quantize", [](TestDevice& t, uint32_t type, const Floats& x) {
+            require(x.ndim() == 2, "quantize: x is [n, cols] float32");
+            require(ei::type_known(type), "quantize: unknown type id " + std::to_string(type));
+            const int64_t n = x.shape(0), cols = x.shape(1);
+            require(cols % ei::type_info(type).block_size == 0, "quantize: cols must be whole blocks of the type");
+            const size_t row = ei::row_bytes(type, cols);
+            ei::cl::Buffer xb = t.upload(x, "quantize x");
+            ei::cl::Buffer qb = t.dev().alloc(row * (size_t)n, "quantize out");
+            {
+                py::gil_scoped_release nogil;
+                t.ops().quantize(type, xb, n, cols, qb);
+            }
+            py::array_t<uint8_t> out({(py::ssize_t)n, (py::ssize_t)row});
+            t.dev().read(qb, out.mutable_data(), out.size());
+            return out;
+        }, py::arg("type"), py::arg("x"),
+           "x[n, cols] quantized on the device to an activation type (q8_0, q8_1, q8_K) -> uint8 [n, row_bytes].")
         .def("rms_norm", [](TestDevice& t, const Floats& x, const Floats& w, float eps) {
             require(x.ndim() == 2 && w.ndim() == 1 && w.shape(0) == x.shape(1), "rms_norm: x is [n, d], w [d]");
             ei::cl::Buffer xb = t.upload(x, "x"), wb = t.upload(w, "w");
@@ -144,15 +162,17 @@ void register_test_device(py::module_& m) {
                         float freq_scale, bool neox, const std::optional<Floats>& freq_factors) {
             require(x.ndim() == 3 && pos.ndim() == 1 && pos.shape(0) == x.shape(0),
                     "rope: x is [n, n_heads, head_dim], pos [n] int32");
-            std::vector<float> ones(std::max<int64_t>(n_rot / 2, 1), 1.0f);
+            require(n_rot > 0 && n_rot % 2 == 0 && n_rot <= x.shape(2), "rope: n_rot must be even and <= head_dim");
             if (freq_factors)
                 require(freq_factors->ndim() == 1 && freq_factors->shape(0) == n_rot / 2, "rope: freq_factors is [n_rot/2]");
+            // The rotation table as the offload builds it: the CPU's own angles.
+            const ei::RopeParams p{n_rot, freq_base, freq_scale, freq_factors ? freq_factors->data() : nullptr};
+            std::vector<float> cs((size_t)(x.shape(0) * n_rot));
+            for (int64_t i = 0; i < x.shape(0); ++i) ei::rope_cos_sin(p, pos.data()[i], cs.data() + i * n_rot);
             ei::cl::Buffer xb = t.upload(x, "x");
-            ei::cl::Buffer pb = t.upload(pos.data(), pos.size() * sizeof(int32_t), "pos");
-            ei::cl::Buffer fb = freq_factors ? t.upload(*freq_factors, "freq_factors")
-                                             : t.upload(ones.data(), ones.size() * sizeof(float), "freq_factors");
-            const ei::cl::RopeShape s{x.shape(1), x.shape(2), n_rot, freq_base, freq_scale, neox};
-            t.ops().rope(xb, pb, fb, x.shape(0), s);
+            ei::cl::Buffer cb = t.upload(cs.data(), cs.size() * sizeof(float), "cs");
+            const ei::cl::RopeShape s{x.shape(1), x.shape(2), n_rot, neox};
+            t.ops().rope(xb, cb, x.shape(0), s);
             return t.download(xb, {x.shape(0), x.shape(1), x.shape(2)});
         }, py::arg("x"), py::arg("pos"), py::arg("n_rot"), py::arg("freq_base"), py::arg("freq_scale") = 1.0f,
            py::arg("neox") = false, py::arg("freq_factors") = py::none())

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "models/blocks.h"
 #include "quant/types.h"
 
 namespace ei::cl {
@@ -58,11 +59,6 @@ Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int6
     gate_ = floats(dims.n_ff, "the FFN gate");
     up_ = floats(dims.n_ff, "the FFN up projection");
     out_ = floats(d, "a sub-block output");
-    pos_ = dev_->alloc((size_t)n_batch * sizeof(int32_t), "positions");
-    std::vector<float> factors(dims.n_rot / 2, 1.0f);
-    if (dims.rope_factors) std::copy(dims.rope_factors, dims.rope_factors + dims.n_rot / 2, factors.begin());
-    rope_factors_ = dev_->alloc(factors.size() * sizeof(float), "rope factors");
-    dev_->write(rope_factors_, factors.data(), factors.size() * sizeof(float));
 }
 
 Offload::~Offload() = default;
@@ -104,6 +100,9 @@ void Offload::upload(int layer, const HostLayer& w) {
     L.post_ffn_norm = vec(w.post_ffn_norm, d, "post_ffw_norm");
     L.rope_freq_base = w.rope_freq_base;
     L.rope_freq_scale = w.rope_freq_scale;
+    const std::pair<float, float> rope_key{L.rope_freq_base, L.rope_freq_scale};
+    if (!rope_cs_.count(rope_key))
+        rope_cs_[rope_key] = dev_->alloc((size_t)(n_batch_ * dims_.n_rot) * sizeof(float), "a rope table");
     L.window = w.window;
     L.wq = mat(w.wq, &L.tq, "attn_q");
     L.wk = mat(w.wk, &L.tk, "attn_k");
@@ -137,20 +136,32 @@ void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0) {
     if (n < 1 || n > n_batch_) throw Error("offloaded forward: " + std::to_string(n) + " tokens, batch holds " +
                                            std::to_string(n_batch_));
     if (pos0 + n > n_ctx_) throw Error("offloaded forward: positions past the device KV cache");
-    std::vector<int32_t> pos(n);
-    for (int64_t t = 0; t < n; ++t) pos[t] = (int32_t)(pos0 + t);
     const size_t x_bytes = (size_t)(n * dims_.n_embd) * sizeof(float);
-    // The only host -> device crossing of the hidden state for this range ...
-    dev_->write(x_, x, x_bytes);
-    dev_->write(pos_, pos.data(), pos.size() * sizeof(int32_t));
     for (int il = first; il <= last; ++il) {
         auto it = index_.find(il);
         if (it == index_.end() || !device_layers_[it->second]->uploaded)
             throw Error("layer " + std::to_string(il) + " is not on the device");
-        run_layer(*device_layers_[it->second], n, pos0);
     }
+    write_rope_tables(first, last, n, pos0);
+    // The only host -> device crossing of the hidden state for this range ...
+    dev_->write(x_, x, x_bytes);
+    for (int il = first; il <= last; ++il) run_layer(*device_layers_[index_.at(il)], n, pos0);
     // ... and the only device -> host one (a blocking read: waits for the queued layers).
     dev_->read(x_, x, x_bytes);
+}
+
+void Offload::write_rope_tables(int first, int last, int64_t n, int64_t pos0) {
+    std::vector<std::pair<float, float>> done;
+    std::vector<float> cs((size_t)(n * dims_.n_rot));
+    for (int il = first; il <= last; ++il) {
+        const DeviceLayer& L = *device_layers_[index_.at(il)];
+        const std::pair<float, float> key{L.rope_freq_base, L.rope_freq_scale};
+        if (std::find(done.begin(), done.end(), key) != done.end()) continue;
+        done.push_back(key);
+        const RopeParams p{dims_.n_rot, key.first, key.second, dims_.rope_factors};
+        for (int64_t t = 0; t < n; ++t) rope_cos_sin(p, (int32_t)(pos0 + t), cs.data() + t * dims_.n_rot);
+        dev_->write(rope_cs_.at(key), cs.data(), cs.size() * sizeof(float));
+    }
 }
 
 void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
@@ -164,14 +175,19 @@ void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
     // Per-head norms: rows of head_dim values, in place.
     if (L.q_norm.get()) op.rms_norm(q_, L.q_norm, q_, n * s.n_head, s.head_dim, s.norm_eps);
     if (L.k_norm.get()) op.rms_norm(k_, L.k_norm, k_, n * s.n_head_kv, s.head_dim, s.norm_eps);
-    const RopeShape rq{s.n_head, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
-    const RopeShape rk{s.n_head_kv, s.head_dim, s.n_rot, L.rope_freq_base, L.rope_freq_scale, s.rope_neox};
-    op.rope(q_, pos_, rope_factors_, n, rq);
-    op.rope(k_, pos_, rope_factors_, n, rk);
+    const Buffer& cs = rope_cs_.at({L.rope_freq_base, L.rope_freq_scale});
+    op.rope(q_, cs, n, RopeShape{s.n_head, s.head_dim, s.n_rot, s.rope_neox});
+    op.rope(k_, cs, n, RopeShape{s.n_head_kv, s.head_dim, s.n_rot, s.rope_neox});
     const uint32_t tk = host_kv_.type_k(), tv = host_kv_.type_v();
     op.kv_store(tk, k_, L.k_cache, pos0, n, kvw);
     op.kv_store(tv, v_, L.v_cache, pos0, n, kvw);
-    const float scale = s.attn_scale > 0.0f ? s.attn_scale : 1.0f / std::sqrt((float)s.head_dim);
+    // A model that scales Q before attention (Gemma 3) attends with scale 1, as the CPU does:
+    // the F16 rounding of Q inside attention then sees the same values.
+    float scale = 1.0f / std::sqrt((float)s.head_dim);
+    if (s.attn_scale > 0.0f) {
+        op.scale(q_, s.attn_scale, n * qw);
+        scale = 1.0f;
+    }
     const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, scale, L.window};
     op.attention(tk, tv, q_, L.k_cache, L.v_cache, att_, n, pos0, a);
     op.matmul(L.to, L.wo, d, qw, att_, n, out_);

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/ops.h"
@@ -68,10 +69,15 @@ private:
     std::vector<int> layers_;                // ascending
     std::map<int, size_t> index_;            // layer -> slot in device_layers_
     std::vector<std::unique_ptr<DeviceLayer>> device_layers_;
+    // Builds the rotation tables of positions pos0 .. pos0 + n - 1 that layers first..last need.
+    void write_rope_tables(int first, int last, int64_t n, int64_t pos0);
+
     // Scratch, [n_batch][width] floats each: x (residual stream), h (normed input), q, k, v,
-    // att (attention output), gate, up, out (sub-block output); pos [n_batch] int32; ones
-    // [n_rot / 2] when the model has no rope factors.
-    Buffer x_, h_, q_, k_, v_, att_, gate_, up_, out_, pos_, rope_factors_;
+    // att (attention output), gate, up, out (sub-block output).
+    Buffer x_, h_, q_, k_, v_, att_, gate_, up_, out_;
+    // Rotation tables, [n_batch][n_rot] floats (cos, sin per pair, made on the host by the CPU's
+    // rope_cos_sin), one per (freq_base, freq_scale) among the layers (Gemma 3 has two).
+    std::map<std::pair<float, float>, Buffer> rope_cs_;
     size_t weight_bytes_ = 0, kv_bytes_ = 0;
 };
 

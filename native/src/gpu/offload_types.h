@@ -38,7 +38,8 @@ struct LayerDims {
     const float* rope_factors = nullptr;  // [n_rot / 2] or nullptr
     bool rope_neox = false;               // pairs (i, i + n_rot/2), else (2i, 2i + 1)
     bool gelu = false;                    // GEGLU feed-forward, else SwiGLU
-    float attn_scale = 0.0f;              // softmax scale of Q.K (0: 1 / sqrt(head_dim))
+    float attn_scale = 0.0f;              // > 0: Q is scaled by it before attention, which then uses
+                                          // scale 1 (Gemma 3); 0: the softmax scale is 1 / sqrt(head_dim)
 };
 
 // Where to offload: the layers, the device (its index in `edgeinfer devices`), the OpenCL library

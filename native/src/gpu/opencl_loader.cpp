@@ -178,6 +178,8 @@ DeviceList list_devices(const Library& lib, std::vector<DeviceHandle>* handles) 
             info.opencl_version = get_string(api.GetDeviceInfo, d, CL_DEVICE_VERSION, dcall);
             std::string ext = get_string(api.GetDeviceInfo, d, CL_DEVICE_EXTENSIONS, dcall);
             info.fp16 = has_extension(ext, "cl_khr_fp16");
+            info.fp32_exact_divide =
+                (get_scalar<cl_bitfield>(api, d, CL_DEVICE_SINGLE_FP_CONFIG) & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
             out.devices.push_back(std::move(info));
             if (handles) handles->push_back({p, d});
         }

@@ -67,6 +67,8 @@ constexpr cl_device_info CL_DEVICE_NAME = 0x102B;                // char[]
 constexpr cl_device_info CL_DEVICE_VENDOR = 0x102C;              // char[]
 constexpr cl_device_info CL_DEVICE_VERSION = 0x102F;             // char[] "OpenCL 3.0 ..."
 constexpr cl_device_info CL_DEVICE_EXTENSIONS = 0x1030;          // char[], space-separated
+constexpr cl_device_info CL_DEVICE_SINGLE_FP_CONFIG = 0x101B;    // cl_bitfield (CL_FP_*)
+constexpr cl_bitfield CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT = 1u << 7;
 constexpr cl_device_info CL_DRIVER_VERSION = 0x102D;             // char[]
 
 constexpr cl_mem_flags CL_MEM_READ_WRITE = 1u << 0;
@@ -152,6 +154,9 @@ struct DeviceInfo {
     uint64_t max_alloc_bytes = 0;
     std::string opencl_version;      // CL_DEVICE_VERSION, "OpenCL <major>.<minor> <vendor info>"
     bool fp16 = false;               // cl_khr_fp16 among the device extensions
+    // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT: the device may be asked (build option
+    // -cl-fp32-correctly-rounded-divide-sqrt) to divide as the CPU does.
+    bool fp32_exact_divide = false;
 };
 
 struct DeviceList {

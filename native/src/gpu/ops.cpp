@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "cpu/kernels.h"
 #include "gpu/kernel_sources.h"
 #include "quant/types.h"
 
@@ -20,7 +21,9 @@ constexpr int64_t kAttnMaxHeadDim = 64 * 4;  // ATT_WG * ATT_DIMS_PER_ITEM
 
 // Which source files make up each program (the block prelude always comes first).
 std::string source_of(const std::string& program) {
-    if (program.rfind("matmul_", 0) == 0) return program_source({"dequant.cl", "matmul.cl"});
+    if (program == "matmul_f32" || program == "matmul_f16") return program_source({"dequant.cl", "matmul.cl"});
+    if (program.rfind("matmul_", 0) == 0) return program_source({"vec_dot.cl", "matmul.cl"});
+    if (program == "quantize_act") return program_source({"quantize_act.cl"});
     if (program == "norm") return program_source({"norm.cl"});
     if (program == "rope") return program_source({"rope.cl"});
     if (program.rfind("attention_", 0) == 0) return program_source({"attention.cl"});
@@ -55,25 +58,67 @@ bool matmul_supports(uint32_t type) {
     }
 }
 
+bool quantize_supports(uint32_t type) { return type == TYPE_Q8_0 || type == TYPE_Q8_1 || type == TYPE_Q8_K; }
+
 bool kv_supports(uint32_t type) { return type == TYPE_F16 || type == TYPE_Q8_0 || type == TYPE_Q4_0; }
+
+std::string DeviceOps::with_exact_division(const std::string& options) const {
+    // The kernels mirror the CPU's float arithmetic (quantizer scales, 1 / sqrt in rms_norm,
+    // silu's division), which needs IEEE division and sqrt; OpenCL allows a few ulp unless this
+    // is asked for, and only devices that report CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT may be.
+    if (!dev_.info().fp32_exact_divide) return options;
+    return options.empty() ? "-cl-fp32-correctly-rounded-divide-sqrt" : options + " -cl-fp32-correctly-rounded-divide-sqrt";
+}
 
 Kernel& DeviceOps::kernel(const std::string& program, const char* name, const std::string& options) {
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
-    return kernels_.emplace(key, programs_.kernel(program, source_of(program), name, options)).first->second;
+    Kernel k = programs_.kernel(program, source_of(program), name, with_exact_division(options));
+    return kernels_.emplace(key, std::move(k)).first->second;
 }
 
 Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
-    // One program per weight type, specialised by -DDEQUANT32 (its cache key includes the option).
+    // One program per weight type, specialised by -DDEQUANT32 (float types) or -DVEC_DOT and
+    // -DACT_BLOCK (quantized types); the cache key includes the options.
     const std::string tname = type_info(type).name;
     const std::string program = "matmul_" + tname;
-    const char* name = batched ? "matmat" : "matvec";
+    const bool quantized = type != TYPE_F32 && type != TYPE_F16;
+    const char* name = quantized ? "matmul_q" : (batched ? "matmat" : "matvec");
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
-    Kernel k = programs_.kernel(program, source_of(program), name, "-DDEQUANT32=dequant32_" + tname);
+    const std::string options =
+        quantized ? "-DVEC_DOT=vec_dot_row_" + tname + " -DACT_BLOCK=block_" +
+                        type_info(kernels().types[type].vec_dot_type).name
+                  : "-DDEQUANT32=dequant32_" + tname;
+    Kernel k = programs_.kernel(program, source_of(program), name, with_exact_division(options));
     return kernels_.emplace(key, std::move(k)).first->second;
+}
+
+const Buffer& DeviceOps::act_scratch(size_t bytes) {
+    if (act_scratch_.bytes < bytes) {
+        act_scratch_ = Buffer{};  // free the old one first: device memory may be tight
+        act_scratch_ = dev_.alloc(bytes, "the quantized activations of a matmul");
+    }
+    return act_scratch_;
+}
+
+void DeviceOps::quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols, const Buffer& out) {
+    require(quantize_supports(type), std::string("no OpenCL activation quantizer for type ") +
+                                         (type_known(type) ? type_info(type).name : "?"));
+    const int64_t block = type_info(type).block_size;
+    require(cols % block == 0, "OpenCL quantize: a row of " + std::to_string(cols) + " values is not a whole number of " +
+                                   type_info(type).name + " blocks");
+    require_floats(x, n * cols, "x");
+    require(out.bytes >= (size_t)n * row_bytes(type, cols), "OpenCL quantize: the output buffer is too small");
+    // The quantizers divide (amax / 127, 1 / iscale): devices that cannot divide correctly
+    // rounded (with_exact_division) may differ from the CPU in rare last bits.
+    const std::string name = std::string("quantize_") + type_info(type).name;
+    Kernel& k = kernel("quantize_act", name.c_str());
+    k.set_args(x, out, to_int(cols, "cols"));
+    const size_t global[2] = {(size_t)(cols / block), (size_t)n};
+    dev_.run(k, 2, global, nullptr);
 }
 
 void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
@@ -89,6 +134,17 @@ void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t col
     require_floats(y, n * rows, "y");
     const int icols = to_int(cols, "cols"), irows = to_int(rows, "rows"), in = to_int(n, "n");
     const cl_ulong rb = row_bytes;
+    if (type != TYPE_F32 && type != TYPE_F16) {
+        const uint32_t act_type = kernels().types[type].vec_dot_type;
+        const Buffer& xq = act_scratch((size_t)n * ei::row_bytes(act_type, cols));
+        quantize(act_type, x, n, cols, xq);
+        const int nb = (int)(cols / type_info(type).block_size);
+        Kernel& k = matmul_kernel(type, n > 1);
+        k.set_args(w, rb, xq, y, nb, irows, in);
+        const size_t global[2] = {(size_t)rows, (size_t)n};
+        dev_.run(k, 2, global, nullptr);
+        return;
+    }
     if (n == 1) {
         Kernel& k = matmul_kernel(type, false);
         k.set_args(w, rb, x, y, icols);
@@ -113,16 +169,13 @@ void DeviceOps::rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, in
     dev_.run(k, 1, &global, &local);
 }
 
-void DeviceOps::rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s) {
+void DeviceOps::rope(const Buffer& x, const Buffer& cs, int64_t n, const RopeShape& s) {
     require(s.n_rot % 2 == 0 && s.n_rot > 0 && s.n_rot <= s.head_dim, "OpenCL rope: n_rot must be even and <= head_dim");
     require_floats(x, n * s.n_heads * s.head_dim, "x");
-    require(pos.bytes >= (size_t)n * sizeof(int32_t), "OpenCL rope: pos is smaller than n positions");
-    require_floats(freq_factors, s.n_rot / 2, "freq_factors");
-    // theta_scale as the CPU computes it (models/blocks.cpp), so both start from the same float.
-    const float theta_scale = std::pow(s.freq_base, -2.0f / (float)s.n_rot);
+    require_floats(cs, n * s.n_rot, "cs");
     Kernel& k = kernel("rope", "rope");
-    k.set_args(x, pos, freq_factors, to_int(s.n_heads, "n_heads"), to_int(s.head_dim, "head_dim"),
-               to_int(s.n_rot, "n_rot"), theta_scale, s.freq_scale, (int)s.neox);
+    k.set_args(x, cs, to_int(s.n_heads, "n_heads"), to_int(s.head_dim, "head_dim"), to_int(s.n_rot, "n_rot"),
+               (int)s.neox);
     const size_t global[3] = {(size_t)(s.n_rot / 2), (size_t)s.n_heads, (size_t)n};
     dev_.run(k, 3, global, nullptr);
 }
@@ -155,13 +208,23 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
             "OpenCL attention: the KV cache is shorter than pos0 + n");
     // One program per (K type, V type): the element readers are chosen at build time.
     const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
+    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
+    const size_t local[3] = {kAttnWg, 1, 1};
+    if (type_k == TYPE_F16 && type_v == TYPE_F16) {
+        // The CPU's one-row F16 kernel, bit for bit (attention.cl; exp through double where the
+        // device has doubles, else the device's exp, which may differ in the last bit).
+        Kernel& kern = kernel("attention_f16_f16", "attention_f16", "-DK_AT=kv_at_f16 -DV_AT=kv_at_f16");
+        kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
+                      to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
+        kern.set_local(10, (size_t)a.head_dim * sizeof(float));  // q_local
+        dev_.run(kern, 3, global, local);
+        return;
+    }
     Kernel& kern = kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
     kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
                   to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
                   (cl_ulong)k_row, (cl_ulong)v_row);
     kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
-    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
-    const size_t local[3] = {kAttnWg, 1, 1};
     dev_.run(kern, 3, global, local);
 }
 
@@ -181,6 +244,14 @@ void DeviceOps::geglu(const Buffer& gate, const Buffer& up, const Buffer& out, i
     require_floats(out, n, "out");
     Kernel& k = kernel("elementwise", "geglu");
     k.set_args(gate, up, out);
+    const size_t global = (size_t)n;
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::scale(const Buffer& x, float s, int64_t n) {
+    require_floats(x, n, "x");
+    Kernel& k = kernel("elementwise", "scale");
+    k.set_args(x, s);
     const size_t global = (size_t)n;
     dev_.run(k, 1, &global, nullptr);
 }

@@ -15,12 +15,14 @@ namespace ei::cl {
 
 // The weight types matmul takes (F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
 bool matmul_supports(uint32_t type);
+// The activation types the device quantizes to (Q8_0, Q8_1, Q8_K): the vec_dot types of the
+// quantized weight types above.
+bool quantize_supports(uint32_t type);
 // The KV cache types the device stores and attends over (F16, Q8_0, Q4_0).
 bool kv_supports(uint32_t type);
 
 struct RopeShape {
     int64_t n_heads, head_dim, n_rot;
-    float freq_base, freq_scale;
     bool neox;  // pairs (i, i + n_rot/2) rather than (2i, 2i + 1)
 };
 
@@ -35,13 +37,18 @@ public:
     DeviceOps(Device& dev, ProgramCache& programs) : dev_(dev), programs_(programs) {}
 
     // y[n][rows] = x[n][cols] . W^T; w holds `rows` rows of `type` (row_bytes(type, cols) each).
+    // Quantized types first quantize x to the type's vec_dot type (quantize) into scratch the ops
+    // own, then multiply block by block as the CPU's vec_dot does; F32/F16 multiply floats.
     void matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
                 const Buffer& y);
+    // out: [n] rows of row_bytes(type, cols) = x[n][cols] quantized to the activation type
+    // `type` (quantize_supports), the CPU's from_float bytes.
+    void quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols, const Buffer& out);
     // out[n][d] = rms_norm(x[n][d]) * w[d]; out may be x.
     void rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps);
-    // x[n][n_heads][head_dim] rotated in place; pos: [n] int32; freq_factors: [n_rot/2] (ones if
-    // the model has none).
-    void rope(const Buffer& x, const Buffer& pos, const Buffer& freq_factors, int64_t n, const RopeShape& s);
+    // x[n][n_heads][head_dim] rotated in place by cs: [n][n_rot] floats, each token's cos and
+    // sin per pair as models/blocks.h rope_cos_sin makes them.
+    void rope(const Buffer& x, const Buffer& cs, int64_t n, const RopeShape& s);
     // Rows src[n][width] into a cache of `type` ([n_ctx] rows of row_bytes(type, width)) at
     // positions pos0 .. pos0 + n - 1.
     void kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width);
@@ -52,16 +59,23 @@ public:
     // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
     void swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     void geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
+    // x[i] *= s, i < n.
+    void scale(const Buffer& x, float s, int64_t n);
     // y[i] += x[i], i < n.
     void add(const Buffer& y, const Buffer& x, int64_t n);
 
 private:
     Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");
+    // options plus the request for correctly rounded division and sqrt, where the device has it.
+    std::string with_exact_division(const std::string& options) const;
     Kernel& matmul_kernel(uint32_t type, bool batched);
+    // act_scratch_, grown to at least `bytes`.
+    const Buffer& act_scratch(size_t bytes);
 
     Device& dev_;
     ProgramCache& programs_;
     std::map<std::string, Kernel> kernels_;  // by "program/kernel"
+    Buffer act_scratch_;  // matmul's quantized activations: [n] rows of the vec_dot type
 };
 
 }  // namespace ei::cl

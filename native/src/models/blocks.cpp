@@ -32,23 +32,25 @@ void embed_tokens(const KernelTable& kt, const Tensor& table, const int32_t* tok
     }
 }
 
+void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs) {
+    const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
+    float theta = (float)pos;
+    for (int64_t i0 = 0; i0 < p.n_rot; i0 += 2) {
+        const float ff = p.freq_factors ? p.freq_factors[i0 / 2] : 1.0f;
+        const float angle = p.freq_scale * (theta / ff);
+        cs[i0] = std::cos(angle) * p.attn_factor;
+        cs[i0 + 1] = std::sin(angle) * p.attn_factor;
+        theta *= theta_scale;
+    }
+}
+
 namespace {
-// Angles as ggml_rope_cache_init builds them: theta_i = pos * base^(-2i/n_rot), formed by
-// repeated multiplication in float (not pow per i), cos/sin from libm; the rotation itself is
-// the table's (its FMA contractions differ by ISA, as ggml's builds do).
+// The rotation is the table's (its FMA contractions differ by ISA, as ggml's builds do).
 void rope_apply(RopeRotateFn rotate, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                 const RopeParams& p) {
-    const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
     std::vector<float> cs(p.n_rot);  // cos, sin interleaved
     for (int64_t t = 0; t < n; ++t) {
-        float theta = (float)pos[t];
-        for (int64_t i0 = 0; i0 < p.n_rot; i0 += 2) {
-            const float ff = p.freq_factors ? p.freq_factors[i0 / 2] : 1.0f;
-            const float angle = p.freq_scale * (theta / ff);
-            cs[i0] = std::cos(angle) * p.attn_factor;
-            cs[i0 + 1] = std::sin(angle) * p.attn_factor;
-            theta *= theta_scale;
-        }
+        rope_cos_sin(p, pos[t], cs.data());
         float* xt = x + t * n_heads * head_dim;
         rotate(xt, xt, n_heads, head_dim, p.n_rot, cs.data());
     }

@@ -28,6 +28,11 @@ struct RopeParams {
     const float* freq_factors;  // nullptr if none
     float attn_factor = 1.0f;
 };
+// The rotation of position `pos` as ggml_rope_cache_init builds it: theta_i = pos *
+// base^(-2i/n_rot), formed by repeated multiplication in float (not pow per i), then
+// cs[2i] = cos(freq_scale * theta_i / factor_i) * attn_factor, cs[2i + 1] the sine (libm).
+// cs: [n_rot] floats. Shared with the OpenCL offload, so both paths rotate by the same floats.
+void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs);
 void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                const RopeParams& p);
 // The same angles in llama.cpp's "neox" mode (GPT-NeoX, Gemma, Qwen): dims i and i + n_rot/2 form a pair.

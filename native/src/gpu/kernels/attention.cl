@@ -5,6 +5,7 @@
 // The types are chosen at build time: -DK_AT=kv_at_<type> -DV_AT=kv_at_<type> (default F16).
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention). window > 0
 // limits each query to its last `window` positions (sliding-window layers).
+#pragma OPENCL FP_CONTRACT OFF  // attention_f16 spells out the CPU's fmas
 
 // Element i of a cache row.
 inline float kv_at_f16(__global const uchar* row, int i) {
@@ -95,5 +96,101 @@ void attention(__global const float* q, __global const uchar* k, __global const 
     for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) {
         const int d = lid + i * ATT_WG;
         if (d < head_dim) ot[d] = acc[i] / l;
+    }
+}
+
+// ---- F16 K and V: the CPU's one-row kernel, operation for operation ---------------------------
+// With an F16 cache the CPU runs ggml's one-row flash attention (cpu/attn_online.h, AVX2 /
+// AVX-512 primitives in cpu/x86/ops_avx2.cpp): Q rounded to F16; each score a dot product of F16
+// values in 4 x 8 FMA lanes reduced in a fixed order, times scale; then, position after position,
+// an online softmax whose V accumulator is F16 (rounded after every update):
+//   s > M:  ms = exp(M - s), M = s, acc = f16(acc * ms), vs = 1;   else  ms = 1, vs = exp(s - M)
+//   acc = f16(fma(v, vs, acc));   S = fma(S, ms, vs);   out = f32(acc) * (1 / S)
+// Here the scores of a tile of ATT_WG positions are computed in parallel (one per item), then
+// every item runs the recurrence over the tile in position order (each the same M and S) for the
+// dims it owns.
+
+// exp as the CPU's libm gives it: glibc's expf is correctly rounded but in rare near-halfway
+// cases, and so is exp in double rounded to float; OpenCL's float exp may be a few ulp off.
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+inline float exp_libm(float x) { return (float)exp((double)x); }
+#else
+inline float exp_libm(float x) { return exp(x); }
+#endif
+
+inline float round_half(float x) {
+    ushort h;
+    vstore_half_rte(x, 0, (__private half*)&h);
+    return vload_half(0, (__private const half*)&h);
+}
+
+// ggml_vec_dot_f16 with 256-bit vectors: sum[j][l] += k[i + 8j + l] * q[i + 8j + l] (FMA) over
+// steps of 32; (sum0 + sum2) + (sum1 + sum3); then lanes l + (l + 4), and two horizontal adds.
+// A tail (head_dim % 32) is summed in float after (the CPU uses double there).
+inline float dot_f16_ggml(__global const half* k, __local const float* q, int n) {
+    float sum[4][8];
+    for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 8; ++l) sum[j][l] = 0.0f;
+    const int np = n & ~31;
+    for (int i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; ++j)
+            for (int l = 0; l < 8; ++l) sum[j][l] = fma(vload_half(i + 8 * j + l, k), q[i + 8 * j + l], sum[j][l]);
+    float s8[8];
+    for (int l = 0; l < 8; ++l) s8[l] = (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]);
+    float t0[4];
+    for (int l = 0; l < 4; ++l) t0[l] = s8[l] + s8[l + 4];
+    float r = (t0[0] + t0[1]) + (t0[2] + t0[3]);
+    for (int i = np; i < n; ++i) r += vload_half(i, k) * q[i];
+    return r;
+}
+
+__kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
+void attention_f16(__global const float* q, __global const half* k, __global const half* v, __global float* out,
+                   int n_head, int n_head_kv, int head_dim, int pos0, int window, float scale, __local float* q_local) {
+    __local float scores[ATT_WG];
+    const int lid = get_local_id(0), h = get_group_id(1), t = get_group_id(2);
+    const int row = n_head_kv * head_dim;  // halves per cached position
+    const int head_off = (h / (n_head / n_head_kv)) * head_dim;
+    __global const float* qt = q + ((ulong)t * n_head + h) * head_dim;
+    for (int d = lid; d < head_dim; d += ATT_WG) q_local[d] = round_half(qt[d]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    const int last = pos0 + t;
+    const int first = window > 0 ? max(0, last - window + 1) : 0;
+    float M = -INFINITY, S = 0.0f;
+    float acc[ATT_DIMS_PER_ITEM];  // F16 values, held as floats
+    for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) acc[i] = 0.0f;
+    for (int base = first; base <= last; base += ATT_WG) {
+        const int position = base + lid;
+        if (position <= last)
+            scores[lid] = dot_f16_ggml(k + (ulong)position * row + head_off, q_local, head_dim) * scale;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int count = min(ATT_WG, last - base + 1);
+        for (int j = 0; j < count; ++j) {
+            const float s = scores[j];
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M) {
+                const float m_old = M;
+                M = s;
+                ms = exp_libm(m_old - M);
+                for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) acc[i] = round_half(acc[i] * ms);
+            } else {
+                vs = exp_libm(s - M);
+            }
+            __global const half* vr = v + (ulong)(base + j) * row + head_off;
+            for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) {
+                const int d = lid + i * ATT_WG;
+                if (d < head_dim) acc[i] = round_half(fma(vload_half(d, vr), vs, acc[i]));
+            }
+            S = fma(S, ms, vs);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // scores are rewritten by the next tile
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    __global float* ot = out + ((ulong)t * n_head + h) * head_dim;
+    for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) {
+        const int d = lid + i * ATT_WG;
+        if (d < head_dim) ot[d] = acc[i] * inv;
     }
 }

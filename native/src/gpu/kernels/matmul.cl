@@ -1,12 +1,21 @@
-// y = W x for one weight type, chosen at build time: -DDEQUANT32=dequant32_<type> (dequant.cl).
-// W: [rows][cols] stored as rows of `row_bytes` bytes; x: [n][cols] float; y: [n][rows] float.
-// cols is a multiple of 32 (the host checks).
+// y = W x for one weight type, chosen at build time, in one of two ways:
+//  - float weights (F32, F16): -DDEQUANT32=dequant32_<type> (dequant.cl); matvec / matmat
+//    multiply the float activations x [n][cols] with the weights, 32-element chunks at a time.
+//  - quantized weights: -DVEC_DOT=vec_dot_row_<type> -DACT_BLOCK=block_<vec_dot type>
+//    (vec_dot.cl); matmul_q takes the activations already quantized to the weight type's
+//    vec_dot type (quantize_act.cl) and forms each output as the CPU does, integers and float
+//    order alike (llama.cpp's GPU backends also multiply quantized activations: CUDA's MMVQ /
+//    MMQ), so the device and the CPU agree bit for bit.
+// W: [rows][cols] stored as rows of `row_bytes` bytes; y: [n][rows] float. cols is a multiple
+// of 32, and of the block size (the host checks).
 //
 // Work split: one work-group of MM_WG items per weight row. Item i takes the 32-element chunks
 // i, i + MM_WG, ... of the row, dequantizes each once into registers and multiplies it with the
 // activations; the items' partial sums are added in local memory. matvec serves a decode step
 // (n = 1); matmat a prompt chunk, where each work-group also takes a tile of MM_TILE tokens, so
 // a weight chunk is dequantized once for MM_TILE dot products.
+
+#pragma OPENCL FP_CONTRACT OFF  // the CPU rounds every product and sum (vec_dot.cl)
 
 #ifndef MM_WG
 #define MM_WG 64
@@ -22,6 +31,7 @@ inline void reduce_sum(__local float* v, int lid) {
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+#ifdef DEQUANT32
 __kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
 void matvec(__global const uchar* w, ulong row_bytes, __global const float* x, __global float* y,
             int cols) {
@@ -67,3 +77,15 @@ void matmat(__global const uchar* w, ulong row_bytes, __global const float* x, _
         if (lid == 0) y[(ulong)(t0 + t) * rows + r] = partial[0];
     }
 }
+#endif  // DEQUANT32
+
+#ifdef VEC_DOT
+// One work-item per output y[t][r] (global size (rows, n)): the whole row in the CPU's order
+// (vec_dot.cl), so no partial sums are split across items. xq: [n] rows of nb ACT_BLOCKs
+// (the activations' blocks line up with the weight row's).
+__kernel void matmul_q(__global const uchar* w, ulong row_bytes, __global const ACT_BLOCK* xq, __global float* y,
+                       int nb, int rows, int n) {
+    const int r = get_global_id(0), t = get_global_id(1);
+    y[(ulong)t * rows + r] = VEC_DOT(w + (ulong)r * row_bytes, xq + (ulong)t * nb, nb, t, n, rows);
+}
+#endif  // VEC_DOT
