@@ -21,8 +21,6 @@ by token.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
