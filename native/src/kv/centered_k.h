@@ -30,7 +30,7 @@
 namespace ei {
 
 // Positions kept in F16 at the start of a centered cache, whose keys define mu and s.
-constexpr int64_t kSinkRows = 32;
+constexpr int64_t kSinkRows = 64;
 
 // From the sink rows [n_sink][width] (F16): out[0 .. width) = the K mean mu, out[width .. 2 width)
 // = the K scale s (head by head), out[2 width .. 3 width) = the V mean nu.
