@@ -35,6 +35,7 @@ if IS_X86:
     # No contraction (GCC fuses a*b+c in C++ whatever -std says): its results must equal the
     # scalar reference's bit for bit.
     ISA_SOURCES["native/src/cpu/x86/attn_kvq_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/attn_kvq_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     # Like avx512.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_avx512.cpp"] = AVX512_FLAGS
     ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx512.cpp"] = AVX512_FLAGS
@@ -52,6 +53,7 @@ ISA_DEFINES = {
     "native/src/cpu/x86/ops_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/attn_kvq_fma.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/attn_kvq_avx512.cpp": "EDGEINFER_HAVE_AVX512",
+    "native/src/cpu/x86/attn_kvq_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_kquants_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_avx2.cpp": "EDGEINFER_HAVE_AVX2",

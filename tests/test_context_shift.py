@@ -141,18 +141,18 @@ def test_cli_run_with_quantized_cache_and_context_shift(tmp_path):
     assert "KV cache q8_0/q4_0" in proc.stderr
 
 
-@pytest.mark.parametrize("n_keep,n_discard", [(0, 10), (4, 20), (30, 5), (40, 20)])
+@pytest.mark.parametrize("n_keep,n_discard", [(0, 10), (4, 20), (60, 5), (70, 20)])
 def test_shift_of_a_centered_k_equals_the_shift_of_an_uncentered_one(tmp_path, n_keep, n_discard):
-    """A centered K (kv/centered_k.h) keeps its first 32 positions in F16 and the rest centered on
+    """A centered K (kv/centered_k.h) keeps its first 64 positions in F16 and the rest centered on
     their mean: a shift must un-center, re-rope and center again with the same mean, and rows that
-    move into the first 32 positions become F16 rows. With a q8_0 K both caches hold the keys up to
+    move into the first 64 positions become F16 rows. With a q8_0 K both caches hold the keys up to
     8-bit rounding, so the logits after the shift agree."""
     path = tmp_path / "hd32.gguf"
     write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
-    prompt = [int(t) for t in np.random.default_rng(4).integers(3, 250, 70)]
+    prompt = [int(t) for t in np.random.default_rng(4).integers(3, 250, 110)]
     logits = {}
     for center in (False, True):
-        m = Model.load(path, n_ctx=96, n_threads=1, cache_type_k="q8_0", cache_type_v="q8_0", cache_rotate_k=True,
+        m = Model.load(path, n_ctx=128, n_threads=1, cache_type_k="q8_0", cache_type_v="q8_0", cache_rotate_k=True,
                        cache_center_k=center)
         ctx = m.context
         ctx.decode(np.asarray(prompt, dtype=np.int32))

@@ -87,14 +87,16 @@ def test_rotated_q4_0_cache_perplexity_stays_near_f16(smollm2_path, eval_text, f
 
 
 def test_q4_0_cache_reused_prefix_and_chunked_prompt_give_the_cold_tokens(smollm2_path):
-    """With a q4_0 K (rotated and centered: mu from the first 32 positions) a generation after a
+    """With a q4_0 K (rotated and centered: mu from the first 64 positions) a generation after a
     reused prefix, and a prompt decoded in chunks of 8, give exactly the greedy tokens of a cold
     run that decodes the prompt in one batch."""
     def q4(n_batch=512):
         return Model.load(smollm2_path, n_ctx=512, n_threads=2, n_batch=n_batch, cache_type_k="q4_0",
                           cache_type_v="q4_0")
-    first = q4().chat_prompt("Name three rivers in Europe and say where each one starts.").ids
-    assert len(first) > 32
+    first = q4().chat_prompt("Name three rivers in Europe and say where each one starts. For each river, also give "
+                             "its length in kilometres, the countries it flows through, the sea it ends in and one "
+                             "city on its banks.").ids
+    assert len(first) > 64
     cold_model = q4()
     cold = cold_model.complete(first, max_tokens=24, temperature=0)
     follow = first + cold.tokens + cold_model.tokenize(" Which one is the longest?", add_special=False)

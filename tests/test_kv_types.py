@@ -145,17 +145,26 @@ def test_split_kv_spans_match_the_oracle(type_k, type_v):
                 assert np.max(np.abs(out - ref)) < 1e-5 * np.max(np.abs(ref)), isa
 
 
-@pytest.mark.skipif("avx512" not in ISAS, reason="no AVX-512 VNNI on this machine")
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
 @pytest.mark.parametrize("type_k", ["q8_0", "q4_0"])
 @pytest.mark.parametrize("type_v", TYPES)
-def test_avx512_span_kernel_equals_the_scalar_reference_bit_for_bit(type_k, type_v):
+@pytest.mark.parametrize("n_head,n_head_kv,head_dim", [(8, 2, 256), (9, 3, 64), (18, 2, 32)])
+def test_span_kernel_equals_the_scalar_reference_bit_for_bit(isa, type_k, type_v, n_head, n_head_kv, head_dim):
+    """Both halves of the score reduction (head_dim > 128 and <= 128), groups of more than the 8
+    heads scored together, and blocks at the ends of the int8 range (a saturating 16-bit pair sum
+    in the AVX2 kernel would show there)."""
+    if isa not in ISAS:
+        pytest.skip(f"no {isa} on this machine")
     rng = np.random.default_rng(5)
-    q = rng.standard_normal((8, 256)).astype(np.float32)
-    k = rng.standard_normal((301, 2, 256)).astype(np.float32)
-    v = rng.standard_normal((301, 2, 256)).astype(np.float32)
+    q = rng.standard_normal((n_head, head_dim)).astype(np.float32)
+    k = rng.standard_normal((301, n_head_kv, head_dim)).astype(np.float32)
+    v = rng.standard_normal((301, n_head_kv, head_dim)).astype(np.float32)
+    q[0] = -1.0  # every Q block quantizes to -127 ...
+    k[::7] = 1.0  # ... against K blocks of +127 (q8_0) / the top nibble (q4_0) everywhere
+    k[3::7] = -1.0
     for window in (0, 50):
         ref, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
-        out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa="avx512")
+        out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
         assert np.array_equal(out, ref), window
 
 

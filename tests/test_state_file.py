@@ -29,7 +29,8 @@ def paths(tmp_path_factory):
 
 
 def load(path, **kw) -> Model:
-    return Model.load(path, n_ctx=64, n_threads=2, **kw)
+    kw.setdefault("n_ctx", 64)
+    return Model.load(path, n_threads=2, **kw)
 
 
 def greedy(model: Model, prompt, n=12) -> list[int]:
@@ -167,7 +168,7 @@ def test_state_of_a_rotated_k_cache_is_refused_by_an_unrotated_context(paths, tm
     state = tmp_path / "q4r.eis"
     rotated.save_state(state)
     plain = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0", cache_rotate_k=False, cache_center_k=False)
-    with pytest.raises(StateFileError, match=r"q4_0/q4_0 \(K rotated, centered, 32 sink rows\) KV cache .* "
+    with pytest.raises(StateFileError, match=r"q4_0/q4_0 \(K rotated, centered, 64 sink rows\) KV cache .* "
                                              r"uses q4_0/q4_0$"):
         plain.load_state(state)
     assert plain.context.n_past == 0
@@ -183,13 +184,19 @@ def test_state_larger_than_the_context_is_refused(paths, saved):
         small.load_state(saved)
 
 
-LONG_PROMPT = [int(t) for t in np.random.default_rng(3).integers(3, 250, 50)]   # past the 32 sink rows
+LONG_PROMPT = [int(t) for t in np.random.default_rng(3).integers(3, 250, 90)]   # past the 64 sink rows
+
+
+def load_centered(path, **kw) -> Model:
+    """A q4_0 cache (rotated and centered by default) with room past the sink rows."""
+    kw.setdefault("n_ctx", 128)
+    return load(path, cache_type_k="q4_0", cache_type_v="q4_0", **kw)
 
 
 def test_state_of_a_centered_k_cache_round_trips_and_records_its_sink_rows(paths, tmp_path):
     """A centered q4_0 state holds the sink rows and mu / s of every layer; restored, it generates
     what a cold run generates, and the header (version 3) says how many sink rows it has."""
-    m = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    m = load_centered(paths["hd32"])
     assert m.cache_center_k
     m.prompt_cache.decode(LONG_PROMPT)
     state = tmp_path / "q4c.eis"
@@ -197,23 +204,41 @@ def test_state_of_a_centered_k_cache_round_trips_and_records_its_sink_rows(paths
     raw = state.read_bytes()
     assert int.from_bytes(raw[8:12], "little") == 3 and int.from_bytes(raw[12:16], "little") == HEADER_BYTES
     assert int.from_bytes(raw[104:112], "little") == 3                  # kv_flags: rotated | centered
-    assert int.from_bytes(raw[112:116], "little") == 32                 # kv_sink_rows
-    again = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    assert int.from_bytes(raw[112:116], "little") == 64                 # kv_sink_rows
+    again = load_centered(paths["hd32"])
     assert again.load_state(state) == len(LONG_PROMPT)
     assert snapshot_of(again)[2] == snapshot_of(m)[2]
-    cold = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    cold = load_centered(paths["hd32"])
     assert greedy(again, LONG_PROMPT + [3]) == greedy(cold, LONG_PROMPT + [3])
 
 
 def test_state_of_a_centered_k_cache_is_refused_by_an_uncentered_context_and_back(paths, tmp_path):
-    centered = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0")
+    centered = load_centered(paths["hd32"])
     centered.prompt_cache.decode(LONG_PROMPT)
     centered.save_state(tmp_path / "c.eis")
-    plain = load(paths["hd32"], cache_type_k="q4_0", cache_type_v="q4_0", cache_center_k=False)
+    plain = load_centered(paths["hd32"], cache_center_k=False)
     plain.prompt_cache.decode(LONG_PROMPT)
     plain.save_state(tmp_path / "p.eis")
-    for state, ctx, holds in [("c.eis", plain, "K rotated, centered, 32 sink rows"), ("p.eis", centered, "K rotated")]:
+    for state, ctx, holds in [("c.eis", plain, "K rotated, centered, 64 sink rows"), ("p.eis", centered, "K rotated")]:
         before = snapshot_of(ctx)
         with pytest.raises(StateFileError, match=rf"holds a q4_0/q4_0 \({holds}\) KV cache"):
             ctx.load_state(tmp_path / state)
         assert snapshot_of(ctx) == before
+
+
+def test_state_with_another_number_of_sink_rows_is_refused(paths, tmp_path):
+    """The sink rows are part of the format: states saved when a centered cache kept 32 of them
+    (before kv/centered_k.h's kSinkRows became 64) hold 32 F16 rows and a mean and scale taken from
+    them. A context of 32 positions still keeps 32 (min(kSinkRows, n_ctx)), so its state stands
+    for such a file; a context with 64 sink rows refuses it by name and stays as it was."""
+    small = load_centered(paths["hd32"], n_ctx=32)
+    small.prompt_cache.decode(LONG_PROMPT[:30])
+    small.save_state(tmp_path / "s32.eis")
+    assert int.from_bytes((tmp_path / "s32.eis").read_bytes()[112:116], "little") == 32
+    big = load_centered(paths["hd32"])
+    big.prompt_cache.decode(LONG_PROMPT)
+    before = snapshot_of(big)
+    with pytest.raises(StateFileError, match=r"holds a q4_0/q4_0 \(K rotated, centered, 32 sink rows\) KV cache .* "
+                                             r"uses q4_0/q4_0 \(K rotated, centered, 64 sink rows\)$"):
+        big.load_state(tmp_path / "s32.eis")
+    assert snapshot_of(big) == before

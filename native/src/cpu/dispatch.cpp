@@ -144,6 +144,7 @@ KernelTable build_table(Isa isa) {
             fill_kernels_avx2(t);
             fill_ops_avx2(t.ops);
             fill_attn_kvq_fma(t.ops);
+            fill_attn_kvq_avx2(t.ops);
             fill_gemm_avx2(t);
             fill_gemm_packed_avx2(t);
             fill_attn_prefill_avx2(t.ops);

@@ -33,7 +33,8 @@ void attn_kvq_row_fma(const float* q, const uint8_t* k, const uint8_t* v, size_t
 
 }  // namespace
 
-// The AVX2 table keeps the row kernel (no span kernel: the scalar one would be slower).
+// The row kernel for both x86 tables; each sets its own span kernel after this
+// (fill_attn_kvq_avx2, fill_attn_kvq_avx512).
 void fill_attn_kvq_fma(OpKernels& ops) {
     ops.attn_kvq_row = attn_kvq_row_fma;
     ops.attn_kvq_span = nullptr;

@@ -1,0 +1,241 @@
+// The span kernel of attention over a quantized cache (kernels.h, AttnKvqSpanFn) with AVX2,
+// computing exactly what cpu/attn_kvq_span.h prescribes (the scalar reference is
+// attn_kvq_span_ref in cpu/attn_kvq_ref.cpp; tests compare the bits). The same plan as the
+// AVX-512 kernel (cpu/x86/attn_kvq_avx512.cpp: heads of a group scored together, integer scores,
+// two-pass softmax, V converted in registers) with what AVX2 has:
+//   - no VPDPBUSD: a block's integer dot product is VPMADDUBSW (unsigned x signed bytes, pairs
+//     summed to 16 bits, saturating) then VPMADDWD with ones. It must not saturate to stay exact:
+//     a q4_0 K block is its nibbles (0..15, the offset 8 taken back out with the Q block's sum, as
+//     on AVX-512), a pair at most 2 * 15 * 128; a q8_0 K block is |k| against q with k's sign
+//     (ggml's trick), a pair at most 2 * 127 * 127 (both sides are rounded into [-127, 127]).
+//     Either way the integer sum is the exact k . q, so the bits are the reference's;
+//   - 8-lane vectors: the 16 softmax-sum lanes are two vectors, added lane by lane first (the
+//     w = 8 step of sum16_tree), and exp_poly's 2^n is built in the exponent field (x >= -87
+//     keeps n >= -126, so 2^n is a normal float and p * 2^n rounds once, like ldexp).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "common/fp16.h"
+#include "cpu/attn_kvq_span.h"
+
+namespace ei {
+
+namespace {
+
+constexpr int64_t kMaxHeads = 8;  // query heads scored together per pass over K
+
+// K block b of a row, prepared once for every head of the group: dot(q) is the exact integer
+// k . q + kOffset * sum(q) over the block's 32 values (q: the Q block's 32 int8).
+template <uint32_t TK>
+struct KBlock;
+template <>
+struct KBlock<TYPE_Q8_0> {
+    static constexpr int32_t kOffset = 0;
+    __m256i abs_k, k;
+    void load(const uint8_t* row, int64_t b) {
+        const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs));
+        abs_k = _mm256_sign_epi8(k, k);
+    }
+    __m256i dot(const int8_t* q) const {
+        const __m256i qs = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)), k);
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_k, qs), _mm256_set1_epi16(1));
+    }
+    static uint16_t d16(const uint8_t* row, int64_t b) { return reinterpret_cast<const block_q8_0*>(row)[b].d; }
+};
+template <>
+struct KBlock<TYPE_Q4_0> {
+    static constexpr int32_t kOffset = 8;
+    __m256i u;
+    void load(const uint8_t* row, int64_t b) {
+        const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+        const __m128i lo = _mm_and_si128(x, _mm_set1_epi8(15));
+        const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), _mm_set1_epi8(15));
+        u = _mm256_set_m128i(hi, lo);
+    }
+    __m256i dot(const int8_t* q) const {
+        const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(u, qs), _mm256_set1_epi16(1));
+    }
+    static uint16_t d16(const uint8_t* row, int64_t b) { return reinterpret_cast<const block_q4_0*>(row)[b].d; }
+};
+
+// V block b of a row as four vectors of 8 floats (values 0..7, 8..15, 16..23, 24..31).
+template <uint32_t TV>
+inline void v_block(const uint8_t* row, int64_t b, __m256* v);
+template <>
+inline void v_block<TYPE_Q8_0>(const uint8_t* row, int64_t b, __m256* v) {
+    const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+    const __m256 d = _mm256_set1_ps(fp16_to_fp32(blk.d));
+    for (int j = 0; j < 4; ++j) {
+        const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * j));
+        v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
+    }
+}
+template <>
+inline void v_block<TYPE_Q4_0>(const uint8_t* row, int64_t b, __m256* v) {
+    const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+    const __m256 d = _mm256_set1_ps(fp16_to_fp32(blk.d));
+    const __m256i eight = _mm256_set1_epi32(8), fifteen = _mm256_set1_epi32(15);
+    for (int j = 0; j < 2; ++j) {  // bytes 0..7 then 8..15: low nibbles are values j*8.., high ones 16 + j*8..
+        const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * j)));
+        v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(x, fifteen), eight)));
+        v[j + 2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(x, 4), eight)));
+    }
+}
+template <>
+inline void v_block<TYPE_F16>(const uint8_t* row, int64_t b, __m256* v) {
+    const __m128i* h = reinterpret_cast<const __m128i*>(row + b * kSpanBlock * 2);
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_cvtph_ps(_mm_loadu_si128(h + j));
+}
+
+// exp_poly on 8 lanes, the same operations (lanes below -87, and -inf padding, give 0).
+inline __m256 exp_poly8(__m256 x) {
+    const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(kExpC[6]);
+    for (int i = 5; i >= 0; --i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpC[i]));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(keep, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+// The 8 lane sums of v[0..8) as one vector: lane j = sum of v[j]'s 8 lanes (exact: integers).
+inline __m256i hsum_8x8(const __m256i* v) {
+    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i cd = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
+}
+
+// The 4 lane sums of v[0..4) (exact: integers).
+inline __m128i hsum_4x8(const __m256i* v) {
+    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
+}
+
+// sum8_tree of 8 lanes whose last 4 are 0: the j + 4 step adds zeros, then j + 2, then j + 1.
+inline float sum4_tree(__m128 x) {
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+// sum8_tree of the 8 lanes: j + 4, then j + 2, then j + 1.
+inline float sum8_tree(__m256 t) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+template <uint32_t TK>
+void span_scores(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np) {
+    const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
+    const __m256i off = _mm256_set1_epi32(KBlock<TK>::kOffset);
+    KBlock<TK> kb[kChunk];
+    __m256i dots[kChunk];
+    alignas(16) uint16_t dk16[kChunk];
+    for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* kr = a.k + (a.first + i) * a.k_stride;
+        float s[kMaxHeads];
+        for (int64_t g0 = 0; g0 < a.group; g0 += kMaxHeads) {
+            const int64_t gn = std::min(kMaxHeads, a.group - g0);
+            for (int64_t g = 0; g < gn; ++g) s[g] = 0.0f;
+            for (int64_t c = 0; c < nb; c += kChunk) {
+                const int64_t m = std::min(kChunk, nb - c);
+                for (int64_t b = 0; b < kChunk; ++b) {
+                    if (b < m) kb[b].load(kr, c + b);
+                    dk16[b] = b < m ? KBlock<TK>::d16(kr, c + b) : 0;
+                }
+                const __m256 dk = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dk16)));
+                for (int64_t g = 0; g < gn; ++g) {
+                    const int64_t gb = (g0 + g) * sc.nbp + c;
+                    const int8_t* q = sc.q8 + ((g0 + g) * nb + c) * kSpanBlock;
+                    for (int64_t b = 0; b < (m <= 4 ? 4 : kChunk); ++b)
+                        dots[b] = b < m ? kb[b].dot(q + b * kSpanBlock) : _mm256_setzero_si256();
+                    if (m <= 4) {  // head_dim <= 128: half the reduction
+                        const __m128i qsum = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc.qsum + gb));
+                        const __m128i isum =
+                            _mm_sub_epi32(hsum_4x8(dots), _mm_mullo_epi32(_mm256_castsi256_si128(off), qsum));
+                        const __m128 w = _mm_mul_ps(_mm256_castps256_ps128(dk), _mm_loadu_ps(sc.dq + gb));
+                        s[g] += sum4_tree(_mm_mul_ps(_mm_cvtepi32_ps(isum), w));
+                        continue;
+                    }
+                    const __m256i qsum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.qsum + gb));
+                    const __m256i isum = _mm256_sub_epi32(hsum_8x8(dots), _mm256_mullo_epi32(off, qsum));
+                    const __m256 w = _mm256_mul_ps(dk, _mm256_loadu_ps(sc.dq + gb));
+                    s[g] += sum8_tree(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), w));
+                }
+            }
+            for (int64_t g = 0; g < gn; ++g) sc.p[(g0 + g) * np + i] = s[g] * a.scale;
+        }
+    }
+}
+
+void span_softmax(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np, float* m, float* l) {
+    for (int64_t g = 0; g < a.group; ++g) {
+        float* p = sc.p + g * np;
+        for (int64_t i = n; i < np; ++i) p[i] = -INFINITY;  // rows are padded to 16 (np): weight 0
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        for (int64_t i = 0; i < np; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(p + i));
+        alignas(32) float lanes8[8];
+        _mm256_store_ps(lanes8, vmax);
+        float mx = lanes8[0];
+        for (int j = 1; j < 8; ++j) mx = std::fmax(mx, lanes8[j]);
+        const __m256 vm = _mm256_set1_ps(mx);
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();  // the 16 lanes i % 16
+        for (int64_t i = 0; i < np; i += 16) {
+            const __m256 e0 = exp_poly8(_mm256_sub_ps(_mm256_loadu_ps(p + i), vm));
+            const __m256 e1 = exp_poly8(_mm256_sub_ps(_mm256_loadu_ps(p + i + 8), vm));
+            _mm256_storeu_ps(p + i, e0);
+            _mm256_storeu_ps(p + i + 8, e1);
+            lo = _mm256_add_ps(lo, e0);
+            hi = _mm256_add_ps(hi, e1);
+        }
+        m[g] = mx;
+        l[g] = sum8_tree(_mm256_add_ps(lo, hi));  // sum16_tree: the j + 8 step, then the 8-lane tree
+    }
+}
+
+template <uint32_t TV>
+void span_values(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np, float* acc) {
+    const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
+    for (int64_t j = 0; j < a.group * hd; j += 8) _mm256_storeu_ps(acc + j, _mm256_setzero_ps());
+    for (int64_t i = 0; i < n; ++i) {
+        const uint8_t* vr = a.v + (a.first + i) * a.v_stride;
+        for (int64_t b = 0; b < nb; ++b) {
+            __m256 v[4];
+            v_block<TV>(vr, b, v);
+            for (int64_t g = 0; g < a.group; ++g) {
+                const __m256 p = _mm256_set1_ps(sc.p[g * np + i]);
+                float* ab = acc + g * hd + b * kSpanBlock;
+                for (int j = 0; j < 4; ++j)
+                    _mm256_storeu_ps(ab + 8 * j, _mm256_fmadd_ps(v[j], p, _mm256_loadu_ps(ab + 8 * j)));
+            }
+        }
+    }
+}
+
+void attn_kvq_span_avx2(const AttnKvqSpan& a, float* acc, float* m, float* l) {
+    const SpanScratch sc(a);
+    const int64_t hd = a.head_dim, n = a.last - a.first + 1, np = (n + 15) & ~int64_t(15);
+    for (int64_t g = 0; g < a.group; ++g)
+        quantize_q_blocks(a.q + g * hd, hd, sc.nbp, sc.q8 + g * hd, sc.dq + g * sc.nbp, sc.qsum + g * sc.nbp);
+    if (a.type_k == TYPE_Q8_0)
+        span_scores<TYPE_Q8_0>(a, sc, n, np);
+    else
+        span_scores<TYPE_Q4_0>(a, sc, n, np);
+    span_softmax(a, sc, n, np, m, l);
+    switch (a.type_v) {
+        case TYPE_Q8_0: span_values<TYPE_Q8_0>(a, sc, n, np, acc); break;
+        case TYPE_Q4_0: span_values<TYPE_Q4_0>(a, sc, n, np, acc); break;
+        default: span_values<TYPE_F16>(a, sc, n, np, acc); break;
+    }
+}
+
+}  // namespace
+
+void fill_attn_kvq_avx2(OpKernels& ops) { ops.attn_kvq_span = attn_kvq_span_avx2; }
+
+}  // namespace ei
