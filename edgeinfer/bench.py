@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import statistics
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -101,22 +100,6 @@ def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
     return time.perf_counter_ns() - start
 
 
-def context_offload(model: _core.Model, gpu: dict | None, n_ctx: int, kv_types: tuple[str, str]) -> dict:
-    """_core.Context's offload keywords for `gpu` (Model.load's gpu_layers / device / require_gpu),
-    as Model.load plans them; {} when nothing is offloaded (no request, or no device: warned)."""
-    if not gpu or gpu.get("gpu_layers") is None:
-        return {}
-    from edgeinfer.gpu.model_plan import offload_arguments, plan_for_file
-
-    plan = plan_for_file(model.gguf, str(gpu["gpu_layers"]), gpu.get("device", 0), n_ctx, kv_types,
-                         gpu.get("require_gpu", False))
-    if plan.device is None and plan.notes and str(gpu["gpu_layers"]) != "0":
-        warnings.warn(plan.notes[0], stacklevel=3)
-    offload = offload_arguments(plan)
-    # The device neither rotates nor centers K (Model.load's defaults with offload).
-    return {**offload, "rotate_k": False, "center_k": False} if offload else {}
-
-
 def run_bench(
     path: str | Path,
     n_prompt: Sequence[int] = (512,),
@@ -155,7 +138,11 @@ def run_bench(
     results = []
     for tk in type_k:
         for tv in type_v:
-            offload = context_offload(model, gpu, n_ctx, (tk, tv))
+            offload = {}
+            if gpu and gpu.get("gpu_layers") is not None:
+                from edgeinfer.gpu.model_plan import plan_offload
+                _, offload = plan_offload(model.gguf, str(gpu["gpu_layers"]), gpu.get("device", 0), n_ctx,
+                                          (tk, tv), gpu.get("require_gpu", False))
             for t in threads:
                 ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv,
                                     **offload)

@@ -86,16 +86,14 @@ class Model:
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         placement, offload = None, {}
         if gpu_layers is not None:
-            from edgeinfer.gpu.model_plan import offload_arguments, plan_for_file
-            placement = plan_for_file(core.gguf, str(gpu_layers), device, n_ctx, (cache_type_k, cache_type_v),
-                                      require_gpu)
-            offload = offload_arguments(placement)
-            if offload and cache_rotate_k is None:
-                cache_rotate_k = False  # the device does not rotate K (kv/hadamard.h) yet
-            if offload and cache_center_k is None:
-                cache_center_k = False  # nor center it (kv/centered_k.h)
-            if placement.device is None and placement.notes and str(gpu_layers) != "0":
-                warnings.warn(placement.notes[0], stacklevel=2)
+            from edgeinfer.gpu.model_plan import plan_offload
+            placement, offload = plan_offload(core.gguf, str(gpu_layers), device, n_ctx,
+                                              (cache_type_k, cache_type_v), require_gpu)
+            # The device's K defaults, unless the caller chose (an explicit rotate/center with
+            # offload is refused by the core with a clear message).
+            rotate_default, center_default = offload.pop("rotate_k", None), offload.pop("center_k", None)
+            cache_rotate_k = rotate_default if cache_rotate_k is None else cache_rotate_k
+            cache_center_k = center_default if cache_center_k is None else cache_center_k
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
                             type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k,
                             center_k=cache_center_k, **offload)

@@ -5,6 +5,7 @@ neither reads a weight to make it."""
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any
 
 from edgeinfer import _core
@@ -68,3 +69,16 @@ def offload_arguments(plan: Placement) -> dict:
 
     return {"gpu_layers": list(plan.gpu_layers), "gpu_device": plan.device_index,
             "opencl_library": os.environ.get(LIBRARY_ENV, ""), "opencl_cache_dir": str(opencl_cache_dir())}
+
+
+def plan_offload(gguf: Any, gpu_layers: str, device: int, n_ctx: int, kv_types: tuple[str, str],
+                 require_gpu: bool = False) -> tuple[Placement, dict]:
+    """The plan for a context (plan_for_file) and the _core.Context keywords that carry it out:
+    offload_arguments plus rotate_k / center_k False, the defaults with offloaded layers (the device
+    neither rotates nor centers K yet); {} when nothing is offloaded. Offload asked for but no
+    device: a warning with the reason (the context then runs on the CPU)."""
+    plan = plan_for_file(gguf, gpu_layers, device, n_ctx, kv_types, require_gpu)
+    if plan.device is None and plan.notes and gpu_layers != "0":
+        warnings.warn(plan.notes[0], stacklevel=3)
+    offload = offload_arguments(plan)
+    return plan, ({**offload, "rotate_k": False, "center_k": False} if offload else {})
