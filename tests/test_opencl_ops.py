@@ -315,12 +315,20 @@ def stored_rows(type_: T, raw: np.ndarray, shape: tuple) -> np.ndarray:
     return np.stack([_core.dequantize(int(type_), row, width) for row in raw]).reshape(shape).astype(np.float64)
 
 
+def type_name(type_: T) -> str:
+    return _core.type_info(int(type_))["name"]
+
+
 def cpu_stored_bytes(type_: T, rows: np.ndarray) -> np.ndarray:
-    """What the CPU's cache stores for these rows: F16 bits, or ggml's reference quantizer."""
+    """What the CPU's cache stores for these rows [n_kv, n_head_kv, head_dim]: F16 bits, or its
+    quantizer's blocks (the K rows of a one-layer cache's rows blob), [n_kv, row_bytes]."""
     flat = rows.reshape(rows.shape[0], -1)
     if type_ == T.F16:
         return flat.astype(np.float16).view(np.uint8)  # numpy rounds to nearest even, as the core
-    return _core.quantize_rows(int(type_), flat)
+    q = np.zeros((1, rows.shape[1], rows.shape[2]), np.float32)
+    blob = _core.kv_cache_attention(q, rows, rows, pos0=rows.shape[0] - 1, type_k=type_name(type_),
+                                    type_v=type_name(type_))[1]
+    return blob[:blob.size // 2].reshape(rows.shape[0], -1)
 
 
 def cpu_attention_f16(q, k_raw, v_raw, shape, pos0, window, scale) -> np.ndarray:
@@ -354,7 +362,7 @@ def test_attention_matches_the_oracle_on_the_stored_cache(dev, type_k, type_v, n
     scale = 1.0 / np.sqrt(d)
     got, k_raw, v_raw = dev.attention(q, k, v, pos0=pos0, window=window, scale=scale,
                                       type_k=int(type_k), type_v=int(type_v))
-    # The device stores exactly the CPU cache's bytes (F16 rounding, ggml's reference quantizers).
+    # The device stores exactly the CPU cache's bytes (F16 rounding, the cache's quantizers).
     np.testing.assert_array_equal(k_raw, cpu_stored_bytes(type_k, k))
     np.testing.assert_array_equal(v_raw, cpu_stored_bytes(type_v, v))
     if type_k == T.F16 and type_v == T.F16:
