@@ -401,6 +401,73 @@ def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
         np.testing.assert_array_equal(got, want)
 
 
+# ---- a rotated and centered K cache (kv/hadamard.h, kv/centered_k.h) on the device -----------
+
+def oracle_over_cpu_rows(q, k_floats, v_floats, pos0, window):
+    """attention_oracle over the rows as the CPU cache's attention sees them (dequantized,
+    un-rotated, un-centered: _core.kv_cache_attention's K and V)."""
+    return attention_oracle(q, k_floats.astype(np.float64), v_floats.astype(np.float64), pos0, window,
+                            1.0 / np.sqrt(q.shape[2]))
+
+
+def kv_rows(rng, n_kv, n_head_kv, d):
+    """K rows with a large common direction per head (what centering removes), V rows around a
+    mean: [n_kv, n_head_kv, d] each."""
+    k = rng.standard_normal((n_kv, n_head_kv, d)) + 3 * rng.standard_normal((n_head_kv, d))
+    v = rng.standard_normal((n_kv, n_head_kv, d)) + rng.standard_normal((n_head_kv, d))
+    return k.astype(np.float32), v.astype(np.float32)
+
+
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_rotated_f16_keys_are_the_cpus_bits(dev, head_dim):
+    # An F16 K holds R k exactly rounded, and R q meets it in the F16 kernel: both rotations
+    # (keys on store, queries before attention) must be the CPU's to the bit.
+    rng = np.random.default_rng(11)
+    n_head, n_head_kv, pos0, n = 4, 2, 70, 3
+    q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)
+    k, v = kv_rows(rng, pos0 + n, n_head_kv, head_dim)
+    isa = "avx2" if HAS_AVX2 else None
+    cpu, blob, k_floats, v_floats = _core.kv_cache_attention(q, k, v, pos0, "f16", "f16", rotate_k=True, isa=isa)
+    got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T.F16), int(T.F16), rotate_k=True, chunk=32)
+    np.testing.assert_array_equal(dev_blob, blob)
+    assert not np.array_equal(blob[:k.size * 2], k.astype(np.float16).view(np.uint8).ravel())  # K was rotated
+    if HAS_AVX2:
+        np.testing.assert_array_equal(got, cpu)
+    else:
+        np.testing.assert_allclose(got, oracle_over_cpu_rows(q, k_floats, v_floats, pos0, 0), atol=4e-3)
+
+
+@pytest.mark.parametrize("types,rotate", [(("q4_0", "q4_0"), True), (("q4_0", "f16"), True), (("q4_0", "q8_0"), True),
+                                          (("q8_0", "q8_0"), True), (("q4_0", "q4_0"), False)],
+                         ids=["q4_0", "q4_0-f16", "q4_0-q8_0", "q8_0", "q4_0-unrotated"])
+@pytest.mark.parametrize("pos0,n,chunk,window", [(30, 4, 16, 0), (60, 8, 64, 0), (90, 5, 40, 0), (0, 100, 100, 0),
+                                                 (120, 6, 32, 48)],
+                         ids=["below-the-sink", "across-in-a-step", "decode", "prompt-across", "window"])
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_centered_cache_stores_the_cpus_bytes_and_attends_over_them(dev, types, rotate, pos0, n, chunk, window,
+                                                                     head_dim):
+    # The rows blob (copy_rows_out: quantized rows, F16 sink rows of positions < 64, mu / s / nu)
+    # after storing `chunk` positions at a time on the device equals the CPU cache's byte for
+    # byte: centering, rotation, the q4_0 scale search, the sink rows and mu / s / nu (computed
+    # on the host from the device's sink rows). Attention over it is float on the device: within
+    # float rounding of the float64 oracle over the rows as stored (measured <= 3.4e-6 on PoCL).
+    # The CPU's own attention rounds Q to 8 bits for its integer dot products (measured <= 8.3e-3).
+    if head_dim == 256 and pos0 + n > 100:
+        pytest.skip("Gemma 3's head size: the shorter cases suffice")
+    rng = np.random.default_rng(12)
+    n_head, n_head_kv = 4, 2
+    q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)
+    k, v = kv_rows(rng, pos0 + n, n_head_kv, head_dim)
+    tk, tv = types
+    cpu, blob, k_floats, v_floats = _core.kv_cache_attention(q, k, v, pos0, tk, tv, rotate_k=rotate, center_k=True,
+                                                             window=window)
+    got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T[tk.upper()]), int(T[tv.upper()]), rotate_k=rotate,
+                                           center_k=True, window=window, chunk=chunk)
+    np.testing.assert_array_equal(dev_blob, blob)
+    np.testing.assert_allclose(got, oracle_over_cpu_rows(q, k_floats, v_floats, pos0, window), atol=1e-5)
+    np.testing.assert_allclose(got, cpu, atol=2e-2)
+
+
 def test_attention_refuses_a_head_dim_over_the_kernel_limit(dev):
     q = np.zeros((1, 1, 320), np.float32)
     with pytest.raises(_core.EdgeInferError, match="head_dim 320 is over the kernel's 256"):

@@ -27,7 +27,7 @@ std::string source_of(const std::string& program) {
     if (program == "norm") return program_source({"norm.cl"});
     if (program == "rope") return program_source({"rope.cl"});
     if (program.rfind("attention_", 0) == 0) return program_source({"attention.cl"});
-    if (program == "kv_store") return program_source({"kv_store.cl"});
+    if (program == "kv_store") return program_source({"quantize_act.cl", "kv_store.cl"});
     if (program == "kv_centered") return program_source({"kv_centered.cl"});
     if (program == "elementwise") return program_source({"elementwise.cl"});
     throw Error("no OpenCL program named '" + program + "'");

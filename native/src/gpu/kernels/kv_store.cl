@@ -1,5 +1,5 @@
 // Rows of the KV cache written on the device, in each cache type, with the CPU cache's quantizers
-// (q8_0: ggml's reference one, quant/quantize_legacy.cpp; q4_0: kv/kv_cache.cpp's own), so the
+// (q8_0: ggml-cpu's x86 quantize_row_q8_0; q4_0: kv/kv_cache.cpp's own), so the
 // host staging copy (snapshots, saved states) holds the bytes the CPU would have stored.
 #pragma OPENCL FP_CONTRACT OFF  // the CPU's quantizers multiply and add without fma
 //   src: [n][width] floats -> cache rows pos0 .. pos0 + n - 1 of width values
@@ -13,18 +13,15 @@ __kernel void kv_store_f16(__global const float* src, __global half* cache, int 
 
 // Quantized: cache [n_ctx][width / 32] blocks; global size (width / 32, n), one item per block.
 
-// q8_0: d = amax / 127, q = round(x / d) (half away from zero), x / d taken as x * (1 / d).
+// q8_0: the CPU's from_float for Q8_0 (quantize_act.cl's quantize_block_q8, which this program
+// includes: d = amax / 127, q = round-half-even(x * (127 / amax))).
 __kernel void kv_store_q8_0(__global const float* src, __global block_q8_0* cache, int pos0, int width) {
     const int b = get_global_id(0), t = get_global_id(1);
     const int blocks = width / QK8_0;
-    __global const float* x = src + (ulong)t * width + b * QK8_0;
     __global block_q8_0* y = cache + (ulong)(pos0 + t) * blocks + b;
-    float amax = 0.0f;
-    for (int j = 0; j < QK8_0; ++j) amax = max(amax, fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum;
+    const float d = quantize_block_q8(src + (ulong)t * width + b * QK8_0, y->qs, &sum);
     vstore_half_rte(d, 0, (__global half*)&y->d);
-    for (int j = 0; j < QK8_0; ++j) y->qs[j] = (char)round(x[j] * id);
 }
 
 // q4_0: the KV cache's own quantizer (kv/kv_cache.cpp, store_row_q4_0), operation for operation:
