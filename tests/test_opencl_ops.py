@@ -9,7 +9,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
   F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
 - attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
-  (the CPU quantizes Q to 8 bits): bounds. The K/V store writes the CPU cache's bytes exactly.
+  (the CPU quantizes Q to 8 bits): bounds. The K/V store writes the CPU cache's bytes exactly,
+  K rotated and centered with its F16 sink rows and means included (gpu/device_kv.h).
 - swiglu (ggml's expf polynomial), geglu (ggml's F16 table), add: exact. rope (the CPU's own
   cos/sin table, its FMA rounding) and rms_norm (squares summed in double) are checked here
   against numpy formulas within bounds; the forward tests (test_opencl_offload.py) check that a
