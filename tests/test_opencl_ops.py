@@ -438,13 +438,19 @@ def test_rotated_f16_keys_are_the_cpus_bits(dev, head_dim):
         np.testing.assert_allclose(got, oracle_over_cpu_rows(q, k_floats, v_floats, pos0, 0), atol=4e-3)
 
 
+# (pos0, n, chunk, window): queries at positions pos0 .. pos0 + n - 1 over rows stored `chunk`
+# positions at a time; SmolLM2's head size (64) in every case, Gemma 3's (256) in the shorter ones.
+_POSITIONS = {"below-the-sink": (30, 4, 16, 0), "across-in-a-step": (60, 8, 64, 0), "decode": (90, 5, 40, 0),
+              "prompt-across": (0, 100, 100, 0), "window": (120, 6, 32, 48)}
+CENTERED_CASES = [(hd, *case) for hd in (64, 256) for case in _POSITIONS.values() if hd == 64 or sum(case[:2]) <= 100]
+CENTERED_CASE_IDS = [f"{name}-{hd}" for hd in (64, 256) for name, case in _POSITIONS.items()
+                     if hd == 64 or sum(case[:2]) <= 100]
+
+
 @pytest.mark.parametrize("types,rotate", [(("q4_0", "q4_0"), True), (("q4_0", "f16"), True), (("q4_0", "q8_0"), True),
                                           (("q8_0", "q8_0"), True), (("q4_0", "q4_0"), False)],
                          ids=["q4_0", "q4_0-f16", "q4_0-q8_0", "q8_0", "q4_0-unrotated"])
-@pytest.mark.parametrize("pos0,n,chunk,window", [(30, 4, 16, 0), (60, 8, 64, 0), (90, 5, 40, 0), (0, 100, 100, 0),
-                                                 (120, 6, 32, 48)],
-                         ids=["below-the-sink", "across-in-a-step", "decode", "prompt-across", "window"])
-@pytest.mark.parametrize("head_dim", [64, 256])
+@pytest.mark.parametrize("head_dim,pos0,n,chunk,window", CENTERED_CASES, ids=CENTERED_CASE_IDS)
 def test_centered_cache_stores_the_cpus_bytes_and_attends_over_them(dev, types, rotate, pos0, n, chunk, window,
                                                                      head_dim):
     # The rows blob (copy_rows_out: quantized rows, F16 sink rows of positions < 64, mu / s / nu)
@@ -453,8 +459,6 @@ def test_centered_cache_stores_the_cpus_bytes_and_attends_over_them(dev, types, 
     # on the host from the device's sink rows). Attention over it is float on the device: within
     # float rounding of the float64 oracle over the rows as stored (measured <= 3.4e-6 on PoCL).
     # The CPU's own attention rounds Q to 8 bits for its integer dot products (measured <= 8.3e-3).
-    if head_dim == 256 and pos0 + n > 100:
-        pytest.skip("Gemma 3's head size: the shorter cases suffice")
     rng = np.random.default_rng(12)
     n_head, n_head_kv = 4, 2
     q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)

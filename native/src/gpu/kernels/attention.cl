@@ -38,7 +38,6 @@ inline float kv_at_q4_0(__global const uchar* row, int i) {
 #define ATT_WG 64
 #define ATT_DIMS_PER_ITEM 4
 
-//
 // With -DCENTERED (a centered K, kv/centered_k.h): positions below n_sink are read from the F16
 // sink rows sink_k / sink_v ([n_sink][n_head_kv * head_dim]) and scored with the query as roped,
 // q_sink; the later ones hold R((k - mu) / s) and v - nu, so they are scored with q = R(q * s)
@@ -115,13 +114,13 @@ void attention(__global const float* q, __global const uchar* k, __global const 
             if (d >= head_dim) break;
             float a = acc[i] * correction;
             __global const uchar* vr = v + (ulong)base * v_row_bytes;
-            int j = 0;
 #ifdef CENTERED
-            for (; j < count && base + j < n_sink; ++j) a += p[j] * vload_half(head_off + d, sink_v + (ulong)(base + j) * width);
-            for (int jj = j; jj < count; ++jj) a += p[jj] * (V_AT(vr + (ulong)jj * v_row_bytes, head_off + d) + nu[d]);
-            j = count;
+            const int n_sink_tile = clamp(n_sink - base, 0, count);  // the tile's sink positions come first
+            for (int j = 0; j < n_sink_tile; ++j) a += p[j] * vload_half(head_off + d, sink_v + (ulong)(base + j) * width);
+            for (int j = n_sink_tile; j < count; ++j) a += p[j] * (V_AT(vr + (ulong)j * v_row_bytes, head_off + d) + nu[d]);
+#else
+            for (int j = 0; j < count; ++j) a += p[j] * V_AT(vr + (ulong)j * v_row_bytes, head_off + d);
 #endif
-            for (; j < count; ++j) a += p[j] * V_AT(vr + (ulong)j * v_row_bytes, head_off + d);
             acc[i] = a;
         }
         m = m_new;
