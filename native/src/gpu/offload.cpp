@@ -23,7 +23,7 @@ struct Offload::DeviceLayer {
 
 Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
                  KvCache& host_kv)
-    : dims_(dims), host_kv_(host_kv), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
+    : dims_(dims), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
     if (!kv_supports(host_kv.type_k()) || !kv_supports(host_kv.type_v()) ||
         host_kv.width() != dims.n_head_kv * dims.head_dim || host_kv.head_dim() != dims.head_dim ||
         host_kv.n_ctx() != n_ctx)

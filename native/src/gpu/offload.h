@@ -66,7 +66,6 @@ private:
     std::unique_ptr<ProgramCache> programs_;
     std::unique_ptr<DeviceOps> ops_;
     LayerDims dims_;
-    KvCache& host_kv_;
     int64_t n_ctx_, n_batch_;
     std::vector<int> layers_;                // ascending
     std::map<int, size_t> index_;            // layer -> slot in device_layers_
