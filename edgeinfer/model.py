@@ -74,8 +74,8 @@ class Model:
         gpu_layers: layers to offload to OpenCL device `device` ("4": the last 4, "all", "auto",
         "0-5,12"; None/0: none), as edgeinfer.gpu.placement plans them; `placement` says what
         went where. No OpenCL device: a warning and the CPU, or EdgeInferError with require_gpu.
-        Offloaded layers keep their KV cache on the device: K f16 or q8_0 (not rotated or centered),
-        V f16, q8_0 or q4_0."""
+        Offloaded layers keep their KV cache on the device, in the same format (types, rotation,
+        centering) as the CPU's layers."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
@@ -89,11 +89,6 @@ class Model:
             from edgeinfer.gpu.model_plan import plan_offload
             placement, offload = plan_offload(core.gguf, str(gpu_layers), device, n_ctx,
                                               (cache_type_k, cache_type_v), require_gpu)
-            # The device's K defaults, unless the caller chose (an explicit rotate/center with
-            # offload is refused by the core with a clear message).
-            rotate_default, center_default = offload.pop("rotate_k", None), offload.pop("center_k", None)
-            cache_rotate_k = rotate_default if cache_rotate_k is None else cache_rotate_k
-            cache_center_k = center_default if cache_center_k is None else cache_center_k
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
                             type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k,
                             center_k=cache_center_k, **offload)

@@ -9,7 +9,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
   F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
 - attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
-  (the CPU quantizes Q to 8 bits): bounds. The K/V store writes the CPU cache's bytes exactly.
+  (the CPU quantizes Q to 8 bits): bounds. The K/V store writes the CPU cache's bytes exactly,
+  K rotated and centered with its F16 sink rows and means included (gpu/device_kv.h).
 - swiglu (ggml's expf polynomial), geglu (ggml's F16 table), add: exact. rope (the CPU's own
   cos/sin table, its FMA rounding) and rms_norm (squares summed in double) are checked here
   against numpy formulas within bounds; the forward tests (test_opencl_offload.py) check that a
@@ -315,12 +316,20 @@ def stored_rows(type_: T, raw: np.ndarray, shape: tuple) -> np.ndarray:
     return np.stack([_core.dequantize(int(type_), row, width) for row in raw]).reshape(shape).astype(np.float64)
 
 
+def type_name(type_: T) -> str:
+    return _core.type_info(int(type_))["name"]
+
+
 def cpu_stored_bytes(type_: T, rows: np.ndarray) -> np.ndarray:
-    """What the CPU's cache stores for these rows: F16 bits, or ggml's reference quantizer."""
+    """What the CPU's cache stores for these rows [n_kv, n_head_kv, head_dim]: F16 bits, or its
+    quantizer's blocks (the K rows of a one-layer cache's rows blob), [n_kv, row_bytes]."""
     flat = rows.reshape(rows.shape[0], -1)
     if type_ == T.F16:
         return flat.astype(np.float16).view(np.uint8)  # numpy rounds to nearest even, as the core
-    return _core.quantize_rows(int(type_), flat)
+    q = np.zeros((1, rows.shape[1], rows.shape[2]), np.float32)
+    blob = _core.kv_cache_attention(q, rows, rows, pos0=rows.shape[0] - 1, type_k=type_name(type_),
+                                    type_v=type_name(type_))[1]
+    return blob[:blob.size // 2].reshape(rows.shape[0], -1)
 
 
 def cpu_attention_f16(q, k_raw, v_raw, shape, pos0, window, scale) -> np.ndarray:
@@ -354,7 +363,7 @@ def test_attention_matches_the_oracle_on_the_stored_cache(dev, type_k, type_v, n
     scale = 1.0 / np.sqrt(d)
     got, k_raw, v_raw = dev.attention(q, k, v, pos0=pos0, window=window, scale=scale,
                                       type_k=int(type_k), type_v=int(type_v))
-    # The device stores exactly the CPU cache's bytes (F16 rounding, ggml's reference quantizers).
+    # The device stores exactly the CPU cache's bytes (F16 rounding, the cache's quantizers).
     np.testing.assert_array_equal(k_raw, cpu_stored_bytes(type_k, k))
     np.testing.assert_array_equal(v_raw, cpu_stored_bytes(type_v, v))
     if type_k == T.F16 and type_v == T.F16:
@@ -391,6 +400,77 @@ def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
         v_raw = v.astype(np.float16).view(np.uint8).reshape(n_kv, -1)
         want = cpu_attention_f16(q[None], k_raw, v_raw, k.shape, n_kv - 1, 0, 1.0 / np.sqrt(head_dim))
         np.testing.assert_array_equal(got, want)
+
+
+# ---- a rotated and centered K cache (kv/hadamard.h, kv/centered_k.h) on the device -----------
+
+def oracle_over_cpu_rows(q, k_floats, v_floats, pos0, window):
+    """attention_oracle over the rows as the CPU cache's attention sees them (dequantized,
+    un-rotated, un-centered: _core.kv_cache_attention's K and V)."""
+    return attention_oracle(q, k_floats.astype(np.float64), v_floats.astype(np.float64), pos0, window,
+                            1.0 / np.sqrt(q.shape[2]))
+
+
+def kv_rows(rng, n_kv, n_head_kv, d):
+    """K rows with a large common direction per head (what centering removes), V rows around a
+    mean: [n_kv, n_head_kv, d] each."""
+    k = rng.standard_normal((n_kv, n_head_kv, d)) + 3 * rng.standard_normal((n_head_kv, d))
+    v = rng.standard_normal((n_kv, n_head_kv, d)) + rng.standard_normal((n_head_kv, d))
+    return k.astype(np.float32), v.astype(np.float32)
+
+
+@pytest.mark.parametrize("head_dim", [64, 256])
+def test_rotated_f16_keys_are_the_cpus_bits(dev, head_dim):
+    # An F16 K holds R k exactly rounded, and R q meets it in the F16 kernel: both rotations
+    # (keys on store, queries before attention) must be the CPU's to the bit.
+    rng = np.random.default_rng(11)
+    n_head, n_head_kv, pos0, n = 4, 2, 70, 3
+    q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)
+    k, v = kv_rows(rng, pos0 + n, n_head_kv, head_dim)
+    isa = "avx2" if HAS_AVX2 else None
+    cpu, blob, k_floats, v_floats = _core.kv_cache_attention(q, k, v, pos0, "f16", "f16", rotate_k=True, isa=isa)
+    got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T.F16), int(T.F16), rotate_k=True, chunk=32)
+    np.testing.assert_array_equal(dev_blob, blob)
+    assert not np.array_equal(blob[:k.size * 2], k.astype(np.float16).view(np.uint8).ravel())  # K was rotated
+    if HAS_AVX2:
+        np.testing.assert_array_equal(got, cpu)
+    else:
+        np.testing.assert_allclose(got, oracle_over_cpu_rows(q, k_floats, v_floats, pos0, 0), atol=4e-3)
+
+
+# (pos0, n, chunk, window): queries at positions pos0 .. pos0 + n - 1 over rows stored `chunk`
+# positions at a time; SmolLM2's head size (64) in every case, Gemma 3's (256) in the shorter ones.
+_POSITIONS = {"below-the-sink": (30, 4, 16, 0), "across-in-a-step": (60, 8, 64, 0), "decode": (90, 5, 40, 0),
+              "prompt-across": (0, 100, 100, 0), "window": (120, 6, 32, 48)}
+CENTERED_CASES = [(hd, *case) for hd in (64, 256) for case in _POSITIONS.values() if hd == 64 or sum(case[:2]) <= 100]
+CENTERED_CASE_IDS = [f"{name}-{hd}" for hd in (64, 256) for name, case in _POSITIONS.items()
+                     if hd == 64 or sum(case[:2]) <= 100]
+
+
+@pytest.mark.parametrize("types,rotate", [(("q4_0", "q4_0"), True), (("q4_0", "f16"), True), (("q4_0", "q8_0"), True),
+                                          (("q8_0", "q8_0"), True), (("q4_0", "q4_0"), False)],
+                         ids=["q4_0", "q4_0-f16", "q4_0-q8_0", "q8_0", "q4_0-unrotated"])
+@pytest.mark.parametrize("head_dim,pos0,n,chunk,window", CENTERED_CASES, ids=CENTERED_CASE_IDS)
+def test_centered_cache_stores_the_cpus_bytes_and_attends_over_them(dev, types, rotate, pos0, n, chunk, window,
+                                                                     head_dim):
+    # The rows blob (copy_rows_out: quantized rows, F16 sink rows of positions < 64, mu / s / nu)
+    # after storing `chunk` positions at a time on the device equals the CPU cache's byte for
+    # byte: centering, rotation, the q4_0 scale search, the sink rows and mu / s / nu (computed
+    # on the host from the device's sink rows). Attention over it is float on the device: within
+    # float rounding of the float64 oracle over the rows as stored (measured <= 3.4e-6 on PoCL).
+    # The CPU's own attention rounds Q to 8 bits for its integer dot products (measured <= 8.3e-3).
+    rng = np.random.default_rng(12)
+    n_head, n_head_kv = 4, 2
+    q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)
+    k, v = kv_rows(rng, pos0 + n, n_head_kv, head_dim)
+    tk, tv = types
+    cpu, blob, k_floats, v_floats = _core.kv_cache_attention(q, k, v, pos0, tk, tv, rotate_k=rotate, center_k=True,
+                                                             window=window)
+    got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T[tk.upper()]), int(T[tv.upper()]), rotate_k=rotate,
+                                           center_k=True, window=window, chunk=chunk)
+    np.testing.assert_array_equal(dev_blob, blob)
+    np.testing.assert_allclose(got, oracle_over_cpu_rows(q, k_floats, v_floats, pos0, window), atol=1e-5)
+    np.testing.assert_allclose(got, cpu, atol=2e-2)
 
 
 def test_attention_refuses_a_head_dim_over_the_kernel_limit(dev):

@@ -73,12 +73,11 @@ def offload_arguments(plan: Placement) -> dict:
 
 def plan_offload(gguf: Any, gpu_layers: str, device: int, n_ctx: int, kv_types: tuple[str, str],
                  require_gpu: bool = False) -> tuple[Placement, dict]:
-    """The plan for a context (plan_for_file) and the _core.Context keywords that carry it out:
-    offload_arguments plus rotate_k / center_k False, the defaults with offloaded layers (the device
-    neither rotates nor centers K yet); {} when nothing is offloaded. Offload asked for but no
-    device: a warning with the reason (the context then runs on the CPU)."""
+    """The plan for a context (plan_for_file) and the _core.Context keywords that carry it out
+    (offload_arguments; {} when nothing is offloaded). The KV cache keeps the CPU's defaults (a
+    q4_0 K rotated and centered): the device stores and attends over the same format. Offload
+    asked for but no device: a warning with the reason (the context then runs on the CPU)."""
     plan = plan_for_file(gguf, gpu_layers, device, n_ctx, kv_types, require_gpu)
     if plan.device is None and plan.notes and gpu_layers != "0":
         warnings.warn(plan.notes[0], stacklevel=3)
-    offload = offload_arguments(plan)
-    return plan, ({**offload, "rotate_k": False, "center_k": False} if offload else {})
+    return plan, offload_arguments(plan)

@@ -15,11 +15,14 @@
 
 #include "common/error.h"
 #include "gpu/block_layouts.h"
+#include "gpu/device_kv.h"
 #include "gpu/kernel_sources.h"
 #include "gpu/opencl_loader.h"
 #include "gpu/ops.h"
 #include "gpu/program_cache.h"
 #include "gpu/runtime.h"
+#include "cpu/kernels.h"
+#include "kv/kv_cache.h"
 #include "models/blocks.h"
 #include "quant/types.h"
 
@@ -216,6 +219,45 @@ void register_test_device(py::module_& m) {
            "(out [n, n_head, head_dim], K rows and V rows as the device stored them [n_kv, row_bytes] uint8):\n"
            "k/v rows stored into caches of type_k/type_v on the device, then causal attention of q\n"
            "(query t at pos0 + t).")
+        .def("kv_cache_attention", [](TestDevice& t, const Floats& q, const Floats& k, const Floats& v, int64_t pos0,
+                                      uint32_t type_k, uint32_t type_v, bool rotate_k, bool center_k, int64_t window,
+                                      int64_t chunk) {
+            require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
+                    "kv_cache_attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
+            const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2);
+            const int64_t n_kv = k.shape(0), n_head_kv = k.shape(1);
+            require(k.shape(2) == d && v.shape(0) == n_kv && v.shape(1) == n_head_kv && v.shape(2) == d &&
+                        n_head_kv > 0 && n_head % n_head_kv == 0 && n > 0 && pos0 >= 0 && pos0 + n == n_kv,
+                    "kv_cache_attention: inconsistent shapes (n_kv must be pos0 + n)");
+            require(chunk > 0, "kv_cache_attention: chunk must be positive");
+            const int64_t width = n_head_kv * d;
+            // The host cache whose format the device copies, and into which its rows come back.
+            ei::KvCache host(ei::kernels(), 1, n_kv, width, d, type_k, type_v, rotate_k, center_k);
+            const int64_t n_batch = std::max(chunk, n);
+            ei::cl::DeviceKvCache cache(t.dev(), t.ops(), host, {0}, n_batch, n_head);
+            // The rows stored `chunk` at a time, as prompt chunks and decode steps are.
+            for (int64_t p = 0; p < n_kv; p += chunk) {
+                const int64_t m = std::min(chunk, n_kv - p);
+                const size_t off = (size_t)(p * width), bytes = (size_t)(m * width) * sizeof(float);
+                ei::cl::Buffer kf = t.upload(k.data() + off, bytes, "k rows");
+                ei::cl::Buffer vf = t.upload(v.data() + off, bytes, "v rows");
+                cache.store(0, kf, vf, p, m);
+            }
+            ei::cl::Buffer qb = t.upload(q, "q");
+            ei::cl::Buffer ob = t.dev().alloc((size_t)(n * n_head * d) * sizeof(float), "out");
+            const ei::cl::AttentionDims a{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
+            cache.attend(0, qb, ob, n, pos0, a);
+            cache.to_host(n_kv);
+            py::array_t<uint8_t> blob((py::ssize_t)host.rows_bytes(n_kv));
+            host.copy_rows_out(n_kv, blob.mutable_data());
+            return py::make_tuple(t.download(ob, {n, n_head, d}), blob);
+        }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"), py::arg("type_k") = (uint32_t)ei::TYPE_F16,
+           py::arg("type_v") = (uint32_t)ei::TYPE_F16, py::arg("rotate_k") = false, py::arg("center_k") = false,
+           py::arg("window") = 0, py::arg("chunk") = 64,
+           "(out [n, n_head, head_dim], the cache's rows blob as KvCache::copy_rows_out writes it): k/v rows\n"
+           "stored `chunk` positions at a time into the device KV cache (gpu/device_kv.h) of a one-layer\n"
+           "cache of these types (K rotated / centered as asked), then causal attention of q (query t at\n"
+           "pos0 + t, scale 1 / sqrt(head_dim)), and the rows synced back to the host.")
         .def("swiglu", [](TestDevice& t, const Floats& gate, const Floats& up) {
             require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(), "swiglu: gate and up are [n]");
             ei::cl::Buffer g = t.upload(gate, "gate"), u = t.upload(up, "up");

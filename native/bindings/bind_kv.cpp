@@ -72,9 +72,49 @@ double attention_kv_seconds(const Floats& q, const Floats& k, const std::string&
     return best;
 }
 
+// n query rows at positions pos0 .. pos0 + n - 1 attending over the n_kv = pos0 + n rows k, v
+// stored (in one call) in a one-layer KvCache: the CPU side of the device cache tests
+// (tests/test_opencl_ops.py). Returns (out [n, n_head, head_dim], the cache's copy_rows_out(n_kv)
+// blob, K and V as attention sees them [n_kv, n_head_kv, head_dim]).
+py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, int64_t pos0, const std::string& type_k,
+                             const std::string& type_v, bool rotate_k, bool center_k, int64_t window,
+                             const py::object& isa) {
+    const ei::KernelTable& t = table_for(isa);
+    if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3)
+        throw ei::Error("kv_cache_attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
+    const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2), n_kv = k.shape(0), n_head_kv = k.shape(1);
+    if (k.shape(2) != d || v.shape(0) != n_kv || v.shape(1) != n_head_kv || v.shape(2) != d || n < 1 ||
+        n_head_kv < 1 || n_head % n_head_kv || pos0 < 0 || pos0 + n != n_kv)
+        throw ei::Error("kv_cache_attention: inconsistent shapes (n_kv must be pos0 + n)");
+    ei::KvCache kv(t, 1, n_kv, n_head_kv * d, d, ei::kv_type_from_name(type_k), ei::kv_type_from_name(type_v),
+                   rotate_k, center_k);
+    kv.store(0, 0, n_kv, k.data(), v.data());
+    py::array_t<float> out({n, n_head, d});
+    py::array_t<uint8_t> blob((py::ssize_t)kv.rows_bytes(n_kv));
+    py::array_t<float> k_deq({n_kv, n_head_kv, d}), v_deq({n_kv, n_head_kv, d});
+    {
+        py::gil_scoped_release nogil;
+        ei::ThreadPool pool(1);
+        const ei::AttentionShape shape{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
+        ei::attention_cached(pool, t, q.data(), n, pos0, kv, 0, shape, out.mutable_data());
+        kv.copy_rows_out(n_kv, blob.mutable_data());
+        for (int64_t i = 0; i < n_kv; ++i) {
+            kv.k_row_floats(0, i, k_deq.mutable_data() + i * kv.width());
+            kv.v_row_floats(0, i, v_deq.mutable_data() + i * kv.width());
+        }
+    }
+    return py::make_tuple(out, blob, k_deq, v_deq);
+}
+
 }  // namespace
 
 void register_kv(py::module_& m) {
+    m.def("kv_cache_attention", &kv_cache_attention, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"),
+          py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = false,
+          py::arg("center_k") = false, py::arg("window") = 0, py::arg("isa") = py::none(),
+          "Queries q [n, n_head, head_dim] at positions pos0.. attending over k, v [pos0 + n, n_head_kv, head_dim]\n"
+          "stored in a one-layer KV cache (scale 1 / sqrt(head_dim)): (out, the cache's rows blob as\n"
+          "copy_rows_out writes it, K and V as attention sees them).");
     m.def("attention_kv", &attention_kv, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("type_k") = "f16",
           py::arg("type_v") = "f16", py::arg("window") = 0, py::arg("rotate_k") = false, py::arg("center_k") = false,
           py::arg("isa") = py::none(),

@@ -19,14 +19,7 @@ int64_t checked_n_ctx(int64_t n_ctx) {
 std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadRequest& req, int64_t n_ctx,
                                           int64_t n_batch, KvCache& kv) {
     if (req.layers.empty()) return nullptr;
-    if (kv.k_rotated()) throw Error("a rotated K cache is not supported with OpenCL offload yet");
-    if (kv.k_centered()) throw Error("a centered K cache is not supported with OpenCL offload yet");
-    // Unrotated q4_0 keys (llama.cpp's) lose far more than the CPU's rotated ones: measured on
-    // SmolLM2, top-20 logits 0.9-5.2 from the F32 run against 0.2-0.4 with a q8_0 K. Refused until
-    // the device rotates K too.
-    if (kv.type_k() == TYPE_Q4_0)
-        throw Error("a q4_0 K cache is not supported with OpenCL offload yet (the device does not rotate K); "
-                    "use a q8_0 or f16 K cache");
+    // The device keeps the host cache's format, K rotated and centered included (gpu/device_kv.h).
     const ArchModel& arch = model.arch();
     cl::HostLayer w;
     cl::LayerDims dims;

@@ -18,16 +18,16 @@ struct Offload::DeviceLayer {
     int64_t window = 0;
     Buffer wq, wk, wv, wo, w_gate, w_up, w_down;       // the file's blocks, row after row
     uint32_t tq = 0, tk = 0, tv = 0, to = 0, tg = 0, tu = 0, td = 0;
-    Buffer k_cache, v_cache;                           // [n_ctx] rows of the host cache's types
     bool uploaded = false;
 };
 
 Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
                  KvCache& host_kv)
-    : dims_(dims), host_kv_(host_kv), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
-    if (!kv_supports(host_kv.type_k()) || !kv_supports(host_kv.type_v()) || host_kv.k_rotated() ||
-        host_kv.width() != dims.n_head_kv * dims.head_dim || host_kv.n_ctx() != n_ctx)
-        throw Error("offloaded layers need an unrotated f16/q8_0/q4_0 host KV cache of the model's width");
+    : dims_(dims), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
+    if (!kv_supports(host_kv.type_k()) || !kv_supports(host_kv.type_v()) ||
+        host_kv.width() != dims.n_head_kv * dims.head_dim || host_kv.head_dim() != dims.head_dim ||
+        host_kv.n_ctx() != n_ctx)
+        throw Error("offloaded layers need an f16/q8_0/q4_0 host KV cache of the model's width");
     std::sort(layers_.begin(), layers_.end());
     layers_.erase(std::unique(layers_.begin(), layers_.end()), layers_.end());
     for (int il : layers_)
@@ -39,15 +39,12 @@ Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int6
     ops_ = std::make_unique<DeviceOps>(*dev_, *programs_);
 
     const int64_t d = dims.n_embd, qw = dims.n_head * dims.head_dim, kvw = dims.n_head_kv * dims.head_dim;
-    // The device rows have the host cache's types and layout, so syncs are plain copies.
-    const size_t k_bytes = (size_t)n_ctx * host_kv.k_row_bytes(), v_bytes = (size_t)n_ctx * host_kv.v_row_bytes();
+    // The device rows have the host cache's format, so syncs are plain copies.
+    kv_ = std::make_unique<DeviceKvCache>(*dev_, *ops_, host_kv, layers_, n_batch, dims.n_head);
+    kv_bytes_ = kv_->bytes();
     for (size_t i = 0; i < layers_.size(); ++i) {
         index_[layers_[i]] = i;
-        auto L = std::make_unique<DeviceLayer>();
-        L->k_cache = dev_->alloc(k_bytes, "the K cache of an offloaded layer");
-        L->v_cache = dev_->alloc(v_bytes, "the V cache of an offloaded layer");
-        kv_bytes_ += k_bytes + v_bytes;
-        device_layers_.push_back(std::move(L));
+        device_layers_.push_back(std::make_unique<DeviceLayer>());
     }
     auto floats = [&](int64_t w, const char* what) { return dev_->alloc((size_t)(n_batch * w) * sizeof(float), what); };
     x_ = floats(d, "the hidden state");
@@ -114,23 +111,9 @@ void Offload::upload(int layer, const HostLayer& w) {
     L.uploaded = true;
 }
 
-void Offload::sync_kv_to_host(int64_t n) {
-    n = std::clamp<int64_t>(n, 0, n_ctx_);
-    const size_t k_bytes = (size_t)n * host_kv_.k_row_bytes(), v_bytes = (size_t)n * host_kv_.v_row_bytes();
-    for (size_t i = 0; i < layers_.size(); ++i) {
-        dev_->read(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), k_bytes);
-        dev_->read(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), v_bytes);
-    }
-}
+void Offload::sync_kv_to_host(int64_t n) { kv_->to_host(n); }
 
-void Offload::sync_kv_to_device(int64_t n) {
-    n = std::clamp<int64_t>(n, 0, n_ctx_);
-    const size_t k_bytes = (size_t)n * host_kv_.k_row_bytes(), v_bytes = (size_t)n * host_kv_.v_row_bytes();
-    for (size_t i = 0; i < layers_.size(); ++i) {
-        dev_->write(device_layers_[i]->k_cache, host_kv_.k_data(layers_[i]), k_bytes);
-        dev_->write(device_layers_[i]->v_cache, host_kv_.v_data(layers_[i]), v_bytes);
-    }
-}
+void Offload::sync_kv_to_device(int64_t n) { kv_->to_device(n); }
 
 void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0) {
     if (n < 1 || n > n_batch_) throw Error("offloaded forward: " + std::to_string(n) + " tokens, batch holds " +
@@ -145,7 +128,7 @@ void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0) {
     write_rope_tables(first, last, n, pos0);
     // The only host -> device crossing of the hidden state for this range ...
     dev_->write(x_, x, x_bytes);
-    for (int il = first; il <= last; ++il) run_layer(*device_layers_[index_.at(il)], n, pos0);
+    for (int il = first; il <= last; ++il) run_layer(index_.at(il), n, pos0);
     // ... and the only device -> host one (a blocking read: waits for the queued layers).
     dev_->read(x_, x, x_bytes);
 }
@@ -164,7 +147,8 @@ void Offload::write_rope_tables(int first, int last, int64_t n, int64_t pos0) {
     }
 }
 
-void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
+void Offload::run_layer(size_t slot, int64_t n, int64_t pos0) {
+    DeviceLayer& L = *device_layers_[slot];
     const LayerDims& s = dims_;
     const int64_t d = s.n_embd, qw = s.n_head * s.head_dim, kvw = s.n_head_kv * s.head_dim;
     DeviceOps& op = *ops_;
@@ -178,9 +162,7 @@ void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
     const Buffer& cs = rope_cs_.at({L.rope_freq_base, L.rope_freq_scale});
     op.rope(q_, cs, n, RopeShape{s.n_head, s.head_dim, s.n_rot, s.rope_neox});
     op.rope(k_, cs, n, RopeShape{s.n_head_kv, s.head_dim, s.n_rot, s.rope_neox});
-    const uint32_t tk = host_kv_.type_k(), tv = host_kv_.type_v();
-    op.kv_store(tk, k_, L.k_cache, pos0, n, kvw);
-    op.kv_store(tv, v_, L.v_cache, pos0, n, kvw);
+    kv_->store(slot, k_, v_, pos0, n);
     // A model that scales Q before attention (Gemma 3) attends with scale 1, as the CPU does:
     // the F16 rounding of Q inside attention then sees the same values.
     float scale = 1.0f / std::sqrt((float)s.head_dim);
@@ -189,7 +171,7 @@ void Offload::run_layer(DeviceLayer& L, int64_t n, int64_t pos0) {
         scale = 1.0f;
     }
     const AttentionDims a{s.n_head, s.n_head_kv, s.head_dim, scale, L.window};
-    op.attention(tk, tv, q_, L.k_cache, L.v_cache, att_, n, pos0, a);
+    kv_->attend(slot, q_, att_, n, pos0, a);
     op.matmul(L.to, L.wo, d, qw, att_, n, out_);
     if (L.post_attn_norm.get()) op.rms_norm(out_, L.post_attn_norm, out_, n, d, s.norm_eps);
     op.add(x_, out_, n * d);

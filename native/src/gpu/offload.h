@@ -1,5 +1,6 @@
 // Layers offloaded to an OpenCL device: their weights copied to device buffers once, their KV
-// cache kept on the device (F16, Q8_0 or Q4_0, as the host cache), and a forward over a range of consecutive offloaded layers in
+// cache kept on the device in the host cache's format (F16, Q8_0 or Q4_0, K rotated and
+// centered as the host's: gpu/device_kv.h), and a forward over a range of consecutive offloaded layers in
 // which the hidden state crosses between host and device only at the range's two ends.
 //
 // The layer is the pre-norm transformer block of llama (models/llama.cpp):
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/device_kv.h"
 #include "gpu/ops.h"
 #include "gpu/program_cache.h"
 #include "gpu/runtime.h"
@@ -28,7 +30,7 @@ namespace ei::cl {
 class Offload {
 public:
     // Opens the device and allocates its KV cache ([n_ctx] rows of n_head_kv * head_dim values
-    // per layer, K and V, in host_kv's types) and scratch for n_batch tokens. Weights come later, through upload().
+    // per layer, K and V, in host_kv's format) and scratch for n_batch tokens. Weights come later, through upload().
     // host_kv: the Context's cache, which keeps a staging copy of the offloaded layers' rows
     // for what works on the host cache (snapshots, saved states, context shift): see sync_*.
     Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
@@ -58,17 +60,17 @@ public:
 
 private:
     struct DeviceLayer;
-    void run_layer(DeviceLayer& L, int64_t n, int64_t pos0);
+    void run_layer(size_t slot, int64_t n, int64_t pos0);
 
     std::unique_ptr<Device> dev_;
     std::unique_ptr<ProgramCache> programs_;
     std::unique_ptr<DeviceOps> ops_;
     LayerDims dims_;
-    KvCache& host_kv_;
     int64_t n_ctx_, n_batch_;
     std::vector<int> layers_;                // ascending
     std::map<int, size_t> index_;            // layer -> slot in device_layers_
-    std::vector<std::unique_ptr<DeviceLayer>> device_layers_;
+    std::vector<std::unique_ptr<DeviceLayer>> device_layers_;  // by slot
+    std::unique_ptr<DeviceKvCache> kv_;      // slot i: layers_[i]
     // Builds the rotation tables of positions pos0 .. pos0 + n - 1 that layers first..last need.
     void write_rope_tables(int first, int last, int64_t n, int64_t pos0);
 

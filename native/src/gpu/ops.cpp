@@ -17,7 +17,7 @@ constexpr size_t kMatmulWg = 64;    // MM_WG (matmul.cl)
 constexpr int64_t kMatmulTile = 8;  // MM_TILE
 constexpr size_t kNormWg = 64;      // NORM_WG (norm.cl)
 constexpr size_t kAttnWg = 64;      // ATT_WG (attention.cl)
-constexpr int64_t kAttnMaxHeadDim = 64 * 4;  // ATT_WG * ATT_DIMS_PER_ITEM
+constexpr int64_t kAttnMaxHeadDim = 64 * 4;  // ATT_WG * ATT_DIMS_PER_ITEM (= HADAMARD_MAX_DIM)
 
 // Which source files make up each program (the block prelude always comes first).
 std::string source_of(const std::string& program) {
@@ -27,7 +27,8 @@ std::string source_of(const std::string& program) {
     if (program == "norm") return program_source({"norm.cl"});
     if (program == "rope") return program_source({"rope.cl"});
     if (program.rfind("attention_", 0) == 0) return program_source({"attention.cl"});
-    if (program == "kv_store") return program_source({"kv_store.cl"});
+    if (program == "kv_store") return program_source({"quantize_act.cl", "kv_store.cl"});
+    if (program == "kv_centered") return program_source({"kv_centered.cl"});
     if (program == "elementwise") return program_source({"elementwise.cl"});
     throw Error("no OpenCL program named '" + program + "'");
 }
@@ -44,6 +45,17 @@ void require_floats(const Buffer& b, int64_t count, const char* what) {
 int to_int(int64_t v, const char* what) {
     require(v >= 0 && v <= INT32_MAX, std::string(what) + " does not fit the kernels' int range");
     return (int)v;
+}
+
+// 1 / sqrt(d), the last step of the Hadamard rotation, as kv/hadamard.cpp computes it.
+float inv_sqrt(int64_t d) { return 1.0f / std::sqrt((float)d); }
+
+void require_head(int64_t width, int64_t head_dim, bool rotated, const char* op) {
+    require(head_dim > 0 && head_dim <= kAttnMaxHeadDim && width % head_dim == 0,
+            std::string("OpenCL ") + op + ": rows of " + std::to_string(width) + " values are not heads of at most " +
+                std::to_string(kAttnMaxHeadDim));
+    require(!rotated || (head_dim & (head_dim - 1)) == 0,
+            std::string("OpenCL ") + op + ": a rotated head needs head_dim to be a power of two");
 }
 
 }  // namespace
@@ -193,8 +205,49 @@ void DeviceOps::kv_store(uint32_t type, const Buffer& src, const Buffer& cache, 
     dev_.run(k, 2, global, nullptr);
 }
 
+void DeviceOps::kv_encode_k(const Buffer& src, const Buffer& dst, const Buffer& centering, int64_t row0, int64_t n,
+                            int64_t width, int64_t head_dim, bool centered, bool rotated) {
+    require_head(width, head_dim, rotated, "kv_encode_k");
+    require_floats(src, (row0 + n) * width, "src");
+    require_floats(dst, n * width, "dst");
+    if (centered) require_floats(centering, 3 * width, "centering");
+    Kernel& k = kernel("kv_centered", "kv_encode_k");
+    k.set_args(src, dst, centered ? centering : src, to_int(row0, "row0"), to_int(width, "width"),
+               to_int(head_dim, "head_dim"), (int)centered, (int)rotated, inv_sqrt(head_dim));
+    const size_t global[2] = {(size_t)(width / head_dim), (size_t)n};
+    dev_.run(k, 2, global, nullptr);
+}
+
+void DeviceOps::kv_center_v(const Buffer& src, const Buffer& dst, const Buffer& centering, int64_t row0, int64_t n,
+                            int64_t width) {
+    require_floats(src, (row0 + n) * width, "src");
+    require_floats(dst, n * width, "dst");
+    require_floats(centering, 3 * width, "centering");
+    Kernel& k = kernel("kv_centered", "kv_center_v");
+    k.set_args(src, dst, centering, to_int(row0, "row0"), to_int(width, "width"));
+    const size_t global[2] = {(size_t)width, (size_t)n};
+    dev_.run(k, 2, global, nullptr);
+}
+
+void DeviceOps::attention_query(const Buffer& q, const Buffer& qr, const Buffer& bias, const Buffer& centering,
+                                int64_t n, const AttentionDims& a, bool centered, bool rotated) {
+    const int64_t width = a.n_head_kv * a.head_dim;
+    require(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "OpenCL attention_query: n_head must be a multiple of n_head_kv");
+    require_head(width, a.head_dim, rotated, "attention_query");
+    require_floats(q, n * a.n_head * a.head_dim, "q");
+    require_floats(qr, n * a.n_head * a.head_dim, "qr");
+    require_floats(bias, n * a.n_head, "bias");
+    if (centered) require_floats(centering, 3 * width, "centering");
+    Kernel& k = kernel("kv_centered", "attention_query");
+    k.set_args(q, qr, bias, centered ? centering : q, to_int(a.n_head, "n_head"),
+               to_int(a.n_head / a.n_head_kv, "group"), to_int(a.head_dim, "head_dim"), to_int(width, "width"),
+               (int)centered, (int)rotated, inv_sqrt(a.head_dim), a.scale);
+    const size_t global[2] = {(size_t)a.n_head, (size_t)n};
+    dev_.run(k, 2, global, nullptr);
+}
+
 void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
-                          const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a) {
+                          const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a, const SinkRows* sink) {
     require(kv_supports(type_k) && kv_supports(type_v), "OpenCL attention: the KV cache types must be f16, q8_0 or q4_0");
     require(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "OpenCL attention: n_head must be a multiple of n_head_kv");
     require(a.head_dim > 0 && a.head_dim <= kAttnMaxHeadDim,
@@ -210,6 +263,30 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
     const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
     const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
     const size_t local[3] = {kAttnWg, 1, 1};
+    if (sink) {
+        require(type_k != TYPE_F16, "OpenCL attention: a centered K cache is quantized");
+        require_floats(sink->q_sink, n * a.n_head * a.head_dim, "q_sink");
+        require_floats(sink->bias, n * a.n_head, "bias");
+        require_floats(sink->centering, 3 * width, "centering");
+        require(sink->n_sink > 0 && sink->sink_k.bytes >= (size_t)(sink->n_sink * width) * 2 &&
+                    sink->sink_v.bytes >= (size_t)(sink->n_sink * width) * 2,
+                "OpenCL attention: the sink rows are shorter than n_sink");
+        Kernel& kern = kernel("attention_centered_" + tk + "_" + tv, "attention",
+                              "-DCENTERED -DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
+        kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
+                      to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
+                      (cl_ulong)k_row, (cl_ulong)v_row);
+        kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
+        kern.set_arg(13, sink->q_sink);
+        kern.set_arg(14, sink->bias);
+        kern.set_arg(15, sink->sink_k);
+        kern.set_arg(16, sink->sink_v);
+        kern.set_arg(17, sink->centering);
+        kern.set_arg(18, to_int(sink->n_sink, "n_sink"));
+        kern.set_local(19, (size_t)a.head_dim * sizeof(float));  // q_sink_local
+        dev_.run(kern, 3, global, local);
+        return;
+    }
     if (type_k == TYPE_F16 && type_v == TYPE_F16) {
         // The CPU's one-row F16 kernel, bit for bit (attention.cl; exp through double where the
         // device has doubles, else the device's exp, which may differ in the last bit).

@@ -32,6 +32,19 @@ struct AttentionDims {
     int64_t window;  // > 0: each query sees only its last `window` positions
 };
 
+// A centered K cache's extra inputs to attention (kv/centered_k.h, kernels/attention.cl): the
+// queries as roped, q_sink [n][n_head][head_dim] (the attention's q is then R(q * s)), bias
+// [n][n_head] (attention_query makes both), the F16 sink rows [n_sink][n_head_kv * head_dim]
+// of K and V, and centering: [3][n_head_kv * head_dim] floats, mu, s, nu.
+struct SinkRows {
+    const Buffer& q_sink;
+    const Buffer& bias;
+    const Buffer& sink_k;
+    const Buffer& sink_v;
+    const Buffer& centering;
+    int64_t n_sink;
+};
+
 class DeviceOps {
 public:
     DeviceOps(Device& dev, ProgramCache& programs) : dev_(dev), programs_(programs) {}
@@ -52,10 +65,26 @@ public:
     // Rows src[n][width] into a cache of `type` ([n_ctx] rows of row_bytes(type, width)) at
     // positions pos0 .. pos0 + n - 1.
     void kv_store(uint32_t type, const Buffer& src, const Buffer& cache, int64_t pos0, int64_t n, int64_t width);
+    // The rows a rotated / centered K cache quantizes (kernels/kv_centered.cl): dst[n][width] =
+    // src rows row0 .. row0 + n - 1, each head vector of head_dim values centered ((k - mu) / s,
+    // centering: [3][width] floats mu, s, nu) if `centered` and then rotated (kv/hadamard.h) if
+    // `rotated`. centering is unused unless centered.
+    void kv_encode_k(const Buffer& src, const Buffer& dst, const Buffer& centering, int64_t row0, int64_t n,
+                     int64_t width, int64_t head_dim, bool centered, bool rotated);
+    // dst[n][width] = src rows row0 .. row0 + n - 1 minus nu (a centered cache's V rows).
+    void kv_center_v(const Buffer& src, const Buffer& dst, const Buffer& centering, int64_t row0, int64_t n,
+                     int64_t width);
+    // The queries of a rotated / centered K cache: qr[n][n_head][head_dim] = R(q * s) (* s if
+    // centered, R if rotated) and bias[n][n_head] = a.scale * (q . mu) (0 unless centered).
+    void attention_query(const Buffer& q, const Buffer& qr, const Buffer& bias, const Buffer& centering, int64_t n,
+                         const AttentionDims& a, bool centered, bool rotated);
     // out[n][n_head][head_dim] = causal attention of q (query t at position pos0 + t) over the
-    // caches k (of type_k), v (of type_v), rows of n_head_kv * head_dim values up to pos0 + n.
+    // caches k (of type_k), v (of type_v), rows of n_head_kv * head_dim values up to pos0 + n;
+    // with sink (a centered cache, quantized types only), positions below sink->n_sink are read
+    // from its F16 rows and the others corrected by mu and nu (see SinkRows).
     void attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
-                   const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a);
+                   const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a,
+                   const SinkRows* sink = nullptr);
     // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
     void swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     void geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);

@@ -79,6 +79,11 @@ public:
     const float* k_mean(int64_t layer) const { return centering_.data() + layer * 3 * width_; }
     const float* k_scale(int64_t layer) const { return k_mean(layer) + width_; }
     const float* v_mean(int64_t layer) const { return k_mean(layer) + 2 * width_; }
+    // The same, writable, for a copy of the rows kept elsewhere (gpu/device_kv.h): sink rows
+    // [n_sink][width] F16 and [3][width] floats mu, s, nu.
+    uint16_t* sink_k(int64_t layer) { return sink_k_.data() + layer * n_sink_ * width_; }
+    uint16_t* sink_v(int64_t layer) { return sink_v_.data() + layer * n_sink_ * width_; }
+    float* centering(int64_t layer) { return centering_.data() + layer * 3 * width_; }
 
     // Stores n rows of floats at positions pos0 .. pos0 + n - 1 (K centered if k_centered() and
     // rotated if k_rotated(), then rounded to F16 / quantized; sink positions in F16). Storing

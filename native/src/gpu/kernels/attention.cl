@@ -38,10 +38,21 @@ inline float kv_at_q4_0(__global const uchar* row, int i) {
 #define ATT_WG 64
 #define ATT_DIMS_PER_ITEM 4
 
+// With -DCENTERED (a centered K, kv/centered_k.h): positions below n_sink are read from the F16
+// sink rows sink_k / sink_v ([n_sink][n_head_kv * head_dim]) and scored with the query as roped,
+// q_sink; the later ones hold R((k - mu) / s) and v - nu, so they are scored with q = R(q * s)
+// plus bias (scale * (q . mu), per query row and head) and nu is added to their V values
+// (kv_centered.cl makes q and bias). The sum is the CPU's (kv/centered_attention.h), which adds
+// the same terms to its partial results rather than to each position.
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention(__global const float* q, __global const uchar* k, __global const uchar* v,
                __global float* out, int n_head, int n_head_kv, int head_dim, int pos0, int window,
-               float scale, ulong k_row_bytes, ulong v_row_bytes, __local float* q_local) {
+               float scale, ulong k_row_bytes, ulong v_row_bytes, __local float* q_local
+#ifdef CENTERED
+               , __global const float* q_sink, __global const float* bias, __global const half* sink_k,
+               __global const half* sink_v, __global const float* centering, int n_sink, __local float* q_sink_local
+#endif
+               ) {
     __local float red[ATT_WG];  // reduction scratch
     __local float p[ATT_WG];    // the tile's softmax numerators
     const int lid = get_local_id(0), h = get_group_id(1), t = get_group_id(2);
@@ -49,6 +60,15 @@ void attention(__global const float* q, __global const uchar* k, __global const 
     const int head_off = hk * head_dim;  // this KV head's first value in a cache row
     __global const float* qt = q + ((ulong)t * n_head + h) * head_dim;
     for (int d = lid; d < head_dim; d += ATT_WG) q_local[d] = qt[d];
+#ifdef CENTERED
+    const int width = n_head_kv * head_dim;  // values per sink row
+    const float row_bias = bias[(ulong)t * n_head + h];
+    __global const float* nu = centering + 2 * width + head_off;
+    __global const float* qst = q_sink + ((ulong)t * n_head + h) * head_dim;
+    for (int d = lid; d < head_dim; d += ATT_WG) q_sink_local[d] = qst[d];
+#else
+    const int n_sink = 0;
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
     const int last = pos0 + t;
@@ -60,11 +80,19 @@ void attention(__global const float* q, __global const uchar* k, __global const 
     for (int base = first; base <= last; base += ATT_WG) {
         const int position = base + lid;
         float s = -INFINITY;
-        if (position <= last) {
+        if (position <= last && position >= n_sink) {
             __global const uchar* kr = k + (ulong)position * k_row_bytes;
             float dot = 0.0f;
             for (int d = 0; d < head_dim; ++d) dot += q_local[d] * K_AT(kr, head_off + d);
             s = dot * scale;
+#ifdef CENTERED
+            s += row_bias;
+        } else if (position <= last) {
+            __global const half* kr = sink_k + (ulong)position * width + head_off;
+            float dot = 0.0f;
+            for (int d = 0; d < head_dim; ++d) dot += q_sink_local[d] * vload_half(d, kr);
+            s = dot * scale;
+#endif
         }
         red[lid] = s;
         for (int w = ATT_WG / 2; w > 0; w >>= 1) {
@@ -86,7 +114,13 @@ void attention(__global const float* q, __global const uchar* k, __global const 
             if (d >= head_dim) break;
             float a = acc[i] * correction;
             __global const uchar* vr = v + (ulong)base * v_row_bytes;
+#ifdef CENTERED
+            const int n_sink_tile = clamp(n_sink - base, 0, count);  // the tile's sink positions come first
+            for (int j = 0; j < n_sink_tile; ++j) a += p[j] * vload_half(head_off + d, sink_v + (ulong)(base + j) * width);
+            for (int j = n_sink_tile; j < count; ++j) a += p[j] * (V_AT(vr + (ulong)j * v_row_bytes, head_off + d) + nu[d]);
+#else
             for (int j = 0; j < count; ++j) a += p[j] * V_AT(vr + (ulong)j * v_row_bytes, head_off + d);
+#endif
             acc[i] = a;
         }
         m = m_new;
