@@ -56,10 +56,12 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// Rows 8h..8h+7 of one group x NC columns: y[c * ldy + j] for row j of the half.
+// Rows 8h..8h+7 of one group x NC columns: y[c * ldy + j] for row j of the half. With
+// prefetch > 0, the first half requests the same lines `prefetch` bytes on (the next group):
+// a decode streams the groups from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
 template <int NC>
 void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0* const* act,
-          const ActBlock* const* ab, float* y, int64_t ldy) {
+          const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
     const uint8_t* qs = grp + qs_off + h * 32;
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
@@ -67,6 +69,8 @@ void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0
     for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows)));
+        if (prefetch && h == 0)
+            for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
         __m256i wq[8];  // wq[t]: the rows' elements 4t..4t+3 (t < 4: low nibbles; t >= 4: high nibbles)
         for (int t = 0; t < 4; ++t) {
             const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
@@ -100,8 +104,10 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     prepare_activations(a8, a_stride, n, nb, act_blocks.data());
     const block_q8_0* cols[kCols];
     const ActBlock* abs[kCols];
-    for (int64_t g = 0; g < m / kPackRows; ++g) {
+    const int64_t groups = m / kPackRows;
+    for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
+        const size_t pf = n == 1 && g + 1 < groups ? w_stride : 0;  // decode: the next group
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);
             for (int c = 0; c < nc; ++c) {
@@ -111,10 +117,10 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
             for (int h = 0; h < 2; ++h) {
                 float* yt = y + c0 * ldy + g * kPackRows + h * kHalf;
                 switch (nc) {
-                    case 4: tile<4>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
-                    case 3: tile<3>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
-                    case 2: tile<2>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
-                    default: tile<1>(nb, grp, qs_off, h, cols, abs, yt, ldy); break;
+                    case 4: tile<4>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
+                    case 3: tile<3>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
+                    case 2: tile<2>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
+                    default: tile<1>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
                 }
             }
         }
