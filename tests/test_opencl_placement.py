@@ -183,6 +183,22 @@ def test_info_prints_the_plan_without_loading(smollm2_path):
 
 
 @pytest.mark.realmodel
+def test_info_counts_a_centered_caches_sink_rows_and_means(smollm2_path):
+    proc = run_cli("info", str(smollm2_path), "--gpu-layers", "4", "--json", "-c", "2048", "--ctk", "q4_0",
+                   "--ctv", "q8_0")
+    assert proc.returncode == 0, proc.stderr
+    placement = json.loads(proc.stdout)["placement"]
+    if placement["device"] is None:
+        pytest.skip("no OpenCL device")
+    # Per layer: 2048 rows of q4_0 K (192 values: 6 blocks of 18 B) and q8_0 V (6 blocks of 34 B),
+    # plus what a q4_0 K's centering keeps: the first kv_sink_rows positions of K and V in F16
+    # and the K mean, K scale and V mean as floats.
+    rows = 2048 * (6 * 18 + 6 * 34)
+    extra = _core.kv_sink_rows * (192 + 192) * 2 + (2 * 192 + 192) * 4
+    assert placement["gpu_kv_bytes"] == 4 * (rows + extra)
+
+
+@pytest.mark.realmodel
 def test_info_table_shows_the_plan_for_gemma3(gemma3_path):
     proc = run_cli("info", str(gemma3_path), "--gpu-layers", "0-5,12", "--ctk", "q8_0", env={"COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr

@@ -39,6 +39,15 @@ def kv_row_bytes(kv_type: str, dim: int) -> int | None:
     return dim // block * block_bytes if dim % block == 0 else None
 
 
+def centered_cache_extra_bytes(kv_types: tuple[str, str], k_dim: int, v_dim: int) -> int:
+    """Bytes a layer's cache holds besides its rows with these types and the default K format: a
+    q4_0 K is centered (kv/centered_k.h), which keeps the first kv_sink_rows positions of K and V
+    in F16 and the K mean and scale and the V mean as floats."""
+    if kv_types[0] != "q4_0":
+        return 0
+    return _core.kv_sink_rows * (k_dim + v_dim) * 2 + (2 * k_dim + v_dim) * 4
+
+
 def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096,
                   kv_types: tuple[str, str] = ("f16", "f16"), require_gpu: bool = False) -> Placement:
     """The plan for `gpu_layers` (placement.parse_gpu_layers' syntax) on OpenCL device `device`
@@ -53,7 +62,8 @@ def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096
     k_row, v_row = kv_row_bytes(kv_types[0], k_dim), kv_row_bytes(kv_types[1], v_dim)
     if k_row is None or v_row is None:
         raise EdgeInferError(f"KV rows of {k_dim}/{v_dim} values do not fit {kv_types[0]}/{kv_types[1]} blocks")
-    costs = model_costs(gguf.tensors(), n_layer, n_ctx, k_row + v_row, kv_types)
+    costs = model_costs(gguf.tensors(), n_layer, n_ctx, k_row + v_row, kv_types,
+                        centered_cache_extra_bytes(kv_types, k_dim, v_dim))
     request = parse_gpu_layers(str(gpu_layers))
     devices, reason = list_devices() if request.wants_gpu else ([], "")
     return plan_placement(costs, request, devices, device, _core.opencl_matmul_types(),

@@ -108,9 +108,10 @@ class ModelCosts:
 
 
 def model_costs(tensors: Iterable[dict], n_layer: int, n_ctx: int, kv_bytes_per_position: int,
-                kv_types: tuple[str, str]) -> ModelCosts:
+                kv_types: tuple[str, str], kv_bytes_per_layer: int = 0) -> ModelCosts:
     """Costs from a GGUF tensor table (dicts with name, type_name, nbytes). kv_bytes_per_position:
-    one layer's K and V bytes for one position in the cache types `kv_types`."""
+    one layer's K and V bytes for one position in the cache types `kv_types`; kv_bytes_per_layer:
+    what a layer's cache holds besides its rows (a centered cache's F16 sink rows and means)."""
     layers = [LayerCost(i) for i in range(n_layer)]
     other = 0
     for t in tensors:
@@ -124,7 +125,7 @@ def model_costs(tensors: Iterable[dict], n_layer: int, n_ctx: int, kv_bytes_per_
         layer.largest_tensor_bytes = max(layer.largest_tensor_bytes, nbytes)
         layer.weight_types.add(t["type_name"])
     for layer in layers:
-        layer.kv_bytes = n_ctx * kv_bytes_per_position
+        layer.kv_bytes = n_ctx * kv_bytes_per_position + kv_bytes_per_layer
     return ModelCosts(layers=layers, other_weight_bytes=other, n_ctx=n_ctx, kv_types=kv_types)
 
 

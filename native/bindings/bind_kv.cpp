@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "common/thread_pool.h"
+#include "kv/centered_k.h"
 #include "kv/kv_cache.h"
 #include "models/blocks.h"
 #include "table_arg.h"
@@ -109,6 +110,8 @@ py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, 
 }  // namespace
 
 void register_kv(py::module_& m) {
+    // F16 positions at the start of a centered cache (kv/centered_k.h), for memory estimates.
+    m.attr("kv_sink_rows") = ei::kSinkRows;
     m.def("kv_cache_attention", &kv_cache_attention, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"),
           py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = false,
           py::arg("center_k") = false, py::arg("window") = 0, py::arg("isa") = py::none(),
