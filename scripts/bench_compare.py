@@ -143,6 +143,10 @@ class Cell:
                     llamacpp_mean=statistics.fmean(l), llamacpp_sd=sd(l), llamacpp_median=statistics.median(l),
                     ratio_median=statistics.median(e) / statistics.median(l),
                     ratio_mean=statistics.fmean(e) / statistics.fmean(l),
+                    # Each round's two runs are seconds apart, so a slow phase of a noisy host
+                    # hits both: the median of the per-round ratios cancels it where the ratio of
+                    # the medians (of runs from different phases) does not.
+                    ratio_paired=statistics.median(a / b for a, b in zip(e, l)),
                     max_steal_pct=max(self.steal_pct, default=0.0))
 
 
@@ -180,7 +184,8 @@ def compare(models, threads, n_prompt, n_gen, reps, n_batch, worker: LlamaCppWor
                         cell.steal_pct.append(steal)
                 s = cell.summary()
                 log(f"{cell.model} {cell.test} t={t}: edgeinfer {s['edgeinfer_median']:.1f}, "
-                    f"llama.cpp {s['llamacpp_median']:.1f} tok/s (x{s['ratio_median']:.2f})")
+                    f"llama.cpp {s['llamacpp_median']:.1f} tok/s (x{s['ratio_median']:.2f}, "
+                    f"paired x{s['ratio_paired']:.2f})")
                 cells.append(cell)
             del ei
     return cells
@@ -188,13 +193,13 @@ def compare(models, threads, n_prompt, n_gen, reps, n_batch, worker: LlamaCppWor
 
 def markdown(cells: list[Cell]) -> str:
     rows = ["| model | threads | test | edgeinfer tok/s (mean ± sd, median) | llama.cpp tok/s (mean ± sd, median) "
-            "| ratio (median) | max steal % |", "|---|---|---|---|---|---|---|"]
+            "| ratio (median) | paired ratio | max steal % |", "|---|---|---|---|---|---|---|---|"]
     for c in cells:
         s = c.summary()
         rows.append(f"| {s['model']} | {s['n_threads']} | {s['test']} | "
                     f"{s['edgeinfer_mean']:.1f} ± {s['edgeinfer_sd']:.1f}, {s['edgeinfer_median']:.1f} | "
                     f"{s['llamacpp_mean']:.1f} ± {s['llamacpp_sd']:.1f}, {s['llamacpp_median']:.1f} | "
-                    f"**{s['ratio_median']:.2f}** | {s['max_steal_pct']:.0f} |")
+                    f"**{s['ratio_median']:.2f}** | {s['ratio_paired']:.2f} | {s['max_steal_pct']:.0f} |")
     return "\n".join(rows)
 
 
