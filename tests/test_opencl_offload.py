@@ -156,22 +156,24 @@ def test_kv_snapshots_and_saved_states_carry_the_device_rows(smollm2_path, devic
     np.testing.assert_array_equal(np.array(ctx.logits[0]), want)
 
 
+def logits_after_shift(ctx, prompt: np.ndarray, nxt: np.ndarray, shift: bool) -> np.ndarray:
+    """Logits of `nxt` after `prompt`, with positions 4..19 dropped in between if `shift`."""
+    ctx.truncate(0)
+    ctx.decode(prompt)
+    if shift:
+        ctx.shift(4, 16)
+    ctx.decode(nxt)
+    return np.array(ctx.logits[0])
+
+
 @pytest.mark.parametrize("spec", ["all", "0-5,12"])
 def test_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index, spec):  # noqa: F811
     prompt, nxt = np.arange(100, 140, dtype=np.int32), np.array([777], np.int32)
 
-    def run(ctx, shift: bool) -> np.ndarray:
-        ctx.truncate(0)
-        ctx.decode(prompt)
-        if shift:
-            ctx.shift(4, 16)
-        ctx.decode(nxt)
-        return np.array(ctx.logits[0])
-
     cpu = Model.load(smollm2_path, n_ctx=128)._ctx
     dev = Model.load(smollm2_path, n_ctx=128, gpu_layers=spec, device=device_index)._ctx
-    cpu_plain, cpu_shifted = run(cpu, False), run(cpu, True)
-    dev_plain, dev_shifted = run(dev, False), run(dev, True)
+    cpu_plain, cpu_shifted = (logits_after_shift(cpu, prompt, nxt, shift) for shift in (False, True))
+    dev_plain, dev_shifted = (logits_after_shift(dev, prompt, nxt, shift) for shift in (False, True))
     assert dev.n_past == 40 - 16 + 1
     # The shift moves logits by ~2.3 here; device and CPU differ by no more with it than without
     # it (without it they are equal, test_full_offload_*): the device rows were shifted as the
@@ -279,18 +281,10 @@ def test_q4_0_k_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_pa
     # moves the logits by 1.5).
     prompt, nxt = np.arange(100, 180, dtype=np.int32), np.array([777], np.int32)
 
-    def run(ctx, shift: bool) -> np.ndarray:
-        ctx.truncate(0)
-        ctx.decode(prompt)
-        if shift:
-            ctx.shift(4, 16)
-        ctx.decode(nxt)
-        return np.array(ctx.logits[0])
-
     cpu = Model.load(smollm2_path, n_ctx=128, cache_type_k="q4_0")._ctx
     dev = Model.load(smollm2_path, n_ctx=128, cache_type_k="q4_0", gpu_layers="0-5,12", device=device_index)._ctx
-    cpu_plain, cpu_shifted = run(cpu, False), run(cpu, True)
-    dev_plain, dev_shifted = run(dev, False), run(dev, True)
+    cpu_plain, cpu_shifted = (logits_after_shift(cpu, prompt, nxt, shift) for shift in (False, True))
+    dev_plain, dev_shifted = (logits_after_shift(dev, prompt, nxt, shift) for shift in (False, True))
     assert dev.n_past == 80 - 16 + 1
     assert np.abs(dev_shifted - cpu_shifted).max() <= np.abs(dev_plain - cpu_plain).max() + 0.25
     assert dev_shifted.argmax() == cpu_shifted.argmax()

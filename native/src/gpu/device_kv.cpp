@@ -106,40 +106,39 @@ void DeviceKvCache::attend(size_t slot, const Buffer& q, const Buffer& out, int6
     ops_.attention(tk, tv, q_enc_, L.k, L.v, out, n, pos0, a, &sink);
 }
 
+DeviceKvCache::SyncSpan DeviceKvCache::sync_span(int64_t n) const {
+    const int64_t r0 = std::min(n, n_sink_);
+    return {(size_t)r0 * host_.k_row_bytes(), (size_t)r0 * host_.v_row_bytes(),
+            (size_t)(n - r0) * host_.k_row_bytes(), (size_t)(n - r0) * host_.v_row_bytes(),
+            (size_t)(r0 * width_) * sizeof(uint16_t)};
+}
+
 void DeviceKvCache::to_host(int64_t n) {
     n = std::clamp<int64_t>(n, 0, host_.n_ctx());
-    // A centered cache's quantized rows start at n_sink (the slots below stay unused: never
-    // written on the device, so not copied either way).
-    const int64_t r0 = std::min(n, n_sink_);
-    const size_t k_off = (size_t)r0 * host_.k_row_bytes(), v_off = (size_t)r0 * host_.v_row_bytes();
-    const size_t k_bytes = (size_t)(n - r0) * host_.k_row_bytes(), v_bytes = (size_t)(n - r0) * host_.v_row_bytes();
-    const size_t sink_bytes = (size_t)(r0 * width_) * sizeof(uint16_t);
+    const SyncSpan s = sync_span(n);
     for (size_t i = 0; i < slots_.size(); ++i) {
         const int il = layers_[i];
         Layer& L = slots_[i];
-        dev_.read(L.k, host_.k_data(il) + k_off, k_bytes, k_off);
-        dev_.read(L.v, host_.v_data(il) + v_off, v_bytes, v_off);
+        dev_.read(L.k, host_.k_data(il) + s.k_off, s.k_bytes, s.k_off);
+        dev_.read(L.v, host_.v_data(il) + s.v_off, s.v_bytes, s.v_off);
         if (n_sink_ == 0) continue;
-        dev_.read(L.sink_k, host_.sink_k(il), sink_bytes);
-        dev_.read(L.sink_v, host_.sink_v(il), sink_bytes);
+        dev_.read(L.sink_k, host_.sink_k(il), s.sink_bytes);
+        dev_.read(L.sink_v, host_.sink_v(il), s.sink_bytes);
         if (n >= n_sink_ && L.centering_set) dev_.read(L.centering, host_.centering(il), L.centering.bytes);
     }
 }
 
 void DeviceKvCache::to_device(int64_t n) {
     n = std::clamp<int64_t>(n, 0, host_.n_ctx());
-    const int64_t r0 = std::min(n, n_sink_);  // as in to_host
-    const size_t k_off = (size_t)r0 * host_.k_row_bytes(), v_off = (size_t)r0 * host_.v_row_bytes();
-    const size_t k_bytes = (size_t)(n - r0) * host_.k_row_bytes(), v_bytes = (size_t)(n - r0) * host_.v_row_bytes();
-    const size_t sink_bytes = (size_t)(r0 * width_) * sizeof(uint16_t);
+    const SyncSpan s = sync_span(n);
     for (size_t i = 0; i < slots_.size(); ++i) {
         const int il = layers_[i];
         Layer& L = slots_[i];
-        dev_.write(L.k, host_.k_data(il) + k_off, k_bytes, k_off);
-        dev_.write(L.v, host_.v_data(il) + v_off, v_bytes, v_off);
+        dev_.write(L.k, host_.k_data(il) + s.k_off, s.k_bytes, s.k_off);
+        dev_.write(L.v, host_.v_data(il) + s.v_off, s.v_bytes, s.v_off);
         if (n_sink_ == 0) continue;
-        dev_.write(L.sink_k, host_.sink_k(il), sink_bytes);
-        dev_.write(L.sink_v, host_.sink_v(il), sink_bytes);
+        dev_.write(L.sink_k, host_.sink_k(il), s.sink_bytes);
+        dev_.write(L.sink_v, host_.sink_v(il), s.sink_bytes);
         // With fewer than n_sink positions, mu / s / nu are set again when position n_sink - 1
         // is stored (as the host cache does after copy_rows_in).
         L.centering_set = n >= n_sink_;

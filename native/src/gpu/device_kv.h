@@ -40,6 +40,14 @@ public:
     void to_device(int64_t n);
 
 private:
+    // The byte ranges the first n positions occupy: rows from r0 on (a centered cache's quantized
+    // rows start at n_sink; the slots below stay unused, never written on the device, so not
+    // copied either way) and the F16 sink rows below r0.
+    struct SyncSpan {
+        size_t k_off, v_off, k_bytes, v_bytes, sink_bytes;
+    };
+    SyncSpan sync_span(int64_t n) const;
+
     struct Layer {
         Buffer k, v;              // [n_ctx] rows of type_k / type_v
         Buffer sink_k, sink_v;    // [n_sink][width] F16 (centered caches only)
