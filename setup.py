@@ -39,8 +39,9 @@ if IS_X86:
     # Like avx512.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_avx512.cpp"] = AVX512_FLAGS
     ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx512.cpp"] = AVX512_FLAGS
-    ISA_SOURCES["native/src/cpu/x86/gemm_packed_avx2.cpp"] = AVX2_FLAGS
-    # Like avx2.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
+    # Like avx2.cpp (whose vec_dots they must match bit for bit: the tiled GEMM, the packed Q4_1
+    # GEMV): explicit FMAs only.
+    ISA_SOURCES["native/src/cpu/x86/gemm_packed_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
 elif IS_ARM64:

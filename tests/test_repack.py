@@ -1,8 +1,14 @@
-"""Q4_0 weights repacked at load into 16-row groups (native/src/cpu/repack.h) and the packed
-GEMV/GEMM over them (table entry `gemm_packed`): every ISA's kernel bit-identical to the scalar
-reference; the results within the float-accumulation bound of the exact dot products (the packed
-order is not vec_dot's, so not bit-identical to it); a model loads its Q4_0 weights repacked and
-gives the same tokens as with repacking switched off (EDGEINFER_REPACK=0)."""
+"""Q4_0 and Q4_1 weights repacked at load into 16-row groups (native/src/cpu/repack.h) and the
+packed GEMV/GEMM over them (table entry `gemm_packed`).
+
+Q4_0: every ISA's kernel bit-identical to the scalar reference; the results within the
+float-accumulation bound of the exact dot products (the packed order is not vec_dot's, so not
+bit-identical to it); a model loads its Q4_0 weights repacked and gives the same tokens as with
+repacking switched off (EDGEINFER_REPACK=0).
+
+Q4_1 (llama.cpp-exact): the packed kernels give the table's own vec_dot bits, for one column (the
+decode GEMV), a few (one GEMV pass each) and prompt chunks (the tiled GEMM reading the groups);
+SmolLM2 Q4_1 gives bit-identical logits with and without repacking, prompt and decode steps."""
 from __future__ import annotations
 
 import os
@@ -22,11 +28,13 @@ from edgeinfer import _core  # noqa: E402
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576)]
 
 
-def isas_with_packed() -> list[str]:
+def isas_with_packed(qtype: T = T.Q4_0) -> list[str]:
+    block = GGML_QUANT_SIZES[qtype][1]
     out = []
     for isa in _core.available_isas():
         try:
-            _core.gemm(int(T.Q4_0), np.zeros(16 * 18, np.uint8), 16, np.zeros((1, 32), np.float32), isa, order="packed")
+            _core.gemm(int(qtype), np.zeros(16 * block, np.uint8), 16, np.zeros((1, 32), np.float32), isa,
+                       order="packed")
         except Exception:
             continue
         out.append(isa)
@@ -38,6 +46,15 @@ def random_q4_0(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     nb = m * k // 32
     blocks = rng.integers(0, 256, size=(nb, 18), dtype=np.uint8)
     blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
+    return blocks.reshape(-1)
+
+
+def random_q4_1(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """m rows of random Q4_1 blocks with finite fp16 scales and minimums."""
+    nb = m * k // 32
+    blocks = rng.integers(0, 256, size=(nb, 20), dtype=np.uint8)
+    blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
+    blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
     return blocks.reshape(-1)
 
 
@@ -56,6 +73,9 @@ def test_scalar_and_avx2_tables_have_the_packed_gemm():
         assert "avx2" in isas
     # AVX-512 keeps its tiled Q4_0 GEMM and vec_dots (no VNNI packed kernel measured yet)
     assert "avx512" not in isas
+    # Q4_1's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the scalar
+    # vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
+    assert isas_with_packed(T.Q4_1) == (["avx2"] if "avx2" in _core.available_isas() else [])
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -91,6 +111,18 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k)
     # and close to vec_dot's order (the bound test_gemm.py uses across ISAs)
     loose = 1e-5 * (np.abs(act) @ np.abs(deq_w.T)) + 1e-6
     assert (np.abs(got - by_vec_dot) <= loose).all()
+
+
+@pytest.mark.skipif("avx2" not in _core.available_isas(), reason="no AVX2 on this CPU")
+@pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536)])
+def test_packed_q4_1_is_bit_identical_to_vec_dot(m, n, k):
+    rng = np.random.default_rng([m, n, k, 41])
+    w = random_q4_1(m, k, rng)
+    act = random_activations(n, k, rng)
+    got = _core.gemm(int(T.Q4_1), w, m, act, "avx2", order="packed")
+    ref = _core.gemm(int(T.Q4_1), w, m, act, "avx2", by_vec_dot=True)
+    assert got.shape == (n, m)
+    assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), np.abs(got - ref).max()
 
 
 def test_packed_order_rejects_partial_groups():
@@ -135,3 +167,42 @@ def test_smollm2_q4_0_with_and_without_repacking(smollm2_path, tmp_path):
     # the largest logit on this prompt; packed vs in place measured 5.9 %.
     rel = np.abs(packed - plain).max() / np.abs(plain).max()
     assert rel < 0.1, rel
+
+
+# The prompt's logits (the tiled GEMM over the groups), then single-token steps (the GEMV) and a
+# 2- and a 3-token step (a GEMV pass per column); RssAnon shows whether the weights were copied.
+_DECODE_STEPS = """
+import sys, numpy as np
+from edgeinfer import Model
+m = Model.load(sys.argv[1], n_ctx=64, n_threads=int(sys.argv[3]))
+ctx = m._cache
+ctx.reset()
+ctx.decode(m.tokenize("The capital of France is"), all_logits=True)
+out = list(np.array(m._ctx.logits))
+for _ in range(4):
+    ctx.decode([int(np.argmax(out[-1]))])
+    out.append(np.array(m._ctx.logits)[-1])
+for extra in ([5, 6], [7, 8, 9]):
+    ctx.decode(extra, all_logits=True)
+    out += list(np.array(m._ctx.logits))
+np.save(sys.argv[2], np.stack(out))
+anon = [l for l in open("/proc/self/status") if l.startswith("RssAnon:")][0].split()[1]
+print(int(anon) * 1024)
+"""
+
+
+@pytest.mark.skipif(_core.isa() != "avx2", reason="only the AVX2 table repacks Q4_1")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_smollm2_q4_1_with_and_without_repacking_is_bit_identical(smollm2_path, tmp_path, threads):
+    outs, anon = {}, {}
+    for flag in ("1", "0"):
+        out = tmp_path / f"logits_{flag}.npy"
+        proc = subprocess.run([sys.executable, "-c", _DECODE_STEPS, str(smollm2_path), str(out), str(threads)],
+                              check=True, capture_output=True, text=True, env=dict(os.environ, EDGEINFER_REPACK=flag))
+        anon[flag] = int(proc.stdout.split()[-1])
+        outs[flag] = np.load(out)
+    # the repacked run holds its own copy of the Q4_1 weights (~66 MB of SmolLM2's 98 MB)
+    assert anon["1"] - anon["0"] > 50e6, anon
+    packed, plain = outs["1"], outs["0"]
+    assert packed.shape == plain.shape and packed.shape[0] > 10
+    assert np.array_equal(packed.view(np.uint32), plain.view(np.uint32)), np.abs(packed - plain).max()

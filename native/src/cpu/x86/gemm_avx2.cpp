@@ -12,6 +12,12 @@
 //
 // Loop order (like cpu/x86/gemm_avx512.cpp): tiles of 4 weight rows unpacked into a thread-local
 // buffer (72 bytes a block and row, in L1), then every pair of activation columns.
+//
+// Q4_1 weights repacked at load into 16-row groups (cpu/repack.h) take the same tiles for prompt
+// chunks: only the unpacking reads the rows from their groups.
+#include "cpu/x86/gemm_avx2.h"
+
+#include "cpu/repack.h"
 #include "cpu/x86/quants_256.h"
 
 #include <algorithm>
@@ -72,6 +78,13 @@ struct Q5_1 {
     static float m(const block& b) { return h2f(b.m); }
 };
 
+// Q4_1 rows read from 16-row groups (cpu/repack.h) instead of as stored.
+struct Q4_1Grouped : Q4_1 {};
+template <class W>
+constexpr bool kFromGroups = false;
+template <>
+constexpr bool kFromGroups<Q4_1Grouped> = true;
+
 template <class W>
 void unpack_row(const uint8_t* w, int64_t nb, RowBlock* out) {
     const typename W::block* x = (const typename W::block*)w;
@@ -85,6 +98,23 @@ void unpack_row(const uint8_t* w, int64_t nb, RowBlock* out) {
         }
         out[i].d = h2f(x[i].d);
         out[i].m = W::m(x[i]);
+    }
+}
+
+// Row r of Q4_1 weights in groups of 16 (group_bytes apart), unpacked as unpack_row<Q4_1>
+// unpacks a stored row: row j's block i is the 4-byte pieces qs[i][0..3][j] of its group.
+void unpack_grouped_row_q4_1(const uint8_t* w, size_t group_bytes, int64_t r, int64_t nb, RowBlock* out) {
+    const int64_t k = nb * QK4_1, j = r % kPackRows;
+    const uint8_t* grp = w + (r / kPackRows) * group_bytes;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + j;
+    const uint16_t* m = reinterpret_cast<const uint16_t*>(grp + packed_m_offset(k)) + j;
+    const uint8_t* qs = grp + packed_qs_offset(TYPE_Q4_1, k) + j * 4;
+    for (int64_t i = 0; i < nb; ++i) {
+        uint8_t bytes[QK4_1 / 2];
+        for (int t = 0; t < 4; ++t) std::memcpy(bytes + 4 * t, qs + (i * 4 + t) * kPackRows * 4, 4);
+        _mm256_storeu_si256((__m256i*)out[i].a, bytes_from_nibbles_32(bytes));
+        out[i].d = h2f(d[i * kPackRows]);
+        out[i].m = h2f(m[i * kPackRows]);
     }
 }
 
@@ -154,7 +184,10 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
     const uint8_t* ab = static_cast<const uint8_t*>(a);
     for (int64_t r0 = 0; r0 < m; r0 += kRows) {
         const int mr = (int)std::min<int64_t>(kRows, m - r0);
-        for (int r = 0; r < mr; ++r) unpack_row<W>(wb + (r0 + r) * w_stride, nb, unpacked.data() + r * nb);
+        for (int r = 0; r < mr; ++r) {
+            if constexpr (kFromGroups<W>) unpack_grouped_row_q4_1(wb, w_stride, r0 + r, nb, unpacked.data() + r * nb);
+            else unpack_row<W>(wb + (r0 + r) * w_stride, nb, unpacked.data() + r * nb);
+        }
         switch (mr) {
             case 4: tile_cols<W, 4>(rows, nb, ab, a_stride, n, y + r0, ldy); break;
             case 3: tile_cols<W, 3>(rows, nb, ab, a_stride, n, y + r0, ldy); break;
@@ -165,6 +198,11 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
 }
 
 }  // namespace
+
+void gemm_q4_1_grouped_avx2(int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes, const void* a,
+                            size_t a_stride, float* y, int64_t ldy) {
+    gemm<Q4_1Grouped>(k, m, n, w, group_bytes, a, a_stride, y, ldy);
+}
 
 void fill_gemm_avx2(KernelTable& t) {
     t.types[TYPE_Q4_0].gemm = gemm<Q4_0>;

@@ -1,5 +1,8 @@
-// AVX2 GEMV/GEMM over Q4_0 weights repacked into 16-row groups (cpu/repack.h has the layout and
-// the exact formula; cpu/repack.cpp the scalar reference these match bit for bit).
+// AVX2 GEMV/GEMM over Q4_0 and Q4_1 weights repacked into 16-row groups (cpu/repack.h has the
+// layout and the float orders; cpu/repack.cpp the scalar Q4_0 reference the Q4_0 kernels match
+// bit for bit; the Q4_1 kernels match the AVX2 vec_dot bit for bit).
+//
+// Q4_0:
 //
 // A 256-bit register holds 8 rows x 4 bytes of a block (a group is two such halves). Per block
 // and half: four 32-byte loads, split into low and high nibbles (eight registers, the 8 rows'
@@ -18,8 +21,10 @@
 #include <cstring>
 #include <vector>
 
+#include "common/fp16_table.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "cpu/x86/gemm_avx2.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -97,7 +102,7 @@ void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0
 void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                       size_t a_stride, float* y, int64_t ldy) {
     const int64_t nb = k / QK4_0;
-    const size_t qs_off = packed_qs_offset(k);
+    const size_t qs_off = packed_qs_offset(TYPE_Q4_0, k);
     const uint8_t* a8 = static_cast<const uint8_t*>(a);
     thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
     if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
@@ -127,8 +132,82 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     }
 }
 
+// ---- Q4_1, in vec_dot's float order ----------------------------------------------------------
+//
+// vec_dot keeps, per row, 8 float lanes (lane l: elements 4l..4l+3 of every block, times
+// d_w * d_a) and one m_w * s_a chain, and reduces the lanes at the end. Here lane l of 8 rows is
+// register acc[l] (a row per register lane): the same FMAs, in the same order, 8 rows at once,
+// and hsum_float_8's reduction becomes vertical adds in its order. A block's 4-byte pieces
+// qs[i][t] give lane t (low nibbles, activation bytes 4t..4t+3) and lane t + 4 (high nibbles,
+// activation bytes 16 + 4t..).
+
+// hsum_float_8 (cpu/x86/quants_256.h) of 8 rows' lanes at once: its shuffles pair lane l with
+// l + 4, then l with l + 2, then 0 with 1.
+inline __m256 sum_lanes_in_hsum_order(const __m256* a) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[4], a[0]), _mm256_add_ps(a[6], a[2])),
+                         _mm256_add_ps(_mm256_add_ps(a[5], a[1]), _mm256_add_ps(a[7], a[3])));
+}
+
+// Rows 8h..8h+7 of one group x one activation column (block_q8_1) into y[0..7]. With prefetch
+// > 0, the first half requests the same lines `prefetch` bytes on (the next group).
+void gemv_half_q4_1(int64_t nb, const uint8_t* grp, size_t m_off, size_t qs_off, int h, const block_q8_1* act,
+                    float* y, size_t prefetch) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
+    const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + m_off) + h * kHalf;
+    const uint8_t* qs = grp + qs_off + h * 32;
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    __m256 acc[8];
+    for (auto& v : acc) v = _mm256_setzero_ps();
+    __m256 summs = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        if (prefetch && h == 0) {
+            for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
+            if ((i & 1) == 0) {  // d[i] and m[i] are 32 bytes: a line holds two blocks'
+                __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+                __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
+            }
+        }
+        const __m256 mv = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(mw + i * kPackRows)));
+        summs = _mm256_fmadd_ps(mv, _mm256_set1_ps(fp16_to_fp32_lookup(act[i].s)), summs);
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows)));
+        const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(fp16_to_fp32_lookup(act[i].d)));
+        for (int t = 0; t < 4; ++t) {
+            const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
+            const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            const __m256i s0 = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(lo, bcast4(act[i].qs + 4 * t)));
+            const __m256i s1 = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(hi, bcast4(act[i].qs + 16 + 4 * t)));
+            acc[t] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s0), acc[t]);
+            acc[t + 4] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s1), acc[t + 4]);
+        }
+    }
+    _mm256_storeu_ps(y, _mm256_add_ps(sum_lanes_in_hsum_order(acc), summs));
+}
+
+// From this many columns the tiled GEMM (rows unpacked once, 4 x 2 register tiles) is faster
+// than one GEMV pass per column; it computes the same bits.
+constexpr int64_t kTiledMinCols = 4;
+
+void gemm_packed_q4_1(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                      size_t a_stride, float* y, int64_t ldy) {
+    if (n >= kTiledMinCols) return gemm_q4_1_grouped_avx2(k, m, n, w, w_stride, a, a_stride, y, ldy);
+    const int64_t nb = k / QK4_1, groups = m / kPackRows;
+    const size_t m_off = packed_m_offset(k), qs_off = packed_qs_offset(TYPE_Q4_1, k);
+    for (int64_t g = 0; g < groups; ++g) {
+        const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
+        const size_t pf = n == 1 && g + 1 < groups ? w_stride : 0;  // decode: the next group
+        for (int64_t c = 0; c < n; ++c) {
+            const block_q8_1* act = reinterpret_cast<const block_q8_1*>(static_cast<const uint8_t*>(a) + c * a_stride);
+            for (int h = 0; h < 2; ++h)
+                gemv_half_q4_1(nb, grp, m_off, qs_off, h, act, y + c * ldy + g * kPackRows + h * kHalf, pf);
+        }
+    }
+}
+
 }  // namespace
 
-void fill_gemm_packed_avx2(KernelTable& t) { t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0; }
+void fill_gemm_packed_avx2(KernelTable& t) {
+    t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0;
+    t.types[TYPE_Q4_1].gemm_packed = gemm_packed_q4_1;
+}
 
 }  // namespace ei
