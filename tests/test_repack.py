@@ -6,9 +6,10 @@ float-accumulation bound of the exact dot products (the packed order is not vec_
 bit-identical to it); a model loads its Q4_0 weights repacked and gives the same tokens as with
 repacking switched off (EDGEINFER_REPACK=0).
 
-Q4_1 (llama.cpp-exact): the packed kernels give the table's own vec_dot bits, for one column (the
-decode GEMV), a few (one GEMV pass each) and prompt chunks (the tiled GEMM reading the groups);
-SmolLM2 Q4_1 gives bit-identical logits with and without repacking, prompt and decode steps."""
+Q4_1 and Q5_0 (llama.cpp-exact): the packed kernels give the table's own vec_dot bits, for one
+column (the decode GEMV), a few (one GEMV pass each) and prompt chunks (the tiled GEMM reading the
+groups); SmolLM2 Q4_1 and Gemma 3 (whose Q4_K_M file has its 640-wide rows in Q5_0) give
+bit-identical logits with and without repacking, prompt and decode steps."""
 from __future__ import annotations
 
 import os
@@ -49,12 +50,14 @@ def random_q4_0(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     return blocks.reshape(-1)
 
 
-def random_q4_1(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random Q4_1 blocks with finite fp16 scales and minimums."""
+def random_blocks(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """m rows of random Q4_1 / Q5_0 blocks with finite fp16 scales (and Q4_1 minimums); every
+    other byte (nibbles, Q5_0's fifth bits) random."""
     nb = m * k // 32
-    blocks = rng.integers(0, 256, size=(nb, 20), dtype=np.uint8)
+    blocks = rng.integers(0, 256, size=(nb, GGML_QUANT_SIZES[qtype][1]), dtype=np.uint8)
     blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
-    blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
+    if qtype == T.Q4_1:
+        blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
     return blocks.reshape(-1)
 
 
@@ -73,9 +76,10 @@ def test_scalar_and_avx2_tables_have_the_packed_gemm():
         assert "avx2" in isas
     # AVX-512 keeps its tiled Q4_0 GEMM and vec_dots (no VNNI packed kernel measured yet)
     assert "avx512" not in isas
-    # Q4_1's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the scalar
-    # vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
-    assert isas_with_packed(T.Q4_1) == (["avx2"] if "avx2" in _core.available_isas() else [])
+    # Q4_1's and Q5_0's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the
+    # scalar vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
+    for qtype in (T.Q4_1, T.Q5_0):
+        assert isas_with_packed(qtype) == (["avx2"] if "avx2" in _core.available_isas() else [])
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -114,13 +118,14 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k)
 
 
 @pytest.mark.skipif("avx2" not in _core.available_isas(), reason="no AVX2 on this CPU")
-@pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536)])
-def test_packed_q4_1_is_bit_identical_to_vec_dot(m, n, k):
-    rng = np.random.default_rng([m, n, k, 41])
-    w = random_q4_1(m, k, rng)
+@pytest.mark.parametrize("qtype", [T.Q4_1, T.Q5_0])
+@pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536), (1024, 2, 640)])
+def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, m, n, k):
+    rng = np.random.default_rng([m, n, k, int(qtype)])
+    w = random_blocks(qtype, m, k, rng)
     act = random_activations(n, k, rng)
-    got = _core.gemm(int(T.Q4_1), w, m, act, "avx2", order="packed")
-    ref = _core.gemm(int(T.Q4_1), w, m, act, "avx2", by_vec_dot=True)
+    got = _core.gemm(int(qtype), w, m, act, "avx2", order="packed")
+    ref = _core.gemm(int(qtype), w, m, act, "avx2", by_vec_dot=True)
     assert got.shape == (n, m)
     assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), np.abs(got - ref).max()
 
@@ -191,18 +196,23 @@ print(int(anon) * 1024)
 """
 
 
-@pytest.mark.skipif(_core.isa() != "avx2", reason="only the AVX2 table repacks Q4_1")
+@pytest.mark.skipif(_core.isa() != "avx2", reason="only the AVX2 table repacks Q4_1 and Q5_0")
 @pytest.mark.parametrize("threads", [1, 2])
-def test_smollm2_q4_1_with_and_without_repacking_is_bit_identical(smollm2_path, tmp_path, threads):
+@pytest.mark.parametrize("model,copied", [
+    ("smollm2_path", 50e6),  # Q4_1: 66 MB of SmolLM2's 98 MB
+    ("gemma3_path", 30e6),   # Q5_0: 43 MB of Gemma 3's 253 MB
+])
+def test_exact_types_with_and_without_repacking_are_bit_identical(request, tmp_path, model, copied, threads):
+    path = request.getfixturevalue(model)
     outs, anon = {}, {}
     for flag in ("1", "0"):
         out = tmp_path / f"logits_{flag}.npy"
-        proc = subprocess.run([sys.executable, "-c", _DECODE_STEPS, str(smollm2_path), str(out), str(threads)],
+        proc = subprocess.run([sys.executable, "-c", _DECODE_STEPS, str(path), str(out), str(threads)],
                               check=True, capture_output=True, text=True, env=dict(os.environ, EDGEINFER_REPACK=flag))
         anon[flag] = int(proc.stdout.split()[-1])
         outs[flag] = np.load(out)
-    # the repacked run holds its own copy of the Q4_1 weights (~66 MB of SmolLM2's 98 MB)
-    assert anon["1"] - anon["0"] > 50e6, anon
+    # the repacked run holds its own copy of those weights: the packed kernels did run
+    assert anon["1"] - anon["0"] > copied, anon
     packed, plain = outs["1"], outs["0"]
     assert packed.shape == plain.shape and packed.shape[0] > 10
     assert np.array_equal(packed.view(np.uint32), plain.view(np.uint32)), np.abs(packed - plain).max()

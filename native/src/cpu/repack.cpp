@@ -1,4 +1,4 @@
-// The packed Q4_0 / Q4_1 layout (cpu/repack.h): repacking, and the scalar reference of the packed
+// The packed Q4_0 / Q4_1 / Q5_0 layout (cpu/repack.h): repacking, and the scalar reference of the packed
 // Q4_0 GEMV/GEMM that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 
@@ -19,17 +19,32 @@ namespace ei {
 
 namespace {
 
-bool has_packed_layout(uint32_t type) { return type == TYPE_Q4_0 || type == TYPE_Q4_1; }
+bool has_packed_layout(uint32_t type) { return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0; }
 
-// Rows j of a group from blocks of either type (same qs packing; Q4_1 adds m).
+constexpr size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+// The 16 rows of one group from blocks of any of the packed types (the same qs packing; Q4_1
+// adds m, Q5_0 qh).
 template <class Block>
-void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, uint16_t* d, uint16_t* m, uint8_t* qs) {
+void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(out);           // [nb][16]
+    uint16_t* m = reinterpret_cast<uint16_t*>(out + lay.m);  // [nb][16]
+    uint8_t* qh = out + lay.qh;                               // [nb][4][16]
+    uint8_t* qs = out + lay.qs;                               // [nb][4][16][4]
     for (int64_t j = 0; j < kPackRows; ++j) {
         const Block* x = reinterpret_cast<const Block*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
             if constexpr (std::is_same_v<Block, block_q4_1>) m[i * kPackRows + j] = x[i].m;
-            for (int t = 0; t < 4; ++t) std::memcpy(qs + ((i * 4 + t) * kPackRows + j) * 4, x[i].qs + 4 * t, 4);
+            for (int t = 0; t < 4; ++t) {
+                std::memcpy(qs + ((i * 4 + t) * kPackRows + j) * 4, x[i].qs + 4 * t, 4);
+                if constexpr (std::is_same_v<Block, block_q5_0>) {
+                    uint32_t bits;
+                    std::memcpy(&bits, x[i].qh, 4);
+                    const uint32_t lo = (bits >> (4 * t)) & 15, hi = (bits >> (16 + 4 * t)) & 15;
+                    qh[(i * 4 + t) * kPackRows + j] = (uint8_t)(lo | hi << 4);
+                }
+            }
         }
     }
 }
@@ -40,33 +55,34 @@ bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols) {
     return has_packed_layout(type) && rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % QK4_0 == 0;
 }
 
-size_t packed_m_offset(int64_t cols) { return (size_t)(cols / QK4_0) * kPackRows * sizeof(uint16_t); }
-
-size_t packed_qs_offset(uint32_t type, int64_t cols) {
-    const size_t scale_bytes = packed_m_offset(cols) * (type == TYPE_Q4_1 ? 2 : 1);  // d, and m for Q4_1
-    return (scale_bytes + 63) & ~(size_t)63;
-}
-
-size_t packed_group_bytes(uint32_t type, int64_t cols) {
+PackedLayout packed_layout(uint32_t type, int64_t cols) {
     if (!has_packed_layout(type)) throw Error(std::string("no packed layout for ") + type_info(type).name);
-    return packed_qs_offset(type, cols) + (size_t)(cols / QK4_0) * kPackRows * (QK4_0 / 2);  // qs: 16 rows x 16 B
+    const size_t nb = (size_t)(cols / QK4_0);
+    PackedLayout lay;
+    lay.m = nb * kPackRows * sizeof(uint16_t);                      // after d
+    lay.qh = align64(lay.m + (type == TYPE_Q4_1 ? lay.m : 0));      // after d (and m)
+    lay.qs = lay.qh + (type == TYPE_Q5_0 ? nb * 4 * kPackRows : 0);  // qh: 64 bytes a block
+    lay.group = lay.qs + nb * kPackRows * (QK4_0 / 2);              // qs: 16 rows x 16 bytes a block
+    return lay;
 }
+
+size_t packed_group_bytes(uint32_t type, int64_t cols) { return packed_layout(type, cols).group; }
 
 void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_t rows, int64_t cols, uint8_t* dst) {
     if (!packed_layout_supported(type, rows, cols))
         throw Error(std::string("cannot repack a ") + type_info(type).name + " tensor of " + std::to_string(rows) +
                     " rows of " + std::to_string(cols));
     const int64_t nb = cols / QK4_0;
-    const size_t group = packed_group_bytes(type, cols), qs_off = packed_qs_offset(type, cols);
+    const PackedLayout lay = packed_layout(type, cols);
     for (int64_t g = 0; g < rows / kPackRows; ++g) {
-        uint8_t* out = dst + g * group;
-        std::memset(out, 0, qs_off);  // padding after the scales
-        uint16_t* d = reinterpret_cast<uint16_t*>(out);                       // [nb][16]
-        uint16_t* m = reinterpret_cast<uint16_t*>(out + packed_m_offset(cols));  // [nb][16], Q4_1
-        uint8_t* qs = out + qs_off;                                           // [nb][4][16][4]
+        uint8_t* out = dst + g * lay.group;
+        std::memset(out, 0, lay.qh);  // padding after the scales
         const uint8_t* rows_in = src + g * kPackRows * src_row_bytes;
-        if (type == TYPE_Q4_1) repack_group<block_q4_1>(rows_in, src_row_bytes, nb, d, m, qs);
-        else repack_group<block_q4_0>(rows_in, src_row_bytes, nb, d, m, qs);
+        switch (type) {
+            case TYPE_Q4_1: repack_group<block_q4_1>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
+            default: repack_group<block_q4_0>(rows_in, src_row_bytes, nb, lay, out); break;
+        }
     }
 }
 
@@ -94,7 +110,7 @@ namespace {
 void gemm_packed_q4_0_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                           size_t a_stride, float* y, int64_t ldy) {
     const int64_t nb = k / QK4_0;
-    const size_t qs_off = packed_qs_offset(TYPE_Q4_0, k);
+    const size_t qs_off = packed_layout(TYPE_Q4_0, k).qs;
     for (int64_t c = 0; c < n; ++c) {
         const block_q8_0* act = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(a) + c * a_stride);
         for (int64_t r = 0; r < m; ++r) {

@@ -1,6 +1,6 @@
-// Q4_0 and Q4_1 weights repacked at load time into 16-row interleaved groups, for the packed
-// GEMV/GEMM (kernels.h, TypeKernels::gemm_packed; cpu/repack.cpp has the scalar reference of the
-// Q4_0 kernel, cpu/x86/gemm_packed_avx2.cpp the AVX2 kernels of both).
+// Q4_0, Q4_1 and Q5_0 weights repacked at load time into 16-row interleaved groups, for the
+// packed GEMV/GEMM (kernels.h, TypeKernels::gemm_packed; cpu/repack.cpp has the scalar reference
+// of the Q4_0 kernel, cpu/x86/gemm_packed_avx2.cpp the AVX2 kernels of all three).
 //
 // Why. With the weights as stored, every output is one row's vec_dot: per block, one row's 32
 // products are summed into 8 int32 lanes and FMA'd into 8 float lanes, reduced at the end. The
@@ -16,10 +16,13 @@
 //   uint16_t d[nb][16];          row j's fp16 scale of block i at d[i][j]
 //   uint16_t m[nb][16];          Q4_1 only: row j's fp16 minimum of block i at m[i][j]
 //   (padding to a multiple of 64 bytes)
+//   uint8_t  qh[nb][4][16];      Q5_0 only: row j's fifth bits of block i's elements 4t..4t+3 in
+//                                the low nibble of qh[i][t][j], of 16+4t..16+4t+3 in the high one
 //   uint8_t  qs[nb][4][16][4];   qs[i][t][j][0..3] = row j's block i bytes qs[4t .. 4t + 3]
 // Each qs byte holds element 4t + b in its low nibble and element 16 + 4t + b in its high nibble
 // (the blocks' own packing, unchanged), so qs[i][t] read as 64 bytes is, after `& 15`, the 16
-// rows' elements 4t..4t+3 and, after `>> 4`, their elements 16+4t..16+4t+3.
+// rows' elements 4t..4t+3 and, after `>> 4`, their elements 16+4t..16+4t+3. A group is as many
+// bytes as its 16 rows were (plus padding).
 //
 // Float order. Q4_0 is not a llama.cpp-exact type, so its kernels keep one FMA chain per output,
 // which the scalar reference and every ISA's kernel compute bit for bit:
@@ -27,14 +30,15 @@
 //     isum = sum_e q_w[e] * q_a[e] - 8 * sum_e q_a[e]       (q_w the nibble 0..15; exact int32)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
-// (against vec_dot they differ by rounding only). Q4_1 is exact-to-llama.cpp (SmolLM2 Q4_1 is a
-// fixture model), so its packed kernels compute the table's own vec_dot bits (ggml's x86 order:
-// 8 lanes per output, lane l the sum over elements 4l..4l+3 of each block, FMA'd with d_w * d_a;
-// m_w * s_a in a separate FMA chain; the lanes reduced as hsum_float_8 does, the chain added
-// last): with the 8 lanes of one output spread over 8 registers (one per lane, a row per
-// register lane), hsum_float_8's shuffles become 7 vertical adds in the same order. They are
-// tested bit for bit against vec_dot; the scalar table, whose vec_dot has another order, does
-// not repack Q4_1.
+// (against vec_dot they differ by rounding only). Q4_1 and Q5_0 are exact-to-llama.cpp types
+// (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0), so
+// their packed kernels compute the table's own vec_dot bits (ggml's x86 order: 8 lanes per
+// output, lane l the exact integer sum over elements 4l..4l+3 of each block, FMA'd with
+// d_w * d_a; Q4_1's m_w * s_a in a separate FMA chain; the lanes reduced as hsum_float_8 does,
+// the chain added last): with the 8 lanes of one output spread over 8 registers (one per lane,
+// a row per register lane), hsum_float_8's shuffles become 7 vertical adds in the same order.
+// They are tested bit for bit against vec_dot; the scalar table, whose vec_dot has another
+// order, does not repack them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -47,12 +51,16 @@ constexpr int64_t kPackRows = 16;  // rows in one interleaved group
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
 // groups of 16 rows, whole blocks).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
-// Bytes of one group of 16 rows of `cols` elements (a multiple of 64).
+// Where the arrays of one group of 16 rows of `cols` elements are (byte offsets; d is at 0).
+struct PackedLayout {
+    size_t m = 0;      // Q4_1's minimums (right after d)
+    size_t qh = 0;     // Q5_0's fifth bits (64-byte aligned)
+    size_t qs = 0;     // the nibbles (64-byte aligned)
+    size_t group = 0;  // bytes of the group (a multiple of 64)
+};
+PackedLayout packed_layout(uint32_t type, int64_t cols);
+// packed_layout(type, cols).group.
 size_t packed_group_bytes(uint32_t type, int64_t cols);
-// Byte offset of the m array inside a group (Q4_1; right after d).
-size_t packed_m_offset(int64_t cols);
-// Byte offset of the qs array inside a group (after d and m, padded to 64 bytes).
-size_t packed_qs_offset(uint32_t type, int64_t cols);
 // Repacks `rows` rows (row r at src + r * src_row_bytes) into rows / 16 groups at dst
 // (packed_group_bytes(type, cols) each). packed_layout_supported(type, rows, cols) must hold.
 void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_t rows, int64_t cols, uint8_t* dst);

@@ -13,14 +13,18 @@
 // Loop order (like cpu/x86/gemm_avx512.cpp): tiles of 4 weight rows unpacked into a thread-local
 // buffer (72 bytes a block and row, in L1), then every pair of activation columns.
 //
-// Q4_1 weights repacked at load into 16-row groups (cpu/repack.h) take the same tiles for prompt
-// chunks: only the unpacking reads the rows from their groups.
+// Q4_1 and Q5_0 weights repacked at load into 16-row groups (cpu/repack.h) take the same tiles
+// for prompt chunks: only the unpacking reads the rows from their groups.
 #include "cpu/x86/gemm_avx2.h"
 
+#include "common/error.h"
 #include "cpu/repack.h"
+#include "quant/types.h"
 #include "cpu/x86/quants_256.h"
 
 #include <algorithm>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ei {
@@ -78,12 +82,15 @@ struct Q5_1 {
     static float m(const block& b) { return h2f(b.m); }
 };
 
-// Q4_1 rows read from 16-row groups (cpu/repack.h) instead of as stored.
+// Rows read from 16-row groups (cpu/repack.h) instead of as stored.
 struct Q4_1Grouped : Q4_1 {};
+struct Q5_0Grouped : Q5_0 {};
 template <class W>
 constexpr bool kFromGroups = false;
 template <>
 constexpr bool kFromGroups<Q4_1Grouped> = true;
+template <>
+constexpr bool kFromGroups<Q5_0Grouped> = true;
 
 template <class W>
 void unpack_row(const uint8_t* w, int64_t nb, RowBlock* out) {
@@ -101,21 +108,35 @@ void unpack_row(const uint8_t* w, int64_t nb, RowBlock* out) {
     }
 }
 
-// Row r of Q4_1 weights in groups of 16 (group_bytes apart), unpacked as unpack_row<Q4_1>
-// unpacks a stored row: row j's block i is the 4-byte pieces qs[i][0..3][j] of its group.
-void unpack_grouped_row_q4_1(const uint8_t* w, size_t group_bytes, int64_t r, int64_t nb, RowBlock* out) {
-    const int64_t k = nb * QK4_1, j = r % kPackRows;
-    const uint8_t* grp = w + (r / kPackRows) * group_bytes;
-    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + j;
-    const uint16_t* m = reinterpret_cast<const uint16_t*>(grp + packed_m_offset(k)) + j;
-    const uint8_t* qs = grp + packed_qs_offset(TYPE_Q4_1, k) + j * 4;
-    for (int64_t i = 0; i < nb; ++i) {
-        uint8_t bytes[QK4_1 / 2];
-        for (int t = 0; t < 4; ++t) std::memcpy(bytes + 4 * t, qs + (i * 4 + t) * kPackRows * 4, 4);
-        _mm256_storeu_si256((__m256i*)out[i].a, bytes_from_nibbles_32(bytes));
-        out[i].d = h2f(d[i * kPackRows]);
-        out[i].m = h2f(m[i * kPackRows]);
+// Block i of row j of a group (cpu/repack.h), as it was stored.
+template <class Block>
+Block block_of_group(const uint8_t* grp, const PackedLayout& lay, int64_t j, int64_t i) {
+    Block x;
+    x.d = reinterpret_cast<const uint16_t*>(grp)[i * kPackRows + j];
+    for (int t = 0; t < 4; ++t) std::memcpy(x.qs + 4 * t, grp + lay.qs + ((i * 4 + t) * kPackRows + j) * 4, 4);
+    if constexpr (std::is_same_v<Block, block_q4_1>)
+        x.m = reinterpret_cast<const uint16_t*>(grp + lay.m)[i * kPackRows + j];
+    if constexpr (std::is_same_v<Block, block_q5_0>) {
+        uint32_t bits = 0;
+        for (int t = 0; t < 4; ++t) {
+            const uint32_t h = grp[lay.qh + (i * 4 + t) * kPackRows + j];
+            bits |= (h & 15) << (4 * t) | (h >> 4) << (16 + 4 * t);
+        }
+        std::memcpy(x.qh, &bits, 4);
     }
+    return x;
+}
+
+// Row r of weights in groups of 16 (group_bytes apart), unpacked as unpack_row unpacks a stored row.
+template <class W>
+void unpack_grouped_row(const uint8_t* w, size_t group_bytes, int64_t r, int64_t nb, RowBlock* out) {
+    using block = typename W::block;
+    const PackedLayout lay = packed_layout(std::is_same_v<block, block_q4_1> ? TYPE_Q4_1 : TYPE_Q5_0, nb * 32);
+    const uint8_t* grp = w + (r / kPackRows) * group_bytes;
+    thread_local std::vector<block> row;
+    row.resize(nb);
+    for (int64_t i = 0; i < nb; ++i) row[i] = block_of_group<block>(grp, lay, r % kPackRows, i);
+    unpack_row<W>(reinterpret_cast<const uint8_t*>(row.data()), nb, out);
 }
 
 inline float act_s(const block_q8_1& b) { return h2f(b.s); }
@@ -185,7 +206,7 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
     for (int64_t r0 = 0; r0 < m; r0 += kRows) {
         const int mr = (int)std::min<int64_t>(kRows, m - r0);
         for (int r = 0; r < mr; ++r) {
-            if constexpr (kFromGroups<W>) unpack_grouped_row_q4_1(wb, w_stride, r0 + r, nb, unpacked.data() + r * nb);
+            if constexpr (kFromGroups<W>) unpack_grouped_row<W>(wb, w_stride, r0 + r, nb, unpacked.data() + r * nb);
             else unpack_row<W>(wb + (r0 + r) * w_stride, nb, unpacked.data() + r * nb);
         }
         switch (mr) {
@@ -199,9 +220,11 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
 
 }  // namespace
 
-void gemm_q4_1_grouped_avx2(int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes, const void* a,
-                            size_t a_stride, float* y, int64_t ldy) {
-    gemm<Q4_1Grouped>(k, m, n, w, group_bytes, a, a_stride, y, ldy);
+void gemm_grouped_avx2(uint32_t type, int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes,
+                       const void* a, size_t a_stride, float* y, int64_t ldy) {
+    if (type == TYPE_Q4_1) gemm<Q4_1Grouped>(k, m, n, w, group_bytes, a, a_stride, y, ldy);
+    else if (type == TYPE_Q5_0) gemm<Q5_0Grouped>(k, m, n, w, group_bytes, a, a_stride, y, ldy);
+    else throw Error(std::string("no grouped GEMM for ") + type_info(type).name);
 }
 
 void fill_gemm_avx2(KernelTable& t) {

@@ -1,5 +1,5 @@
-// The AVX2 tiled GEMM (cpu/x86/gemm_avx2.cpp) over Q4_1 weights repacked into 16-row groups
-// (cpu/repack.h): the packed Q4_1 GEMM's prompt chunks (cpu/x86/gemm_packed_avx2.cpp). Every
+// The AVX2 tiled GEMM (cpu/x86/gemm_avx2.cpp) over Q4_1 or Q5_0 weights repacked into 16-row
+// groups (cpu/repack.h): the packed GEMMs' prompt chunks (cpu/x86/gemm_packed_avx2.cpp). Every
 // output is the AVX2 vec_dot's bits, as with the rows stored as they are.
 #pragma once
 #include <cstddef>
@@ -7,8 +7,9 @@
 
 namespace ei {
 
-// gemm_packed's signature (kernels.h): w points at a group, group_bytes = packed_group_bytes.
-void gemm_q4_1_grouped_avx2(int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes, const void* a,
-                            size_t a_stride, float* y, int64_t ldy);
+// gemm_packed's signature (kernels.h) after the type: w points at a group, group_bytes =
+// packed_group_bytes(type, k).
+void gemm_grouped_avx2(uint32_t type, int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes,
+                       const void* a, size_t a_stride, float* y, int64_t ldy);
 
 }  // namespace ei

@@ -1,6 +1,6 @@
-// AVX2 GEMV/GEMM over Q4_0 and Q4_1 weights repacked into 16-row groups (cpu/repack.h has the
-// layout and the float orders; cpu/repack.cpp the scalar Q4_0 reference the Q4_0 kernels match
-// bit for bit; the Q4_1 kernels match the AVX2 vec_dot bit for bit).
+// AVX2 GEMV/GEMM over Q4_0, Q4_1 and Q5_0 weights repacked into 16-row groups (cpu/repack.h has
+// the layout and the float orders; cpu/repack.cpp the scalar Q4_0 reference the Q4_0 kernels
+// match bit for bit; the Q4_1 and Q5_0 kernels match the AVX2 vec_dot bit for bit).
 //
 // Q4_0:
 //
@@ -102,7 +102,7 @@ void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0
 void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                       size_t a_stride, float* y, int64_t ldy) {
     const int64_t nb = k / QK4_0;
-    const size_t qs_off = packed_qs_offset(TYPE_Q4_0, k);
+    const size_t qs_off = packed_layout(TYPE_Q4_0, k).qs;
     const uint8_t* a8 = static_cast<const uint8_t*>(a);
     thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
     if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
@@ -132,14 +132,15 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     }
 }
 
-// ---- Q4_1, in vec_dot's float order ----------------------------------------------------------
+// ---- Q4_1 and Q5_0, in vec_dot's float order ------------------------------------------------
 //
 // vec_dot keeps, per row, 8 float lanes (lane l: elements 4l..4l+3 of every block, times
-// d_w * d_a) and one m_w * s_a chain, and reduces the lanes at the end. Here lane l of 8 rows is
-// register acc[l] (a row per register lane): the same FMAs, in the same order, 8 rows at once,
-// and hsum_float_8's reduction becomes vertical adds in its order. A block's 4-byte pieces
-// qs[i][t] give lane t (low nibbles, activation bytes 4t..4t+3) and lane t + 4 (high nibbles,
-// activation bytes 16 + 4t..).
+// d_w * d_a) and, for Q4_1, one m_w * s_a chain, and reduces the lanes at the end. Here lane l of
+// 8 rows is register acc[l] (a row per register lane): the same FMAs, in the same order, 8 rows
+// at once, and hsum_float_8's reduction becomes vertical adds in its order. A block's 4-byte
+// pieces qs[i][t] give lane t (low nibbles, activation bytes 4t..4t+3) and lane t + 4 (high
+// nibbles, activation bytes 16 + 4t..). The lanes' integer sums are vec_dot's exactly (no 16-bit
+// pair sum can saturate), however they are formed.
 
 // hsum_float_8 (cpu/x86/quants_256.h) of 8 rows' lanes at once: its shuffles pair lane l with
 // l + 4, then l with l + 2, then 0 with 1.
@@ -148,25 +149,25 @@ inline __m256 sum_lanes_in_hsum_order(const __m256* a) {
                          _mm256_add_ps(_mm256_add_ps(a[5], a[1]), _mm256_add_ps(a[7], a[3])));
 }
 
-// Rows 8h..8h+7 of one group x one activation column (block_q8_1) into y[0..7]. With prefetch
-// > 0, the first half requests the same lines `prefetch` bytes on (the next group).
-void gemv_half_q4_1(int64_t nb, const uint8_t* grp, size_t m_off, size_t qs_off, int h, const block_q8_1* act,
-                    float* y, size_t prefetch) {
+// Requests block i's nibble lines `prefetch` bytes on (the next group's); the smaller arrays
+// (d, m, qh) are left to the hardware prefetcher.
+inline void prefetch_nibbles(const uint8_t* qs, int64_t i, size_t prefetch) {
+    for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
+}
+
+// Q4_1: rows 8h..8h+7 of one group x one activation column (block_q8_1) into y[0..7]. With
+// prefetch > 0, the first half requests the next group's lines.
+void gemv_half_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h, const block_q8_1* act, float* y,
+                    size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
-    const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + m_off) + h * kHalf;
-    const uint8_t* qs = grp + qs_off + h * 32;
+    const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m) + h * kHalf;
+    const uint8_t* qs = grp + lay.qs + h * 32;
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     __m256 acc[8];
     for (auto& v : acc) v = _mm256_setzero_ps();
     __m256 summs = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        if (prefetch && h == 0) {
-            for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
-            if ((i & 1) == 0) {  // d[i] and m[i] are 32 bytes: a line holds two blocks'
-                __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-                __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
-            }
-        }
+        if (prefetch && h == 0) prefetch_nibbles(qs, i, prefetch);
         const __m256 mv = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(mw + i * kPackRows)));
         summs = _mm256_fmadd_ps(mv, _mm256_set1_ps(fp16_to_fp32_lookup(act[i].s)), summs);
         const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows)));
@@ -183,22 +184,88 @@ void gemv_half_q4_1(int64_t nb, const uint8_t* grp, size_t m_off, size_t qs_off,
     _mm256_storeu_ps(y, _mm256_add_ps(sum_lanes_in_hsum_order(acc), summs));
 }
 
+// Q5_0's activation side, once per column: for block i, lane l's 16 * sum(q_a[4l .. 4l + 3]).
+// With q = nibble | fifth bit << 4 in 0..31 (unsigned, as VPMADDUBSW wants), a lane's
+// sum((q - 16) * q_a) = sum(q * q_a) - 16 * sum(q_a): vec_dot's integer, without its sign trick.
+void q5_0_lane_offsets(const block_q8_0* act, int64_t nb, int32_t* out) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
+    for (int64_t i = 0; i < nb; ++i) {
+        const __m256i q = _mm256_loadu_si256((const __m256i*)act[i].qs);
+        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones);
+        _mm256_storeu_si256((__m256i*)(out + i * 8), _mm256_slli_epi32(sums, 4));
+    }
+}
+
+// Q5_0: rows 8h..8h+7 of one group x one activation column (block_q8_0) into y[0..7]; offsets
+// from q5_0_lane_offsets. The fifth bits of lane t's bytes: qh[i][t][j] (row j) copied into all
+// 4 bytes of row j's int32 lane (VPSHUFB), byte b keeping bit b (low nibbles) or, after a shift,
+// bit b + 4 (high nibbles), which a 16-entry table (VPSHUFB again) turns into 0 or 16.
+void gemv_half_q5_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h, const block_q8_0* act,
+                    const int32_t* offsets, float* y, size_t prefetch) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
+    const uint8_t* qh = grp + lay.qh + h * kHalf;
+    const uint8_t* qs = grp + lay.qs + h * 32;
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,  // rows 0-3
+                                            4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);  // rows 4-7
+    const __m256i bit = _mm256_set1_epi32(0x08040201);  // byte b of a lane: bit b
+    const __m256i fifth = _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // [1, 2, 4, 8] = 16
+                                           0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
+    __m256 acc[8];
+    for (auto& v : acc) v = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        if (prefetch && h == 0) prefetch_nibbles(qs, i, prefetch);
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows)));
+        const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(fp16_to_fp32_lookup(act[i].d)));
+        for (int t = 0; t < 4; ++t) {
+            int64_t bits8;
+            std::memcpy(&bits8, qh + (i * 4 + t) * kPackRows, 8);
+            const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi64x(bits8), spread);
+            const __m256i b0 = _mm256_shuffle_epi8(fifth, _mm256_and_si256(rep, bit));
+            const __m256i b1 = _mm256_shuffle_epi8(fifth, _mm256_and_si256(_mm256_srli_epi16(rep, 4), bit));
+            const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), b0);
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), b1);
+            const __m256i p0 = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(lo, bcast4(act[i].qs + 4 * t)));
+            const __m256i p1 = _mm256_madd_epi16(ones, _mm256_maddubs_epi16(hi, bcast4(act[i].qs + 16 + 4 * t)));
+            const __m256i s0 = _mm256_sub_epi32(p0, _mm256_set1_epi32(offsets[i * 8 + t]));
+            const __m256i s1 = _mm256_sub_epi32(p1, _mm256_set1_epi32(offsets[i * 8 + t + 4]));
+            acc[t] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s0), acc[t]);
+            acc[t + 4] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s1), acc[t + 4]);
+        }
+    }
+    _mm256_storeu_ps(y, sum_lanes_in_hsum_order(acc));
+}
+
 // From this many columns the tiled GEMM (rows unpacked once, 4 x 2 register tiles) is faster
 // than one GEMV pass per column; it computes the same bits.
 constexpr int64_t kTiledMinCols = 4;
 
-void gemm_packed_q4_1(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                      size_t a_stride, float* y, int64_t ldy) {
-    if (n >= kTiledMinCols) return gemm_q4_1_grouped_avx2(k, m, n, w, w_stride, a, a_stride, y, ldy);
-    const int64_t nb = k / QK4_1, groups = m / kPackRows;
-    const size_t m_off = packed_m_offset(k), qs_off = packed_qs_offset(TYPE_Q4_1, k);
-    for (int64_t g = 0; g < groups; ++g) {
+template <uint32_t Type>
+void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                       size_t a_stride, float* y, int64_t ldy) {
+    if (n >= kTiledMinCols) return gemm_grouped_avx2(Type, k, m, n, w, w_stride, a, a_stride, y, ldy);
+    const int64_t nb = k / 32, groups = m / kPackRows;
+    const PackedLayout lay = packed_layout(Type, k);
+    const uint8_t* a8 = static_cast<const uint8_t*>(a);
+    thread_local std::vector<int32_t> offsets;  // Q5_0: [n][nb][8]
+    if (Type == TYPE_Q5_0) {
+        if ((int64_t)offsets.size() < n * nb * 8) offsets.resize(n * nb * 8);
+        for (int64_t c = 0; c < n; ++c)
+            q5_0_lane_offsets(reinterpret_cast<const block_q8_0*>(a8 + c * a_stride), nb, offsets.data() + c * nb * 8);
+    }
+    for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         const size_t pf = n == 1 && g + 1 < groups ? w_stride : 0;  // decode: the next group
         for (int64_t c = 0; c < n; ++c) {
-            const block_q8_1* act = reinterpret_cast<const block_q8_1*>(static_cast<const uint8_t*>(a) + c * a_stride);
-            for (int h = 0; h < 2; ++h)
-                gemv_half_q4_1(nb, grp, m_off, qs_off, h, act, y + c * ldy + g * kPackRows + h * kHalf, pf);
+            for (int h = 0; h < 2; ++h) {
+                float* out = y + c * ldy + g * kPackRows + h * kHalf;
+                if (Type == TYPE_Q5_0)
+                    gemv_half_q5_0(nb, grp, lay, h, reinterpret_cast<const block_q8_0*>(a8 + c * a_stride),
+                                   offsets.data() + c * nb * 8, out, pf);
+                else
+                    gemv_half_q4_1(nb, grp, lay, h, reinterpret_cast<const block_q8_1*>(a8 + c * a_stride), out, pf);
+            }
         }
     }
 }
@@ -207,7 +274,8 @@ void gemm_packed_q4_1(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
 
 void fill_gemm_packed_avx2(KernelTable& t) {
     t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0;
-    t.types[TYPE_Q4_1].gemm_packed = gemm_packed_q4_1;
+    t.types[TYPE_Q4_1].gemm_packed = gemm_packed_exact<TYPE_Q4_1>;
+    t.types[TYPE_Q5_0].gemm_packed = gemm_packed_exact<TYPE_Q5_0>;
 }
 
 }  // namespace ei
