@@ -49,8 +49,9 @@ struct TypeKernels {
     GemmFn gemm_repacked = nullptr;
     GemmFn gemm_tiled = nullptr;
     // The GEMV/GEMM over weights repacked at load into 16-row groups (cpu/repack.h: layout and
-    // float order, not vec_dot's): w points at a group, w_stride = packed_group_bytes, m a
-    // multiple of 16. Set for the types the loader repacks when this table is used.
+    // float orders: Q4_0 its own, Q4_1 and Q5_0 vec_dot's): w points at a group, w_stride =
+    // packed_group_bytes, m a multiple of 16. Set for the types the loader repacks when this
+    // table is used.
     GemmFn gemm_packed = nullptr;
 };
 
@@ -199,9 +200,9 @@ void fill_gemm_avx512(KernelTable& t);
 void fill_gemm_avx2(KernelTable& t);  // cpu/x86/gemm_avx2.cpp
 // The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
 void fill_gemm_kquants_avx512(KernelTable& t);
-// The packed-weight GEMV/GEMMs (cpu/repack.cpp: scalar reference; cpu/x86/gemm_packed_avx2.cpp,
-// in the AVX2 table only: the AVX-512 table keeps its own Q4_0 kernels until a VNNI version has
-// been measured against them).
+// The packed-weight GEMV/GEMMs (cpu/repack.cpp: the scalar Q4_0 reference; cpu/x86/
+// gemm_packed_avx2.cpp: Q4_0, Q4_1, Q5_0, in the AVX2 table only: the AVX-512 table keeps its own
+// kernels until packed ones have been measured against them on such a machine).
 void fill_gemm_packed_scalar(KernelTable& t);
 void fill_gemm_packed_avx2(KernelTable& t);
 
