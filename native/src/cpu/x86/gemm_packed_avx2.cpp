@@ -186,7 +186,8 @@ void gemv_half_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int
 
 // Q5_0's activation side, once per column: for block i, lane l's 16 * sum(q_a[4l .. 4l + 3]).
 // With q = nibble | fifth bit << 4 in 0..31 (unsigned, as VPMADDUBSW wants), a lane's
-// sum((q - 16) * q_a) = sum(q * q_a) - 16 * sum(q_a): vec_dot's integer, without its sign trick.
+// sum((q - 16) * q_a) = sum(q * q_a) - 16 * sum(q_a): vec_dot's integer, without its sign trick
+// (which would wrap a q_a of -128; the q8_0 quantizer rounds into -127..127, so both agree).
 void q5_0_lane_offsets(const block_q8_0* act, int64_t nb, int32_t* out) {
     const __m256i ones8 = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
     for (int64_t i = 0; i < nb; ++i) {
