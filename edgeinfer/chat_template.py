@@ -31,6 +31,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from edgeinfer.errors import ChatTemplateError
+from edgeinfer.text_check import require_valid_text
 
 Messages = Sequence[Mapping[str, Any]]
 
@@ -162,6 +163,7 @@ def _content_text(content: Any, index: int, has_tool_calls: bool) -> str | None:
     """A message's content as text: parts of type "text" are joined with newlines (as llama.cpp
     does for templates that take plain strings); other part types are refused."""
     if isinstance(content, str):
+        require_valid_text(content, f"message {index} content")
         return content
     if content is None:
         if has_tool_calls:
@@ -174,7 +176,9 @@ def _content_text(content: Any, index: int, has_tool_calls: bool) -> str | None:
                 kind = part.get("type") if isinstance(part, Mapping) else type(part).__name__
                 raise ValueError(f"message {index}: unsupported content part {kind!r} "
                                  f"(only text parts are supported)")
-            texts.append(str(part.get("text", "")))
+            text = str(part.get("text", ""))
+            require_valid_text(text, f"message {index} content part {len(texts)}")
+            texts.append(text)
         return "\n".join(texts)
     raise ValueError(f"message {index}: 'content' must be a string or a list of text parts, "
                      f"got {type(content).__name__}")
@@ -226,9 +230,17 @@ class ChatTemplate:
         """The prompt text for `messages`. `extra` variables (e.g. enable_thinking) are passed
         to the template. Raises ChatTemplateError if the template fails, ValueError for messages
         that are not well-formed."""
+        normalized = normalize_messages(messages)
+        if "tool_calls" not in self.source:
+            # A template that never reads tool_calls would drop the calls (or fail on the null
+            # content that comes with them): refuse by name instead of losing them.
+            for i, message in enumerate(normalized):
+                if message.get("tool_calls"):
+                    raise ChatTemplateError(f"message {i} carries tool_calls, which the chat template "
+                                            f"({self.origin}) has no way to show")
         context = {
             **extra,
-            "messages": normalize_messages(messages),
+            "messages": normalized,
             "add_generation_prompt": add_generation_prompt,
             "tools": tools,
             "bos_token": self.bos_token,
@@ -244,8 +256,8 @@ class ChatTemplate:
             raise ChatTemplateError(f"the chat template ({self.origin}) tried something the "
                                     f"sandbox forbids: {exc}") from exc
         except Exception as exc:  # anything else a template can trip on (TypeError, ...)
-            raise ChatTemplateError(f"the chat template ({self.origin}) failed to render: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+            raise ChatTemplateError(f"the chat template ({self.origin}) failed to render the "
+                                    f"conversation ({exc})") from exc
 
 
 def choose_template(arch: str, file_template: str | None,
@@ -296,6 +308,7 @@ def tokenize_chat_prompt(vocab: Any, text: str) -> list[int]:
     This is llama.cpp's rule (common/chat.cpp strips a template-written BOS when the vocabulary
     adds one itself): a BOS is present if the template wrote it or the model adds it, never
     twice. Two BOS tokens can then only come from the template itself, and are warned about."""
+    require_valid_text(text, "the rendered chat prompt")   # a surrogate in a field other than content
     ids = list(vocab.tokenize(text, False, True))
     bos = vocab.bos
     if vocab.add_bos and bos >= 0 and (not ids or ids[0] != bos):

@@ -5,6 +5,9 @@ splits it into chunks) and one per generated token, sampling from a zero-copy vi
 `stream_generate` turns its tokens into text pieces: incremental UTF-8 decoding (a character may
 span tokens), stop strings (text that might be the start of a stop string is held back until it is
 clear), end-of-generation tokens, and the length limit. Its return value is a `GenerationResult`.
+Bytes of a character that the generation stopped inside are dropped: the text never ends in a
+replacement character that the model did not produce (invalid bytes inside the text still become
+U+FFFD, as everywhere in Python's "replace" decoding).
 """
 from __future__ import annotations
 
@@ -180,9 +183,9 @@ def stream_generate(
             yield text[emitted:safe]
             emitted = safe
     if not stopped_by_string:
-        # Flush a character cut short by the end, and text held back for a stop string that
-        # never came.
-        text += decoder.decode(b"", final=True)
+        # Text held back for a stop string that never came. The decoder may still hold the first
+        # bytes of a character the last token began (max_tokens ended inside it): they are
+        # dropped, not flushed, since flushing would emit U+FFFD for a character never finished.
         if emitted < len(text):
             yield text[emitted:]
             emitted = len(text)

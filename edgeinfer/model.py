@@ -17,6 +17,7 @@ from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_c
 from edgeinfer.generate import GenerationResult, TokenHook, make_token_picker, stream_generate
 from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
 from edgeinfer.sampling import DEFAULTS
+from edgeinfer.text_check import require_valid_text
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 # n_ctx=0/None takes the model's trained context, capped here (a 128k-token KV cache would not
@@ -150,6 +151,8 @@ class Model:
 
     # --- text <-> tokens -------------------------------------------------------------------------
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        """Token ids of `text`; ValueError if it holds a lone surrogate (see edgeinfer.text_check)."""
+        require_valid_text(text, "the text to tokenize")
         return self._core.vocab.tokenize(text, add_special, parse_special)
 
     def detokenize(self, ids: Sequence[int], special: bool = False) -> str:
@@ -200,6 +203,8 @@ class Model:
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
+        for s in stop:
+            require_valid_text(s, "a stop string")
         overrides = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                          repeat_penalty=repeat_penalty, seed=seed, presence_penalty=presence_penalty,
                          frequency_penalty=frequency_penalty)

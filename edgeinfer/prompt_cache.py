@@ -149,10 +149,12 @@ class PromptCache:
         self._snapshots.clear()
 
     # --- saved states on disk --------------------------------------------------------------------
-    def save(self, path: str | os.PathLike) -> int:
-        """Writes the reusable prefix (tokens + KV rows) to `path` atomically; returns its length."""
-        self.ctx.save_state(os.fspath(path), np.asarray(self.tokens[:self._exact], dtype=np.int32))
-        return self._exact
+    def save(self, path: str | os.PathLike, n: int | None = None) -> int:
+        """Writes the reusable prefix, or its first `n` tokens, (tokens + KV rows) to `path`
+        atomically; returns how many tokens were written."""
+        n = self._exact if n is None else min(n, self._exact)
+        self.ctx.save_state(os.fspath(path), np.asarray(self.tokens[:n], dtype=np.int32))
+        return n
 
     def load(self, path: str | os.PathLike) -> int:
         """Restores a state saved by `save` (StateFileError, nothing changed, if it does not fit

@@ -22,6 +22,7 @@ top-p's cumulative sum is normalised over every candidate, not just min-p's surv
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -29,6 +30,82 @@ import numpy as np
 
 Sampler = Callable[[np.ndarray], int]
 LogitsProcessor = Callable[[np.ndarray, Sequence[int]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The values one sampling option takes: an int or a finite number within [lo, hi] (either
+    end open when `lo_open` / `hi_open`, absent when None)."""
+
+    kind: type
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def describe(self) -> str:
+        what = "an integer" if self.kind is int else "a number"
+        if self.lo is not None and self.hi is not None:
+            return f"{what} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        if self.lo is not None:
+            return f"{what} {'>' if self.lo_open else '>='} {self.lo:g}"
+        return what
+
+    def contains(self, value: float) -> bool:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if self.kind is int and not isinstance(value, numbers.Integral):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value < self.lo or (self.lo_open and value == self.lo)):
+            return False
+        return self.hi is None or not (value > self.hi or (self.hi_open and value == self.hi))
+
+    def bounds(self) -> dict[str, float]:
+        """pydantic Field keyword arguments for these bounds."""
+        out: dict[str, float] = {}
+        if self.lo is not None:
+            out["gt" if self.lo_open else "ge"] = self.lo
+        if self.hi is not None:
+            out["lt" if self.hi_open else "le"] = self.hi
+        return out
+
+
+# Every entry point (Python API, CLI flags, the REPL's /set, the server's request schema) checks
+# sampling options against this one table. The server adds OpenAI's narrower ranges on top.
+LIMITS: dict[str, Limit] = {
+    "temperature": Limit(float, 0.0),
+    "top_k": Limit(int, 0),
+    "top_p": Limit(float, 0.0, 1.0),
+    "min_p": Limit(float, 0.0, 1.0),
+    "repeat_penalty": Limit(float, 0.0, lo_open=True),
+    "repeat_last_n": Limit(int, -1),
+    "presence_penalty": Limit(float),
+    "frequency_penalty": Limit(float),
+    "seed": Limit(int, 0, 2**64 - 1),
+}
+
+
+def check_option(name: str, value: float) -> float:
+    """`value` if it is a valid `name` option, else ValueError naming the option and what it takes."""
+    limit = LIMITS[name]
+    if not limit.contains(value):
+        raise ValueError(f"{name}: expected {limit.describe()}, got {value!r}")
+    return value
+
+
+def parse_option(name: str, text: str) -> float:
+    """A `name` option from text (a CLI flag, a /set value), checked against LIMITS; the
+    ValueError says what is expected (the caller names the flag or setting)."""
+    limit = LIMITS[name]
+    try:
+        value = limit.kind(text)
+    except ValueError:
+        value = None
+    if value is None or not limit.contains(value):
+        raise ValueError(f"expected {limit.describe()}, got {text if value is not None else repr(text)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -49,6 +126,12 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in LIMITS:
+            value = getattr(self, name)
+            if value is not None or name != "seed":
+                check_option(name, value)
 
     def make_sampler(self) -> Sampler:
         """The sampler for these parameters (penalties are separate: `make_logits_processors`)."""

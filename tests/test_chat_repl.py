@@ -154,8 +154,8 @@ def test_save_then_load_in_a_fresh_process_resumes_without_prefill(smollm2_path,
 def test_unknown_commands_and_bad_values_get_a_clear_message(smollm2_path, tmp_path):
     chat = Chat(smollm2_path, tmp_path)
     chat.command("/frobnicate", "unknown command /frobnicate; type /help for the list")
-    chat.command("/set temp hot", "/set temp: expected a number, got 'hot'")
-    chat.command("/set top_p 5", r"/set top_p: expected a number in \(0, 1\], got 5")
+    chat.command("/set temp hot", "/set temp: expected a number >= 0, got 'hot'")
+    chat.command("/set top_p 5", r"/set top_p: expected a number in \[0, 1\], got 5")
     chat.command("/set speed 11", "unknown setting 'speed'; settable: temp, top_k")
     chat.command("/load missing.json", "could not load: No such file or directory: missing.json")
     chat.command("/regen", "nothing to regenerate: ask something first")
@@ -182,7 +182,7 @@ def test_piped_input_prints_only_the_answers(smollm2_path, tmp_path):
     answers = proc.stdout.splitlines()
     assert len(answers) == 2 and all(answers), proc.stdout
     assert ">>>" not in proc.stdout and "tok/s" not in proc.stdout and "Type /help" not in proc.stdout
-    assert "expected a number, got 'hot'" in proc.stderr
+    assert "expected a number >= 0, got 'hot'" in proc.stderr
     single = run_piped(smollm2_path, tmp_path, "What is\n2+2?\n", "--single")
     assert single.returncode == 0 and len(single.stdout.splitlines()) == 1 and single.stdout.strip()
     (tmp_path / "system.txt").write_text("You are a pirate.\n")

@@ -218,11 +218,11 @@ def test_set_changes_the_setting(ctx, line, attr, value):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("/set temp hot", "/set temp: expected a number, got 'hot'"),
-    ("/set temp nan", "/set temp: expected a number, got 'nan'"),
+    ("/set temp hot", "/set temp: expected a number >= 0, got 'hot'"),
+    ("/set temp nan", "/set temp: expected a number >= 0, got nan"),
     ("/set temp -1", "/set temp: expected a number >= 0, got -1"),
-    ("/set top_p 0", "/set top_p: expected a number in (0, 1], got 0"),
-    ("/set top_k 1.5", "/set top_k: expected an integer, got '1.5'"),
+    ("/set top_p 1.5", "/set top_p: expected a number in [0, 1], got 1.5"),
+    ("/set top_k 1.5", "/set top_k: expected an integer >= 0, got '1.5'"),
     ("/set max_tokens 0", "/set max_tokens: expected an integer >= 1, got 0"),
     ("/set warp 9", "unknown setting 'warp'; settable: temp, top_k"),
     ("/set temp", "usage: /set NAME VALUE"),

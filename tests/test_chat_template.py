@@ -188,8 +188,23 @@ def test_a_syntax_error_names_the_line():
 
 
 def test_a_failing_render_names_the_reason():
-    with pytest.raises(ChatTemplateError, match="failed to render: TypeError"):
+    with pytest.raises(ChatTemplateError, match="failed to render the conversation") as err:
         render("{{ messages[0].content + 1 }}")
+    assert "TypeError" not in str(err.value)   # the reason, not Python's exception names
+
+
+def test_tool_calls_a_template_cannot_show_are_refused_by_name():
+    calls = [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": calls}]
+    with pytest.raises(ChatTemplateError, match="message 1 carries tool_calls"):
+        render("{% for m in messages %}{{ m.content }}{% endfor %}", messages)
+    shown = "{% for m in messages %}{{ m.content or '' }}{{ m.tool_calls | length if m.tool_calls }}{% endfor %}"
+    assert render(shown, messages) == "hi1"
+
+
+def test_text_with_a_lone_surrogate_is_refused_naming_the_message():
+    with pytest.raises(ValueError, match=r"message 0 content is not valid Unicode.*U\+D83D\) at character 6"):
+        render("{{ messages[0].content }}", [{"role": "user", "content": "Hello \ud83d"}])
 
 
 # -- tokenizing: llama.cpp's BOS rule -------------------------------------------------------

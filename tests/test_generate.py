@@ -53,6 +53,14 @@ def test_multibyte_characters_split_across_tokens_stream_whole(model):
     assert result.finish_reason == "length" and result.tokens == ids
 
 
+def test_a_character_cut_by_max_tokens_is_dropped_not_replaced(model):
+    ids = model.tokenize("ok 🙂", add_special=False)
+    cut = next(n for n in range(1, len(ids)) if model.detokenize(ids[:n]).endswith("\ufffd"))
+    pieces, result = run(model, [5], scripted(ids), max_tokens=cut)
+    assert "".join(pieces) == "ok " == result.text   # the emoji's first bytes are not a character
+    assert result.tokens == ids[:cut] and result.finish_reason == "length"
+
+
 def test_stop_string_ends_generation_and_is_not_emitted(model):
     ids = model.tokenize("hello STOP world", add_special=False)
     pieces, result = run(model, [5], scripted(ids), stop=["STOP"])

@@ -220,3 +220,26 @@ def test_logit_bias_goes_before_penalties_in_the_token_picker():
     pick = make_token_picker(greedy, logit_bias={5: 1.5})
     assert pick(logits, []) == 5          # bias lifts 5 above 2
     assert pick(logits, [5]) == 2         # ... and the presence penalty then drops it again
+
+
+# -- one validation for every entry point ------------------------------------------------------
+
+@pytest.mark.parametrize("field, value", [("temperature", -1.0), ("temperature", float("nan")), ("top_p", 1.5),
+                                          ("min_p", -0.1), ("top_k", -3), ("top_k", True), ("top_k", 2.5),
+                                          ("repeat_penalty", 0.0), ("repeat_last_n", -2), ("seed", -1),
+                                          ("presence_penalty", float("inf"))])
+def test_sampling_params_refuse_values_outside_their_limits(field, value):
+    with pytest.raises(ValueError, match=f"^{field}: expected"):
+        SamplingParams(**{field: value})
+
+
+def test_limits_describe_what_they_take_and_parse_text():
+    from edgeinfer.sampling import LIMITS, parse_option
+
+    assert LIMITS["top_p"].describe() == "a number in [0, 1]"
+    assert LIMITS["repeat_penalty"].describe() == "a number > 0"
+    assert parse_option("top_k", "5") == 5 and parse_option("temperature", "0") == 0.0
+    with pytest.raises(ValueError, match=r"^expected a number >= 0, got -1$"):
+        parse_option("temperature", "-1")
+    with pytest.raises(ValueError, match=r"^expected an integer >= 0, got 'x'$"):
+        parse_option("top_k", "x")

@@ -3,6 +3,7 @@ model, driven by the official `openai` client (and raw HTTP where the wire forma
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -34,6 +35,10 @@ def client(server):
 
 def ask(text: str) -> list[dict]:
     return [{"role": "user", "content": text}]
+
+
+# What an error message must never show: a Python repr, a traceback, an exception class name.
+LEAK = re.compile(r"object at 0x|Traceback|File \"|<edgeinfer|TypeError|KeyError|AttributeError|pybind")
 
 
 def metric(server, name: str) -> float:
@@ -245,7 +250,22 @@ def test_unknown_model_is_404(client):
 
 
 @pytest.mark.parametrize("body, param, code", [
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}, "max_tokens", "invalid_value"),
+    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}, "max_tokens", "invalid_type"),
+    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": True}, "max_tokens", "invalid_type"),
+    ({"messages": [{"role": "user", "content": "x"}], "stream": "yes"}, "stream", "invalid_type"),
+    ({"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": True}},
+     "stream_options", "invalid_value"),
+    ({"messages": [{"role": "user", "content": "x"}], "top_k": 2.5}, "top_k", "invalid_type"),
+    ({"messages": [{"role": "user", "content": 7}]}, "messages.0.content", "invalid_type"),
+    ({"messages": [{"role": "user", "content": "Hello \ud83d"}]}, "messages.0.content", "invalid_unicode"),
+    ({"messages": [{"role": "system", "content": "\udc00 be brief"}, {"role": "user", "content": "x"}]},
+     "messages.0.content", "invalid_unicode"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "a\ud800"}]}]},
+     "messages.0.content.0.text", "invalid_unicode"),
+    ({"messages": [{"role": "user", "content": "x"}], "stop": ["\ud83d"]}, "stop.0", "invalid_unicode"),
+    ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
+      "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]},
+     "messages", "chat_template_error"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role", "invalid_value"),
     ({"max_tokens": 3}, "messages", "missing_field"),
     ({"messages": []}, "messages", "invalid_value"),
@@ -262,18 +282,57 @@ def test_unknown_model_is_404(client):
     ({"messages": [{"role": "user", "content": "x"}], "temperature": 9}, "temperature", "invalid_value"),
 ])
 def test_invalid_requests_are_400_naming_the_field(server, body, param, code):
-    r = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    # json.dumps escapes lone surrogates as \\uXXXX, as a JavaScript front end's JSON.stringify does.
+    r = httpx.post(f"{server.url}/v1/chat/completions", content=json.dumps(body),
+                   headers={"content-type": "application/json"}, timeout=30)
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert error["param"] == param and error["code"] == code and error["type"] == "invalid_request_error"
-    assert error["message"]
+    assert error["message"] and not LEAK.search(error["message"]), error["message"]
+
+
+@pytest.mark.parametrize("path, raw, param", [
+    ("/v1/completions", '{"prompt": "Hello \\ud83d", "max_tokens": 2}', "prompt"),
+    ("/v1/completions", '{"prompt": ["\\ud83d"], "max_tokens": 2}', "prompt.0"),
+    ("/tokenize", '{"content": "Hello \\ud83d"}', "content"),
+    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "x", "name": "\\udfff"}]}', "messages.0.name"),
+])
+def test_lone_surrogates_are_400_on_every_endpoint(server, path, raw, param):
+    r = httpx.post(f"{server.url}{path}", content=raw, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "invalid_unicode" and error["param"] == param and "surrogate" in error["message"]
+
+
+def test_non_finite_numbers_are_refused_naming_the_field(server):
+    for raw, param in (('{"prompt": "Hi", "temperature": NaN}', "temperature"),
+                       ('{"prompt": "Hi", "top_p": Infinity}', "top_p"),
+                       ('{"prompt": "Hi", "logit_bias": {"5": -Infinity}}', "logit_bias.5")):
+        r = httpx.post(f"{server.url}/v1/completions", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+        assert "finite" in r.json()["error"]["message"]
+
+
+def test_every_answer_is_counted_by_status(server):
+    def count(status: int) -> float:
+        try:
+            return metric(server, f'http_responses_total{{status="{status}"}}')
+        except KeyError:
+            return 0
+
+    before_400, before_404 = count(400), count(404)
+    httpx.post(f"{server.url}/v1/completions", content=b"{", headers={"content-type": "application/json"})
+    httpx.get(f"{server.url}/v1/nowhere")
+    assert count(400) == before_400 + 1 and count(404) == before_404 + 1
 
 
 def test_malformed_bodies(server):
     url = f"{server.url}/v1/chat/completions"
-    for raw in (b'{"messages": [', b"", b"[1, 2]", b"null", b"\xff\xfe"):
+    for raw in (b'{"messages": [', b"", b"[1, 2]", b"null", b"\xff\xfe", b'{"messages": "\xff"}', b"[" * 100_000):
         r = httpx.post(url, content=raw, headers={"content-type": "application/json"})
-        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", (raw, r.text)
+        error = r.json()["error"]
+        assert r.status_code == 400 and error["type"] == "invalid_request_error", (raw, r.text)
+        assert error["code"] in ("invalid_json", "invalid_body"), (raw, r.text)
     too_big = json.dumps({"messages": ask("x" * (1 << 20))})
     r = httpx.post(url, content=too_big, headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
@@ -443,27 +502,48 @@ def test_max_tokens_past_the_context_end_is_clamped_with_length(keyed_server):
     assert reply.usage.prompt_tokens == 509 and reply.usage.completion_tokens == 512 - 509 + 1
 
 
-def test_shared_prefix_state_survives_a_restart(keyed_server, smollm2_path, cache_dir, tmp_path):
+def _wait_for_files(folder, n: int, timeout: float = 10.0) -> list:
+    """The state files once there are `n` (they are written just after the answer goes out)."""
+    deadline = time.monotonic() + timeout
+    while len(files := sorted(folder.rglob("*.eistate"))) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return files
+
+
+def test_send_restart_send_reuses_the_system_prompt_and_the_conversation(smollm2_path, tmp_path):
+    """The prompt cache folder after one request holds its system prefix; after a clean restart,
+    the same system prompt and the whole last conversation come from it."""
+    folder = tmp_path / "states"
     system = "You answer questions about the solar system, briefly and precisely. " * 6
-    client = openai.OpenAI(base_url=f"{keyed_server.url}/v1", api_key=KEY, max_retries=0)
+    question = [{"role": "system", "content": system}, {"role": "user", "content": "How many moons has Mars?"}]
 
-    def chat(c: openai.OpenAI, question: str):
-        return c.chat.completions.create(model="smollm2", max_tokens=4, temperature=0, messages=[
-            {"role": "system", "content": system}, {"role": "user", "content": question}])
+    def start(name: str) -> ServerProcess:
+        return ServerProcess(smollm2_path, "-c", "512", "-n", "8", "--prompt-cache-dir", str(folder),
+                             log_path=tmp_path / f"{name}.log")
 
-    chat(client, "How many moons has Mars?")
-    second = chat(client, "What is the hottest planet?")   # shares the system prompt, then diverges
-    shared = second.usage.prompt_tokens_details.cached_tokens
-    assert shared > 60
-    assert len(list(cache_dir.rglob("*.eistate"))) == 1
-    restarted = ServerProcess(smollm2_path, "-c", "512", "-n", "8", "--api-key", KEY, "--prompt-cache-dir",
-                              str(cache_dir), log_path=tmp_path / "restarted.log")
+    def chat(proc: ServerProcess, messages: list[dict]):
+        c = openai.OpenAI(base_url=f"{proc.url}/v1", api_key="unused", max_retries=0)
+        return c.chat.completions.create(model="smollm2", max_tokens=4, temperature=0, messages=messages)
+
+    first = start("first")
     try:
-        c2 = openai.OpenAI(base_url=f"{restarted.url}/v1", api_key=KEY, max_retries=0)
-        first = chat(c2, "Which planet has rings?")   # the first request after the restart
-        assert first.usage.prompt_tokens_details.cached_tokens == shared
+        answer = chat(first, question)
+        assert answer.usage.prompt_tokens_details.cached_tokens == 0
+        assert len(_wait_for_files(folder, 1)) == 1        # the system prefix, after one request
     finally:
-        restarted.stop()
+        first.stop()                                       # a clean stop saves the conversation too
+    assert len(_wait_for_files(folder, 2)) == 2
+    second = start("second")
+    try:
+        other = chat(second, [question[0], {"role": "user", "content": "Which planet has rings?"}])
+        assert other.usage.prompt_tokens_details.cached_tokens > 60   # the system prompt
+        follow_up = question + [{"role": "assistant", "content": answer.choices[0].message.content},
+                                {"role": "user", "content": "And Jupiter?"}]
+        again = chat(second, follow_up)
+        # Everything up to the end of the first answer came from the saved conversation.
+        assert again.usage.prompt_tokens_details.cached_tokens >= answer.usage.prompt_tokens + 1
+    finally:
+        second.stop()
 
 
 # --- fuzzing against the OpenAPI schema --------------------------------------------------------------

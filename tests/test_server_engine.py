@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 
@@ -230,7 +231,7 @@ class PieceVocab:
         return f"<{token}>".encode()
 
 
-def test_an_error_after_the_stream_started_is_an_error_event_without_done():
+def test_an_error_after_the_stream_started_is_an_error_event_without_done(caplog):
     from edgeinfer.server.responses import ChatResponses
     from edgeinfer.server.sse import stream_job
 
@@ -246,7 +247,13 @@ def test_an_error_after_the_stream_started_is_an_error_event_without_done():
     payloads = [json.loads(c[len(b"data: "):]) for c in chunks]
     assert payloads[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert [p["choices"][0]["delta"]["content"] for p in payloads[1:3]] == ["t0 ", "t1 "]
-    assert payloads[-1]["error"]["type"] == "server_error" and "the engine broke" in payloads[-1]["error"]["message"]
+    error = payloads[-1]["error"]
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    # The client gets an id, never the exception's text; the log has the text and the traceback.
+    assert "the engine broke" not in error["message"]
+    error_id = re.search(r"error id ([0-9a-f]{12})", error["message"]).group(1)
+    logged = next(r for r in caplog.records if error_id in r.getMessage())
+    assert logged.exc_info and "the engine broke" in str(logged.exc_info[1])
     assert all(c.startswith(b"data: {") and c.endswith(b"\n\n") for c in chunks)   # no [DONE]
     assert engine.metrics.snapshot().requests_failed == 1
     engine.shutdown()

@@ -76,7 +76,8 @@ def main(args: argparse.Namespace) -> int:
         return model
 
     def make_store(model: Model) -> PromptStateStore:
-        store = PromptStateStore(model, config.prompt_cache_dir, config.prompt_state_min_tokens)
+        store = PromptStateStore(model, config.prompt_cache_dir, config.prompt_state_min_tokens,
+                                 config.prompt_cache_max_bytes)
         n = store.load_all()
         stderr.print(f"prompt cache: {n} saved prefix state(s) loaded from {store.folder}", style="dim",
                      soft_wrap=True)

@@ -6,7 +6,6 @@ without a terminal. `COMMANDS` is the one table the help text, the completer and
 """
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from edgeinfer.errors import EdgeInferError
 from edgeinfer.repl import transcript
 from edgeinfer.repl.render import format_stats
 from edgeinfer.repl.session import ChatSession
+from edgeinfer.sampling import parse_option
 
 
 @dataclass
@@ -34,44 +34,38 @@ class ChatOptions:
 
 # --- /set ----------------------------------------------------------------------------------------
 
-def _number(kind: type, lo: float | None = None, hi: float | None = None, lo_open: bool = False,
-            allow_none: bool = False) -> Callable[[str], Any]:
-    """A parser for one /set value: `kind` (int or float) within [lo, hi] (lo excluded if
-    `lo_open`); "none"/"random" gives None when `allow_none`."""
-    words = {int: "an integer", float: "a number"}
+def _count(text: str) -> int:
+    """A /set value that counts something (max_tokens): an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"expected an integer >= 1, got {text}")
+    return value
+
+
+def _option(name: str, allow_none: bool = False) -> Callable[[str], Any]:
+    """A parser for the sampling option `name`, checked against sampling.LIMITS like every other
+    entry point; "none"/"random" gives None when `allow_none`."""
 
     def parse(text: str) -> Any:
         if allow_none and text.lower() in ("none", "random", "off"):
             return None
-        try:
-            value = kind(text)
-            if not math.isfinite(value):
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"expected {words[kind]}, got {text!r}") from None
-        if (lo is not None and (value < lo or (lo_open and value == lo))) or \
-                (hi is not None and value > hi):
-            raise ValueError(f"expected {words[kind]} {_range(lo, hi, lo_open)}, got {text}")
-        return value
+        return parse_option(name, text)
 
     return parse
 
 
-def _range(lo: float | None, hi: float | None, lo_open: bool) -> str:
-    if hi is None:
-        return f"{'>' if lo_open else '>='} {lo:g}"
-    return f"in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
-
-
 # /set NAME -> (Settings field, parser, help)
 SETTABLE: dict[str, tuple[str, Callable[[str], Any], str]] = {
-    "temp": ("temperature", _number(float, 0.0), "temperature; 0 = greedy"),
-    "top_k": ("top_k", _number(int, 0), "keep the K most likely tokens; 0 = off"),
-    "top_p": ("top_p", _number(float, 0.0, 1.0, lo_open=True), "nucleus sampling; 1 = off"),
-    "min_p": ("min_p", _number(float, 0.0, 1.0), "drop tokens below P x the top one; 0 = off"),
-    "max_tokens": ("max_tokens", _number(int, 1), "longest answer, in tokens"),
-    "seed": ("seed", _number(int, 0, allow_none=True), "random seed; 'random' = a new one each time"),
-    "repeat_penalty": ("repeat_penalty", _number(float, 0.0, lo_open=True), "penalise repeats; 1 = off"),
+    "temp": ("temperature", _option("temperature"), "temperature; 0 = greedy"),
+    "top_k": ("top_k", _option("top_k"), "keep the K most likely tokens; 0 = off"),
+    "top_p": ("top_p", _option("top_p"), "nucleus sampling; 1 = off"),
+    "min_p": ("min_p", _option("min_p"), "drop tokens below P x the top one; 0 = off"),
+    "max_tokens": ("max_tokens", _count, "longest answer, in tokens"),
+    "seed": ("seed", _option("seed", allow_none=True), "random seed; 'random' = a new one each time"),
+    "repeat_penalty": ("repeat_penalty", _option("repeat_penalty"), "penalise repeats; 1 = off"),
 }
 
 

@@ -16,7 +16,8 @@ from edgeinfer import __version__
 from edgeinfer.server import prompts, schemas as s
 from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import from_exception, install_error_handlers
-from edgeinfer.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware, JsonBodyMiddleware
+from edgeinfer.server.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, JsonBodyMiddleware,
+                                         StatusCountMiddleware, UnexpectedErrorMiddleware)
 from edgeinfer.server.responses import ChatResponses, CompletionResponses
 from edgeinfer.server.sse import HEADERS, MEDIA_TYPE, stream_job
 from edgeinfer.server.worker import Engine, EngineState, Failed, Finished, GenerationJob, Piece
@@ -163,7 +164,9 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     app.include_router(make_router(config, engine, include_in_schema=True), prefix="/v1")
     app.include_router(make_router(config, engine, include_in_schema=False))
     install_error_handlers(app)
-    # Added last = outermost: CORS answers preflights and decorates even 401/413 answers.
+    # Added last = outermost: CORS answers preflights and decorates even 401/413 answers, and the
+    # status count sees every answer.
+    app.add_middleware(UnexpectedErrorMiddleware)
     app.add_middleware(JsonBodyMiddleware)
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     if config.api_key:
@@ -171,4 +174,5 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["*"],
                            allow_headers=["*"], max_age=600)
+    app.add_middleware(StatusCountMiddleware, record=engine.metrics.record_response)
     return app

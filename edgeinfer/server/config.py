@@ -13,6 +13,7 @@ DEFAULT_PORT = 8080
 DEFAULT_MAX_QUEUE = 32                 # requests waiting for the engine; more get 503
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_PROMPT_STATE_MIN_TOKENS = 64   # shared prefixes shorter than this are not saved
+DEFAULT_PROMPT_CACHE_BYTES = 1 << 30   # --prompt-cache-dir's size at most
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ServerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     prompt_cache_dir: Path | None = None
     prompt_state_min_tokens: int = DEFAULT_PROMPT_STATE_MIN_TOKENS
+    prompt_cache_max_bytes: int = DEFAULT_PROMPT_CACHE_BYTES
     gpu: dict | None = None                         # Model.load's gpu_layers / device / require_gpu
 
 

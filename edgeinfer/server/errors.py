@@ -3,6 +3,9 @@ status codes. The rule: a request that will fail the same way again is a 4xx (cl
 and re-sending a long prompt three times helps nobody); 5xx only for faults of the server."""
 from __future__ import annotations
 
+import logging
+import re
+import uuid
 from typing import Any, Mapping
 
 from fastapi import FastAPI, Request
@@ -12,8 +15,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from edgeinfer.errors import ChatTemplateError, ContextOverflowError
 
+log = logging.getLogger("edgeinfer.server")
+
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
+INVALID_UNICODE = "invalid_unicode"   # the pydantic error kind of schemas.reject_lone_surrogates
 
 
 class APIError(Exception):
@@ -49,43 +55,108 @@ def context_overflow(n_prompt: int, n_ctx: int) -> APIError:
 
 
 def from_exception(exc: BaseException) -> APIError:
-    """The APIError for an exception raised while serving a request."""
+    """The APIError for an exception raised while serving a request. An unexpected one is logged
+    in full under a fresh id and answered with that id only: its text may hold the prompt or
+    internal reprs, which are not the client's to see."""
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, ContextOverflowError):
         return APIError(400, str(exc), code="context_length_exceeded")
     if isinstance(exc, ChatTemplateError):
         return APIError(400, str(exc), param="messages", code="chat_template_error")
-    return APIError(500, f"internal error: {type(exc).__name__}: {exc}", type=SERVER_ERROR)
+    error_id = uuid.uuid4().hex[:12]
+    log.error("internal error %s", error_id, exc_info=(type(exc), exc, exc.__traceback__))
+    return APIError(500, f"The server failed while handling the request (error id {error_id}; "
+                         f"the server log has the details).", type=SERVER_ERROR, code="internal_error")
+
+
+# Union members show up in an error's location ("str", "list[ContentPart]"); they mean nothing
+# to a client, who sent a field, not a type.
+_UNION_MEMBER = re.compile(r"^(str|int|float|bool|none|list|dict)$|[\[\]()]")
 
 
 def _field_name(loc: tuple) -> str | None:
     parts = [str(p) for p in loc if p != "body"]
-    # Union members show up in the location (e.g. "list[ContentPart]"); they mean nothing to a client.
-    parts = [p for p in parts if not any(c in p for c in "[]()")]
-    return ".".join(parts) or None
+    return ".".join(p for p in parts if not _UNION_MEMBER.search(p)) or None
+
+
+# pydantic's type-error kinds -> the JSON type the field wanted, in OpenAI's words.
+_EXPECTED = {"int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+             "float_type": "a number", "float_parsing": "a number", "bool_type": "a boolean",
+             "bool_parsing": "a boolean", "string_type": "a string", "list_type": "an array",
+             "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object"}
+_BOUNDS = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}
+
+
+def json_type(value: Any) -> str:
+    """What a decoded JSON value is, as a person would say it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a decimal" if value == value and abs(value) != float("inf") else "a non-finite number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, (list, tuple)) else "an object" if isinstance(value, dict) else "a value"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def validation_error(exc: RequestValidationError) -> APIError:
-    """The first problem FastAPI found, named by its field (``messages.0.role``)."""
+    """The first problem FastAPI found, named by its field (``messages.0.role``), in OpenAI's
+    terms: ``invalid_type`` for a value of the wrong JSON type (booleans are not integers,
+    strings are not booleans), ``invalid_value`` for one out of range or not allowed."""
     errors = exc.errors()
     if not errors:
-        return APIError(400, "invalid request body")
+        return APIError(400, "invalid request body", code="invalid_body")
     first = errors[0]
     kind = first.get("type", "")
+    ctx = first.get("ctx") or {}
     if kind == "json_invalid":
-        detail = first.get("ctx", {}).get("error", "")
+        detail = ctx.get("error", "")
         return APIError(400, f"The request body is not valid JSON{': ' + detail if detail else ''}",
                         code="invalid_json")
-    field = _field_name(tuple(first.get("loc", ())))
+    field = ctx.get("field") or _field_name(tuple(first.get("loc", ())))
     if field is None:
         if kind == "missing":
             return APIError(400, "The request body is missing; expected a JSON object.", code="invalid_body")
-        return APIError(400, f"Invalid request body: {first.get('msg', '')}; expected a JSON object.",
+        return APIError(400, f"The request body must be a JSON object, not {json_type(first.get('input'))}.",
                         code="invalid_body")
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return APIError(400, f"Invalid value for '{field}': {first.get('msg', 'invalid')}{more}",
-                    param=field, code="invalid_value" if kind != "missing" else "missing_field")
+    value = first.get("input")
+    if kind == "missing":
+        return APIError(400, f"Missing required parameter: '{field}'.{more}", param=field, code="missing_field")
+    if kind in _EXPECTED:
+        # A union field fails once per member: say every type it would have taken.
+        same = [e for e in errors if e.get("type") in _EXPECTED and _field_name(tuple(e.get("loc", ()))) == field]
+        expected = " or ".join(dict.fromkeys(_EXPECTED[e["type"]] for e in same))
+        more = f" (and {len(errors) - len(same)} more problem{'s' if len(errors) - len(same) > 1 else ''})" \
+            if len(errors) > len(same) else ""
+        return APIError(400, f"Invalid type for '{field}': expected {expected}, but got "
+                             f"{json_type(value)} instead.{more}", param=field, code="invalid_type")
+    if kind in _BOUNDS:
+        bound = next(iter(ctx.values()), "?")
+        return APIError(400, f"Invalid '{field}': expected a value {_BOUNDS[kind]} {bound}, but got "
+                             f"{_shown(value)} instead.{more}", param=field, code="invalid_value")
+    if kind == "finite_number":
+        return APIError(400, f"Invalid '{field}': expected a finite number, but got {_shown(value)} instead.{more}",
+                        param=field, code="invalid_value")
+    if kind == "literal_error":
+        return APIError(400, f"Invalid value for '{field}': expected {ctx.get('expected', 'another value')}, "
+                             f"but got {_shown(value)} instead.{more}", param=field, code="invalid_value")
+    if kind == INVALID_UNICODE:
+        return APIError(400, f"Invalid value for '{field}': {first.get('msg')}.", param=field,
+                        code="invalid_unicode")
+    if kind == "invalid_field":   # a check across fields (schemas.field_error)
+        return APIError(400, f"{first.get('msg')}.{more}", param=field, code="invalid_value")
+    message = first.get("msg", "invalid").removeprefix("Value error, ")
+    return APIError(400, f"Invalid value for '{field}': {message}{more}", param=field, code="invalid_value")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -99,12 +170,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        code = {400: "invalid_body", 404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else "error"
         if exc.status_code == 404:
             message = f"Unknown endpoint {request.method} {request.url.path}"
+        elif exc.status_code == 400:
+            # FastAPI's only 400 of its own: a body that json.loads could not even start on
+            # (bytes that are not UTF-8, or nesting deeper than the parser's recursion limit).
+            message = "The request body could not be read: it must be UTF-8 encoded JSON of reasonable depth."
+            code = "invalid_json"
         return APIError(exc.status_code, message, code=code, headers=exc.headers).response()
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return from_exception(exc).response()

@@ -1,12 +1,14 @@
 """Counters for ``GET /metrics``, in Prometheus' text exposition format.
 
-The worker thread records each finished generation; the HTTP side records rejections. Gauges
+The worker thread records each finished generation; the HTTP side records rejections, and
+`StatusCountMiddleware` (outermost) the status of every answer, 401 and 413 included. Gauges
 that describe the present (queue depth, requests in flight) are read from the engine when the
 metrics are rendered, so they cannot drift.
 """
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass
 
 PREFIX = "edgeinfer_"
@@ -34,6 +36,15 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._t = _Totals()
+        self._responses: Counter[int] = Counter()   # HTTP status -> answers sent
+
+    def record_response(self, status: int) -> None:
+        with self._lock:
+            self._responses[status] += 1
+
+    def responses(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._responses)
 
     def record_generation(self, prompt_tokens: int, cached_tokens: int, generated: int, prompt_s: float,
                           gen_s: float, prompt_tok_s: float, gen_tok_s: float) -> None:
@@ -82,6 +93,8 @@ class Metrics:
         metric("requests_total", "counter", "Generation requests by outcome.", [
             ('{outcome="ok"}', t.requests_ok), ('{outcome="cancelled"}', t.requests_cancelled),
             ('{outcome="error"}', t.requests_failed), ('{outcome="rejected"}', t.requests_rejected)])
+        metric("http_responses_total", "counter", "HTTP answers by status code (every endpoint, errors included).",
+               [(f'{{status="{status}"}}', n) for status, n in sorted(self.responses().items())])
         metric("prompt_tokens_total", "counter", "Prompt tokens of finished requests (cached or not).",
                [("", t.prompt_tokens)])
         metric("prompt_tokens_decoded_total", "counter", "Prompt tokens that needed a prefill.",

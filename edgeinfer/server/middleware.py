@@ -1,5 +1,5 @@
-"""ASGI middleware: the request-body size limit, JSON bodies whatever their Content-Type, and the
-API key check.
+"""ASGI middleware: the request-body size limit, JSON bodies whatever their Content-Type, the
+API key check, a generic answer for unexpected exceptions, and counting answers by status.
 
 Written against ASGI directly (not Starlette's BaseHTTPMiddleware) so that streamed responses and
 client-disconnect notices pass through untouched.
@@ -10,7 +10,7 @@ import hmac
 import json
 from typing import Any, Awaitable, Callable
 
-from edgeinfer.server.errors import error_body
+from edgeinfer.server.errors import error_body, from_exception
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -118,3 +118,49 @@ class ApiKeyMiddleware:
         await send_json(send, 401, error_body("Invalid or missing API key. Send it as 'Authorization: Bearer "
                                               "<key>' or 'X-Api-Key: <key>'.", code="invalid_api_key"),
                         headers={"WWW-Authenticate": "Bearer"})
+
+
+class StatusCountMiddleware:
+    """Counts every HTTP answer by its status code (`record(status)`), whichever layer sent it."""
+
+    def __init__(self, app: ASGIApp, record: Callable[[int], None]):
+        self.app = app
+        self.record = record
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def counting_send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self.record(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+
+class UnexpectedErrorMiddleware:
+    """Answers an exception no handler took with a generic 500 carrying an error id (the
+    exception is logged in full under that id by `from_exception`), so neither a traceback nor
+    an internal repr reaches the client, and the answer is counted like any other."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence, logged with its id
+            error = from_exception(exc)
+            if started:   # too late for a status: the server closes the connection
+                return
+            await send_json(send, error.status, error.body())

@@ -11,6 +11,7 @@ from typing import Any
 
 from edgeinfer.errors import ChatTemplateError
 from edgeinfer.model import Model
+from edgeinfer.prompt_cache import common_prefix
 from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import APIError, context_overflow
 from edgeinfer.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
@@ -140,11 +141,29 @@ def generation_options(req: SamplingFields, requested_max: int | None, n_prompt:
     )
 
 
+def system_prefix_tokens(req: ChatCompletionRequest, model: Model, ids: list[int]) -> int:
+    """How many leading tokens of `ids` the request's leading system / developer messages render
+    to, up to the next turn's header: the prefix other conversations with the same system prompt
+    share. Found by rendering those messages before an empty user turn and comparing tokens, so
+    it holds for any template (one that folds the system prompt into the first user turn too)."""
+    messages = chat_messages(req)
+    n_system = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
+    if n_system == 0 or n_system == len(messages):
+        return 0
+    try:
+        probe = model.chat_prompt(messages[:n_system] + [{"role": "user", "content": ""}],
+                                  add_generation_prompt=False).ids
+    except (ChatTemplateError, ValueError):   # a template that refuses the probe: nothing to keep
+        return 0
+    return common_prefix(ids, probe)
+
+
 def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
     ids = chat_prompt_ids(req, model)
     options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    return GenerationJob(ids, options, logprobs)
+    keep = system_prefix_tokens(req, model, ids) if config.prompt_cache_dir else 0
+    return GenerationJob(ids, options, logprobs, keep_prefix=keep)
 
 
 def completion_job(req: CompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:

@@ -5,21 +5,74 @@ Requests follow OpenAI's field names and ranges; fields this server does not kno
 Fields it knows but cannot honour yet (n > 1, tools, JSON response formats, echo, ...) are
 accepted by the schema and refused with a clear 400 by `prompts.check_supported`, so the refusal
 names the feature instead of looking like a type error.
+
+Validation is strict, as OpenAI's is: a boolean is not an integer, a string is not a boolean,
+numbers must be finite, and text anywhere in a body must be encodable as UTF-8 (no lone UTF-16
+surrogates; see edgeinfer.text_check). Sampling ranges come from `sampling.LIMITS`, the table
+every other entry point checks too, narrowed where OpenAI's API is narrower.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from edgeinfer.sampling import LIMITS
+from edgeinfer.server.errors import INVALID_UNICODE
+from edgeinfer.text_check import describe_surrogate, lone_surrogate
 
 MAX_STOP_STRINGS = 16
 MAX_TOP_LOGPROBS = 20
+# OpenAI's ranges where they are narrower than what the engine takes (sampling.LIMITS).
+OPENAI_MAX_TEMPERATURE = 2.0
+OPENAI_PENALTY_RANGE = {"ge": -2.0, "le": 2.0}
 TOKEN_ID = re.compile(r"\s*-?[0-9]{1,12}\s*")
 
 
+def field_error(field: str, message: str, kind: str = "invalid_field") -> PydanticCustomError:
+    """A validation error about `field` raised by a model-level check (pydantic would name the
+    model, not the field); errors.validation_error reads the field from its context."""
+    return PydanticCustomError(kind, message, {"field": field})
+
+
+def _first_lone_surrogate(body: Any) -> tuple[str, str] | None:
+    """(field path, description) of the first string in a decoded JSON body (keys included)
+    that has no UTF-8 encoding. Iterative, so deep nesting cannot exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", body)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            index = lone_surrogate(value)
+            if index is not None:
+                return path or "body", describe_surrogate(value, index)
+        elif isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                if isinstance(key, str) and lone_surrogate(key) is not None:
+                    return path or "body", f"the key {key!r} holds " + describe_surrogate(key, lone_surrogate(key))
+                stack.append((f"{path}.{key}" if path else str(key), item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}.{i}", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: no lax conversions (true -> 1, "yes" -> True); finite numbers only.
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+
+
+class _Body(_Request):
+    """A whole request body: refuses text that cannot become UTF-8, naming where it is."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _utf8_text(cls, data: Any) -> Any:
+        found = _first_lone_surrogate(data)
+        if found is not None:
+            field, problem = found
+            raise field_error(field, f"the text is not valid Unicode: {problem}", INVALID_UNICODE)
+        return data
 
 
 # --- shared generation options ---------------------------------------------------------------
@@ -28,19 +81,24 @@ class StreamOptions(_Request):
     include_usage: bool = False
 
 
-class SamplingFields(_Request):
+def _limited(name: str, **extra: Any) -> Any:
+    """A field for the sampling option `name`, bounded as sampling.LIMITS says."""
+    return Field(None, **{**LIMITS[name].bounds(), **extra})
+
+
+class SamplingFields(_Body):
     """The generation options chat and text completions share."""
 
     model: str | None = Field(None, description="The model id; omitted = the served model.")
     max_tokens: int | None = Field(None, ge=1, description="Tokens to generate at most; "
                                    "clamped to the room left in the context.")
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, ge=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=0, description="0 = off.")
-    min_p: float | None = Field(None, ge=0.0, le=1.0)
-    repeat_penalty: float | None = Field(None, gt=0.0, description="1 = off.")
-    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    temperature: float | None = _limited("temperature", le=OPENAI_MAX_TEMPERATURE)
+    top_p: float | None = _limited("top_p")
+    top_k: int | None = _limited("top_k", description="0 = off.")
+    min_p: float | None = _limited("min_p")
+    repeat_penalty: float | None = _limited("repeat_penalty", description="1 = off.")
+    presence_penalty: float | None = _limited("presence_penalty", **OPENAI_PENALTY_RANGE)
+    frequency_penalty: float | None = _limited("frequency_penalty", **OPENAI_PENALTY_RANGE)
     logit_bias: dict[str, float] | None = Field(
         None, description="Token id (as a string) -> bias in [-100, 100] added to its logit.")
     seed: int | None = None
@@ -48,6 +106,12 @@ class SamplingFields(_Request):
     n: int = Field(1, ge=1, description="Only 1 is supported.")
     stream: bool = False
     stream_options: StreamOptions | None = None
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self) -> "SamplingFields":
+        if self.stream_options is not None and not self.stream:
+            raise field_error("stream_options", "'stream_options' is only allowed when 'stream' is true")
+        return self
 
     @field_validator("stop")
     @classmethod
@@ -251,7 +315,7 @@ class Health(BaseModel):
 
 # --- tokenizer -------------------------------------------------------------------------------
 
-class TokenizeRequest(_Request):
+class TokenizeRequest(_Body):
     content: str = Field(..., description="Text to tokenize.")
     add_special: bool = Field(False, description="Add the model's BOS token if it wants one.")
     parse_special: bool = Field(False, description="Read special-token text as special tokens.")
@@ -262,7 +326,7 @@ class TokenizeResponse(BaseModel):
     tokens: list[int]
 
 
-class DetokenizeRequest(_Request):
+class DetokenizeRequest(_Body):
     tokens: list[int]
     model: str | None = None
 

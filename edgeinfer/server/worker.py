@@ -24,7 +24,7 @@ import numpy as np
 
 from edgeinfer.generate import GenerationResult
 from edgeinfer.model import Model
-from edgeinfer.server.errors import APIError
+from edgeinfer.server.errors import APIError, from_exception
 from edgeinfer.server.logprobs import TokenLogprob, token_logprob
 from edgeinfer.server.metrics import Metrics
 
@@ -67,6 +67,7 @@ class GenerationJob:
     prompt: list[int]
     options: dict[str, Any]
     logprobs: int | None = None
+    keep_prefix: int = 0            # leading prompt tokens worth keeping on disk (the system prefix)
     accepted_at: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
@@ -209,6 +210,7 @@ class Engine:
         while True:
             job = self._queue.get()
             if job is None:
+                self._save_live()
                 return
             self._current = job
             try:
@@ -255,8 +257,10 @@ class Engine:
             return
         except Exception as exc:  # noqa: BLE001 - sent to the client, the engine goes on
             self.metrics.record_failed()
-            log.exception("generation failed")
-            job.emit(Failed(exc))
+            error = from_exception(exc)   # an unexpected one is logged in full under its error id
+            if error.status < 500:
+                log.info("generation refused: %s", error.message)
+            job.emit(Failed(error))
             return
         end = time.perf_counter()
         t = result.timings
@@ -264,3 +268,18 @@ class Engine:
                                        t.prompt_ms / 1e3, t.gen_ms / 1e3, t.prompt_tok_s, t.gen_tok_s)
         ttft = (first_token_at or end) - job.accepted_at
         job.emit(Finished(result, pending.copy(), ttft * 1e3, (started - job.accepted_at) * 1e3))
+        if self.prompt_store is not None and job.keep_prefix:
+            self._store("save the system prefix", self.prompt_store.after_generate, job.prompt, job.keep_prefix)
+
+    def _save_live(self) -> None:
+        if self.prompt_store is not None:
+            self._store("save the last conversation", self.prompt_store.save_live)
+
+    @staticmethod
+    def _store(what: str, action: Callable[..., Any], *args: Any) -> None:
+        """Runs a prompt-store action after the answer went out: a failure costs a warning, never
+        the request or the engine."""
+        try:
+            action(*args)
+        except Exception:  # noqa: BLE001
+            log.warning("prompt cache: could not %s", what, exc_info=True)
