@@ -83,7 +83,7 @@ class Model:
         for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
             if value not in KV_CACHE_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(KV_CACHE_TYPES)}, got {value!r}")
-        core = _core.Model(str(path))
+        core = _core.Model(os.fsencode(path))   # bytes: a file name need not be UTF-8
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         placement, offload = None, {}
         if gpu_layers is not None:

@@ -61,6 +61,15 @@ def test_a_character_cut_by_max_tokens_is_dropped_not_replaced(model):
     assert result.tokens == ids[:cut] and result.finish_reason == "length"
 
 
+def test_text_with_a_lone_surrogate_is_a_clear_error_in_the_python_api(model):
+    with pytest.raises(ValueError, match=r"the text to tokenize is not valid Unicode.*U\+D83D\) at character 6"):
+        model.tokenize("Hello \ud83d")
+    with pytest.raises(ValueError, match="message 0 content is not valid Unicode"):
+        model.chat_prompt([{"role": "user", "content": "cut \udc00"}])
+    with pytest.raises(ValueError, match="a stop string is not valid Unicode"):
+        model.complete([5], max_tokens=1, stop=["\ud83d"])
+
+
 def test_stop_string_ends_generation_and_is_not_emitted(model):
     ids = model.tokenize("hello STOP world", add_special=False)
     pieces, result = run(model, [5], scripted(ids), stop=["STOP"])
