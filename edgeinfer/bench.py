@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from edgeinfer import _core
+from edgeinfer.threads import resolve_n_threads
 
 
 @dataclass
@@ -115,7 +116,8 @@ def run_bench(
     gpu: dict | None = None,
 ) -> list[BenchResult]:
     """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every depth, for every KV
-    cache type pair (each of type_k with each of type_v) and thread count (0 = physical cores).
+    cache type pair (each of type_k with each of type_v) and thread count (0 = physical cores; more
+    than the usable CPUs: capped, with a warning; counts that come out equal run once).
     n_ctx None = just enough for the longest test. gpu: Model.load's gpu_layers / device /
     require_gpu, planned for each KV type pair (without a device: a warning, and the CPU). Returns the results in run order, also
     passing each to on_result as it completes."""
@@ -132,6 +134,12 @@ def run_bench(
     elif n_ctx < need:
         raise ValueError(f"context size {n_ctx} is smaller than the longest test ({need} tokens)")
 
+    thread_counts: list[int] = []
+    for t in threads:
+        n = resolve_n_threads(t, stacklevel=2)
+        if n not in thread_counts:
+            thread_counts.append(n)
+
     path = Path(path)
     model = _core.Model(str(path))
     ids = make_token_ids(need, model.n_vocab)
@@ -143,7 +151,7 @@ def run_bench(
                 from edgeinfer.gpu.model_plan import plan_offload
                 _, offload = plan_offload(model.gguf, str(gpu["gpu_layers"]), gpu.get("device", 0), n_ctx,
                                           (tk, tv), gpu.get("require_gpu", False))
-            for t in threads:
+            for t in thread_counts:
                 ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv,
                                     **offload)
                 for d in n_depth:

@@ -18,6 +18,7 @@ from edgeinfer.generate import GenerationResult, TokenHook, make_token_picker, s
 from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
 from edgeinfer.sampling import DEFAULTS
 from edgeinfer.text_check import require_valid_text
+from edgeinfer.threads import resolve_n_threads
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 # n_ctx=0/None takes the model's trained context, capped here (a 128k-token KV cache would not
@@ -90,7 +91,7 @@ class Model:
             from edgeinfer.gpu.model_plan import plan_offload
             placement, offload = plan_offload(core.gguf, str(gpu_layers), device, n_ctx,
                                               (cache_type_k, cache_type_v), require_gpu)
-        ctx = _core.Context(core, n_ctx=n_ctx, n_threads=n_threads or 0, n_batch=n_batch,
+        ctx = _core.Context(core, n_ctx=n_ctx, n_threads=resolve_n_threads(n_threads, stacklevel=2), n_batch=n_batch,
                             type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k,
                             center_k=cache_center_k, **offload)
         model = cls(core, ctx, path, snapshot_budget=snapshot_budget)

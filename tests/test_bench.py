@@ -29,6 +29,15 @@ def test_runs_every_test_at_every_thread_count(tiny_path):
         assert r.n_ctx == 16  # just enough for the longest test
 
 
+def test_thread_counts_above_the_cpus_are_capped_with_a_note_and_run_once(tiny_path, monkeypatch, capsys):
+    import edgeinfer.threads
+    monkeypatch.setattr(edgeinfer.threads.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert main(["bench", str(tiny_path), "-p", "0", "-n", "2", "-t", "1000,1,0", "-r", "1", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert [r["n_threads"] for r in json.loads(out)] == [1]
+    assert "note: 1000 threads requested, but this process can run on 1 logical CPU; using 1" in " ".join(err.split())
+
+
 def test_zero_skips_a_kind_of_test(tiny_path):
     results = run_bench(tiny_path, n_prompt=[0], n_gen=[3], threads=[1], repetitions=1)
     assert [r.test for r in results] == ["tg3"]

@@ -232,6 +232,16 @@ def test_info_json(tiny_model_file, capsys):
     assert info["parameters"] == 263 * 64 * 2 + 64 + 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 96 * 64 + 2 * 64)
 
 
+def test_run_caps_threads_above_the_cpus_with_a_note(tiny_model_file):
+    from edgeinfer.threads import usable_cpus
+    proc = run_cli("run", str(tiny_model_file), "-p", "hi", "-n", "2", "--temp", "0", "-c", "32", "-t", "1000")
+    assert proc.returncode == 0, proc.stderr
+    cap = usable_cpus()
+    assert f"note: 1000 threads requested, but this process can run on {cap} logical CPU" in proc.stderr
+    assert f"; using {cap} (more threads than CPUs" in proc.stderr
+    assert "Traceback" not in proc.stderr and "UserWarning" not in proc.stderr
+
+
 def test_errors_from_the_model_are_one_line(fake_model_file, monkeypatch, capsys):
     from edgeinfer.errors import ModelFormatError
 

@@ -16,6 +16,7 @@ from edgeinfer.convert import convert_checkpoint
 from edgeinfer.errors import ModelFormatError
 from edgeinfer.quantize import QuantizeOptions, quantize_file
 from hf_tiny import train_sentencepiece, write_tokenizer_config
+from output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
 
 N_LAYER, D, FF, N_HEAD, N_HEAD_KV = 2, 64, 96, 4, 2
 
@@ -196,3 +197,26 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert err.startswith("error:") and "pytorch_model.bin" in err and "safetensors" in err
     assert cli_main(["convert", str(tmp_path / "missing"), str(tmp_path / "m.gguf")]) == 1
     assert not (tmp_path / "m.gguf").exists()
+
+
+def test_an_existing_output_is_refused_without_force_and_replaced_with_it(spm_model, tmp_path, capsys):
+    make_checkpoint(tmp_path / "hf", spm_model)
+    out = tmp_path / "m.gguf"
+    out.write_bytes(b"keep me")
+    assert cli_main(["convert", str(tmp_path / "hf"), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"error: {out} already exists; pass --force to overwrite it\n"
+    assert out.read_bytes() == b"keep me"
+    assert cli_main(["convert", str(tmp_path / "hf"), str(out), "--force"]) == 0
+    assert tensor_types(out)["blk.0.ffn_down.weight"] == "f16"
+
+
+@pytest.mark.parametrize("relative, message", [("hf", "is the input"), *UNWRITABLE])
+def test_an_unwritable_output_is_refused_before_any_work(spm_model, tmp_path, capsys, relative, message):
+    make_checkpoint(tmp_path / "hf", spm_model)
+    out = unwritable_output(tmp_path, relative)
+    assert_refused_before_any_work(tmp_path, out, message, lambda never: convert_checkpoint(
+        tmp_path / "hf", out, "q8_0", on_plan=never, on_tensor=never, force=True))
+    assert cli_main(["convert", str(tmp_path / "hf"), str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(out) in err and message in err and ".partial" not in err

@@ -19,6 +19,7 @@ from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.quantize import PRESETS, QuantizeOptions, make_plan, parse_tensor_type, quantize_file
 from edgeinfer.quantize.plan import ModelShape, TensorInfo, use_more_bits
+from output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
 from tiny_model import TinyConfig, write_tiny_llama
 
 REPO = Path(__file__).resolve().parent.parent
@@ -216,3 +217,60 @@ def test_f16_and_bf16_inputs_convert_exactly_before_quantizing(tiny_f32, tmp_pat
         got = _core.GgufFile(str(out)).tensor_data(name)
         expected = _core.quantize_rows(int(_core.GgufFile(str(out)).tensor(name)["type"]), as_float(x))
         assert np.array_equal(np.asarray(got), expected.reshape(-1)), plain
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "EDGEINFER_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "edgeinfer", "quantize", *args], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(REPO)}, timeout=120)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert proc.returncode == 1, proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr and ".partial" not in err
+    for fragment in fragments:
+        assert fragment in err
+    return err
+
+
+def test_an_existing_output_is_refused_without_force_and_replaced_with_it(tiny_f32, tmp_path):
+    out = tmp_path / "q8.gguf"
+    out.write_bytes(b"keep me")
+    _one_line_error(_cli(str(tiny_f32), str(out), "Q8_0"), f"{out} already exists", "--force")
+    assert out.read_bytes() == b"keep me"
+    proc = _cli(str(tiny_f32), str(out), "Q8_0", "--force", "-t", "1000")
+    assert proc.returncode == 0, proc.stderr
+    assert "1000 threads requested" in proc.stderr      # -t above the CPUs: capped, with a warning
+    assert _core.GgufFile(str(out)).get("general.file_type") == int(PRESETS["Q8_0"][0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q8.gguf"]
+
+
+def test_the_input_is_never_the_output_even_with_force(tiny_f32, tmp_path):
+    before = tiny_f32.read_bytes()
+    _one_line_error(_cli(str(tiny_f32), str(tiny_f32), "Q8_0", "--force"), f"{tiny_f32} is the input")
+    link = tmp_path / "link.gguf"
+    link.symlink_to(tiny_f32)
+    with pytest.raises(EdgeInferError, match="is the input"):
+        quantize_file(tiny_f32, link, QuantizeOptions("Q8_0"), force=True)
+    assert tiny_f32.read_bytes() == before
+
+
+@pytest.mark.parametrize("relative, message", UNWRITABLE)
+def test_an_unwritable_output_is_refused_before_any_work(tiny_f32, tmp_path, relative, message):
+    out = unwritable_output(tmp_path, relative)
+    assert_refused_before_any_work(tmp_path, out, message, lambda never: quantize_file(
+        tiny_f32, out, QuantizeOptions("Q4_K_M"), on_plan=never, on_tensor=never, force=True))
+    _one_line_error(_cli(str(tiny_f32), str(out), "Q4_K_M"), str(out), message)
+
+
+def test_a_write_error_names_the_output_not_the_temporary_file(tiny_f32, tmp_path):
+    out = tmp_path / "out.gguf"
+
+    def make_it_a_folder(plan, *_):   # OUT turns into a folder while the file is written
+        out.mkdir(exist_ok=True)
+
+    with pytest.raises(EdgeInferError) as exc:
+        quantize_file(tiny_f32, out, QuantizeOptions("Q8_0"), on_tensor=make_it_a_folder)
+    assert str(exc.value).startswith(f"cannot write {out}: ") and ".partial" not in str(exc.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.gguf"] and out.is_dir()

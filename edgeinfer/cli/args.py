@@ -216,6 +216,12 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     add_gpu_options(p)
 
 
+def _add_output(p: argparse.ArgumentParser) -> None:
+    """OUT.gguf and --force, for the commands that write a model file (edgeinfer.output_file)."""
+    p.add_argument("output", metavar="OUT.gguf", help="the file to write")
+    p.add_argument("--force", action="store_true", help="overwrite OUT.gguf if it exists")
+
+
 def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from edgeinfer.quantize.plan import PRESETS, WRITABLE
 
@@ -226,7 +232,7 @@ def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                                    "the _S/_M/_L mixes keep the output and some attention-V / FFN-down tensors "
                                    "at more bits) and write OUT. OUT appears only once complete.")
     p.add_argument("input", metavar="IN.gguf", help="the model to convert (best: F32, F16 or BF16 weights)")
-    p.add_argument("output", metavar="OUT.gguf", help="the file to write")
+    _add_output(p)
     p.add_argument("type", metavar="TYPE", type=str.upper, choices=list(PRESETS),
                    help="one of " + ", ".join(PRESETS))
     p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
@@ -251,7 +257,7 @@ def _add_convert(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
                                    "only once complete. Architectures: Llama (Llama 2/3, Mistral, SmolLM, "
                                    "TinyLlama), Qwen 2/2.5/3, Phi-3, Gemma 3.")
     p.add_argument("input", metavar="HF_DIR", help="folder with config.json, *.safetensors and the tokenizer files")
-    p.add_argument("output", metavar="OUT.gguf", help="the file to write")
+    _add_output(p)
     p.add_argument("--outtype", type=str.lower, default="f16", choices=[t.lower() for t in PRESETS],
                    metavar="TYPE", help="tensor type: f32, f16 (default), bf16, or a quantize preset "
                                         "(q8_0, q4_k_m, ...: " + ", ".join(t.lower() for t in PRESETS) + ")")

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import warnings
 
 from rich.table import Table
 
 from edgeinfer.bench import BenchResult, run_bench
-from edgeinfer.cli.output import human_bytes, stderr, stdout
+from edgeinfer.cli.output import human_bytes, stderr, stdout, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.run import gpu_options
 from edgeinfer.pull import resolve_model
@@ -31,10 +30,8 @@ def main(args: argparse.Namespace) -> int:
     path = resolve_model(args.model, reporter=RichReporter(stderr))
     progress = None if args.json else (lambda r: stderr.print(
         f"{r.test} t={r.n_threads} kv={r.type_k}/{r.type_v}: {r.avg_ts:.2f} tok/s"))
-    with warnings.catch_warnings():
-        # A --gpu-layers request without a device runs on the CPU: say so as the other commands do.
-        warnings.showwarning = lambda message, *rest: stderr.print(f"note: {message}", style="yellow",
-                                                                    soft_wrap=True)
+    # A --gpu-layers request without a device runs on the CPU, -t above the CPUs is capped: say so.
+    with warnings_on_stderr():
         results = run_bench(path, n_prompt=args.n_prompt, n_gen=args.n_gen, threads=args.threads,
                             repetitions=args.repetitions, n_ctx=args.ctx_size, n_batch=args.batch_size,
                             on_result=progress, type_k=args.cache_type_k, type_v=args.cache_type_v,

@@ -1,5 +1,6 @@
 """``edgeinfer convert HF_DIR OUT.gguf [--outtype f16]``: a Hugging Face checkpoint folder to a GGUF
-file (see edgeinfer.convert). Progress and the summary go to stderr."""
+file (see edgeinfer.convert). Progress and the summary go to stderr; an OUT that cannot be written is
+refused before any work (edgeinfer.output_file; an existing file needs --force)."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ import signal
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from edgeinfer.cli.output import stderr
+from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.convert import convert_checkpoint
 from edgeinfer.quantize import TensorPlan
 
@@ -30,6 +31,7 @@ def main(args: argparse.Namespace) -> int:
         for p in plans:
             if p.notice:
                 stderr.print(f"[yellow]notice:[/] {p.notice}", highlight=False, soft_wrap=True)
+        progress.start()   # only now: an error found before the work is one line, no bar
         task = progress.add_task("", total=len(plans))
 
     def on_tensor(plan: TensorPlan, nbytes: int) -> None:
@@ -38,10 +40,13 @@ def main(args: argparse.Namespace) -> int:
             progress.console.print(line, highlight=False, markup=False, soft_wrap=True)
         progress.update(task, advance=1, description=line)
 
-    with progress:
-        result = convert_checkpoint(args.input, args.output, args.outtype,
-                                    n_threads=args.threads or os.cpu_count() or 1,
-                                    on_plan=on_plan, on_tensor=on_tensor)
+    try:
+        with warnings_on_stderr():
+            result = convert_checkpoint(args.input, args.output, args.outtype, n_threads=args.threads,
+                                        on_plan=on_plan, on_tensor=on_tensor, force=args.force)
+    finally:
+        if progress.live.is_started:
+            progress.stop()
     size = os.path.getsize(args.output)
     stderr.print(f"{result.arch}: {len(result.plans)} tensors, {result.n_elements / 1e6:.1f} M parameters, "
                  f"tokenizer pre '{result.pre_tokenizer}', {result.seconds:.1f} s", highlight=False, soft_wrap=True)

@@ -2,6 +2,10 @@
 stderr, so ``edgeinfer run ... > out.txt`` captures only the generated text."""
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
+from typing import Iterator
+
 from rich.console import Console
 from rich.text import Text
 
@@ -12,6 +16,17 @@ stderr = Console(stderr=True, highlight=False)
 def print_error(message: str) -> None:
     """One line on stderr: ``error: <message>`` (the message is printed literally, no markup)."""
     stderr.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
+
+
+@contextmanager
+def warnings_on_stderr(label: str = "note") -> Iterator[None]:
+    """Shows each warning raised inside (every one, not once per place) as one line on stderr,
+    ``<label>: <message>``, when it is raised: e.g. a clamped context size or thread count."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, *rest: stderr.print(
+            Text(f"{label}: {message}", style="yellow"), soft_wrap=True)
+        yield
 
 
 def human_bytes(n: int | float) -> str:

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from edgeinfer.cli.output import stderr, stdout
+from edgeinfer.cli.output import stderr, stdout, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.kld import BaseRecorder, Comparer
@@ -30,8 +30,10 @@ def main(args: argparse.Namespace) -> int:
         raise EdgeInferError("--kl-divergence needs the base file: --kl-divergence-base FILE (or --kl-file FILE)")
     text = _read_text(args.file)
     path = resolve_model(args.model, reporter=RichReporter(stderr))
-    model = Model.load(path, n_ctx=args.ctx_size, n_threads=args.threads, n_batch=args.batch_size or args.ctx_size,
-                       cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v)
+    with warnings_on_stderr():
+        model = Model.load(path, n_ctx=args.ctx_size, n_threads=args.threads,
+                           n_batch=args.batch_size or args.ctx_size, cache_type_k=args.cache_type_k,
+                           cache_type_v=args.cache_type_v)
     hook = None
     if args.kl_divergence:
         hook = Comparer(kl_file)

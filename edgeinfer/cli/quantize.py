@@ -1,16 +1,15 @@
 """``edgeinfer quantize IN.gguf OUT.gguf TYPE``: write a smaller copy of a model (see
 edgeinfer.quantize). Progress and the summary go to stderr; nothing is written under OUT until the
-whole file is complete."""
+whole file is complete, and an OUT that cannot be written is refused before any work
+(edgeinfer.output_file; an existing file needs --force)."""
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import warnings
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from edgeinfer.cli.output import stderr
+from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.quantize import QuantizeOptions, TensorPlan, parse_tensor_type, parse_type, quantize_file
 
 
@@ -35,7 +34,6 @@ def _terminate_as_interrupt(signum, frame):  # noqa: ARG001
 
 def main(args: argparse.Namespace) -> int:
     options = options_from_args(args)
-    n_threads = args.threads or os.cpu_count() or 1
     # SIGTERM unwinds like Ctrl-C, so the partial output file is removed on the way out.
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -47,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
         for p in plans:
             if p.notice:
                 stderr.print(f"[yellow]notice:[/] {p.notice}", highlight=False, soft_wrap=True)
+        progress.start()   # only now: an error found before the work is one line, no bar
         task = progress.add_task("", total=len(plans))
 
     verbose = bool(getattr(args, "verbose", False))
@@ -60,13 +59,13 @@ def main(args: argparse.Namespace) -> int:
             progress.console.print(f"{line} [{dims}]", highlight=False, markup=False, soft_wrap=True)
         progress.update(task, advance=1, description=line)
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with progress:
-            result = quantize_file(args.input, args.output, options, n_threads=n_threads,
-                                   on_plan=on_plan, on_tensor=on_tensor)
-    for w in caught:
-        stderr.print(f"[yellow]warning:[/] {w.message}", highlight=False, soft_wrap=True)
+    try:
+        with warnings_on_stderr("warning"):
+            result = quantize_file(args.input, args.output, options, n_threads=args.threads,
+                                   on_plan=on_plan, on_tensor=on_tensor, force=args.force)
+    finally:
+        if progress.live.is_started:
+            progress.stop()
     stderr.print(f"model size: {_mib(result.bytes_in)} ({result.bpw_in:.2f} bpw) -> "
                  f"{_mib(result.bytes_out)} ({result.bpw_out:.2f} bpw), "
                  f"{len(result.plans)} tensors, {len(result.notices)} fallbacks, {result.seconds:.1f} s",

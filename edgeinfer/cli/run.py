@@ -6,11 +6,10 @@ import argparse
 import os
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-from edgeinfer.cli.output import stderr
+from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
@@ -23,12 +22,9 @@ def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_
     placement is printed to stderr, one line per device."""
     path = resolve_model(model, reporter=RichReporter(stderr))
     start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as notes:
-        warnings.simplefilter("always")
+    with warnings_on_stderr():
         loaded = Model.load(path, n_ctx=n_ctx, n_threads=n_threads, cache_type_k=cache_type_k,
                             cache_type_v=cache_type_v, **(gpu or {}))
-    for note in notes:
-        stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
     print_placement(loaded, (cache_type_k, cache_type_v))
     return loaded, (time.perf_counter() - start) * 1000.0
 

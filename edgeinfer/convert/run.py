@@ -20,8 +20,10 @@ from edgeinfer.convert.checkpoint import Checkpoint
 from edgeinfer.convert.vocab import load_vocabulary
 from edgeinfer.convert.writer import StreamedGGUF
 from edgeinfer.errors import EdgeInferError, ModelFormatError
+from edgeinfer.output_file import check_output_path
 from edgeinfer.quantize.plan import PRESETS, ModelShape, QuantizeOptions, TensorInfo, TensorPlan, make_plan
 from edgeinfer.quantize.run import tensor_nbytes
+from edgeinfer.threads import resolve_n_threads, usable_cpus
 
 OUTTYPES = tuple(p.lower() for p in PRESETS)
 
@@ -92,17 +94,24 @@ def convert_checkpoint(
     folder: str | Path,
     out_path: str | Path,
     outtype: str = "f16",
-    n_threads: int = 1,
+    n_threads: int | None = None,
     on_plan: Callable[[list[TensorPlan]], None] | None = None,
     on_tensor: Callable[[TensorPlan, int], None] | None = None,
+    force: bool = False,
 ) -> ConvertResult:
     """Converts the checkpoint in `folder` to `out_path` with tensors of `outtype` (f32, f16, bf16,
-    q8_0, q4_k_m, ... the quantize presets). `on_plan(plans)` is called before data is written,
-    `on_tensor(plan, bytes_out)` after each tensor. Nothing is left at `out_path` on failure."""
+    q8_0, q4_k_m, ... the quantize presets), quantizing on `n_threads` threads (None: every usable
+    CPU; more: capped, with a warning). `on_plan(plans)` is called before data is written,
+    `on_tensor(plan, bytes_out)` after each tensor. An `out_path` that cannot be written (see
+    edgeinfer.output_file; an existing file needs `force`) is an EdgeInferError before any work.
+    Nothing is left at `out_path` on failure."""
     start = time.perf_counter()
     preset = outtype.upper()
     if preset not in PRESETS:
         raise EdgeInferError(f"unknown output type {outtype!r}; one of: {', '.join(OUTTYPES)}")
+    out_path = Path(out_path)
+    check_output_path(out_path, inputs=[folder], force=force)
+    n_threads = resolve_n_threads(n_threads, default=usable_cpus(), stacklevel=2)
     ckpt = Checkpoint(folder)
     arch = architecture_for(ckpt.architecture, ckpt.config)
     n_vocab = int(ckpt.config["vocab_size"]) if ckpt.config.get("vocab_size") else None
@@ -118,7 +127,6 @@ def convert_checkpoint(
     if on_plan:
         on_plan(plans)
 
-    out_path = Path(out_path)
     bytes_out = n_elements = 0
     with StreamedGGUF(out_path, arch.name) as out:
         w = out.writer

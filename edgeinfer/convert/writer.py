@@ -1,20 +1,21 @@
 """The GGUF file a conversion writes: gguf-py's GGUFWriter on a temporary file next to the
 output, renamed over it only when every tensor is in (Ctrl-C or an error deletes it), with tensor
-data streamed one tensor at a time in the order the infos were declared."""
+data streamed one tensor at a time in the order the infos were declared (edgeinfer.output_file)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
+from edgeinfer.output_file import PartialFile
+
 
 class StreamedGGUF:
     def __init__(self, path: str | Path, arch: str):
-        self.path = Path(path)
-        self.tmp_path = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
-        self.writer = GGUFWriter(self.tmp_path, arch)
+        self._partial = PartialFile(path)
+        self.path = self._partial.path
+        self.writer = GGUFWriter(self._partial.tmp_path, arch)
         self._started = False
 
     def add_tensor_info(self, name: str, ne: list[int], qtype: GGMLQuantizationType, nbytes: int) -> None:
@@ -25,26 +26,28 @@ class StreamedGGUF:
 
     def start_data(self) -> None:
         """Writes header, metadata and tensor infos; tensors follow through write_tensor."""
-        self.writer.write_header_to_file()
-        self.writer.write_kv_data_to_file()
-        self.writer.write_ti_data_to_file()
+        with self._partial.errors():
+            self.writer.write_header_to_file()
+            self.writer.write_kv_data_to_file()
+            self.writer.write_ti_data_to_file()
         self._started = True
 
     def write_tensor(self, data: np.ndarray) -> None:
-        self.writer.write_tensor_data(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
+        with self._partial.errors():
+            self.writer.write_tensor_data(np.ascontiguousarray(data).view(np.uint8).reshape(-1))
 
     def commit(self) -> None:
-        self.writer.close()
-        os.replace(self.tmp_path, self.path)
+        with self._partial.errors():
+            self.writer.close()
+        self._partial.publish()
 
     def abort(self) -> None:
         try:
             self.writer.close()
+        except OSError:
+            pass  # the data is thrown away: a failed flush must not hide the error that got us here
         finally:
-            try:
-                os.unlink(self.tmp_path)
-            except FileNotFoundError:
-                pass
+            self._partial.discard()
 
     def __enter__(self) -> "StreamedGGUF":
         return self

@@ -17,9 +17,11 @@ from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.output_file import check_output_path
 from edgeinfer.quantize.plan import (PLAIN, PRESETS, ModelShape, QuantizeOptions, TensorInfo, TensorPlan,
                                      make_plan)
 from edgeinfer.quantize.writer import GGUFOutput, OutTensor, read_raw_metadata, set_kv, uint32_kv
+from edgeinfer.threads import resolve_n_threads, usable_cpus
 
 SLAB_BYTES = 64 << 20
 
@@ -72,18 +74,22 @@ def quantize_file(
     src_path: str | Path,
     dst_path: str | Path,
     options: QuantizeOptions,
-    n_threads: int = 1,
+    n_threads: int | None = None,
     on_plan: Callable[[list[TensorPlan]], None] | None = None,
     on_tensor: Callable[[TensorPlan, int, int], None] | None = None,
+    force: bool = False,
 ) -> QuantizeResult:
-    """Writes `dst_path` as `src_path` converted with `options`. `on_plan(plans)` is called once
-    before any data is written; `on_tensor(plan, bytes_in, bytes_out)` after each tensor.
-    Raises EdgeInferError for a quantized input without `allow_requantize`, an unknown type or a
+    """Writes `dst_path` as `src_path` converted with `options`, on `n_threads` threads (None: every
+    usable CPU; more: capped, with a warning). `on_plan(plans)` is called once before any data is
+    written; `on_tensor(plan, bytes_in, bytes_out)` after each tensor.
+    Raises EdgeInferError, before any work, when `dst_path` cannot be written (see
+    edgeinfer.output_file: it is the input, a folder, in a missing or read-only folder, or exists
+    and not `force`); and for a quantized input without `allow_requantize`, an unknown type or a
     tensor type the core cannot read; the output file is then not created."""
     start = time.perf_counter()
     src_path, dst_path = Path(src_path), Path(dst_path)
-    if src_path.resolve() == dst_path.resolve():
-        raise EdgeInferError("the output file must differ from the input file")
+    check_output_path(dst_path, inputs=[src_path], force=force)
+    n_threads = resolve_n_threads(n_threads, default=usable_cpus(), stacklevel=2)
     src = _core.GgufFile(str(src_path))
     plans = plan_file(src, options)
     requant = [p for p in plans if p.src_type != p.dst_type and p.src_type not in PLAIN]

@@ -1,6 +1,7 @@
 """GGUF output for `edgeinfer quantize`: the input's metadata copied byte for byte (only
 general.file_type and general.quantization_version set), new tensor infos, then the tensor data
-streamed in, written to a temporary file that is renamed over the output only when complete.
+streamed in, written to a temporary file that is renamed over the output only when complete
+(edgeinfer.output_file).
 
 The metadata is copied as raw entries rather than re-encoded, so every value keeps its exact GGUF
 type (uint32 vs int32, array element types) and large vocabularies cost one scan, not a parse.
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from edgeinfer.errors import ModelFormatError
+from edgeinfer.output_file import PartialFile
 
 GGUF_MAGIC = b"GGUF"
 # GGUF value type id -> size in bytes of a scalar (strings and arrays are variable).
@@ -111,13 +113,15 @@ class GGUFOutput:
     exception, Ctrl-C included) deletes it. The output name never holds a partial file."""
 
     def __init__(self, path: str | Path, metadata: list[RawKV], tensors: list[OutTensor]):
-        self.path = Path(path)
-        self.tmp_path = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
+        self._partial = PartialFile(path)
+        self.path = self._partial.path
         self.align = alignment_of(metadata)
         self.tensors = tensors
-        self._file: BinaryIO | None = open(self.tmp_path, "wb")
+        self._file: BinaryIO | None = None
         try:
-            self._write_head(metadata)
+            with self._partial.errors():
+                self._file = open(self._partial.tmp_path, "wb")
+                self._write_head(metadata)
         except BaseException:
             self.abort()
             raise
@@ -145,30 +149,33 @@ class GGUFOutput:
         n = len(memoryview(data).cast("B"))
         if self._written + n > t.nbytes:
             raise ValueError(f"{t.name}: more than {t.nbytes} bytes written")
-        self._file.write(data)
-        self._written += n
-        if self._written == t.nbytes:
-            self._file.write(b"\0" * self._pad(t.nbytes))
-            self._index += 1
-            self._written = 0
+        with self._partial.errors():
+            self._file.write(data)
+            self._written += n
+            if self._written == t.nbytes:
+                self._file.write(b"\0" * self._pad(t.nbytes))
+                self._index += 1
+                self._written = 0
 
     def commit(self) -> None:
         if self._index != len(self.tensors):
             raise ValueError(f"only {self._index} of {len(self.tensors)} tensors were written")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        with self._partial.errors():
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
         self._file = None
-        os.replace(self.tmp_path, self.path)
+        self._partial.publish()
 
     def abort(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
         try:
-            os.unlink(self.tmp_path)
-        except FileNotFoundError:
-            pass
+            if self._file is not None:
+                self._file.close()
+        except OSError:
+            pass  # the data is thrown away: a failed flush must not hide the error that got us here
+        finally:
+            self._file = None
+            self._partial.discard()
 
     def __enter__(self) -> "GGUFOutput":
         return self

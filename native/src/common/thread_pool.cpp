@@ -5,7 +5,10 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <system_error>
 #include <utility>
+
+#include "common/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -23,14 +26,37 @@ namespace {
 // jobs back to back, so the gap between two jobs is microseconds; a sleeping worker would add a
 // futex wake-up (tens of microseconds) to each one (or leave its tasks to the caller).
 constexpr auto kSpinTime = std::chrono::microseconds(200);
+
+// Threads per logical CPU a pool may have (max_pool_threads): enough to test oversubscription,
+// far below what exhausts a machine.
+constexpr int kMaxThreadsPerCpu = 4;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-    threads_.reserve(n_threads_ - 1);
-    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
+int max_pool_threads() {
+    return kMaxThreadsPerCpu * (int)std::max(1u, std::thread::hardware_concurrency());
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+    const int limit = max_pool_threads();
+    if (n_threads_ > limit)
+        throw Error("n_threads=" + std::to_string(n_threads) + " is more than this machine can use: at most " +
+                    std::to_string(limit) + " (" + std::to_string(kMaxThreadsPerCpu) + " per logical CPU)");
+    threads_.reserve(n_threads_ - 1);
+    try {
+        for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
+    } catch (const std::system_error& e) {
+        // Members are destroyed without the destructor running: joinable threads would end the
+        // process, and workers asleep on wake_ would hang its destruction. Stop them first.
+        const size_t started = threads_.size();
+        stop_workers();
+        throw Error("could not start a pool of " + std::to_string(n_threads_) + " threads (the system refused "
+                    "more than " + std::to_string(started + 1) + "): " + e.what());
+    }
+}
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);

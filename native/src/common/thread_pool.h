@@ -17,6 +17,8 @@ namespace ei {
 
 class ThreadPool {
 public:
+    // n_threads < 1 means 1. Throws ei::Error above max_pool_threads() (nothing is started), or
+    // when the OS refuses a thread (the ones already started are stopped first).
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -38,6 +40,8 @@ public:
 
 private:
     void worker();
+    // Wakes every worker with stop_ set and joins them (the destructor; a failed constructor).
+    void stop_workers();
     // Claims and runs tasks of the current job until none are left.
     void work_on(uint64_t job_ticket);
 
@@ -59,5 +63,10 @@ private:
 
 // Number of physical cores (falls back to the logical count).
 int physical_core_count();
+
+// The most threads a pool may have: a few per logical CPU. Past that, threads only take turns
+// on the same CPUs (the Python layer already caps requests at the logical CPUs, with a warning),
+// and a count like 100000 would exhaust the process's thread and memory limits.
+int max_pool_threads();
 
 }  // namespace ei
