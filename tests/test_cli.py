@@ -63,12 +63,25 @@ def test_verbose_shows_the_traceback():
     ["run", "-p", "x", "-n", "0"],         # non-positive count
     ["run", "-p", "x", "--temp", "hot"],   # not a number
     ["frobnicate"],                        # no such command
+    ["run", "-p", "x", "--temp", "-1"],    # out of range: refused like /set and the server do
+    ["run", "-p", "x", "--top-p", "1.5"],
+    ["run", "-p", "x", "--top-k", "true"],
+    ["serve", "--prompt-cache-size", "lots"],
     [],                                    # no command
 ])
 def test_argument_errors_exit_2_with_usage(args):
     proc = run_cli(*args)
     assert proc.returncode == 2
     assert "usage:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sampling_flags_say_what_they_take():
+    proc = run_cli("run", "-p", "x", "--temp", "-1")
+    assert "argument --temp: expected a number >= 0, got -1" in proc.stderr
+    from edgeinfer.cli.args import build_parser
+
+    args = build_parser().parse_args(["serve", "--seed", "-1", "--prompt-cache-size", "512M"])
+    assert args.seed is None and args.prompt_cache_size == 512 << 20
 
 
 def test_models_lists_known_models(tmp_path):

@@ -6,10 +6,13 @@ values the library actually uses.
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Callable
 
 from edgeinfer import __version__
 from edgeinfer.models import default_model_name, known_names
-from edgeinfer.sampling import DEFAULTS
+from edgeinfer.sampling import DEFAULTS, parse_option
+from edgeinfer.server.config import DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
 
 MODEL_HELP = "a .gguf file or a known model name ({names}); default: {default}"
 
@@ -19,6 +22,14 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
     return value
+
+
+def _byte_size(text: str) -> int:
+    """A size in bytes: a number with an optional K, M or G (binary units)."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
+    if not match:
+        raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}")
+    return int(float(match.group(1)) * 1024 ** " KMG".index((match.group(2) or " ").upper()))
 
 
 def _non_negative_int(text: str) -> int:
@@ -50,20 +61,38 @@ def add_gpu_options(p: argparse.ArgumentParser) -> None:
                    help="fail instead of running on the CPU when no OpenCL device is available")
 
 
+def _sampling(name: str) -> Callable[[str], float]:
+    """The argparse type of the sampling option `name`: checked against sampling.LIMITS, the
+    table the Python API, /set and the server check too."""
+
+    def parse(text: str) -> float:
+        try:
+            return parse_option(name, text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _seed(text: str) -> int | None:
+    """--seed: -1 is llama.cpp's "random", kept for the people used to it."""
+    return None if text.strip() == "-1" else _sampling("seed")(text)
+
+
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
     """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed (defaults: SamplingParams)."""
-    p.add_argument("--temp", type=float, default=DEFAULTS.temperature, metavar="T",
+    p.add_argument("--temp", type=_sampling("temperature"), default=DEFAULTS.temperature, metavar="T",
                    help="temperature; 0 = greedy (default: %(default)s)")
-    p.add_argument("--top-k", type=int, default=DEFAULTS.top_k, metavar="K",
+    p.add_argument("--top-k", type=_sampling("top_k"), default=DEFAULTS.top_k, metavar="K",
                    help="keep the K most likely tokens; 0 = off (default: %(default)s)")
-    p.add_argument("--top-p", type=float, default=DEFAULTS.top_p, metavar="P",
+    p.add_argument("--top-p", type=_sampling("top_p"), default=DEFAULTS.top_p, metavar="P",
                    help="nucleus sampling; 1 = off (default: %(default)s)")
-    p.add_argument("--min-p", type=float, default=DEFAULTS.min_p, metavar="P",
+    p.add_argument("--min-p", type=_sampling("min_p"), default=DEFAULTS.min_p, metavar="P",
                    help="drop tokens below P x the top probability; 0 = off (default: %(default)s)")
-    p.add_argument("--repeat-penalty", type=float, default=DEFAULTS.repeat_penalty, metavar="R",
-                   help="penalise recently seen tokens; 1 = off (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=DEFAULTS.seed, metavar="S",
-                   help="random seed for reproducible sampling (default: random)")
+    p.add_argument("--repeat-penalty", type=_sampling("repeat_penalty"), default=DEFAULTS.repeat_penalty,
+                   metavar="R", help="penalise recently seen tokens; 1 = off (default: %(default)s)")
+    p.add_argument("--seed", type=_seed, default=DEFAULTS.seed, metavar="S",
+                   help="random seed for reproducible sampling (default, or -1: random)")
 
 
 def _add_model(p: argparse.ArgumentParser) -> None:
@@ -211,8 +240,11 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--prompt-cache-dir", metavar="DIR",
                    help="keep the KV state of long shared prompt prefixes (e.g. a system prompt) in DIR "
                         "across restarts")
-    p.add_argument("--prompt-cache-min", type=_positive_int, default=64, metavar="N",
-                   help="shortest shared prefix saved to --prompt-cache-dir (default: %(default)s tokens)")
+    p.add_argument("--prompt-cache-min", type=_positive_int, default=DEFAULT_PROMPT_STATE_MIN_TOKENS, metavar="N",
+                   help="shortest prefix saved to --prompt-cache-dir (default: %(default)s tokens)")
+    p.add_argument("--prompt-cache-size", type=_byte_size, default=DEFAULT_PROMPT_CACHE_BYTES, metavar="SIZE",
+                   help="most bytes --prompt-cache-dir may hold, e.g. 512M or 2G; least recently used out "
+                        "first (default: 1G)")
     add_gpu_options(p)
 
 

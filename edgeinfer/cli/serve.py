@@ -45,7 +45,8 @@ def make_config(args: argparse.Namespace, path: Path):
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         cors_origins=tuple(args.cors_origin), max_queue=args.max_queue, max_body_bytes=args.max_body,
         prompt_cache_dir=Path(args.prompt_cache_dir).expanduser() if args.prompt_cache_dir else None,
-        prompt_state_min_tokens=args.prompt_cache_min, gpu=gpu_options(args),
+        prompt_state_min_tokens=args.prompt_cache_min, prompt_cache_max_bytes=args.prompt_cache_size,
+        gpu=gpu_options(args),
     )
 
 
