@@ -24,9 +24,10 @@ SAMPLE_TEXTS = [
 ]
 
 
-def train_sentencepiece(folder: Path, vocab_size: int = 400) -> Path:
+def train_sentencepiece(folder: Path, vocab_size: int = 400, add_dummy_prefix: bool = True) -> Path:
     """A BPE SentencePiece model with byte fallback (as Llama 2's), trained on SAMPLE_TEXTS
-    repeated; written to folder/tokenizer.model."""
+    repeated; written to folder/tokenizer.model. Without `add_dummy_prefix` it puts no space
+    before the text, as Gemma's does."""
     import sentencepiece as spm
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -38,10 +39,27 @@ def train_sentencepiece(folder: Path, vocab_size: int = 400) -> Path:
         input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=vocab_size, model_type="bpe",
         byte_fallback=True, character_coverage=1.0, normalization_rule_name="identity",
         split_digits=True, allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+        add_dummy_prefix=add_dummy_prefix, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
     corpus.unlink()
     (folder / "tokenizer.vocab").unlink()
     return folder / "tokenizer.model"
+
+
+def gemma_hf_tokenizer(tokenizer_model: Path) -> Any:
+    """transformers' Gemma tokenizer over the SentencePiece model's pieces: what a Gemma
+    checkpoint's tokenizer.json holds (BPE with byte fallback, never a prefix space), with the
+    merges transformers derives from the pieces when it converts a tokenizer.model itself (which
+    needs protobuf, not a dependency here)."""
+    import sentencepiece as spm
+    from transformers import GemmaTokenizer
+    from transformers.tokenization_utils_base import generate_merges
+
+    sp = spm.SentencePieceProcessor(model_file=str(tokenizer_model))
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    unk = sp.id_to_piece(sp.unk_id())
+    return GemmaTokenizer(vocab=vocab, merges=generate_merges(vocab), bos_token=sp.id_to_piece(sp.bos_id()),
+                          eos_token=sp.id_to_piece(sp.eos_id()), unk_token=unk, pad_token=unk, mask_token=unk,
+                          add_bos_token=True)
 
 
 def write_tokenizer_config(folder: Path, **extra: Any) -> None:

@@ -1,10 +1,12 @@
 """edgeinfer convert against Hugging Face transformers: tiny random-weight checkpoints of each
 family are saved with save_pretrained, converted to F32 with the `edgeinfer convert` command, and
 edgeinfer's logits must match transformers' for a whole prompt (prefill) and token by token
-(decode), including the RoPE scaling variants. The converted SentencePiece vocabulary must give
-sentencepiece's ids."""
+(decode), including the RoPE scaling variants and Gemma 3's own base for its sliding-window
+layers. The converted SentencePiece vocabulary must give sentencepiece's ids, and a Gemma 3 one
+transformers' Gemma tokenizer's."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +18,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:
 
 from edgeinfer import Model  # noqa: E402
 from edgeinfer.cli import main as cli_main  # noqa: E402
-from hf_tiny import (SAMPLE_TEXTS, hf_decode_logits, hf_logits, make_tiny_checkpoint,  # noqa: E402
-                     train_sentencepiece)
+from hf_tiny import (SAMPLE_TEXTS, gemma_hf_tokenizer, hf_decode_logits, hf_logits,  # noqa: E402
+                     make_tiny_checkpoint, train_sentencepiece)
 
 PROMPTS = ["The quick brown fox jumps over the lazy dog. 12345",
            "Hello, world!\n  def f(x): return x ** 2  # word17 token3 piece1 " * 3]
@@ -123,6 +125,56 @@ def test_sentencepiece_ids_match(spm_model, tmp_path):
     assert em.metadata["tokenizer.ggml.model"] == "llama"
     for text in SAMPLE_TEXTS:
         assert em.tokenize(text) == [sp.bos_id()] + sp.encode(text), text
+
+
+def test_gemma3_tokenizer_puts_no_space_before_the_text(tmp_path):
+    """Gemma's tokenizer_config.json says nothing about a prefix space, and GGUF readers (ours,
+    llama.cpp's) default a missing add_space_prefix to true for SentencePiece: the file must say
+    false, or every text and every chat turn gets an extra token."""
+    spm_model = train_sentencepiece(tmp_path / "spm", add_dummy_prefix=False)   # as Gemma's
+    make_tiny_checkpoint(tmp_path / "hf", "gemma3", spm_model)
+    assert "add_prefix_space" not in json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
+    em = Model.load(convert(tmp_path / "hf", tmp_path / "model.gguf"), n_ctx=256)
+    assert em.metadata["tokenizer.ggml.add_space_prefix"] is False
+    hf = gemma_hf_tokenizer(spm_model)
+    for text in ["Hello world", *SAMPLE_TEXTS]:
+        assert em.tokenize(text) == hf(text)["input_ids"], text
+    turn = "</s>user: Hello world\n"   # nor after a special token
+    assert em.tokenize(turn, parse_special=True) == hf(turn)["input_ids"]
+
+
+def test_gemma3_local_rope_base_is_written_and_used(spm_model, tmp_path):
+    """rope_local_base_freq (the sliding-window layers' RoPE base) away from its default 10000:
+    the file carries it and the logits follow transformers'."""
+    model = make_tiny_checkpoint(tmp_path / "hf", "gemma3", spm_model, rope_local_base_freq=50000.0)
+    gguf_path = convert(tmp_path / "hf", tmp_path / "model.gguf")
+    assert Model.load(gguf_path, n_ctx=256).metadata["gemma3.rope.freq_base_swa"] == 50000.0
+    check_against_hf(model, gguf_path)
+
+
+GEMMA3_SHAPE = {"num_hidden_layers": 6, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 32}
+
+
+@pytest.mark.parametrize("cfg, base", [
+    ({"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 20000.0}}}, 20000.0),
+    ({"rope_theta": 1e6, "rope_local_base_freq": 30000.0}, 30000.0),   # transformers 4's config.json
+    ({"rope_theta": 1e6}, 10000.0),
+])
+def test_gemma3_local_rope_base_from_either_config_spelling(cfg, base):
+    from edgeinfer.convert.architectures import Gemma3
+
+    assert Gemma3({**GEMMA3_SHAPE, **cfg}).local_rope_base() == base
+
+
+def test_gemma3_scaled_local_rope_is_refused():
+    from edgeinfer.convert.architectures import Gemma3
+    from edgeinfer.errors import ModelFormatError
+
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 10000.0}}
+    with pytest.raises(ModelFormatError, match="sliding-window"):
+        Gemma3({**GEMMA3_SHAPE, "rope_parameters": rope}).local_rope_base()
 
 
 def test_llama3_rope_factors_match_transformers():

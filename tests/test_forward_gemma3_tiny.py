@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from edgeinfer.errors import ModelFormatError
 from edgeinfer.model import Model
 from tiny_gemma3 import Gemma3Reference, TinyGemma3Config, write_tiny_gemma3
 
@@ -79,6 +80,26 @@ def test_without_a_sliding_window_every_layer_is_global(tmp_path):
     weights = write_tiny_gemma3(path, cfg)
     got = Model.load(path, n_ctx=64).eval_logits(PROMPT)
     assert rel_err(got, Gemma3Reference(cfg, weights).forward(PROMPT)) < REL_TOL["F32"]
+
+
+def test_the_files_local_rope_base_drives_the_local_layers(tmp_path):
+    """gemma3.rope.freq_base_swa: the local layers rotate with the file's base (the reference's),
+    clearly not with the 10000 a file without the key gets. (A window of 8: the base shows in
+    relative distances up to 7; the global base is another still.)"""
+    cfg = TinyGemma3Config(rope_base_local=50_000.0, sliding_window=8)
+    path = tmp_path / "swa-base.gguf"
+    weights = write_tiny_gemma3(path, cfg)
+    got = Model.load(path, n_ctx=64).eval_logits(PROMPT)
+    assert rel_err(got, Gemma3Reference(cfg, weights).forward(PROMPT)) < REL_TOL["F32"]
+    default_base = Gemma3Reference(TinyGemma3Config(sliding_window=8), weights).forward(PROMPT)
+    assert rel_err(got, default_base) > 5 * REL_TOL["F32"]
+
+
+def test_a_local_rope_base_that_is_not_positive_is_refused(tmp_path):
+    path = tmp_path / "bad-swa-base.gguf"
+    write_tiny_gemma3(path, TinyGemma3Config(rope_base_local=0.0))
+    with pytest.raises(ModelFormatError, match="freq_base_swa"):
+        Model.load(path, n_ctx=64)
 
 
 def test_chunked_prefill_matches_single_batch(tmp_path):

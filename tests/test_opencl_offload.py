@@ -28,6 +28,7 @@ from edgeinfer import _core
 from edgeinfer.model import Model
 from opencl_cpu_reference import greedy, reference, teacher_forced
 from test_opencl_ops import device_index  # noqa: F401  (the skip-or-fail device fixture)
+from tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")]
 
@@ -272,6 +273,24 @@ def test_a_q4_0_k_cache_offloaded_follows_the_cpus_on_gemma3(gemma3_path, device
     assert np.abs(dev_logits - cpu_logits).max() <= 2.0
     f16 = teacher_forced_run(Model.load(gemma3_path, n_ctx=256), prompt, cpu_ids)[:n]
     assert np.abs(dev_logits - f16).max() <= 1.25 * np.abs(cpu_logits - f16).max()
+
+
+def test_offloaded_gemma3_local_layers_rotate_with_the_files_swa_base(device_index, tmp_path):  # noqa: F811
+    """A tiny Gemma 3 whose gemma3.rope.freq_base_swa is 50000: the device's local layers use that
+    base as the CPU's do. F32 weights multiply in another float order on the device (a bound, not
+    bits; measured 3e-4 of the logits' range), against 9e-2 for the default base."""
+    prompt = [2, 265, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
+    logits = {}
+    for base in (None, 50_000.0):
+        cfg = TinyGemma3Config(rope_base_local=base, sliding_window=8)
+        path = tmp_path / f"tiny-{base}.gguf"
+        write_tiny_gemma3(path, cfg)
+        logits[base] = Model.load(path, n_ctx=64).eval_logits(prompt)
+    dev = Model.load(path, n_ctx=64, gpu_layers="all", device=device_index)
+    assert dev.placement.gpu_layers == tuple(range(cfg.n_layer))   # local layers and a global one
+    scale = np.abs(logits[50_000.0]).max()
+    assert np.abs(dev.eval_logits(prompt) - logits[50_000.0]).max() < 5e-3 * scale
+    assert np.abs(logits[None] - logits[50_000.0]).max() > 5e-2 * scale
 
 
 def test_q4_0_k_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index):  # noqa: F811

@@ -25,12 +25,16 @@ class TinyGemma3Config:
     n_ctx_train: int = 256
     sliding_window: int = 4
     rope_base_global: float = 1_000_000.0
-    rope_base_local: float = 10_000.0
+    rope_base_local: float | None = None  # gemma3.rope.freq_base_swa; None: no key, as files
+                                          # written before it existed (their local base: 10000)
     norm_eps: float = 1e-6
     weight_type: str = "F32"    # F32, F16 or Q8_0 for the 2-D matmul weights
 
     def is_local(self, layer: int) -> bool:
         return self.sliding_window > 0 and layer % 6 < 5
+
+    def local_base(self) -> float:
+        return 10_000.0 if self.rope_base_local is None else self.rope_base_local
 
 
 def tiny_spm_vocab() -> tuple[list[str], list[float], list[int]]:
@@ -94,6 +98,8 @@ def write_tiny_gemma3(path: Path, cfg: TinyGemma3Config = TinyGemma3Config(),
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     w.add_rope_freq_base(cfg.rope_base_global)
+    if cfg.rope_base_local is not None:
+        w.add_rope_freq_base_swa(cfg.rope_base_local)
     w.add_sliding_window(cfg.sliding_window)
     w.add_layer_norm_rms_eps(cfg.norm_eps)
     w.add_file_type(0 if cfg.weight_type == "F32" else 1)
@@ -170,7 +176,7 @@ class Gemma3Reference:
         for il in range(c.n_layer):
             p = f"blk.{il}."
             local = c.is_local(il)
-            base = c.rope_base_local if local else c.rope_base_global
+            base = c.local_base() if local else c.rope_base_global
             h = rms_norm(x, w[p + "attn_norm.weight"], eps)
             q = (h @ w[p + "attn_q.weight"].T).reshape(n, c.n_head, hd)
             k = (h @ w[p + "attn_k.weight"].T).reshape(n, c.n_head_kv, hd)

@@ -41,6 +41,8 @@ class Architecture:
     arch = MODEL_ARCH.LLAMA
     permute_qk = True          # HF rotates halves (neox); llama.cpp runs llama with adjacent pairs
     rope_types = ("default", "linear", "llama3")
+    add_space_prefix: bool | None = None   # the family's fixed tokenizer.ggml.add_space_prefix
+                                           # (None: what tokenizer_config.json says, if anything)
 
     def __init__(self, cfg: dict[str, Any]):
         self.cfg = cfg
@@ -202,10 +204,23 @@ class Phi3(Architecture):
 
 class Gemma3(Architecture):
     """Gemma 3 text models: norm weights stored as (1 + w), as llama.cpp's converter folds them;
-    local layers' RoPE base is fixed by the runtime; tied output."""
+    the sliding-window (local) layers' own RoPE base; tied output. Gemma's tokenizer never adds a
+    prefix space, whatever tokenizer_config.json says or omits (llama.cpp's converter writes
+    false too); readers default a missing flag to true for SentencePiece vocabularies."""
     arch = MODEL_ARCH.GEMMA3
     permute_qk = False
     rope_types = ("default", "linear")
+    add_space_prefix = False
+
+    def local_rope_base(self) -> float:
+        """The local layers' RoPE base: transformers 5's rope_parameters["sliding_attention"],
+        older configs' rope_local_base_freq, else Gemma 3's 10000. Those layers are never
+        scaled: a scaling there is refused rather than dropped."""
+        sliding = (self.cfg.get("rope_parameters") or {}).get("sliding_attention") or {}
+        if (sliding.get("rope_type") or "default") != "default":
+            raise ModelFormatError(f"rope scaling '{sliding['rope_type']}' on Gemma 3's sliding-window "
+                                   "layers is not supported")
+        return float(sliding.get("rope_theta") or self.cfg.get("rope_local_base_freq") or 10000.0)
 
     def write_metadata(self, w: GGUFWriter) -> None:
         c = self.cfg
@@ -220,6 +235,7 @@ class Gemma3(Architecture):
         w.add_key_length(self.head_dim)
         w.add_value_length(self.head_dim)
         w.add_rope_freq_base(float(self.rope.get("rope_theta", 1_000_000.0)))
+        w.add_rope_freq_base_swa(self.local_rope_base())
         w.add_sliding_window(int(_require(c, "sliding_window")))
         w.add_head_count_kv(self.n_head_kv)
         if c.get("final_logit_softcapping") is not None:

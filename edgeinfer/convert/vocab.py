@@ -145,9 +145,10 @@ def _bpe(folder: Path, n_vocab: int | None) -> Vocabulary:
                       SpecialVocab(folder, load_merges=True, n_vocab=n))
 
 
-def load_vocabulary(folder: str | Path, n_vocab: int | None) -> Vocabulary:
+def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: bool | None = None) -> Vocabulary:
     """The checkpoint's tokenizer: tokenizer.model if there is one (llama.cpp's order), else
-    tokenizer.json."""
+    tokenizer.json. `add_space_prefix`, if given, is the model family's own setting and wins
+    over tokenizer_config.json's add_prefix_space."""
     folder = Path(folder)
     if (folder / "tokenizer.model").is_file():
         vocab = _sentencepiece(folder, n_vocab)
@@ -156,6 +157,8 @@ def load_vocabulary(folder: str | Path, n_vocab: int | None) -> Vocabulary:
     else:
         raise ModelFormatError(f"{folder}: no tokenizer.model or tokenizer.json")
     config = _tokenizer_config(folder)
-    if isinstance(config.get("add_prefix_space"), bool):
+    if add_space_prefix is not None:
+        vocab.options["add_space_prefix"] = add_space_prefix
+    elif isinstance(config.get("add_prefix_space"), bool):
         vocab.options["add_space_prefix"] = config["add_prefix_space"]
     return vocab

@@ -14,7 +14,7 @@ struct Offload::DeviceLayer {
     Buffer attn_norm, ffn_norm;                        // [n_embd] floats
     Buffer q_norm, k_norm;                             // [head_dim] floats (if the layer has them)
     Buffer post_attn_norm, post_ffn_norm;              // [n_embd] floats (if the layer has them)
-    float rope_freq_base = 10000.0f, rope_freq_scale = 1.0f;
+    float rope_freq_base = 0.0f, rope_freq_scale = 1.0f;      // from HostLayer
     int64_t window = 0;
     Buffer wq, wk, wv, wo, w_gate, w_up, w_down;       // the file's blocks, row after row
     uint32_t tq = 0, tk = 0, tv = 0, to = 0, tg = 0, tu = 0, td = 0;
@@ -95,6 +95,8 @@ void Offload::upload(int layer, const HostLayer& w) {
     L.k_norm = vec(w.k_norm, hd, "attn_k_norm");
     L.post_attn_norm = vec(w.post_attn_norm, d, "post_attention_norm");
     L.post_ffn_norm = vec(w.post_ffn_norm, d, "post_ffw_norm");
+    if (!(w.rope_freq_base > 0.0f))
+        throw Error("layer " + std::to_string(layer) + ": no rope base (the architecture did not set one)");
     L.rope_freq_base = w.rope_freq_base;
     L.rope_freq_scale = w.rope_freq_scale;
     const std::pair<float, float> rope_key{L.rope_freq_base, L.rope_freq_scale};

@@ -26,7 +26,7 @@ struct HostLayer {
     const Tensor* w_up = nullptr;
     const Tensor* w_down = nullptr;         // [n_ff] -> [n_embd]
     const float* post_ffn_norm = nullptr;   // [n_embd], on the FFN output (optional)
-    float rope_freq_base = 10000.0f, rope_freq_scale = 1.0f;
+    float rope_freq_base = 0.0f, rope_freq_scale = 1.0f;  // the layer's rope (the architecture's hparams)
     int64_t window = 0;                     // > 0: sliding-window attention over that many positions
 };
 

@@ -37,6 +37,9 @@ HParams read_hparams(const GgufFile& f) {
         f.fail(a + "rope.dimension_count", "must be even and in 1.." + std::to_string(hp.head_dim));
     hp.rope_freq_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
     if (!(hp.rope_freq_base > 0.0f)) f.fail(a + "rope.freq_base", "must be positive");
+    // Absent from older files (llama.cpp's and ours), whose local layers ran at the default.
+    hp.rope_freq_base_swa = (float)f.get_float(a + "rope.freq_base_swa", hp.rope_freq_base_swa);
+    if (!(hp.rope_freq_base_swa > 0.0f)) f.fail(a + "rope.freq_base_swa", "must be positive");
     const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
     const double factor = f.get_float(a + "rope.scaling.factor", 0.0);
     if (scaling == "linear" && factor > 0.0) hp.rope_freq_scale = (float)(1.0 / factor);

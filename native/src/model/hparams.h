@@ -21,6 +21,8 @@ struct HParams {
     float norm_eps = 1e-5f;  // <arch>.attention.layer_norm_rms_epsilon
     int64_t n_rot = 0;       // <arch>.rope.dimension_count (defaults to head_dim)
     float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
+    float rope_freq_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa: the sliding-window layers'
+                                          // base (Gemma 3's local layers, which are never scaled)
     float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor for linear scaling
 
     int64_t q_width() const { return n_head * head_dim; }   // width of Q and of the attention output

@@ -6,7 +6,7 @@
 //     h = rms_norm(x) * attn_norm
 //     q, k, v = Wq h, Wk h, Wv h                      (one KV head for the 270M model)
 //     q = rms_norm_per_head(q) * attn_q_norm;  k likewise with attn_k_norm
-//     rope(q), rope(k)   neox mode; base 10,000 on local layers, rope.freq_base on global ones
+//     rope(q), rope(k)   neox mode; rope.freq_base_swa on local layers, rope.freq_base on global ones
 //     q *= attention_scale                            (1/sqrt(head_dim); kq_scale is then 1)
 //     a = attention(q, K, V)   local layers see the last sliding_window positions only
 //     x += rms_norm(Wo a) * post_attention_norm
@@ -30,8 +30,6 @@ namespace {
 // llama.cpp's set_swa_pattern(6) for gemma3: in every group of 6 layers the first 5 are
 // local (sliding window) and the 6th is global.
 constexpr int kSwaPattern = 6;
-// Local layers use this rope base and no frequency scaling (rope_freq_base_train_swa).
-constexpr float kLocalRopeBase = 10000.0f;
 
 struct Gemma3Layer {
     const float* attn_norm;       // [n_embd]
@@ -92,11 +90,8 @@ public:
     // with the layer's own rope (local or global base, neox mode) moves them to the new ones.
     void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m,
                             int32_t delta) const override {
-        const RopeParams rope = layers_[layer].local
-                                    ? RopeParams{hp_.n_rot, kLocalRopeBase, 1.0f, nullptr}
-                                    : RopeParams{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, nullptr};
         const std::vector<int32_t> pos(m, delta);
-        rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
+        rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), layer_rope(layers_[layer]));
     }
 
     bool offloadable_layer(int il, cl::HostLayer* w, cl::LayerDims* dims) const override {
@@ -108,8 +103,9 @@ public:
         w->ffn_norm = L.ffn_norm;
         w->w_gate = &L.w_gate, w->w_up = &L.w_up, w->w_down = &L.w_down;
         w->post_ffn_norm = L.post_ffn_norm;
-        w->rope_freq_base = L.local ? kLocalRopeBase : hp_.rope_freq_base;
-        w->rope_freq_scale = L.local ? 1.0f : hp_.rope_freq_scale;
+        const RopeParams rope = layer_rope(L);
+        w->rope_freq_base = rope.freq_base;
+        w->rope_freq_scale = rope.freq_scale;
         w->window = L.local ? n_swa_ : 0;
         *dims = cl::LayerDims{};
         dims->n_embd = hp_.n_embd, dims->n_head = hp_.n_head, dims->n_head_kv = hp_.n_head_kv;
@@ -138,8 +134,6 @@ public:
 
         embed_tokens(env.kt, tok_embd_, b.tokens, n, x);
         scale_inplace(x, std::sqrt((float)d), n * d);  // ggml_scale(inpL, sqrtf(n_embd))
-        const RopeParams rope_local{hp_.n_rot, kLocalRopeBase, 1.0f, nullptr};
-        const RopeParams rope_global{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, nullptr};
 
         // As in llama.cpp's graph, the last layer carries on with only the rows whose logits are
         // wanted once its K/V are cached.
@@ -164,7 +158,7 @@ public:
             // Per-head norms: rms_norm over each head_dim row (ggml_rms_norm on the 3-D view).
             rms_norm(q, L.q_norm, q, n * hp_.n_head, hd, hp_.norm_eps);
             rms_norm(k, L.k_norm, k, n * hp_.n_head_kv, hd, hp_.norm_eps);
-            const RopeParams& rope = L.local ? rope_local : rope_global;
+            const RopeParams rope = layer_rope(L);
             rope_neox(env.kt, q, n, hp_.n_head, hd, pos.data(), rope);
             rope_neox(env.kt, k, n, hp_.n_head_kv, hd, pos.data(), rope);
             // Q is scaled before attention (ggml_scale), K is not; the rounding of q * scale
@@ -204,6 +198,13 @@ public:
     }
 
 private:
+    // A layer's rope: local layers use the sliding-window base and are never scaled (llama.cpp's
+    // rope_freq_base_train_swa / rope_freq_scale_train_swa), global ones the file's base and scale.
+    RopeParams layer_rope(const Gemma3Layer& L) const {
+        return L.local ? RopeParams{hp_.n_rot, hp_.rope_freq_base_swa, 1.0f, nullptr}
+                       : RopeParams{hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale, nullptr};
+    }
+
     HParams hp_;
     int64_t n_swa_ = 0;           // sliding window of local layers (0: every layer global)
     float attn_scale_ = 1.0f;     // applied to Q before attention
