@@ -2,6 +2,8 @@
 // exceptions are mapped here so every binding throws the same Python family.
 #include <pybind11/pybind11.h>
 
+#include <cstring>
+
 #include "common/error.h"
 
 namespace py = pybind11;
@@ -15,6 +17,17 @@ void register_kv(py::module_& m);
 void register_quantize(py::module_& m);
 void register_gpu(py::module_& m);
 
+namespace {
+// Messages may quote a file name or a GGUF string, which need not be UTF-8; py::set_error would
+// then fail to make the message and raise a UnicodeDecodeError in place of the real error.
+void set_error(const py::object& type, const char* what) {
+    py::object message = py::reinterpret_steal<py::object>(
+        PyUnicode_DecodeUTF8(what, (Py_ssize_t)std::strlen(what), "replace"));
+    if (!message) return;  // out of memory: that error is already set
+    PyErr_SetObject(type.ptr(), message.ptr());
+}
+}  // namespace
+
 PYBIND11_MODULE(_core, m) {
     m.doc() = "edgeinfer native core (private; use the edgeinfer package)";
     static py::exception<ei::Error> base(m, "EdgeInferError", PyExc_RuntimeError);
@@ -25,13 +38,13 @@ PYBIND11_MODULE(_core, m) {
         try {
             if (p) std::rethrow_exception(p);
         } catch (const ei::FormatError& e) {
-            py::set_error(format, e.what());
+            set_error(format, e.what());
         } catch (const ei::ContextOverflowError& e) {
-            py::set_error(overflow, e.what());
+            set_error(overflow, e.what());
         } catch (const ei::StateError& e) {
-            py::set_error(state, e.what());
+            set_error(state, e.what());
         } catch (const ei::Error& e) {
-            py::set_error(base, e.what());
+            set_error(base, e.what());
         }
     });
     register_gguf(m);
