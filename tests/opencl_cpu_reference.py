@@ -8,7 +8,11 @@ token ids and the logits of each step), `batch` decodes the prompt and then thos
 last as a second batch, keeping the logits from the prompt's last position on (what a
 teacher-forced device pass is compared with).
 
-Run as a script: opencl_cpu_reference.py MODEL PROMPTS.json OUT.npz
+`under_avx2` also runs a partly offloaded model there: its CPU layers must use the kernels the
+device mirrors for the logits to be the reference's bits.
+
+Run as a script: opencl_cpu_reference.py MODEL SPEC.json OUT.npz (SPEC: {"prompts": ..., and
+compute()'s keyword arguments}).
 """
 from __future__ import annotations
 
@@ -47,10 +51,15 @@ def teacher_forced(ctx, prompt: list[int], ids: list[int]) -> np.ndarray:
     return np.vstack([first[None], np.array(ctx.logits)])
 
 
-def compute(model_path: str, prompts: list[list[int]]) -> dict[str, np.ndarray]:
+def compute(model_path: str, prompts: list[list[int]], gpu_layers: str | None = None, device: int = 0,
+            forced: list[list[int]] | None = None) -> dict[str, np.ndarray]:
+    """The reference for `prompts` (greedy and batch), or, given `forced` (each prompt's greedy
+    ids), only the teacher-forced batches of a model with `gpu_layers` on OpenCL device `device`."""
     from edgeinfer.model import Model
 
-    ctx = Model.load(model_path, n_ctx=512)._ctx
+    ctx = Model.load(model_path, n_ctx=512, gpu_layers=gpu_layers, device=device)._ctx
+    if forced is not None:
+        return {f"batch{i}": teacher_forced(ctx, prompt, ids) for i, (prompt, ids) in enumerate(zip(prompts, forced))}
     out = {}
     for i, prompt in enumerate(prompts):
         ids, logits = greedy(ctx, prompt)
@@ -59,17 +68,18 @@ def compute(model_path: str, prompts: list[list[int]]) -> dict[str, np.ndarray]:
     return out
 
 
-def reference(model_path: str | Path, prompts: list[list[int]]) -> dict[str, np.ndarray] | None:
-    """compute() under the AVX2 kernels, or None where this CPU has none (not x86)."""
+def under_avx2(model_path: str | Path, prompts: list[list[int]], **options) -> dict[str, np.ndarray] | None:
+    """compute() under the AVX2 kernels (in a child process unless they are this process's
+    choice already), or None where this CPU has none (not x86)."""
     from edgeinfer import _core
 
     if _core.isa() == "avx2":
-        return compute(str(model_path), prompts)
+        return compute(str(model_path), prompts, **options)
     if "avx2" not in _core.available_isas():
         return None
     with tempfile.TemporaryDirectory() as tmp:
-        spec, out = Path(tmp) / "prompts.json", Path(tmp) / "ref.npz"
-        spec.write_text(json.dumps(prompts))
+        spec, out = Path(tmp) / "spec.json", Path(tmp) / "ref.npz"
+        spec.write_text(json.dumps({"prompts": prompts, **options}))
         env = dict(os.environ, EDGEINFER_ISA="avx2")
         subprocess.run([sys.executable, __file__, str(model_path), str(spec), str(out)], env=env, check=True,
                        cwd=Path(__file__).resolve().parent.parent)
@@ -77,7 +87,13 @@ def reference(model_path: str | Path, prompts: list[list[int]]) -> dict[str, np.
             return dict(f)
 
 
+def reference(model_path: str | Path, prompts: list[list[int]]) -> dict[str, np.ndarray] | None:
+    """The CPU path's logits for `prompts` under the AVX2 kernels (None: no AVX2 here)."""
+    return under_avx2(model_path, prompts)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    result = compute(sys.argv[1], json.loads(Path(sys.argv[2]).read_text()))
+    spec = json.loads(Path(sys.argv[2]).read_text())
+    result = compute(sys.argv[1], spec.pop("prompts"), **spec)
     np.savez(sys.argv[3], **result)
