@@ -117,10 +117,11 @@ class FieldLoc:
     size: int    # 1, 4 or 8 bytes
 
 
-def field_locations(path: os.PathLike | str) -> list[FieldLoc]:
+def field_locations(path: os.PathLike | str, reader: gguf.GGUFReader | None = None) -> list[FieldLoc]:
     """Every integer field (counts, lengths, types, dims, offsets, scalar values) of a valid file,
-    located with gguf.GGUFReader; string bytes and multi-element array payloads are left out."""
-    reader = gguf.GGUFReader(str(path))
+    located with gguf.GGUFReader (pass one already open on `path` to skip a second parse; a
+    large vocabulary takes seconds); string bytes are left out."""
+    reader = reader or gguf.GGUFReader(str(path))
     locs: list[FieldLoc] = []
 
     def add_parts(label: str, offset: int, parts) -> None:
