@@ -235,7 +235,9 @@ class Model:
     def chat_template(self) -> ChatTemplate:
         """The file's `tokenizer.chat_template`, else a built-in one for the model's family;
         `.origin` says which. ChatTemplateError if there is none."""
-        file_template = self._core.gguf.get("tokenizer.chat_template")
+        gguf = self._core.gguf
+        # A template of another type is a ModelFormatError naming the key, not a Jinja TypeError.
+        file_template = gguf.get_string("tokenizer.chat_template") if "tokenizer.chat_template" in gguf else None
         return template_for_vocab(self.arch, file_template, self._core.vocab)
 
     def chat_prompt(self, messages: Messages | str, add_generation_prompt: bool = True) -> ChatPrompt:

@@ -59,30 +59,6 @@ size_t utf8_sequence(const uint8_t* p, size_t n) {
     return len;
 }
 
-// A key or tensor name from the file, made safe for an error message: control characters and
-// bytes that are not UTF-8 become \xNN (the message becomes a Python str, which must decode), and
-// very long names are cut.
-std::string printable(std::string_view s) {
-    constexpr size_t kMaxShown = 200;
-    std::string out;
-    const uint8_t* p = (const uint8_t*)s.data();
-    size_t n = s.size(), k = 0;
-    while (k < n && out.size() < kMaxShown) {
-        size_t len = utf8_sequence(p + k, n - k);
-        if (len == 0 || (len == 1 && (p[k] < 0x20 || p[k] == 0x7F))) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", p[k]);
-            out += buf;
-            k += 1;
-        } else {
-            out.append(s.data() + k, len);
-            k += len;
-        }
-    }
-    if (k < n) out += "... (" + num(n) + " bytes)";
-    return out;
-}
-
 bool is_utf8(std::string_view s) {
     const uint8_t* p = (const uint8_t*)s.data();
     for (size_t k = 0, len; k < s.size(); k += len)
@@ -90,8 +66,8 @@ bool is_utf8(std::string_view s) {
     return true;
 }
 
-std::string key_field(std::string_view key) { return "key '" + printable(key) + "'"; }
-std::string tensor_field(std::string_view name) { return "tensor '" + printable(name) + "'"; }
+std::string key_field(std::string_view key) { return "key '" + gguf_printable(key) + "'"; }
+std::string tensor_field(std::string_view name) { return "tensor '" + gguf_printable(name) + "'"; }
 
 bool is_integer(GgufType t) {
     switch (t) {
@@ -338,6 +314,27 @@ const char* gguf_type_name(GgufType t) {
     };
     uint32_t i = (uint32_t)t;
     return i < kNumValueTypes ? kNames[i] : "unknown";
+}
+
+std::string gguf_printable(std::string_view s) {
+    constexpr size_t kMaxShown = 200;
+    std::string out;
+    const uint8_t* p = (const uint8_t*)s.data();
+    size_t n = s.size(), k = 0;
+    while (k < n && out.size() < kMaxShown) {
+        size_t len = utf8_sequence(p + k, n - k);
+        if (len == 0 || (len == 1 && (p[k] < 0x20 || p[k] == 0x7F))) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", p[k]);
+            out += buf;
+            k += 1;
+        } else {
+            out.append(s.data() + k, len);
+            k += len;
+        }
+    }
+    if (k < n) out += "... (" + num(n) + " bytes)";
+    return out;
 }
 
 GgufFile::GgufFile(const std::string& path) : file_(path) {

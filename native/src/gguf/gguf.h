@@ -23,6 +23,11 @@ enum class GgufType : uint32_t {
 };
 const char* gguf_type_name(GgufType t);
 
+// A string from a file (a key, a name, a string value) made safe to quote in an error message:
+// control characters (NUL would end the message) and bytes that are not UTF-8 (the message
+// becomes a Python str, which must decode) become \xNN, and a very long one is cut.
+std::string gguf_printable(std::string_view s);
+
 struct GgufValue {
     GgufType type;
     // Scalars (valid when type is a scalar): the value widened.

@@ -44,7 +44,7 @@ HParams read_hparams(const GgufFile& f) {
     const double factor = f.get_float(a + "rope.scaling.factor", 0.0);
     if (scaling == "linear" && factor > 0.0) hp.rope_freq_scale = (float)(1.0 / factor);
     else if (scaling != "none" && scaling != "linear" && factor > 1.0)
-        f.fail(a + "rope.scaling.type", "rope scaling '" + scaling + "' is not supported yet");
+        f.fail(a + "rope.scaling.type", "rope scaling '" + gguf_printable(scaling) + "' is not supported yet");
     return hp;
 }
 

@@ -30,7 +30,7 @@ std::unique_ptr<ArchModel> load_architecture(const GgufFile& file, const KernelT
         if (arch == name) return loader(file, kt);
     std::string known;
     for (const auto& entry : kArchitectures) known += std::string(known.empty() ? "" : ", ") + entry.first;
-    throw Error(file.path() + ": architecture '" + arch + "' is not supported (supported: " + known + ")");
+    throw Error(file.path() + ": architecture '" + gguf_printable(arch) + "' is not supported (supported: " + known + ")");
 }
 
 std::vector<std::string> supported_architectures() {

@@ -3,6 +3,7 @@
 #include <initializer_list>
 
 #include "common/error.h"
+#include "gguf/gguf.h"
 #include "vocab/unicode.h"
 
 namespace ei {
@@ -248,7 +249,7 @@ PreTokenizer make_pre_tokenizer(const std::string& name) {
     std::string known;
     for (const PreEntry& e : kPreTokenizers)
         for (const char* n : e.names) known += (known.empty() ? "" : ", ") + std::string(n);
-    throw Error("unsupported pre-tokenizer '" + name +
+    throw Error("unsupported pre-tokenizer '" + gguf_printable(name) +
                 "' (tokenizer.ggml.pre): unknown to llama.cpp or not implemented here; supported: " + known);
 }
 

@@ -132,7 +132,7 @@ void Vocab::Impl::load(const GgufFile& f) {
         kind = Kind::SPM;
         load_spm(f);
     } else {
-        throw Error("unsupported tokenizer model '" + model + "' (tokenizer.ggml.model in " + f.path() + ")");
+        throw Error("unsupported tokenizer model '" + gguf_printable(model) + "' (tokenizer.ggml.model in " + f.path() + ")");
     }
     finish_load(f);
 }
@@ -219,7 +219,7 @@ void Vocab::Impl::load_tokens(const GgufFile& f) {
     }
     const auto [first, dup] = token_to_id.build(text);
     if (dup >= 0)
-        f.fail("key 'tokenizer.ggml.tokens'", "duplicate token '" + text[dup] + "' (ids " + std::to_string(first) +
+        f.fail("key 'tokenizer.ggml.tokens'", "duplicate token '" + gguf_printable(text[dup]) + "' (ids " + std::to_string(first) +
                                                   " and " + std::to_string(dup) + ")");
 }
 
