@@ -95,7 +95,9 @@ def make_grammar(json_schema: Mapping[str, Any] | str | bool | None = None, gram
     if grammar is not None:
         if not isinstance(grammar, str):
             raise ValueError(f"grammar must be Lark grammar text, got {type(grammar).__name__}")
-        return llguidance.LLMatcher.grammar_from_lark(grammar)
+        # Wrapped explicitly: llguidance reads a bare grammar string that starts with "{" as its
+        # own JSON format, which would turn a wrong file into a baffling error.
+        return json.dumps({"grammars": [{"lark_grammar": grammar}]})
     if json_schema is None or json_schema is False:
         return None
     return json_schema_grammar(json_schema)
