@@ -129,6 +129,16 @@ def test_numbers_are_bounded_unless_the_schema_bounds_them():
     assert m == {"type": "number", "multipleOf": 0.5, "maximum": 1e20, "exclusiveMinimum": -10 ** MAX_INT_DIGITS}
 
 
+def test_objects_with_listed_properties_are_closed_unless_the_schema_opens_them():
+    def compiled(schema):
+        return json.loads(json_schema_grammar(schema))["grammars"][0]["json_schema"]
+    assert compiled({"type": "object", "properties": {"a": {}}})["additionalProperties"] is False
+    assert compiled({"type": "object", "properties": {"a": {}}, "additionalProperties": True})["additionalProperties"] is True
+    assert "additionalProperties" not in compiled({"type": "object", "patternProperties": {"^x": {}}, "properties": {}})
+    assert "additionalProperties" not in compiled({"type": "object"})   # "any object" stays any object
+    assert compiled({"type": "object", "properties": {"a": {}}, "enum": [{"properties": 1}]})["enum"] == [{"properties": 1}]
+
+
 # --- the real models ---------------------------------------------------------------------------
 REAL_SCHEMAS = {
     "person": {

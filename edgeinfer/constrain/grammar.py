@@ -9,6 +9,11 @@ JSON is bounded so that a small model can finish (left free, Gemma 3 270M at tem
 wandered in whitespace or digits and never closed a third of realistic schemas):
   * compact: no whitespace between tokens, separators "," and ":" (whitespace inside strings is
     text and stays allowed);
+  * closed objects: an object schema that lists `properties` but says nothing of
+    `additionalProperties` / `patternProperties` gets `additionalProperties: false` (llama.cpp's
+    default too). JSON Schema would allow any extra key, and small models take that licence and
+    invent keys until max_tokens (4 of 10 realistic schemas on Gemma 3 270M at 0.7, 256 tokens);
+    the text still validates against the schema as given;
   * numbers: llguidance has no digit-count option, so number and integer schemas without a bound
     get one: |value| < 10**MAX_INT_DIGITS (at most that many integer digits), and numbers without
     a `multipleOf` get `multipleOf: 10**-MAX_FRACTION_DIGITS` (at most that many fraction digits,
@@ -46,13 +51,15 @@ _LOWER_KEYS = ("minimum", "exclusiveMinimum")
 _UPPER_KEYS = ("maximum", "exclusiveMaximum")
 
 
-def _bound_numbers(node: Any) -> Any:
-    """A copy of schema `node` with digit bounds on number/integer subschemas (see module doc)."""
+def _bound(node: Any) -> Any:
+    """A copy of schema `node` with closed objects and digit bounds (see the module doc)."""
     if isinstance(node, list):
-        return [_bound_numbers(item) for item in node]
+        return [_bound(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {k: (v if k in _DATA_KEYWORDS else _bound_numbers(v)) for k, v in node.items()}
+    out = {k: (v if k in _DATA_KEYWORDS else _bound(v)) for k, v in node.items()}
+    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
+        out["additionalProperties"] = False
     types = out.get("type")
     types = set(types) if isinstance(types, list) else {types}
     if not types & {"number", "integer"}:
@@ -85,7 +92,7 @@ def json_schema_grammar(schema: Mapping[str, Any] | str | bool) -> str:
     if not isinstance(schema, Mapping):
         raise ValueError(f"json_schema must be a JSON object (a dict), or True for any JSON object; "
                          f"got {type(schema).__name__}")
-    return llguidance.LLMatcher.grammar_from_json_schema(_bound_numbers(dict(schema)), defaults=JSON_OPTIONS)
+    return llguidance.LLMatcher.grammar_from_json_schema(_bound(dict(schema)), defaults=JSON_OPTIONS)
 
 
 def make_grammar(json_schema: Mapping[str, Any] | str | bool | None = None, grammar: str | None = None) -> str | None:
