@@ -15,15 +15,17 @@ from __future__ import annotations
 import codecs
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
 from edgeinfer import _core
-from edgeinfer.constrain import GrammarMatcher
 from edgeinfer.errors import ContextOverflowError
 from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
+
+if TYPE_CHECKING:  # llguidance loads in ~40 ms: only generations with a grammar pay for it
+    from edgeinfer.constrain import GrammarMatcher
 
 __all__ = ["GenerationResult", "PromptCache", "Timings", "generate_step", "make_token_picker", "stream_generate",
            "CONTEXT_OVERFLOW_POLICIES"]

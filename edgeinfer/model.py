@@ -14,7 +14,6 @@ import dataclasses
 
 from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_chat_template,
                                      template_for_vocab)
-from edgeinfer.constrain import GrammarMatcher, make_grammar, make_lltokenizer
 from edgeinfer.generate import GenerationResult, TokenHook, make_token_picker, stream_generate
 from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
 from edgeinfer.sampling import DEFAULTS
@@ -226,8 +225,12 @@ class Model:
             if bad:
                 raise ValueError(f"logit_bias: token id {bad[0]} is outside the vocabulary (0..{self.n_vocab - 1})")
         sampler = make_token_picker(params, logit_bias)
-        grammar_text = make_grammar(json_schema, grammar)
-        matcher = GrammarMatcher(self.constraint_tokenizer, grammar_text) if grammar_text is not None else None
+        matcher = None
+        if json_schema is not None or grammar is not None:
+            from edgeinfer.constrain import GrammarMatcher, make_grammar  # llguidance loads in ~40 ms
+            grammar_text = make_grammar(json_schema, grammar)
+            if grammar_text is not None:
+                matcher = GrammarMatcher(self.constraint_tokenizer, grammar_text)
         if n_keep is None:
             bos = self._core.vocab.bos
             n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
@@ -248,6 +251,7 @@ class Model:
     def constraint_tokenizer(self):
         """llguidance's tokenizer for this vocabulary (edgeinfer.constrain.tokenizer), built on
         first use (about a second for a 262k vocabulary) and kept."""
+        from edgeinfer.constrain import make_lltokenizer
         return make_lltokenizer(self._core.vocab, self.n_vocab)
 
     # --- chat ------------------------------------------------------------------------------------
