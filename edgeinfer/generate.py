@@ -4,7 +4,8 @@
 splits it into chunks) and one per generated token, sampling from a zero-copy view of the logits.
 `stream_generate` turns its tokens into text pieces: incremental UTF-8 decoding (a character may
 span tokens), stop strings (text that might be the start of a stop string is held back until it is
-clear), end-of-generation tokens, and the length limit. Its return value is a `GenerationResult`.
+clear), end-of-generation tokens, a grammar's end (constrained decoding, edgeinfer.constrain) and
+the length limit. Its return value is a `GenerationResult`.
 Bytes of a character that the generation stopped inside are dropped: the text never ends in a
 replacement character that the model did not produce (invalid bytes inside the text still become
 U+FFFD, as everywhere in Python's "replace" decoding).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import codecs
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +23,9 @@ from edgeinfer import _core
 from edgeinfer.errors import ContextOverflowError
 from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
+
+if TYPE_CHECKING:  # llguidance loads in ~40 ms: only generations with a grammar pay for it
+    from edgeinfer.constrain import GrammarMatcher
 
 __all__ = ["GenerationResult", "PromptCache", "Timings", "generate_step", "make_token_picker", "stream_generate",
            "CONTEXT_OVERFLOW_POLICIES"]
@@ -140,6 +144,7 @@ def stream_generate(
     context_overflow: str = "stop",
     n_keep: int = 0,
     on_token: TokenHook | None = None,
+    matcher: GrammarMatcher | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
     `context_overflow` / `n_keep`: see generate_step.
@@ -147,7 +152,13 @@ def stream_generate(
     `on_token(token, logits)` is called once per generated token (not for the end-of-generation
     token), before the token's own decode step, with the raw logits it was drawn from (a view of
     the core's buffer, valid only during the call). It may raise to abort the generation at once
-    (e.g. a cancelled request): the exception propagates and the prompt cache stays consistent."""
+    (e.g. a cancelled request): the exception propagates and the prompt cache stays consistent.
+
+    `matcher` constrains the tokens to a grammar (see edgeinfer.constrain.matcher). Generation
+    ends with finish_reason "stop" when the grammar is complete: at an end-of-generation token the
+    grammar accepts, or right after the token that leaves the grammar nothing more to allow."""
+    if matcher is not None:
+        sampler = matcher.wrap(sampler)
     vocab = model_core.vocab
     stops = [s for s in stop if s]
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -182,6 +193,9 @@ def stream_generate(
         if safe > emitted:
             yield text[emitted:safe]
             emitted = safe
+        if matcher is not None and matcher.is_stopped:
+            finish = "stop"
+            break
     if not stopped_by_string:
         # Text held back for a stop string that never came. The decoder may still hold the first
         # bytes of a character the last token began (max_tokens ended inside it): they are

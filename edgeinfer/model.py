@@ -186,6 +186,8 @@ class Model:
         frequency_penalty: float | None = None,
         logit_bias: Mapping[int, float] | None = None,
         on_token: TokenHook | None = None,
+        json_schema: Mapping[str, Any] | str | bool | None = None,
+        grammar: str | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -200,7 +202,15 @@ class Model:
 
         `logit_bias` maps token ids to values added to their logits before sampling (OpenAI's
         meaning). `on_token(token, logits)` sees every generated token and its raw logits, and may
-        raise to abort (see `stream_generate`)."""
+        raise to abort (see `stream_generate`).
+
+        Constrained decoding (at most one of these; see edgeinfer.constrain.grammar for the JSON
+        bounds: compact JSON, at most 12 integer and 6 fraction digits unless the schema bounds them):
+        `json_schema` a JSON Schema (dict or JSON text): the text validates against it;
+        `json_schema=True` any JSON object; `grammar` a Lark grammar (llguidance's dialect).
+        No special token appears in the text; the grammar's end ends generation with finish_reason
+        "stop" (max_tokens can still cut it first: "length"). An invalid schema or grammar raises
+        ValueError with the compiler's message."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -215,11 +225,18 @@ class Model:
             if bad:
                 raise ValueError(f"logit_bias: token id {bad[0]} is outside the vocabulary (0..{self.n_vocab - 1})")
         sampler = make_token_picker(params, logit_bias)
+        matcher = None
+        if json_schema is not None or grammar is not None:
+            from edgeinfer.constrain import GrammarMatcher, make_grammar  # llguidance loads in ~40 ms
+            grammar_text = make_grammar(json_schema, grammar)
+            if grammar_text is not None:
+                matcher = GrammarMatcher(self.constraint_tokenizer, grammar_text)
         if n_keep is None:
             bos = self._core.vocab.bos
             n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
         return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
-                               context_overflow=context_overflow, n_keep=n_keep, on_token=on_token)
+                               context_overflow=context_overflow, n_keep=n_keep, on_token=on_token,
+                               matcher=matcher)
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
         """Runs generate() to the end and returns its result."""
@@ -229,6 +246,13 @@ class Model:
                 next(gen)
             except StopIteration as done:
                 return done.value
+
+    @cached_property
+    def constraint_tokenizer(self):
+        """llguidance's tokenizer for this vocabulary (edgeinfer.constrain.tokenizer), built on
+        first use (about a second for a 262k vocabulary) and kept."""
+        from edgeinfer.constrain import make_lltokenizer
+        return make_lltokenizer(self._core.vocab, self.n_vocab)
 
     # --- chat ------------------------------------------------------------------------------------
     @cached_property

@@ -232,6 +232,12 @@ def apply_top_k(ids: np.ndarray, logits: np.ndarray, k: int) -> tuple[np.ndarray
         if len(near) >= k:
             ids, logits = ids[near], logits[near]
             break
+    else:
+        # A grammar mask (edgeinfer.constrain) may leave fewer than k finite logits, and
+        # argpartition through ~262k equal -inf values takes ~40 ms: keep the finite ones.
+        finite = np.flatnonzero(logits > -np.inf)
+        if len(finite) <= k:
+            return ids[finite], logits[finite]
     part = np.argpartition(logits, -k)[-k:]
     part.sort()
     return ids[part], logits[part]

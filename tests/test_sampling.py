@@ -243,3 +243,11 @@ def test_limits_describe_what_they_take_and_parse_text():
         parse_option("temperature", "-1")
     with pytest.raises(ValueError, match=r"^expected an integer >= 0, got 'x'$"):
         parse_option("top_k", "x")
+
+
+def test_top_k_with_fewer_finite_logits_than_k_keeps_just_those():
+    # what a grammar mask leaves: a few finite logits among -inf (the fast path skips the partition)
+    logits = np.full(1000, -np.inf, dtype=np.float32)
+    logits[[7, 300, 999]] = [1.0, 50.0, -3.0]
+    ids, kept = apply_top_k(np.arange(1000), logits, 40)
+    assert ids.tolist() == [7, 300, 999] and kept.tolist() == [1.0, 50.0, -3.0]

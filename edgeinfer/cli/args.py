@@ -118,6 +118,12 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add_sampling_options(p)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
+    constrain = p.add_mutually_exclusive_group()
+    constrain.add_argument("--json-schema", metavar="FILE",
+                           help="constrain the output to JSON that validates against the JSON Schema "
+                                "in FILE (compact, with bounded digits)")
+    constrain.add_argument("--grammar", metavar="FILE",
+                           help="constrain the output to the Lark grammar in FILE (llguidance's dialect)")
     p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
                    help="CPU threads (default: physical cores)")
     p.add_argument("-c", "--ctx-size", type=_non_negative_int, default=2048, metavar="N",

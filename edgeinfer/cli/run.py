@@ -52,6 +52,16 @@ def _read_prompt(args: argparse.Namespace) -> str:
     return Path(args.file).read_text(encoding="utf-8")
 
 
+def _constraint(args: argparse.Namespace) -> dict[str, str]:
+    """generate()'s json_schema / grammar from --json-schema / --grammar FILE (the text; the
+    model's compiler checks it)."""
+    if getattr(args, "json_schema", None) is not None:
+        return {"json_schema": Path(args.json_schema).read_text(encoding="utf-8")}
+    if getattr(args, "grammar", None) is not None:
+        return {"grammar": Path(args.grammar).read_text(encoding="utf-8")}
+    return {}
+
+
 def _timing(timings: Any, name: str) -> float | None:
     value = timings.get(name) if isinstance(timings, dict) else getattr(timings, name, None)
     return None if value is None else float(value)
@@ -90,7 +100,7 @@ def _start(args: argparse.Namespace, model: Any) -> Any:
         max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
         min_p=args.min_p, seed=args.seed, stop=args.stop, repeat_penalty=args.repeat_penalty,
         context_overflow="shift" if getattr(args, "context_shift", False) else "stop",
-        n_keep=getattr(args, "keep", None),
+        n_keep=getattr(args, "keep", None), **_constraint(args),
     )
     if args.chat is not None:
         stderr.print(f"chat template: {model.chat_template.origin}", style="dim", soft_wrap=True)
