@@ -272,8 +272,14 @@ def test_unknown_model_is_404(client):
     ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n", "not_supported"),
     ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]},
      "tools", "not_supported"),
-    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}},
-     "response_format", "not_supported"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}},
+     "response_format.json_schema.schema", "missing_field"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {
+        "name": "ids", "schema": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}}},
+     "response_format", "invalid_schema"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
+      "grammar": 'root ::= "yes"'}, "grammar", "invalid_value"),
+    ({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= ("}, "grammar", "invalid_grammar"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"abc": 1}}, "logit_bias", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"\u00b2": 1}}, "logit_bias", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"999999": 1}}, "logit_bias", "invalid_value"),
@@ -302,6 +308,37 @@ def test_lone_surrogates_are_400_on_every_endpoint(server, path, raw, param):
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert error["code"] == "invalid_unicode" and error["param"] == param and "surrogate" in error["message"]
+
+
+CITY = {"type": "object", "required": ["city", "population"], "additionalProperties": False,
+        "properties": {"city": {"type": "string", "maxLength": 16}, "population": {"type": "integer", "minimum": 0}}}
+
+
+def test_response_format_json_schema_and_json_object_are_enforced(client):
+    import jsonschema
+
+    for seed in (1, 2):
+        reply = client.chat.completions.create(
+            model=ALIAS, messages=ask("What is the largest city of France?"), temperature=0.7, seed=seed,
+            response_format={"type": "json_schema", "json_schema": {"name": "city", "schema": CITY, "strict": True}})
+        assert reply.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(reply.choices[0].message.content), CITY)
+    reply = client.chat.completions.create(model=ALIAS, messages=ask("Describe a cat as JSON."), temperature=0,
+                                           max_tokens=48, response_format={"type": "json_object"})
+    text = reply.choices[0].message.content
+    assert text.startswith("{") and "<|im_end|>" not in text
+    if reply.choices[0].finish_reason == "stop":
+        assert isinstance(json.loads(text), dict)
+
+
+def test_llamacpp_json_schema_and_gbnf_grammar_fields(server):
+    body = {"prompt": "Is the sky blue? Answer:", "max_tokens": 8, "temperature": 0.7, "seed": 3,
+            "grammar": 'root ::= " yes" | " no"'}
+    reply = httpx.post(f"{server.url}/v1/completions", json=body, timeout=60).json()
+    assert reply["choices"][0]["text"] in (" yes", " no") and reply["choices"][0]["finish_reason"] == "stop"
+    body = {"prompt": "The largest city of France, as JSON:", "max_tokens": 40, "temperature": 0, "json_schema": CITY}
+    reply = httpx.post(f"{server.url}/v1/completions", json=body, timeout=60).json()
+    assert json.loads(reply["choices"][0]["text"])["population"] >= 0
 
 
 def test_non_finite_numbers_are_refused_naming_the_field(server):

@@ -38,9 +38,6 @@ def _check_common(req: SamplingFields) -> None:
 
 def check_supported_chat(req: ChatCompletionRequest) -> None:
     _check_common(req)
-    if req.response_format is not None and req.response_format.type != "text":
-        raise not_supported(f"response_format {req.response_format.type!r} (constrained decoding)",
-                            "response_format")
     if req.tools:
         raise not_supported("Tool calling ('tools')", "tools")
     if req.functions:
@@ -107,6 +104,41 @@ def check_token_ids(ids: list[int], n_vocab: int, param: str) -> None:
                        code="invalid_value")
 
 
+def constraint(req: SamplingFields, model: Model) -> dict[str, Any]:
+    """Model.generate's json_schema / grammar for the request's response_format (or llama.cpp's
+    json_schema / grammar fields), compiled once here so that a schema or grammar the engine
+    cannot enforce is a 400 naming the field before the job is queued, never a 5xx later."""
+    asked: list[tuple[str, str, Any]] = []   # (param, kind, value)
+    fmt = req.response_format
+    if fmt is not None and fmt.type == "json_object":
+        asked.append(("response_format", "json_schema", True))
+    elif fmt is not None and fmt.type == "json_schema":
+        if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+            raise APIError(400, "response_format of type 'json_schema' needs 'json_schema.schema'.",
+                           param="response_format.json_schema.schema", code="missing_field")
+        asked.append(("response_format", "json_schema", fmt.json_schema.schema_))
+    if req.json_schema is not None:
+        asked.append(("json_schema", "json_schema", req.json_schema))
+    if req.grammar is not None:
+        asked.append(("grammar", "grammar", req.grammar))
+    if not asked:
+        return {}
+    if len(asked) > 1:
+        raise APIError(400, f"Give one of {', '.join(a[0] for a in asked)}, not several.", param=asked[1][0],
+                       code="invalid_value")
+    param, kind, value = asked[0]
+    from edgeinfer.constrain import GrammarMatcher, make_grammar   # llguidance loads on first use
+    from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark
+    try:
+        if kind == "grammar":
+            value = any_to_lark(value)   # llama.cpp's GBNF, or Lark as it is
+        GrammarMatcher(model.constraint_tokenizer, make_grammar(**{kind: value}))
+    except (ValueError, GbnfToLarkError) as exc:
+        raise APIError(400, f"Invalid '{param}': {exc}", param=param, code="invalid_schema"
+                       if kind == "json_schema" else "invalid_grammar") from exc
+    return {kind: value}
+
+
 def generation_options(req: SamplingFields, requested_max: int | None, n_prompt: int, model: Model,
                        config: ServerConfig) -> dict[str, Any]:
     """Model.generate keyword arguments: the request's values, else the server's defaults.
@@ -137,7 +169,7 @@ def generation_options(req: SamplingFields, requested_max: int | None, n_prompt:
         repeat_penalty=pick("repeat_penalty"), presence_penalty=pick("presence_penalty"),
         frequency_penalty=pick("frequency_penalty"),
         seed=None if seed is None else seed & UINT64_MASK,
-        stop=stop, logit_bias=logit_bias,
+        stop=stop, logit_bias=logit_bias, **constraint(req, model),
     )
 
 

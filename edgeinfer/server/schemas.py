@@ -2,7 +2,7 @@
 requests against them and publishes them in the OpenAPI schema.
 
 Requests follow OpenAI's field names and ranges; fields this server does not know are ignored.
-Fields it knows but cannot honour yet (n > 1, tools, JSON response formats, echo, ...) are
+Fields it knows but cannot honour yet (n > 1, tools, echo, ...) are
 accepted by the schema and refused with a clear 400 by `prompts.check_supported`, so the refusal
 names the feature instead of looking like a type error.
 
@@ -104,6 +104,10 @@ class SamplingFields(_Body):
     seed: int | None = None
     stop: str | list[str] | None = Field(None, description="Up to 16 stop strings.")
     n: int = Field(1, ge=1, description="Only 1 is supported.")
+    response_format: ResponseFormat | None = Field(
+        None, description="json_object: any JSON object; json_schema: JSON following json_schema.schema.")
+    json_schema: dict[str, Any] | None = Field(None, description="llama.cpp's field: a JSON Schema the text follows.")
+    grammar: str | None = Field(None, description="llama.cpp's field: a GBNF (or Lark) grammar the text follows.")
     stream: bool = False
     stream_options: StreamOptions | None = None
 
@@ -149,8 +153,18 @@ class ChatMessage(_Request):
     tool_call_id: str | None = None
 
 
+class JsonSchemaFormat(_Request):
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False, populate_by_name=True)
+
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema", description="The JSON Schema the content follows.")
+    strict: bool | None = Field(None, description="Always enforced, whatever it says.")
+
+
 class ResponseFormat(_Request):
     type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -158,7 +172,6 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1, description="Preferred over max_tokens.")
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
-    response_format: ResponseFormat | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     functions: list[dict[str, Any]] | None = None
