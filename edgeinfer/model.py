@@ -227,7 +227,7 @@ class Model:
         sampler = make_token_picker(params, logit_bias)
         matcher = None
         if json_schema is not None or grammar is not None:
-            from edgeinfer.constrain import GrammarMatcher, make_grammar  # llguidance loads in ~40 ms
+            from edgeinfer.constrain import GrammarMatcher, make_grammar  # imported on first use (slow)
             grammar_text = make_grammar(json_schema, grammar)
             if grammar_text is not None:
                 matcher = GrammarMatcher(self.constraint_tokenizer, grammar_text)

@@ -5,15 +5,14 @@ Three requests, exactly one at a time:
   json_schema=True                  any JSON object (ANY_JSON_OBJECT; OpenAI's "json_object")
   grammar=<Lark text>               llguidance's Lark dialect (https://github.com/guidance-ai/llguidance)
 
-JSON is bounded so that a small model can finish (left free, Gemma 3 270M at temperature 0.7
-wandered in whitespace or digits and never closed a third of realistic schemas):
+JSON is bounded so that a small model can finish (left free, small models wander in whitespace,
+digits or invented keys and never close the object; docs/STRUCTURED_OUTPUT.md has the figures):
   * compact: no whitespace between tokens, separators "," and ":" (whitespace inside strings is
     text and stays allowed);
   * closed objects: an object schema that lists `properties` but says nothing of
     `additionalProperties` / `patternProperties` gets `additionalProperties: false` (llama.cpp's
     default too). JSON Schema would allow any extra key, and small models take that licence and
-    invent keys until max_tokens (4 of 10 realistic schemas on Gemma 3 270M at 0.7, 256 tokens);
-    the text still validates against the schema as given;
+    invent keys until max_tokens; the text still validates against the schema as given;
   * numbers: llguidance has no digit-count option, so number and integer schemas without a bound
     get one: |value| < 10**MAX_INT_DIGITS (at most that many integer digits), and numbers without
     a `multipleOf` get `multipleOf: 10**-MAX_FRACTION_DIGITS` (at most that many fraction digits,
