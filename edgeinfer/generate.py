@@ -68,10 +68,12 @@ class Timings:
 class GenerationResult:
     tokens: list[int] = field(default_factory=list)   # generated ids (stop/EOG token excluded)
     text: str = ""
-    finish_reason: str = "length"                     # "stop" | "length"
+    finish_reason: str = "length"                     # "stop" | "length" | "tool_calls" (Model.chat)
     prompt_tokens: int = 0
     cached_tokens: int = 0                            # prompt tokens reused from the KV cache
     eog_token: int | None = None                      # the end-of-generation token that stopped it
+    content: str | None = None                        # Model.chat with tools: the text before the calls
+    tool_calls: list = field(default_factory=list)    # Model.chat with tools: edgeinfer.tools.ToolCall
     context_shifts: int = 0                           # times the context was shifted (policy "shift")
     timings: Timings = field(default_factory=Timings)
 
@@ -176,7 +178,9 @@ def stream_generate(
         if on_token is not None:
             on_token(token, cache.ctx.logits[-1])
         result.tokens.append(token)
-        text += decoder.decode(vocab.token_to_piece(token, False))
+        # Under a grammar a special token can only be one the grammar names (a tool-call
+        # marker such as [TOOL_CALLS]): its text is part of the answer, so it is shown.
+        text += decoder.decode(vocab.token_to_piece(token, matcher is not None))
         if stops:
             hit = min((i for i in (text.find(s, max(0, emitted - len(s))) for s in stops) if i >= 0), default=-1)
             if hit >= 0:

@@ -5,7 +5,7 @@ import os
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Mapping, Sequence
 
 import numpy as np
 
@@ -19,6 +19,11 @@ from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
 from edgeinfer.sampling import DEFAULTS
 from edgeinfer.text_check import require_valid_text
 from edgeinfer.threads import resolve_n_threads
+
+if TYPE_CHECKING:  # llguidance and the tool layer load on first use
+    from edgeinfer.constrain import GrammarMatcher
+    from edgeinfer.tools import ToolPlan, ToolSupport
+    from edgeinfer.tools.formats import ToolFormat
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 # n_ctx=0/None takes the model's trained context, capped here (a 128k-token KV cache would not
@@ -188,6 +193,7 @@ class Model:
         on_token: TokenHook | None = None,
         json_schema: Mapping[str, Any] | str | bool | None = None,
         grammar: str | None = None,
+        matcher: GrammarMatcher | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -210,7 +216,8 @@ class Model:
         `json_schema=True` any JSON object; `grammar` a Lark grammar (llguidance's dialect).
         No special token appears in the text; the grammar's end ends generation with finish_reason
         "stop" (max_tokens can still cut it first: "length"). An invalid schema or grammar raises
-        ValueError with the compiler's message."""
+        ValueError with the compiler's message. `matcher` is a constraint compiled beforehand
+        (`compile_constraint`), used once; special tokens its grammar names appear in the text."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -225,12 +232,10 @@ class Model:
             if bad:
                 raise ValueError(f"logit_bias: token id {bad[0]} is outside the vocabulary (0..{self.n_vocab - 1})")
         sampler = make_token_picker(params, logit_bias)
-        matcher = None
         if json_schema is not None or grammar is not None:
-            from edgeinfer.constrain import GrammarMatcher, make_grammar  # imported on first use (slow)
-            grammar_text = make_grammar(json_schema, grammar)
-            if grammar_text is not None:
-                matcher = GrammarMatcher(self.constraint_tokenizer, grammar_text)
+            if matcher is not None:
+                raise ValueError("give json_schema, grammar or matcher, not several")
+            matcher = self.compile_constraint(json_schema, grammar)
         if n_keep is None:
             bos = self._core.vocab.bos
             n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
@@ -246,6 +251,14 @@ class Model:
                 next(gen)
             except StopIteration as done:
                 return done.value
+
+    def compile_constraint(self, json_schema: Mapping[str, Any] | str | bool | None = None,
+                           grammar: str | None = None) -> GrammarMatcher | None:
+        """The matcher for generate()'s json_schema / grammar (None when neither is given);
+        ValueError with the compiler's message when it does not compile."""
+        from edgeinfer.constrain import GrammarMatcher, make_grammar  # imported on first use (slow)
+        grammar_text = make_grammar(json_schema, grammar)
+        return None if grammar_text is None else GrammarMatcher(self.constraint_tokenizer, grammar_text)
 
     @cached_property
     def constraint_tokenizer(self):
@@ -264,11 +277,71 @@ class Model:
         file_template = gguf.get_string("tokenizer.chat_template") if "tokenizer.chat_template" in gguf else None
         return template_for_vocab(self.arch, file_template, self._core.vocab)
 
-    def chat_prompt(self, messages: Messages | str, add_generation_prompt: bool = True) -> ChatPrompt:
+    def chat_prompt(self, messages: Messages | str, add_generation_prompt: bool = True,
+                    tools: Sequence[Mapping[str, Any]] | None = None) -> ChatPrompt:
         """`messages` ({"role", "content"} dicts, or one user message as a string) rendered with
-        the chat template and tokenized."""
-        return apply_chat_template(self.chat_template, self._core.vocab, messages, add_generation_prompt)
+        the chat template and tokenized; `tools` are passed to the template as they are."""
+        extra = {"tools": tools} if tools else {}
+        return apply_chat_template(self.chat_template, self._core.vocab, messages, add_generation_prompt, **extra)
 
-    def chat(self, messages: Messages | str, **kwargs) -> Generator[str, None, GenerationResult]:
-        """Streams the model's answer to a conversation; takes generate()'s keyword arguments."""
-        return self.generate(self.chat_prompt(messages).ids, **kwargs)
+    @cached_property
+    def tool_support(self) -> ToolSupport:
+        """What the chat template shows of tool use and how this model writes calls
+        (edgeinfer.tools.prompt), found once."""
+        from edgeinfer.tools import tool_support
+        return tool_support(self.chat_template, self._special_token_id)
+
+    def _special_token_id(self, text: str) -> int | None:
+        """The id of `text` when it is one token that constrained text treats as special."""
+        from edgeinfer.constrain.tokenizer import SPECIAL_PREFIX, token_bytes
+        ids = self._core.vocab.tokenize(text, False, True)
+        if len(ids) == 1 and token_bytes(self._core.vocab, ids[0]) == SPECIAL_PREFIX + text.encode():
+            return ids[0]
+        return None
+
+    def plan_tools(self, messages: Messages | str, tools: Sequence[Mapping[str, Any]] | None = None,
+                   tool_choice: Any = None, parallel_tool_calls: bool | None = None) -> ToolPlan:
+        """How to render and decode a conversation with tools (OpenAI's `tools` / `tool_choice`
+        shapes); ToolSpecError names a field that is not well-formed."""
+        from edgeinfer.constrain.grammar import bounded_schema
+        from edgeinfer.tools import parse_tool_choice, parse_tools, plan_tool_use
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        parsed = parse_tools(tools) if tools else []
+        choice = parse_tool_choice(tool_choice, parsed)
+        return plan_tool_use(self.tool_support, messages, parsed, choice, parallel_tool_calls, bounded_schema)
+
+    def chat(self, messages: Messages | str, tools: Sequence[Mapping[str, Any]] | None = None,
+             tool_choice: Any = None, parallel_tool_calls: bool | None = None,
+             **kwargs) -> Generator[str, None, GenerationResult]:
+        """Streams the model's answer to a conversation; takes generate()'s keyword arguments.
+
+        With `tools` (OpenAI's shape), the template shows them (or a preamble does) and calls are
+        decoded under a grammar: `tool_choice` "auto" (default), "none", "required" or
+        {"type": "function", "function": {"name": ...}}; `parallel_tool_calls` None allows several
+        calls per answer when the template shows tools (edgeinfer.tools.plan_tool_use). The pieces are the raw answer (call
+        markup included); the result's `tool_calls` holds the calls, `content` the text before
+        them, and finish_reason is "tool_calls" when calls were made."""
+        from edgeinfer.tools import uses_tools
+        if isinstance(messages, str) or not uses_tools(messages, tools):
+            return self.generate(self.chat_prompt(messages).ids, **kwargs)
+        plan = self.plan_tools(messages, tools, tool_choice, parallel_tool_calls)
+        ids = self.chat_prompt(plan.messages, tools=plan.template_tools).ids
+        if plan.grammar is None:
+            return self.generate(ids, **kwargs)
+        return _read_tool_calls(self.generate(ids, grammar=plan.grammar, **kwargs), plan.format)
+
+
+def _read_tool_calls(gen: Generator[str, None, GenerationResult], fmt: ToolFormat
+                     ) -> Generator[str, None, GenerationResult]:
+    """`gen`'s pieces, unchanged; its result with the content and tool calls read back."""
+    from edgeinfer.tools import ToolCallStream
+    result = yield from gen
+    reader = ToolCallStream(fmt)
+    reader.feed(result.text)
+    reader.finish()
+    result.content = reader.content
+    result.tool_calls = reader.tool_calls
+    if result.tool_calls and result.finish_reason == "stop":
+        result.finish_reason = "tool_calls"
+    return result

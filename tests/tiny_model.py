@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import gguf
 import numpy as np
@@ -84,10 +85,15 @@ def make_weights(cfg: TinyConfig, n_vocab: int, seed: int = 0) -> dict[str, np.n
     return w
 
 
-def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0) -> dict[str, np.ndarray]:
+def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0,
+                     extra_tokens: Sequence[tuple[str, int]] = (), chat_template: str | None = None
+                     ) -> dict[str, np.ndarray]:
     """Writes the model; returns the weights as the file stores them, dequantized to float32
-    (what an exact reference must compute with)."""
+    (what an exact reference must compute with). `extra_tokens` (text, llama.cpp token type)
+    are appended to the vocabulary, e.g. a template family's special tokens."""
     tokens, types, merges = tiny_vocab()
+    tokens += [text for text, _ in extra_tokens]
+    types += [kind for _, kind in extra_tokens]
     weights = make_weights(cfg, len(tokens), seed)
     qtype = gguf.GGMLQuantizationType[cfg.weight_type]
 
@@ -114,6 +120,8 @@ def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0) 
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
     writer.add_add_bos_token(False)
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
 
     stored: dict[str, np.ndarray] = {}
     for name, value in weights.items():

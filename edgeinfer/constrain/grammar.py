@@ -78,6 +78,12 @@ def _bound(node: Any) -> Any:
     return out
 
 
+def bounded_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """`schema` with the bounds above (closed objects, digit limits), for grammars built
+    around schemas elsewhere (tool-call arguments)."""
+    return _bound(dict(schema))
+
+
 def json_schema_grammar(schema: Mapping[str, Any] | str | bool) -> str:
     """The grammar for `schema` (a dict, its JSON text, or True for any JSON object).
     ValueError if it is not a JSON object; schema errors show when the grammar is compiled."""

@@ -85,7 +85,7 @@ def make_router(config: ServerConfig, engine: Engine, include_in_schema: bool) -
         prompts.check_supported_chat(body)
         job = await run_in_threadpool(prompts.chat_job, body, model, config)
         job.accepted_at = arrived
-        responses = ChatResponses(config.model_id, fingerprint(), model.vocab, body.logprobs)
+        responses = ChatResponses(config.model_id, fingerprint(), model.vocab, body.logprobs, job.tool_format)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return await run(job, responses, body.stream, include_usage, request)
 

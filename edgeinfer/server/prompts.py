@@ -16,6 +16,7 @@ from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import APIError, context_overflow
 from edgeinfer.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from edgeinfer.server.worker import GenerationJob
+from edgeinfer.tools import ToolPlan, ToolSpecError, uses_tools
 
 UINT64_MASK = (1 << 64) - 1
 
@@ -38,8 +39,6 @@ def _check_common(req: SamplingFields) -> None:
 
 def check_supported_chat(req: ChatCompletionRequest) -> None:
     _check_common(req)
-    if req.tools:
-        raise not_supported("Tool calling ('tools')", "tools")
     if req.functions:
         raise not_supported("Function calling ('functions')", "functions")
 
@@ -72,9 +71,24 @@ def chat_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def chat_prompt_ids(req: ChatCompletionRequest, model: Model) -> list[int]:
+def tool_plan(req: ChatCompletionRequest, model: Model) -> ToolPlan | None:
+    """How tools and past calls are rendered and decoded; None when the conversation has none."""
+    messages = chat_messages(req)
+    if not uses_tools(messages, req.tools) and req.tool_choice is None:
+        return None
     try:
-        return model.chat_prompt(chat_messages(req)).ids
+        return model.plan_tools(messages, req.tools, req.tool_choice, req.parallel_tool_calls)
+    except ToolSpecError as exc:
+        raise APIError(400, str(exc), param=exc.field, code="invalid_value") from exc
+    except ChatTemplateError as exc:   # the template failed while its tool support was probed
+        raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
+
+
+def chat_prompt_ids(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model) -> list[int]:
+    try:
+        return model.chat_prompt(messages, tools=tools).ids
     except ChatTemplateError as exc:
         raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
     except ValueError as exc:   # a message the template cannot take (e.g. an image part)
@@ -104,11 +118,13 @@ def check_token_ids(ids: list[int], n_vocab: int, param: str) -> None:
                        code="invalid_value")
 
 
-def constraint(req: SamplingFields, model: Model) -> dict[str, Any]:
-    """Model.generate's json_schema / grammar for the request's response_format (or llama.cpp's
-    json_schema / grammar fields), compiled once here so that a schema or grammar the engine
+def constraint(req: SamplingFields, model: Model, tools: ToolPlan | None = None) -> dict[str, Any]:
+    """Model.generate's `matcher` for the request's tool calls, response_format (or llama.cpp's
+    json_schema / grammar fields), compiled here, once, so that a schema or grammar the engine
     cannot enforce is a 400 naming the field before the job is queued, never a 5xx later."""
     asked: list[tuple[str, str, Any]] = []   # (param, kind, value)
+    if tools is not None and tools.grammar is not None:
+        asked.append(("tools", "tools", tools.grammar))
     fmt = req.response_format
     if fmt is not None and fmt.type == "json_object":
         asked.append(("response_format", "json_schema", True))
@@ -127,20 +143,36 @@ def constraint(req: SamplingFields, model: Model) -> dict[str, Any]:
         raise APIError(400, f"Give one of {', '.join(a[0] for a in asked)}, not several.", param=asked[1][0],
                        code="invalid_value")
     param, kind, value = asked[0]
-    from edgeinfer.constrain import GrammarMatcher, make_grammar   # llguidance loads on first use
-    from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark
+    if kind == "tools":
+        return {"matcher": tool_matcher(req, model, value)}
+    from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark   # llguidance loads on first use
     try:
         if kind == "grammar":
             value = any_to_lark(value)   # llama.cpp's GBNF, or Lark as it is
-        GrammarMatcher(model.constraint_tokenizer, make_grammar(**{kind: value}))
+        return {"matcher": model.compile_constraint(**{kind: value})}
     except (ValueError, GbnfToLarkError) as exc:
         raise APIError(400, f"Invalid '{param}': {exc}", param=param, code="invalid_schema"
                        if kind == "json_schema" else "invalid_grammar") from exc
-    return {kind: value}
+
+
+def tool_matcher(req: SamplingFields, model: Model, grammar: str) -> Any:
+    """The compiled tool-call grammar; when it does not compile, the 400 names the tool whose
+    parameters the engine cannot enforce (each is compiled alone to find it)."""
+    try:
+        return model.compile_constraint(grammar=grammar)
+    except ValueError as exc:
+        for i, tool in enumerate(req.tools or []):
+            parameters = (tool.get("function") or {}).get("parameters")
+            try:
+                model.compile_constraint(json_schema=parameters if parameters is not None else True)
+            except ValueError as culprit:
+                raise APIError(400, f"Invalid 'tools.{i}.function.parameters': {culprit}",
+                               param=f"tools.{i}.function.parameters", code="invalid_schema") from culprit
+        raise APIError(400, f"Invalid 'tools': {exc}", param="tools", code="invalid_schema") from exc
 
 
 def generation_options(req: SamplingFields, requested_max: int | None, n_prompt: int, model: Model,
-                       config: ServerConfig) -> dict[str, Any]:
+                       config: ServerConfig, tools: ToolPlan | None = None) -> dict[str, Any]:
     """Model.generate keyword arguments: the request's values, else the server's defaults.
 
     max_tokens: what was asked, else unlimited; then at most the server's -n, and at most the
@@ -169,33 +201,37 @@ def generation_options(req: SamplingFields, requested_max: int | None, n_prompt:
         repeat_penalty=pick("repeat_penalty"), presence_penalty=pick("presence_penalty"),
         frequency_penalty=pick("frequency_penalty"),
         seed=None if seed is None else seed & UINT64_MASK,
-        stop=stop, logit_bias=logit_bias, **constraint(req, model),
+        stop=stop, logit_bias=logit_bias, **constraint(req, model, tools),
     )
 
 
-def system_prefix_tokens(req: ChatCompletionRequest, model: Model, ids: list[int]) -> int:
-    """How many leading tokens of `ids` the request's leading system / developer messages render
-    to, up to the next turn's header: the prefix other conversations with the same system prompt
-    share. Found by rendering those messages before an empty user turn and comparing tokens, so
-    it holds for any template (one that folds the system prompt into the first user turn too)."""
-    messages = chat_messages(req)
+def system_prefix_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model,
+                         ids: list[int]) -> int:
+    """How many leading tokens of `ids` the leading system / developer messages (and the tools
+    the template shows) render to, up to the next turn's header: the prefix other conversations
+    with the same system prompt share. Found by rendering those messages before an empty user
+    turn and comparing tokens, so it holds for any template (one that folds the system prompt
+    into the first user turn too)."""
     n_system = next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))
     if n_system == 0 or n_system == len(messages):
         return 0
     try:
         probe = model.chat_prompt(messages[:n_system] + [{"role": "user", "content": ""}],
-                                  add_generation_prompt=False).ids
+                                  add_generation_prompt=False, tools=tools).ids
     except (ChatTemplateError, ValueError):   # a template that refuses the probe: nothing to keep
         return 0
     return common_prefix(ids, probe)
 
 
 def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
-    ids = chat_prompt_ids(req, model)
-    options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config)
+    plan = tool_plan(req, model)
+    messages, tools = (plan.messages, plan.template_tools) if plan else (chat_messages(req), None)
+    ids = chat_prompt_ids(messages, tools, model)
+    options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config, plan)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    keep = system_prefix_tokens(req, model, ids) if config.prompt_cache_dir else 0
-    return GenerationJob(ids, options, logprobs, keep_prefix=keep)
+    keep = system_prefix_tokens(messages, tools, model, ids) if config.prompt_cache_dir else 0
+    return GenerationJob(ids, options, logprobs, keep_prefix=keep,
+                         tool_format=plan.format if plan else None)
 
 
 def completion_job(req: CompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:

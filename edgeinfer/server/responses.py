@@ -4,10 +4,14 @@
 and the non-streaming collector (app.py) are written once:
 
     first()                      the opening chunk, or None
-    delta(text, logprobs)        a chunk with new text
-    final(finished)              the chunk carrying finish_reason
+    deltas(text, logprobs)       the chunks for new text (none while text is held back)
+    final(finished)              the last chunks: held text, then the one carrying finish_reason
     usage_chunk(finished)        the chunk with usage and timings (empty choices)
     whole(text, logprobs, fin)   the non-streamed response
+
+A chat answer with tools is read by an edgeinfer.tools.ToolCallStream: text before the calls
+is content, each call streams as a first delta (index, id, type, name) and then fragments of
+its arguments' JSON text; the non-streamed response is the same reader fed the whole text.
 """
 from __future__ import annotations
 
@@ -19,6 +23,9 @@ from edgeinfer.generate import GenerationResult
 from edgeinfer.server import schemas as s
 from edgeinfer.server.logprobs import TokenLogprob
 from edgeinfer.server.worker import Finished
+from edgeinfer.tools import CallStart, ContentDelta, ToolCall, ToolCallStream
+from edgeinfer.tools.formats import ToolFormat
+from edgeinfer.tools.parse import Event
 
 
 def usage(result: GenerationResult) -> s.Usage:
@@ -52,10 +59,19 @@ class _Responses:
         return dict(id=self.id, created=self.created, model=self.model_id, system_fingerprint=self.fingerprint)
 
 
+def _finish_reason(finished: Finished, calls: Sequence[ToolCall]) -> str:
+    reason = finished.result.finish_reason
+    return "tool_calls" if calls and reason == "stop" else reason
+
+
 class ChatResponses(_Responses):
-    def __init__(self, model_id: str, fingerprint: str, vocab: Any, want_logprobs: bool):
+    def __init__(self, model_id: str, fingerprint: str, vocab: Any, want_logprobs: bool,
+                 tool_format: ToolFormat | None = None):
         super().__init__("chatcmpl", model_id, fingerprint, vocab)
         self.want_logprobs = want_logprobs
+        self.tool_format = tool_format
+        self._reader = ToolCallStream(tool_format) if tool_format is not None else None
+        self._held_logprobs: list[TokenLogprob] = []   # of text the reader still holds
 
     def logprobs(self, entries: Sequence[TokenLogprob]) -> s.ChoiceLogprobs | None:
         if not self.want_logprobs:
@@ -81,22 +97,59 @@ class ChatResponses(_Responses):
     def first(self) -> dict[str, Any]:
         return self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(role="assistant", content="")))
 
-    def delta(self, text: str, entries: Sequence[TokenLogprob]) -> dict[str, Any]:
-        return self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(content=text), logprobs=self.logprobs(entries)))
+    def deltas(self, text: str, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+        if self._reader is None:
+            return [self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(content=text), logprobs=self.logprobs(entries)))]
+        return self._event_chunks(self._reader.feed(text), entries)
 
-    def final(self, finished: Finished) -> dict[str, Any]:
-        logprobs = self.logprobs(finished.logprobs) if finished.logprobs else None
-        return self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(), logprobs=logprobs,
-                                             finish_reason=finished.result.finish_reason))
+    def _event_chunks(self, events: Sequence[Event], entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+        """One chunk per event; the pieces' logprobs ride on the first chunk that goes out."""
+        self._held_logprobs += entries
+        chunks = []
+        for event in events:
+            if isinstance(event, ContentDelta):
+                delta = s.ChatDelta(content=event.text)
+            elif isinstance(event, CallStart):
+                delta = s.ChatDelta(tool_calls=[s.ToolCallDelta(
+                    index=event.index, id=event.id, type="function",
+                    function=s.FunctionCallDelta(name=event.name, arguments=""))])
+            else:
+                delta = s.ChatDelta(tool_calls=[s.ToolCallDelta(
+                    index=event.index, function=s.FunctionCallDelta(arguments=event.text))])
+            logprobs = self.logprobs(self._held_logprobs) if self._held_logprobs else None
+            self._held_logprobs = []
+            chunks.append(self._chunk(s.ChatChunkChoice(delta=delta, logprobs=logprobs)))
+        return chunks
+
+    def final(self, finished: Finished) -> list[dict[str, Any]]:
+        chunks = self._event_chunks(self._reader.finish(), []) if self._reader is not None else []
+        held = self._held_logprobs + list(finished.logprobs)
+        logprobs = self.logprobs(held) if held else None
+        calls = self._reader.tool_calls if self._reader is not None else []
+        chunks.append(self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(), logprobs=logprobs,
+                                                    finish_reason=_finish_reason(finished, calls))))
+        return chunks
 
     def usage_chunk(self, finished: Finished) -> dict[str, Any]:
         return self._chunk(None, usage=usage(finished.result), timings=timings(finished))
 
     def whole(self, text: str, entries: Sequence[TokenLogprob], finished: Finished) -> dict[str, Any]:
-        choice = s.ChatChoice(message=s.AssistantMessage(content=text), logprobs=self.logprobs(entries),
-                              finish_reason=finished.result.finish_reason)
-        return s.ChatCompletion(**self._head(), choices=[choice], usage=usage(finished.result),
+        content: str | None = text
+        calls: list[ToolCall] = []
+        if self.tool_format is not None:
+            reader = ToolCallStream(self.tool_format)
+            reader.feed(text)
+            reader.finish()
+            content, calls = reader.content, reader.tool_calls
+        message = s.AssistantMessage(content=content, tool_calls=[
+            s.ToolCall(id=c.id, function=s.FunctionCall(name=c.name, arguments=c.arguments)) for c in calls] or None)
+        choice = s.ChatChoice(message=message, logprobs=self.logprobs(entries),
+                              finish_reason=_finish_reason(finished, calls))
+        body = s.ChatCompletion(**self._head(), choices=[choice], usage=usage(finished.result),
                                 timings=timings(finished)).model_dump()
+        if not calls:
+            del body["choices"][0]["message"]["tool_calls"]   # present only when there are calls, as OpenAI's
+        return body
 
 
 class CompletionResponses(_Responses):
@@ -127,12 +180,12 @@ class CompletionResponses(_Responses):
     def first(self) -> None:
         return None
 
-    def delta(self, text: str, entries: Sequence[TokenLogprob]) -> dict[str, Any]:
-        return self._chunk(s.CompletionChoice(text=text, logprobs=self.logprobs(entries)))
+    def deltas(self, text: str, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
+        return [self._chunk(s.CompletionChoice(text=text, logprobs=self.logprobs(entries)))]
 
-    def final(self, finished: Finished) -> dict[str, Any]:
+    def final(self, finished: Finished) -> list[dict[str, Any]]:
         logprobs = self.logprobs(finished.logprobs) if finished.logprobs else None
-        return self._chunk(s.CompletionChoice(text="", logprobs=logprobs, finish_reason=finished.result.finish_reason))
+        return [self._chunk(s.CompletionChoice(text="", logprobs=logprobs, finish_reason=finished.result.finish_reason))]
 
     def usage_chunk(self, finished: Finished) -> dict[str, Any]:
         return self._chunk(None, usage=usage(finished.result), timings=timings(finished))

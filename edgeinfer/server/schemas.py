@@ -2,7 +2,7 @@
 requests against them and publishes them in the OpenAPI schema.
 
 Requests follow OpenAI's field names and ranges; fields this server does not know are ignored.
-Fields it knows but cannot honour yet (n > 1, tools, echo, ...) are
+Fields it knows but cannot honour yet (n > 1, functions, echo, ...) are
 accepted by the schema and refused with a clear 400 by `prompts.check_supported`, so the refusal
 names the feature instead of looking like a type error.
 
@@ -172,8 +172,11 @@ class ChatCompletionRequest(SamplingFields):
     max_completion_tokens: int | None = Field(None, ge=1, description="Preferred over max_tokens.")
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Any = None
+    tools: list[dict[str, Any]] | None = Field(None, description="Function tools the model may call.")
+    tool_choice: str | dict[str, Any] | None = Field(
+        None, description="none, auto (default with tools), required, or {type: function, function: {name}}.")
+    parallel_tool_calls: bool | None = Field(
+        None, description="Several calls in one answer; default: true if the model's chat template shows tools.")
     functions: list[dict[str, Any]] | None = None
 
 
@@ -231,12 +234,24 @@ class ChoiceLogprobs(BaseModel):
     content: list[TokenLogprob]
 
 
-FinishReason = Literal["stop", "length"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str = Field(description="The arguments as JSON text.")
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
 
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
@@ -257,9 +272,25 @@ class ChatCompletion(BaseModel):
     timings: Timings
 
 
+class FunctionCallDelta(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallDelta(BaseModel):
+    """A call's first delta has index, id, type and the name (arguments ""); the next ones the
+    index and a fragment of the arguments' text."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallDelta
+
+
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(BaseModel):

@@ -31,9 +31,11 @@ async def stream_job(job: GenerationJob, responses: Any, include_usage: bool) ->
         while True:
             event = await job.next_event()
             if isinstance(event, Piece):
-                yield sse(responses.delta(event.text, event.logprobs))
+                for chunk in responses.deltas(event.text, event.logprobs):
+                    yield sse(chunk)
             elif isinstance(event, Finished):
-                yield sse(responses.final(event))
+                for chunk in responses.final(event):
+                    yield sse(chunk)
                 if include_usage:
                     yield sse(responses.usage_chunk(event))
                 yield DONE

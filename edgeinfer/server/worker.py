@@ -68,6 +68,7 @@ class GenerationJob:
     options: dict[str, Any]
     logprobs: int | None = None
     keep_prefix: int = 0            # leading prompt tokens worth keeping on disk (the system prefix)
+    tool_format: Any = None         # edgeinfer.tools.ToolFormat: how to read calls from the answer
     accepted_at: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
