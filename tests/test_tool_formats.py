@@ -165,7 +165,7 @@ def test_the_grammar_accepts_what_the_template_writes(family):
 def test_decoding_under_the_grammar_gives_calls_that_validate(family, tool_choice, parallel):
     _, _, model = family
     result = model.chat_complete(QUESTION, tools=TOOLS, tool_choice=tool_choice, parallel_tool_calls=parallel,
-                         max_tokens=120, temperature=0.8, seed=5)
+                                 max_tokens=120, temperature=0.8, seed=5)
     if parallel:   # the random model's noise may go on calling until max_tokens: complete calls count
         assert result.finish_reason in ("tool_calls", "length")
     else:
@@ -179,7 +179,7 @@ def test_decoding_under_the_grammar_gives_calls_that_validate(family, tool_choic
 def test_a_whole_loop_renders_through_the_template(family):
     _, _, model = family
     made = model.chat_complete(QUESTION, tools=TOOLS, tool_choice="required", max_tokens=120, temperature=0.8,
-                       seed=9, parallel_tool_calls=False).tool_calls
+                               seed=9, parallel_tool_calls=False).tool_calls
     assert made
     answer = {"role": "assistant", "content": None, "tool_calls": [c.as_openai() for c in made]}
     results = [{"role": "tool", "tool_call_id": c.id, "content": f"result-{i}-ok"} for i, c in enumerate(made)]

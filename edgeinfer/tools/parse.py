@@ -181,7 +181,10 @@ class ToolCallStream:
         events: list[Event] = []
         if self.region_start is None:
             self._find_region()
-            end = self.region_start if self.region_start is not None else self._safe_content_end()
+            if self.region_start is not None:   # the whitespace before the calls is not content
+                end = max(self.content_sent, len(self.text[:self.region_start].rstrip()))
+            else:
+                end = self._safe_content_end()
             if end > self.content_sent:
                 events.append(ContentDelta(self.text[self.content_sent:end]))
                 self.content_sent = end
