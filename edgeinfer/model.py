@@ -318,7 +318,9 @@ class Model:
         markup included); the result's `tool_calls` holds the calls, `content` the text before
         them, and finish_reason is "tool_calls" when calls were made."""
         from edgeinfer.tools import uses_tools
-        if isinstance(messages, str) or not uses_tools(messages, tools):
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        if not uses_tools(messages, tools) and tool_choice is None:
             return self.generate(self.chat_prompt(messages).ids, **kwargs)
         plan = self.plan_tools(messages, tools, tool_choice, parallel_tool_calls)
         ids = self.chat_prompt(plan.messages, tools=plan.template_tools).ids

@@ -187,3 +187,10 @@ def test_a_whole_loop_renders_through_the_template(family):
     prompt = model.chat_template.render(plan.messages, tools=plan.template_tools)
     assert all(f"result-{i}-ok" in prompt for i in range(len(made)))
     assert all(c.name in prompt for c in made)
+
+
+def test_a_question_as_a_string_takes_tools_too(family):
+    _, _, model = family
+    result = model.chat_complete(QUESTION[0]["content"], tools=TOOLS, tool_choice="required",
+                                 parallel_tool_calls=False, max_tokens=120, temperature=0.8, seed=2)
+    assert result.finish_reason == "tool_calls" and len(result.tool_calls) == 1
