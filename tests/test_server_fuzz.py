@@ -28,6 +28,17 @@ RAW = {"__NAN__": "NaN", "__INF__": "Infinity", "__NEG_INF__": "-Infinity",
 BASES = {
     "/v1/chat/completions": {"messages": [{"role": "system", "content": "Be brief."},
                                           {"role": "user", "content": "Hi"}], "max_tokens": 2},
+    # A tool-using turn: tools, a tool choice, a past call and its result, all open to mutation.
+    "/v1/chat/completions#tools": {
+        "messages": [{"role": "user", "content": "Weather?"},
+                     {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+                      "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+                     {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 4}"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                   "parameters": {"type": "object", "required": ["city"],
+                                  "properties": {"city": {"type": "string", "maxLength": 20}}}}}],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "parallel_tool_calls": False, "max_tokens": 2},
     "/v1/completions": {"prompt": "Once upon a time", "max_tokens": 2},
     "/tokenize": {"content": "Hello world"},
     "/detokenize": {"tokens": [1, 2, 3]},
@@ -35,7 +46,7 @@ BASES = {
 # Fields the endpoints know, present in the base bodies or not.
 FIELDS = ["model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
           "repeat_penalty", "presence_penalty", "frequency_penalty", "logit_bias", "seed", "stop", "n",
-          "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "tools", "tool_choice",
+          "stream", "stream_options", "logprobs", "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls",
           "echo", "suffix", "best_of", "prompt", "messages", "content", "tokens", "add_special", "parse_special"]
 
 surrogate_text = st.builds(lambda a, s, b: a + s + b, st.text(max_size=8),
@@ -100,7 +111,7 @@ def requests(draw):
     elif damage == "bad-utf8":
         at = draw(st.integers(0, len(raw)))
         raw = raw[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80", b"\xf4\x90\x80\x80"])) + raw[at:]
-    return endpoint, raw
+    return endpoint.split("#")[0], raw
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +126,7 @@ def test_hostile_bodies_get_4xx_without_internals(server):
     seen: dict[int, int] = {}
     started = time.monotonic()
 
-    @settings(max_examples=300, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+    @settings(max_examples=500, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(request=requests())
     def check(request):
