@@ -20,22 +20,39 @@ from typing import TYPE_CHECKING, Callable, Generator, Mapping, Sequence
 import numpy as np
 
 from edgeinfer import _core
-from edgeinfer.errors import ContextOverflowError
+from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
 
 if TYPE_CHECKING:  # llguidance loads in ~40 ms: only generations with a grammar pay for it
     from edgeinfer.constrain import GrammarMatcher
 
-__all__ = ["GenerationResult", "PromptCache", "Timings", "generate_step", "make_token_picker", "stream_generate",
-           "CONTEXT_OVERFLOW_POLICIES"]
+__all__ = ["Backtrack", "GenerationResult", "PromptCache", "TakenBack", "Timings", "generate_step",
+           "make_token_picker", "stream_generate", "CONTEXT_OVERFLOW_POLICIES"]
 
 # What happens when generation reaches the end of the context: "stop" ends it (finish_reason
 # "length"); "shift" keeps the first n_keep tokens, drops the oldest half of the rest and goes on.
 CONTEXT_OVERFLOW_POLICIES = ("stop", "shift")
 
-# Picks the next token from the last position's logits and the token history.
+# Picks the next token from the last position's logits and the token history. It may raise
+# Backtrack instead (constrained decoding that found a dead end: edgeinfer.constrain.matcher).
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
+
+
+class Backtrack(Exception):
+    """Raised by a sampler: take back the last `n` generated tokens, then draw again there."""
+
+    def __init__(self, n: int):
+        super().__init__(f"take back {n} token(s)")
+        self.n = n
+
+
+@dataclass(frozen=True)
+class TakenBack:
+    """What generate_step yields after a Backtrack: its last `n` tokens are no longer part of
+    the generation."""
+    n: int
+
 # Sees each generated token and the logits it was drawn from (see stream_generate).
 TokenHook = Callable[[int, np.ndarray], None]
 
@@ -81,11 +98,13 @@ class GenerationResult:
 def generate_step(
     cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
     context_overflow: str = "stop", n_keep: int = 0,
-) -> Generator[int, None, None]:
+) -> Generator[int | TakenBack, None, None]:
     """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG).
 
     When the context is full, `context_overflow` decides: "stop", or "shift" (keep the first
-    n_keep cached tokens, drop the oldest half of the rest, re-rotate the kept keys, go on)."""
+    n_keep cached tokens, drop the oldest half of the rest, re-rotate the kept keys, go on).
+    When the sampler raises Backtrack(n), the last n tokens leave the KV cache, TakenBack(n) is
+    yielded and the sampler is asked again at the earlier place (never across a context shift)."""
     if context_overflow not in CONTEXT_OVERFLOW_POLICIES:
         raise ValueError(f"context_overflow must be one of {CONTEXT_OVERFLOW_POLICIES}, got {context_overflow!r}")
     n_ctx = cache.ctx.n_ctx
@@ -105,8 +124,20 @@ def generate_step(
     history = list(prompt)
     t_gen = time.perf_counter()
     n = 0
+    since_shift = 0   # generated tokens in the cache that a context shift has not moved
     while n < max_tokens:
-        token = sampler(cache.ctx.logits[-1], history)
+        try:
+            token = sampler(cache.ctx.logits[-1], history)
+        except Backtrack as back:
+            if not 0 < back.n <= since_shift:
+                raise EdgeInferError(f"cannot take back {back.n} generated token(s): "
+                                     f"{since_shift} can be (a context shift moved the others)") from None
+            del history[-back.n:]
+            n -= back.n
+            since_shift -= back.n
+            cache.take_back(back.n)
+            yield TakenBack(back.n)
+            continue
         n += 1
         stats["gen_s"] = time.perf_counter() - t_gen
         stats["generated"] = n
@@ -120,8 +151,19 @@ def generate_step(
                 break
             cache.shift(n_keep, n_discard)
             stats["shifts"] = stats.get("shifts", 0) + 1
+            since_shift = 0
         cache.decode([token])
+        since_shift += 1
     stats["gen_s"] = time.perf_counter() - t_gen
+
+
+def _call_deferred(on_token: TokenHook | None, deferred: list[tuple[int, np.ndarray]], n: int) -> None:
+    """Makes the first n deferred on_token calls (their tokens are final)."""
+    if on_token is None or n <= 0:
+        return
+    for token, logits in deferred[:n]:
+        on_token(token, logits)
+    del deferred[:n]
 
 
 def _stop_hold(text: str, stops: Sequence[str]) -> int:
@@ -161,6 +203,11 @@ def stream_generate(
     grammar accepts, or right after the token that leaves the grammar nothing more to allow."""
     if matcher is not None:
         sampler = matcher.wrap(sampler)
+    # A matcher that may take tokens back (uniqueItems) makes the loop keep, per token, where the
+    # text stood, and hold text and on_token calls until the tokens they belong to are final.
+    revocable = matcher is not None and matcher.may_take_back
+    checkpoints: list[tuple[int, tuple]] = []   # per kept token: (len(text), decoder state) before it
+    deferred: list[tuple[int, np.ndarray]] = []  # on_token calls not made yet (tokens not final)
     vocab = model_core.vocab
     stops = [s for s in stop if s]
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -171,12 +218,26 @@ def stream_generate(
     emitted = 0    # how much of `text` has been yielded
     finish = "length"
     for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep):
+        if isinstance(token, TakenBack):
+            del result.tokens[-token.n:]
+            if on_token is not None:   # a taken-back token was never final: its call is still here
+                del deferred[-token.n:]
+            text_len, state = checkpoints[-token.n]
+            del checkpoints[-token.n:]
+            text = text[:text_len]
+            decoder.setstate(state)
+            continue
         if vocab.is_eog(token):
             finish = "stop"
             result.eog_token = token
             break
         if on_token is not None:
-            on_token(token, cache.ctx.logits[-1])
+            if revocable:
+                deferred.append((token, np.array(cache.ctx.logits[-1])))
+            else:
+                on_token(token, cache.ctx.logits[-1])
+        if revocable:
+            checkpoints.append((len(text), decoder.getstate()))
         result.tokens.append(token)
         # Under a grammar a special token can only be one the grammar names (a tool-call
         # marker such as [TOOL_CALLS]): its text is part of the answer, so it is shown.
@@ -184,6 +245,7 @@ def stream_generate(
         if stops:
             hit = min((i for i in (text.find(s, max(0, emitted - len(s))) for s in stops) if i >= 0), default=-1)
             if hit >= 0:
+                _call_deferred(on_token, deferred, len(deferred))
                 if hit > emitted:
                     yield text[emitted:hit]
                 text = text[:hit]
@@ -194,12 +256,18 @@ def stream_generate(
             safe = len(text) - _stop_hold(text, stops)
         else:
             safe = len(text)
+        if revocable:
+            final = matcher.committed_tokens()
+            _call_deferred(on_token, deferred, len(deferred) - (len(result.tokens) - final))
+            if final < len(result.tokens):
+                safe = min(safe, checkpoints[final][0])
         if safe > emitted:
             yield text[emitted:safe]
             emitted = safe
         if matcher is not None and matcher.is_stopped:
             finish = "stop"
             break
+    _call_deferred(on_token, deferred, len(deferred))
     if not stopped_by_string:
         # Text held back for a stop string that never came. The decoder may still hold the first
         # bytes of a character the last token began (max_tokens ended inside it): they are

@@ -252,8 +252,11 @@ class Model:
         """The matcher for generate()'s json_schema / grammar (None when neither is given);
         ValueError with the compiler's message when it does not compile."""
         from edgeinfer.constrain import GrammarMatcher, make_grammar  # imported on first use (slow)
-        grammar_text = make_grammar(json_schema, grammar)
-        return None if grammar_text is None else GrammarMatcher(self.constraint_tokenizer, grammar_text)
+        spec = make_grammar(json_schema, grammar)
+        if spec is None:
+            return None
+        texts = None if spec.unique_items_schema is None else self.constraint_token_texts
+        return GrammarMatcher(self.constraint_tokenizer, spec.text, spec.unique_items_schema, texts)
 
     @cached_property
     def constraint_tokenizer(self):
@@ -261,6 +264,12 @@ class Model:
         first use (about a second for a 262k vocabulary) and kept."""
         from edgeinfer.constrain import make_lltokenizer
         return make_lltokenizer(self._core.vocab, self.n_vocab)
+
+    @cached_property
+    def constraint_token_texts(self):
+        """Token texts for the uniqueItems guard (edgeinfer.constrain.unique), built on first use."""
+        from edgeinfer.constrain.unique import TokenTexts
+        return TokenTexts(self.constraint_tokenizer)
 
     # --- chat ------------------------------------------------------------------------------------
     @cached_property

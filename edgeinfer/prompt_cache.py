@@ -97,6 +97,18 @@ class PromptCache:
         if exact:
             self._exact = len(self.tokens)
 
+    def take_back(self, n: int) -> None:
+        """Forgets the last n cached tokens; the logits become those after the token before them
+        (decoded again, since the context keeps only the last position's)."""
+        keep = len(self.tokens) - n
+        if n < 1 or keep < 1:
+            raise ValueError(f"cannot take back {n} of {len(self.tokens)} cached tokens")
+        last = self.tokens[keep - 1]
+        self.ctx.truncate(keep - 1)
+        del self.tokens[keep - 1:]
+        self._exact = min(self._exact, keep - 1)
+        self.decode([last])
+
     def shift(self, n_keep: int, n_discard: int) -> None:
         """Context shift: drops cached positions [n_keep, n_keep + n_discard) (see Context.shift)."""
         self.ctx.shift(n_keep, n_discard)

@@ -73,7 +73,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def run(model: Model, name: str, schema: dict | None, question: str, n: int, temperature: float, seed: int):
     params = dataclasses.replace(DEFAULTS, temperature=temperature, seed=seed)
-    matcher = GrammarMatcher(model.constraint_tokenizer, make_grammar(schema)) if schema else None
+    matcher = model.compile_constraint(json_schema=schema) if schema else None
     gen = stream_generate(model._core, model.prompt_cache, model.chat_prompt(f"Answer in JSON. {question}").ids,
                           make_token_picker(params), n, matcher=matcher)
     while True:
@@ -115,7 +115,7 @@ def main() -> None:
                 steps += len(result.tokens)
                 masked_steps += len(matcher.mask_times)
                 checks += matcher.check_times
-                replay = GrammarMatcher(tokenizer, make_grammar(schema))
+                replay = GrammarMatcher(tokenizer, make_grammar(schema).text)
                 for token in result.tokens:
                     replay.allowed()
                     replay.try_consume(token)

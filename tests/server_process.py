@@ -6,9 +6,12 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import httpx
+import openai
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,3 +63,13 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+@contextmanager
+def openai_client(model: Path, alias: str, log_dir: Path, *args: str) -> Iterator[openai.OpenAI]:
+    """A server for `model` under the name `alias`, and an `openai` client pointed at it."""
+    proc = ServerProcess(model, "--alias", alias, *args, log_path=log_dir / "server.log")
+    try:
+        yield openai.OpenAI(base_url=f"{proc.url}/v1", api_key="none", max_retries=0)
+    finally:
+        proc.stop()

@@ -15,6 +15,7 @@ from edgeinfer import _core
 from edgeinfer.errors import ChatTemplateError, EdgeInferError
 from edgeinfer.model import Model
 from test_cli import run_cli
+from stream_helpers import drain
 from tiny_model import TinyConfig, write_tiny_llama
 
 # The questions of the llama.cpp reference runs' chat cases (fixtures/REFERENCE.md, section 6).
@@ -260,13 +261,7 @@ def test_a_vocabulary_with_im_start_and_no_file_template_gets_chatml(tiny_model)
 
 def test_chat_streams_like_generate(tiny_model):
     gen = tiny_model.chat([user("hi")], max_tokens=3, temperature=0)
-    pieces = []
-    while True:
-        try:
-            pieces.append(next(gen))
-        except StopIteration as done:
-            result = done.value
-            break
+    pieces, result = drain(gen)
     assert "".join(pieces) == result.text
     assert result.prompt_tokens == len(tiny_model.chat_prompt("hi").ids)
 

@@ -10,7 +10,8 @@ import re
 import jsonschema
 import pytest
 
-from edgeinfer.constrain.grammar import MAX_FRACTION_DIGITS, MAX_INT_DIGITS, json_schema_grammar
+from edgeinfer.constrain.grammar import (MAX_FRACTION_DIGITS, MAX_INT_DIGITS, MAX_RECURSION_DEPTH,
+                                         json_schema_grammar)
 from edgeinfer.constrain.tokenizer import SPECIAL_PREFIX, token_bytes
 from edgeinfer.model import Model
 from tiny_model import TinyConfig, write_tiny_llama
@@ -108,7 +109,7 @@ def test_special_tokens_never_appear_inside_constrained_text(tiny):
     ({"json_schema": {"type": "nonsense"}}, "nonsense"),
     ({"json_schema": '{"type":'}, "not valid JSON"),
     ({"json_schema": ["not", "an", "object"]}, "must be a JSON object"),
-    ({"json_schema": {"type": "array", "uniqueItems": True}}, "uniqueItems"),  # not enforced: refused
+    ({"json_schema": {"type": "array", "contains": {"type": "integer"}}}, "contains"),  # not enforced: refused
     ({"grammar": "start: undefined_rule"}, "undefined_rule"),
     ({"grammar": 'start: "a"', "json_schema": {"type": "string"}}, "not both"),
 ])
@@ -121,7 +122,7 @@ def test_numbers_are_bounded_unless_the_schema_bounds_them():
     grammar = json_schema_grammar({"type": "object", "properties": {
         "n": {"type": "number"}, "i": {"type": "integer", "minimum": 3},
         "m": {"type": "number", "multipleOf": 0.5, "maximum": 1e20}}})
-    schema = json.loads(grammar)["grammars"][0]["json_schema"]
+    schema = json.loads(grammar.text)["grammars"][0]["json_schema"]
     n, i, m = (schema["properties"][k] for k in "nim")
     assert n == {"type": "number", "exclusiveMinimum": -10 ** MAX_INT_DIGITS,
                  "exclusiveMaximum": 10 ** MAX_INT_DIGITS, "multipleOf": 10.0 ** -MAX_FRACTION_DIGITS}
@@ -131,12 +132,55 @@ def test_numbers_are_bounded_unless_the_schema_bounds_them():
 
 def test_objects_with_listed_properties_are_closed_unless_the_schema_opens_them():
     def compiled(schema):
-        return json.loads(json_schema_grammar(schema))["grammars"][0]["json_schema"]
+        return json.loads(json_schema_grammar(schema).text)["grammars"][0]["json_schema"]
     assert compiled({"type": "object", "properties": {"a": {}}})["additionalProperties"] is False
     assert compiled({"type": "object", "properties": {"a": {}}, "additionalProperties": True})["additionalProperties"] is True
     assert "additionalProperties" not in compiled({"type": "object", "patternProperties": {"^x": {}}, "properties": {}})
     assert "additionalProperties" not in compiled({"type": "object"})   # "any object" stays any object
     assert compiled({"type": "object", "properties": {"a": {}}, "enum": [{"properties": 1}]})["enum"] == [{"properties": 1}]
+
+
+def compiled_schema(schema) -> dict:
+    return json.loads(json_schema_grammar(schema).text)["grammars"][0]["json_schema"]
+
+
+def test_times_get_a_length_that_leaves_nine_fraction_digits():
+    out = compiled_schema({"type": "object", "properties": {
+        "t": {"type": "string", "format": "time"}, "dt": {"type": "string", "format": "date-time"},
+        "short": {"type": "string", "format": "time", "maxLength": 8}}})["properties"]
+    assert out["t"]["maxLength"] == len("23:59:59.123456789+01:00")
+    assert out["dt"]["maxLength"] == len("2026-11-26T23:59:59.123456789+01:00")
+    assert out["short"]["maxLength"] == 8
+
+
+TREE = {"$defs": {"node": {"type": "object", "required": ["v"], "properties": {
+    "v": {"type": "integer", "minimum": 0, "maximum": 9},
+    "kids": {"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/node"}}}}},
+    "$ref": "#/$defs/node"}
+
+
+def test_recursion_is_unrolled_to_a_bounded_depth():
+    out = compiled_schema(TREE)
+    copies = sorted(k for k in out["$defs"] if k != "node")
+    assert len(copies) == MAX_RECURSION_DEPTH
+    deepest = out["$defs"][copies[-1]]["properties"]["kids"]["items"]
+    assert deepest is False
+    # a self-reference through the root ("#") too
+    linked = compiled_schema({"type": "object", "properties": {"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}})
+    assert len(linked["$defs"]) == MAX_RECURSION_DEPTH
+
+
+def depth(value) -> int:
+    return 1 + max((depth(k) for k in value.get("kids", [])), default=0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_recursive_schemas_finish_within_the_depth(tiny, seed):
+    result = tiny.complete([5, 6, 7], json_schema=TREE, max_tokens=240, temperature=1.0, seed=seed)
+    assert result.finish_reason == "stop", result.text
+    tree = json.loads(result.text)
+    jsonschema.validate(tree, TREE)
+    assert depth(tree) <= MAX_RECURSION_DEPTH + 1
 
 
 # --- the real models ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from edgeinfer.errors import ContextOverflowError
 from edgeinfer.generate import PromptCache, stream_generate
 from edgeinfer.model import Model
+from stream_helpers import drain
 from tiny_model import TinyConfig, write_tiny_llama
 
 IM_END = 2  # a control token of the tiny vocabulary, end of generation
@@ -35,12 +36,7 @@ def scripted(tokens: Sequence[int]):
 
 def run(model: Model, prompt: list[int], sampler, max_tokens=32, stop=()):
     gen = stream_generate(model._core, PromptCache(model.context), prompt, sampler, max_tokens, stop)
-    pieces = []
-    while True:
-        try:
-            pieces.append(next(gen))
-        except StopIteration as done:
-            return pieces, done.value
+    return drain(gen)
 
 
 def test_multibyte_characters_split_across_tokens_stream_whole(model):

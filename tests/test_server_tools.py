@@ -15,7 +15,7 @@ import jsonschema
 import openai
 import pytest
 
-from server_process import ServerProcess
+from server_process import openai_client
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",
@@ -42,9 +42,8 @@ SAMPLING = dict(temperature=0, max_tokens=120, seed=3)
 @pytest.fixture(scope="module", params=["smollm2", "gemma3"])
 def client(request, tmp_path_factory):
     path = request.getfixturevalue(f"{request.param}_path")
-    proc = ServerProcess(path, "-c", "2048", "--alias", MODEL, log_path=tmp_path_factory.mktemp("tools") / "server.log")
-    yield openai.OpenAI(base_url=f"{proc.url}/v1", api_key="none", max_retries=0)
-    proc.stop()
+    with openai_client(path, MODEL, tmp_path_factory.mktemp("tools"), "-c", "2048") as client:
+        yield client
 
 
 def check_calls(message, names=None) -> None:
@@ -161,6 +160,9 @@ def test_tool_errors_are_400_naming_the_field(client):
         ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
             "type": "object", "properties": {"x": {"type": "string", "format": "no-such-format"}}}}}]},
          "tools.0.function.parameters"),
+        ({"tools": [WEATHER, {"type": "function", "function": {"name": "tag", "parameters": {   # not inside calls
+            "type": "object", "properties": {"t": {"type": "array", "uniqueItems": True}}}}}]},
+         "tools.1.function.parameters"),
         ({"tools": [WEATHER], "response_format": {"type": "json_object"}}, "response_format"),
     ]
     for extra, param in cases:

@@ -7,9 +7,10 @@ adapt it to edgeinfer, one concern each:
     grammar.py    what the caller asks for (a JSON schema, "any JSON object", a Lark grammar)
                   -> an llguidance grammar, with the bounds that let a small model finish
     matcher.py    one generation's grammar state, and the sampler wrapper that enforces it
+    unique.py     uniqueItems, which no grammar can express, kept by following the JSON as it grows
 """
-from edgeinfer.constrain.grammar import ANY_JSON_OBJECT, make_grammar
+from edgeinfer.constrain.grammar import ANY_JSON_OBJECT, Grammar, make_grammar
 from edgeinfer.constrain.matcher import GrammarMatcher
 from edgeinfer.constrain.tokenizer import make_lltokenizer
 
-__all__ = ["ANY_JSON_OBJECT", "GrammarMatcher", "make_grammar", "make_lltokenizer"]
+__all__ = ["ANY_JSON_OBJECT", "Grammar", "GrammarMatcher", "make_grammar", "make_lltokenizer"]

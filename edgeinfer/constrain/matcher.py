@@ -9,19 +9,30 @@ argmax). For plain temperature sampling it is exact as well: accept-or-redraw-fr
 distribution gives each allowed token p(t) + (1 - p(A)) p(t) / p(A) = p(t) / p(A), which is the
 masked distribution. With top-k/top-p/min-p the filters see the unmasked logits on the first
 draw, so the result can differ from masking first; the output still always fits the grammar.
+
+With a JSON schema that asks for uniqueItems, a token must also pass the UniqueItemsGuard
+(unique.py). When the grammar and the guard together leave no token, the sampler takes back the
+last token (it is banned at its place until an earlier choice changes) and raises Backtrack: the
+loop rewinds the KV cache by one position and calls the sampler again there.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import llguidance
 import llguidance.numpy as llnp
 import numpy as np
 
+from edgeinfer.constrain.unique import TokenTexts, UniqueItemsGuard
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.generate import Backtrack
 
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
+
+# Backtracking steps one generation may take before it gives up (a schema whose unique items
+# cannot all be found, such as minItems above the number of allowed values, would search on).
+MAX_BACKTRACKS = 1000
 
 
 class GrammarMatcher:
@@ -30,7 +41,8 @@ class GrammarMatcher:
     `mask_times` / `check_times` collect seconds per full mask and per single-token check
     (for benchmarks)."""
 
-    def __init__(self, tokenizer: llguidance.LLTokenizer, grammar: str):
+    def __init__(self, tokenizer: llguidance.LLTokenizer, grammar: str,
+                 unique_items_schema: Mapping[str, Any] | None = None, texts: TokenTexts | None = None):
         self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if self._matcher.is_error():
             raise ValueError(f"the grammar does not compile: {self._matcher.get_error()}")
@@ -38,6 +50,11 @@ class GrammarMatcher:
         self._bitmask = llnp.allocate_token_bitmask(1, self.n_vocab)  # [1][ceil(n_vocab / 32)] int32
         self.mask_times: list[float] = []
         self.check_times: list[float] = []
+        self._guard = None if unique_items_schema is None else UniqueItemsGuard(unique_items_schema)
+        self._texts = texts if texts is not None or self._guard is None else TokenTexts(tokenizer)
+        self._tokens: list[int] = []            # consumed so far
+        self._bans: dict[int, set[int]] = {}    # position -> tokens taken back there
+        self.backtracks = 0
 
     @property
     def is_stopped(self) -> bool:
@@ -65,6 +82,49 @@ class GrammarMatcher:
         self._raise_on_error()
         return ok
 
+    @property
+    def may_take_back(self) -> bool:
+        """Whether the sampler may raise Backtrack (a uniqueItems schema)."""
+        return self._guard is not None
+
+    def try_allows(self, token: int) -> bool:
+        """Whether the grammar allows `token` next (the state is left as it was)."""
+        if not self.try_consume(token):
+            return False
+        self._matcher.rollback(1)
+        return True
+
+    def committed_tokens(self) -> int:
+        """How many leading tokens can no longer be taken back (all, without a guard)."""
+        return len(self._tokens) if self._guard is None else self._guard.committed_tokens()
+
+    def _banned(self, token: int) -> bool:
+        return token in self._bans.get(len(self._tokens), ())
+
+    def _accept(self, token: int) -> None:
+        if self._guard is not None:
+            self._guard.push(self._texts.text(token))
+            for pos in [p for p in self._bans if p > len(self._tokens)]:
+                del self._bans[pos]   # bans under a prefix that has just changed
+        self._tokens.append(token)
+
+    def _take_back(self, n: int) -> None:
+        """Takes back the last n tokens, bans the first of them at its place, raises Backtrack(n)."""
+        if self._guard is None or len(self._tokens) - n < self._guard.committed_tokens():
+            raise EdgeInferError("constrained decoding failed: the grammar allows no next token"
+                                 + ("" if self._guard is None else " that keeps the array's items unique"))
+        self.backtracks += 1
+        if self.backtracks > MAX_BACKTRACKS:
+            raise EdgeInferError(f"constrained decoding failed: no unique array items found in "
+                                 f"{MAX_BACKTRACKS} attempts (does the schema allow enough distinct items?)")
+        first = self._tokens[-n]
+        del self._tokens[-n:]
+        self._matcher.rollback(n)
+        for _ in range(n):
+            self._guard.pop()
+        self._bans.setdefault(len(self._tokens), set()).add(first)
+        raise Backtrack(n)
+
     def _raise_on_error(self) -> None:
         if self._matcher.is_error():
             raise EdgeInferError(f"constrained decoding failed: {self._matcher.get_error()}")
@@ -74,15 +134,30 @@ class GrammarMatcher:
 
         def pick(logits: np.ndarray, history: Sequence[int]) -> int:
             token = sample(logits, history)
-            if self.try_consume(token):
-                return token
+            if not self._banned(token):
+                if self._guard is not None:
+                    # The model's choice would repeat an item: it gets to choose that item again
+                    # (its first token banned) rather than to stretch the repeat into a new one.
+                    redo = self._guard.duplicate_from(self._texts.text(token))
+                    if redo is not None and self.try_allows(token):
+                        self._take_back(self._guard.tokens_from(redo))
+                if self.try_consume(token):
+                    self._accept(token)
+                    return token
             allowed = self.allowed()
-            if not allowed.any():
+            if self._guard is not None:
+                allowed[list(self._bans.get(len(self._tokens), ()))] = False
+                for t in np.flatnonzero(allowed & self._texts.ends_item):
+                    allowed[t] = self._guard.duplicate_from(self._texts.text(int(t))) is None
+                if not allowed.any():
+                    self._take_back(1)
+            elif not allowed.any():
                 raise EdgeInferError("constrained decoding failed: the grammar allows no next token")
             token = sample(np.where(allowed, logits, np.float32(-np.inf)), history)
             if not self.try_consume(token):
                 raise EdgeInferError(f"constrained decoding failed: the sampler drew token {token}, "
                                      "which the grammar's mask excludes")
+            self._accept(token)
             return token
 
         return pick

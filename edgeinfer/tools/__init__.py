@@ -50,5 +50,11 @@ def plan_tool_use(support: ToolSupport, messages: Sequence[Mapping[str, Any]], t
         return ToolPlan(rendered, None, None, None)
     if parallel is None:
         parallel = support.caps.tools
-    grammar = tool_grammar(support.format, tools, choice, parallel, support.special_ids, bound)
+    bounded: dict[str, dict] = {}
+    for i, tool in enumerate(tools):
+        try:
+            bounded[tool.name] = bound(tool.parameters)
+        except ValueError as exc:   # a schema the grammar cannot enforce, named by its place
+            raise ToolSpecError(f"tools.{i}.function.parameters", str(exc)) from exc
+    grammar = tool_grammar(support.format, tools, choice, parallel, support.special_ids, bounded.__getitem__)
     return ToolPlan(rendered, template_tools, grammar, support.format)

@@ -141,12 +141,12 @@ def _with_id(text: str, special_ids: Mapping[str, int]) -> str:
 
 
 def tool_grammar(fmt: ToolFormat, tools: Sequence[Tool], choice: ToolChoice, parallel: bool,
-                 special_ids: Mapping[str, int], bound: Callable[[Mapping[str, Any]], dict]) -> str:
+                 special_ids: Mapping[str, int], bounded: Callable[[str], dict]) -> str:
     """The Lark grammar (llguidance's dialect) for an answer under `choice`:
       auto      free text, then optionally the calls region (opened by the trigger);
       required  the calls region only, any of the tools;
       function  the calls region only, the named tool.
-    Each call's arguments follow its tool's `parameters` (made finishable by `bound`). With
+    Each call's arguments follow `bounded(tool name)`, its `parameters` made finishable. With
     `parallel` false, or a family that shows one call per turn, exactly one call."""
     chosen = [t for t in tools if choice.mode != "function" or t.name == choice.function]
     lit = lambda text: _literal(text, special_ids)   # noqa: E731
@@ -155,7 +155,7 @@ def tool_grammar(fmt: ToolFormat, tools: Sequence[Tool], choice: ToolChoice, par
         """Alternatives: a call of each chosen tool, starting with `prefix` then the name."""
         return " | ".join(
             f"{lit(prefix + tool.name)} {_with_id(fmt.name_suffix, special_ids)} %json "
-            f"{json.dumps({**bound(tool.parameters), 'x-guidance': ARGUMENT_JSON_OPTIONS})} "
+            f"{json.dumps({**bounded(tool.name), 'x-guidance': ARGUMENT_JSON_OPTIONS})} "
             f"{_with_id(fmt.call_suffix, special_ids)}" for tool in chosen)
 
     many = parallel and not fmt.single_call
