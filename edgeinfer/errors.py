@@ -4,9 +4,15 @@ code raises are subclasses of `EdgeInferError` defined below."""
 from edgeinfer._core import ContextOverflowError, EdgeInferError, ModelFormatError, StateFileError
 
 __all__ = ["EdgeInferError", "ModelFormatError", "ContextOverflowError", "StateFileError",
-           "ChatTemplateError"]
+           "ChatTemplateError", "UnsatisfiableConstraintError"]
 
 
 class ChatTemplateError(EdgeInferError):
     """A chat template could not be chosen, compiled or rendered (syntax error, an unsafe
     operation stopped by the sandbox, a `raise_exception` in the template, ...)."""
+
+
+class UnsatisfiableConstraintError(EdgeInferError):
+    """Constrained decoding found no text that fits: the schema asks for more distinct array items
+    than it allows (uniqueItems), or the search for them gave up. The request's fault, not the
+    engine's."""

@@ -115,6 +115,7 @@ def test_text_completions_take_response_format_too(client):
     ({"type": "array", "contains": {"type": "integer"}}, "contains"),
     ({"type": "object", "propertyNames": {"format": "email"}}, "propertyNames"),
     ({"if": {"type": "integer"}, "then": {"minimum": 1}}, "if"),
+    ({"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 3, "uniqueItems": True}, "distinct values"),
 ])
 def test_what_cannot_be_enforced_is_refused_naming_the_feature(client, schema, feature):
     with pytest.raises(openai.BadRequestError) as e:
@@ -124,3 +125,13 @@ def test_what_cannot_be_enforced_is_refused_naming_the_feature(client, schema, f
     error = e.value.body
     assert error["param"] == "response_format" and error["code"] == "invalid_schema"
     assert feature in error["message"]
+
+
+@pytest.mark.realmodel
+def test_a_schema_found_unsatisfiable_while_decoding_is_a_400(client):
+    schema = {"type": "array", "items": {"type": "string", "pattern": "^[ab]$"}, "minItems": 3, "uniqueItems": True}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Three letters."}],
+                                       max_tokens=40, temperature=0, response_format={
+                                           "type": "json_schema", "json_schema": {"name": "x", "schema": schema}})
+    assert e.value.body["code"] == "invalid_schema" and "unique" in e.value.body["message"]

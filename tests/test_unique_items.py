@@ -10,7 +10,7 @@ import pytest
 
 from edgeinfer.constrain.grammar import bounded_schema, json_schema_grammar
 from edgeinfer.constrain.unique import DuplicateItem, JsonScanner, UniqueItemsGuard
-from edgeinfer.errors import EdgeInferError
+from edgeinfer.errors import UnsatisfiableConstraintError
 from edgeinfer.model import Model
 from stream_helpers import drain
 from tiny_model import TinyConfig, write_tiny_llama
@@ -169,9 +169,15 @@ def test_generated_items_are_unique_and_streamed_text_is_never_taken_back(tiny, 
     assert seen == result.tokens      # on_token saw each final token once, in order
 
 
+def test_too_few_distinct_values_for_min_items_is_refused_up_front():
+    with pytest.raises(ValueError, match="only 2 distinct values"):
+        json_schema_grammar({"type": "array", "items": {"enum": ["a", "b", "a"]}, "minItems": 3, "uniqueItems": True})
+
+
 def test_a_schema_without_enough_distinct_items_fails_cleanly(tiny):
-    schema = {"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 3, "uniqueItems": True}
-    with pytest.raises(EdgeInferError, match="unique"):
+    # strings of one character from "ab": found only by searching
+    schema = {"type": "array", "items": {"type": "string", "pattern": "^[ab]$"}, "minItems": 3, "uniqueItems": True}
+    with pytest.raises(UnsatisfiableConstraintError, match="unique"):
         tiny.complete([5, 6, 7], json_schema=schema, max_tokens=50, temperature=0)
     # the context is usable afterwards
     assert tiny.complete([5, 6, 7], json_schema={"type": "boolean"}, max_tokens=5, temperature=0).finish_reason == "stop"

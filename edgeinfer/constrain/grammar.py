@@ -145,10 +145,28 @@ def _rewrite_property_names(out: dict[str, Any]) -> None:
     out["additionalProperties"] = False
 
 
+def _distinct_values(items: Any) -> int | None:
+    """How many distinct values an item schema allows, when it is a small finite set."""
+    if not isinstance(items, dict):
+        return None
+    if "const" in items:
+        return 1
+    if isinstance(items.get("enum"), list):
+        return len({json.dumps(v, sort_keys=True) for v in items["enum"]})
+    return {"boolean": 2, "null": 1}.get(items.get("type")) if isinstance(items.get("type"), str) else None
+
+
 def _has_unique_items(node: dict[str, Any]) -> bool:
-    """Whether `node` asks for uniqueItems in a way that constrains anything."""
+    """Whether `node` asks for uniqueItems in a way that constrains anything; ValueError when
+    its items cannot be as many as minItems asks."""
     max_items = node.get("maxItems")
-    return node.get("uniqueItems") is True and not (isinstance(max_items, int) and max_items <= 1)
+    if node.get("uniqueItems") is not True or (isinstance(max_items, int) and max_items <= 1):
+        return False
+    n = _distinct_values(node.get("items"))
+    min_items = node.get("minItems")
+    if n is not None and isinstance(min_items, int) and min_items > n:
+        raise ValueError(f"uniqueItems with minItems {min_items}: the items allow only {n} distinct values")
+    return True
 
 
 def _bound(node: Any, unique: list[bool]) -> Any:

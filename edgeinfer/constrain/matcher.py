@@ -25,7 +25,7 @@ import llguidance.numpy as llnp
 import numpy as np
 
 from edgeinfer.constrain.unique import TokenTexts, UniqueItemsGuard
-from edgeinfer.errors import EdgeInferError
+from edgeinfer.errors import EdgeInferError, UnsatisfiableConstraintError
 from edgeinfer.generate import Backtrack
 
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
@@ -111,12 +111,13 @@ class GrammarMatcher:
     def _take_back(self, n: int) -> None:
         """Takes back the last n tokens, bans the first of them at its place, raises Backtrack(n)."""
         if self._guard is None or len(self._tokens) - n < self._guard.committed_tokens():
-            raise EdgeInferError("constrained decoding failed: the grammar allows no next token"
-                                 + ("" if self._guard is None else " that keeps the array's items unique"))
+            raise UnsatisfiableConstraintError("constrained decoding failed: no text fits the schema "
+                                               "with the array's items unique")
         self.backtracks += 1
         if self.backtracks > MAX_BACKTRACKS:
-            raise EdgeInferError(f"constrained decoding failed: no unique array items found in "
-                                 f"{MAX_BACKTRACKS} attempts (does the schema allow enough distinct items?)")
+            raise UnsatisfiableConstraintError(
+                f"constrained decoding failed: no unique array items found in {MAX_BACKTRACKS} attempts "
+                "(does the schema allow enough distinct items?)")
         first = self._tokens[-n]
         del self._tokens[-n:]
         self._matcher.rollback(n)

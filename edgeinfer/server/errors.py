@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from edgeinfer.errors import ChatTemplateError, ContextOverflowError
+from edgeinfer.errors import ChatTemplateError, ContextOverflowError, UnsatisfiableConstraintError
 
 log = logging.getLogger("edgeinfer.server")
 
@@ -64,6 +64,8 @@ def from_exception(exc: BaseException) -> APIError:
         return APIError(400, str(exc), code="context_length_exceeded")
     if isinstance(exc, ChatTemplateError):
         return APIError(400, str(exc), param="messages", code="chat_template_error")
+    if isinstance(exc, UnsatisfiableConstraintError):
+        return APIError(400, str(exc), code="invalid_schema")
     error_id = uuid.uuid4().hex[:12]
     log.error("internal error %s", error_id, exc_info=(type(exc), exc, exc.__traceback__))
     return APIError(500, f"The server failed while handling the request (error id {error_id}; "
