@@ -148,7 +148,7 @@ class GrammarMatcher:
             allowed = self.allowed()
             if self._guard is not None:
                 allowed[list(self._bans.get(len(self._tokens), ()))] = False
-                for t in np.flatnonzero(allowed & self._texts.ends_item):
+                for t in np.flatnonzero(allowed & self._guard.candidates(self._texts)):
                     allowed[t] = self._guard.duplicate_from(self._texts.text(int(t))) is None
                 if not allowed.any():
                     self._take_back(1)

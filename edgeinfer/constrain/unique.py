@@ -54,6 +54,8 @@ class TokenTexts:
                 texts.append("")
         self._texts = texts
         self.ends_item = np.fromiter(("," in t or "]" in t for t in texts), bool, len(texts))
+        # Inside a string only a token that closes it can go on to end an item.
+        self.ends_item_in_string = self.ends_item & np.fromiter(('"' in t for t in texts), bool, len(texts))
 
     def text(self, token: int) -> str:
         return self._texts[token]
@@ -182,6 +184,10 @@ class JsonScanner:
         return other
 
     @property
+    def in_string(self) -> bool:
+        return self._in_string
+
+    @property
     def commit_point(self) -> int:
         """Offset before which nothing can be taken back: the outermost open unique array's "["."""
         return next((f.opened_at for f in self.stack if f.unique), self.end)
@@ -290,6 +296,10 @@ class UniqueItemsGuard:
         except DuplicateItem as dup:
             return dup.redo_from
         return None
+
+    def candidates(self, texts: TokenTexts) -> np.ndarray:
+        """[n_vocab] bool: the tokens whose text may finish an item from the current state."""
+        return texts.ends_item_in_string if self.scanner.in_string else texts.ends_item
 
     def tokens_from(self, offset: int) -> int:
         """How many of the last tokens to take back so that the one holding `offset` is drawn
