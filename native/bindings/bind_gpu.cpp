@@ -23,7 +23,7 @@
 #include "gpu/runtime.h"
 #include "cpu/kernels.h"
 #include "kv/kv_cache.h"
-#include "models/blocks.h"
+#include "layers/cpu_blocks.h"
 #include "quant/types.h"
 
 namespace py = pybind11;

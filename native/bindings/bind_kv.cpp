@@ -13,7 +13,7 @@
 #include "common/thread_pool.h"
 #include "kv/centered_k.h"
 #include "kv/kv_cache.h"
-#include "models/blocks.h"
+#include "layers/cpu_blocks.h"
 #include "table_arg.h"
 
 namespace py = pybind11;

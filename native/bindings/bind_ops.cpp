@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
-#include "models/blocks.h"
+#include "layers/cpu_blocks.h"
 #include "table_arg.h"
 
 namespace py = pybind11;
@@ -68,7 +68,7 @@ void register_ops(py::module_& m) {
     }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("window") = 0, py::arg("tiled") = true,
        py::arg("n_threads") = 1, py::arg("isa") = py::none(),
        "Causal attention of the last n of n_kv positions over F16 K/V (uint16 bit patterns) as the "
-       "forward pass runs it for a batch (models/blocks.h attention_f16); tiled=False keeps every row "
+       "forward pass runs it for a batch (layers/cpu_blocks.h attention_f16); tiled=False keeps every row "
        "on the one-row kernel.");
 
     m.def("swiglu", [](const Floats& gate, const Floats& up, const py::object& isa) {

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "models/blocks.h"
+#include "layers/params.h"
 #include "quant/types.h"
 
 namespace ei::cl {

@@ -9,7 +9,7 @@
 // with Gemma 3's additions where the layer has them (models/gemma3.cpp): per-head norms of q and
 // k before rope, neox rope, sliding-window attention, norms of both sub-block outputs before
 // their residual adds, and GEGLU.
-// Architectures hand their layers over through ArchModel::offloadable_layer (models/arch.h).
+// The Context describes each offloaded layer of the decoder (models/decoder.h) as a HostLayer.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,10 +24,11 @@
 #include "gpu/runtime.h"
 #include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
+#include "layers/device_layers.h"
 
 namespace ei::cl {
 
-class Offload {
+class Offload final : public DeviceLayers {
 public:
     // Opens the device and allocates its KV cache ([n_ctx] rows of n_head_kv * head_dim values
     // per layer, K and V, in host_kv's format) and scratch for n_batch tokens. Weights come later, through upload().
@@ -35,18 +36,17 @@ public:
     // for what works on the host cache (snapshots, saved states, context shift): see sync_*.
     Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
             KvCache& host_kv);
-    ~Offload();
+    ~Offload() override;
 
-    bool on_device(int layer) const { return index_.count(layer) != 0; }
-    // The last layer of the run of consecutive offloaded layers that starts at `layer`.
-    int range_end(int layer) const;
+    bool on_device(int layer) const override { return index_.count(layer) != 0; }
+    int range_end(int layer) const override;
     const std::vector<int>& layers() const { return layers_; }
 
     // Copies layer `layer`'s weights to the device (every weight type must be matmul_supports).
     void upload(int layer, const HostLayer& w);
     // Runs layers first..last (all offloaded, consecutive) on x [n][n_embd] in place, for tokens
     // at positions pos0 .. pos0 + n - 1 (n <= n_batch); their K/V go to the device cache.
-    void run(int first, int last, float* x, int64_t n, int64_t pos0);
+    void run(int first, int last, float* x, int64_t n, int64_t pos0) override;
 
     // Copies positions [0, n) of every offloaded layer's K and V from the device into host_kv,
     // or from host_kv to the device. The forward never needs either; they run around snapshots,

@@ -60,7 +60,7 @@ public:
     // out[n][d] = rms_norm(x[n][d]) * w[d]; out may be x.
     void rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps);
     // x[n][n_heads][head_dim] rotated in place by cs: [n][n_rot] floats, each token's cos and
-    // sin per pair as models/blocks.h rope_cos_sin makes them.
+    // sin per pair as layers/params.h rope_cos_sin makes them.
     void rope(const Buffer& x, const Buffer& cs, int64_t n, const RopeShape& s);
     // Rows src[n][width] into a cache of `type` ([n_ctx] rows of row_bytes(type, width)) at
     // positions pos0 .. pos0 + n - 1.

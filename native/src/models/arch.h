@@ -1,6 +1,8 @@
-// What an architecture provides: its hyper-parameters, its weights (views into the mapping) and a
-// forward pass over a batch of tokens. One file per architecture implements this, plus one line
-// in models/registry.cpp.
+// What every architecture is: hyper-parameters and a decoder (models/decoder.h) whose layers are
+// the one layer of layers/decoder_layer.h, with the weights and per-layer settings its file
+// loads. One file per architecture fills them in, plus one line in models/registry.cpp; the
+// forward pass, context shift and offload are shared, so a new architecture brings no code of
+// its own for them.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,17 +13,14 @@
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
-#include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
+#include "layers/device_layers.h"
 #include "model/hparams.h"
 #include "model/tensor.h"
 #include "model/tensor_names.h"
+#include "models/decoder.h"
 
 namespace ei {
-
-namespace cl {
-class Offload;
-}
 
 // Everything a forward pass computes with; owned by the Context, reused across calls.
 struct ForwardEnv {
@@ -30,9 +29,9 @@ struct ForwardEnv {
     KvCache& kv;
     MatmulScratch matmul_scratch;
     std::vector<std::vector<float>> buffers;
-    // Layers on an OpenCL device (gpu/offload.h), or nullptr: a forward runs each range of
-    // offloaded layers there with one call, and every other layer here.
-    cl::Offload* offload = nullptr;
+    // Layers on another backend (layers/device_layers.h), or nullptr: a forward runs each range
+    // of them there with one call, and every other layer here.
+    DeviceLayers* device = nullptr;
 
     // A float buffer of at least n values in slot `slot` (contents undefined).
     float* buffer(size_t slot, size_t n) {
@@ -52,19 +51,25 @@ struct ForwardBatch {
 
 class ArchModel {
 public:
+    ArchModel(HParams hp, DecoderModel decoder) : hp_(std::move(hp)), decoder_(std::move(decoder)) {}
     virtual ~ArchModel() = default;
-    virtual const HParams& hparams() const = 0;
-    virtual void forward(ForwardEnv& env, const ForwardBatch& batch) const = 0;
+
+    const HParams& hparams() const { return hp_; }
+    const DecoderModel& decoder() const { return decoder_; }
+    // How layer `il` ropes and attends in a context of n_ctx positions (LongRoPE chooses its
+    // factors by the context's length).
+    virtual LayerConfig layer_config(int il, int64_t n_ctx) const { return decoder_.configs.at(il); }
+
+    void forward(ForwardEnv& env, const ForwardBatch& batch) const;
     // Context shift: m cached K rows of `layer` ([m][n_head_kv][head_dim] floats, rotated for
     // their old positions) rotated further by `delta` positions, in place, with the layer's own
-    // RoPE mode and parameters. Architectures that cannot shift keep this default.
-    virtual void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m,
-                                    int32_t delta) const;
-    // OpenCL offload: layer `layer`'s weights and the shared shapes, for an architecture whose
-    // forward runs offloaded ranges (env.offload). Architectures that cannot keep this default.
-    virtual bool offloadable_layer(int /*layer*/, cl::HostLayer* /*w*/, cl::LayerDims* /*dims*/) const {
-        return false;
-    }
+    // RoPE. Refused (Error) where a rotation cannot move a key exactly (a RoPE attention factor).
+    void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m, int32_t delta,
+                            int64_t n_ctx) const;
+
+private:
+    HParams hp_;
+    DecoderModel decoder_;
 };
 
 // Loads the architecture named by general.architecture; throws Error for an unknown one.

@@ -1,64 +1,57 @@
-// The forward pass of the pre-norm, grouped-query-attention, SwiGLU decoders that differ only in
-// small ways (Qwen 2 / Qwen 3 / Phi-3), as llama.cpp builds them:
+// The decoder every architecture is: token embeddings, the layers of layers/decoder_layer.h
+// with their weights and settings, and the output head,
 //
-//   x = token_embd[tokens]
-//   for each layer:
-//     h = rms_norm(x) * attn_norm
-//     q, k, v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv)   or one fused Wqkv h, split in that order
-//     q = rms_norm_per_head(q) * q_norm;  k likewise      (Qwen 3)
-//     rope(q), rope(k)                                    (neox mode: dims i and i + n_rot/2)
-//     x += Wo attention(q, K cache, V cache)              (causal, grouped-query)
-//     h = rms_norm(x) * ffn_norm
-//     x += Wdown (silu(Wgate h) * Wup h)                  or one fused Wgate_up h, gate half first
-//   logits = Woutput (rms_norm(x) * output_norm)          (Woutput = token_embd when tied)
+//   x = token_embd[tokens] (* embed_scale)
+//   for each layer: x = decoder_layer(x)                (on the CPU, or a range on a device)
+//   logits = Woutput (rms_norm(x) * output_norm)        (Woutput = token_embd when tied;
+//                                                        a final tanh softcap where the file has one)
 //
-// Each architecture file loads its tensors into DecoderWeights (absent parts stay empty) and
-// calls decoder_forward.
+// and the loader pieces the architecture files build it with.
 #pragma once
 #include <cstdint>
 #include <vector>
 
-#include "models/arch.h"
+#include "cpu/kernels.h"
+#include "gguf/gguf.h"
+#include "layers/cpu_layer_ops.h"
+#include "layers/decoder_layer.h"
+#include "model/hparams.h"
+#include "model/tensor.h"
 
 namespace ei {
 
-struct DecoderLayer {
-    const float* attn_norm = nullptr;  // [n_embd]
-    Tensor wqkv;                       // fused [n_embd] -> [q_width + 2 kv_width], or absent
-    Tensor wq;                         // [n_embd] -> [n_head * head_dim]     (when wqkv is absent)
-    Tensor wk, wv;                     // [n_embd] -> [n_head_kv * head_dim]  (when wqkv is absent)
-    const float* bq = nullptr;         // [q_width] or nullptr
-    const float* bk = nullptr;         // [kv_width] or nullptr
-    const float* bv = nullptr;         // [kv_width] or nullptr
-    const float* q_norm = nullptr;     // [head_dim] per-head RMS norm weight, or nullptr
-    const float* k_norm = nullptr;     // [head_dim] or nullptr
-    Tensor wo;                         // [n_head * head_dim] -> [n_embd]
-    const float* ffn_norm = nullptr;   // [n_embd]
-    Tensor w_gate_up;                  // fused [n_embd] -> [2 n_ff] (gate rows first), or absent
-    Tensor w_gate, w_up;               // [n_embd] -> [n_ff]  (when w_gate_up is absent)
-    Tensor w_down;                     // [n_ff] -> [n_embd]
-};
-
-struct DecoderWeights {
-    Tensor tok_embd;                   // [n_vocab][n_embd]
+struct DecoderModel {
+    LayerShapes shapes;
+    Tensor tok_embd;                     // [n_vocab][n_embd]
+    float embed_scale = 0.0f;            // > 0: the embeddings are scaled by it (Gemma: sqrt(n_embd))
     const float* output_norm = nullptr;  // [n_embd]
-    Tensor output;                     // [n_vocab][n_embd] (token_embd when tied)
-    std::vector<DecoderLayer> layers;
+    Tensor output;                       // [n_vocab][n_embd] (token_embd when tied)
+    float final_softcap = 0.0f;          // > 0: logits = c * tanh(logits / c)
+    std::vector<CpuLayerWeights> layers;
+    std::vector<LayerConfig> configs;    // per layer
+
+    // Floats per token of the fused-projection scratch (0: no layer has a fused weight).
+    int64_t fused_width() const;
 };
 
-struct DecoderOptions {
-    bool scale_q_first = false;          // Q *= 1/sqrt(head_dim) before attention (llama.cpp's Phi-3 graph)
-    const float* rope_factors = nullptr; // [n_rot / 2] divisors of the RoPE angles, or nullptr
-    float rope_attn_factor = 1.0f;       // RoPE cos/sin scale
+// Which optional weights a family's layers carry (every layer of a model alike).
+struct LayerParts {
+    bool qkv_bias = false;       // attn_{q,k,v}.bias (Qwen 2)
+    bool qk_norm = false;        // attn_{q,k}_norm per-head norms (Qwen 3, Gemma 3)
+    bool fused_qkv = false;      // one attn_qkv (Phi-3)
+    bool fused_gate_up = false;  // one ffn_up of 2 n_ff rows, gate first (Phi-3)
+    bool post_norms = false;     // post_attention_norm and post_ffw_norm (Gemma 3)
 };
 
-// Loads token_embd, output_norm and output (falling back to token_embd when tied); sets hp.n_vocab.
-void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderWeights& w);
-
-void decoder_forward(ForwardEnv& env, const ForwardBatch& b, const HParams& hp, const DecoderWeights& w,
-                     const DecoderOptions& o);
-
-// Context shift for a neox-mode decoder: keys rotated further by `delta` positions.
-void decoder_rotate_keys(const KernelTable& kt, const HParams& hp, float* rows, int64_t m, int32_t delta);
+LayerShapes layer_shapes(const HParams& hp);
+// The rope of the file's hyper-parameters (base, linear scale), over n_rot dims.
+RopeParams file_rope(const HParams& hp, const float* freq_factors = nullptr);
+// token_embd, output_norm and output (falling back to token_embd when tied); sets hp.n_vocab.
+void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m);
+// Layer il's weights: the parts every layer has, and the optional ones `parts` names.
+CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts);
+// The decoder with every layer loaded alike (`parts`) and configured alike (`config`).
+DecoderModel load_uniform_decoder(const GgufFile& f, const KernelTable& kt, HParams& hp, const LayerParts& parts,
+                                  const LayerConfig& config);
 
 }  // namespace ei

@@ -1,5 +1,5 @@
 // RMSNorm: out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w, rows of d floats; one work-group of
-// NORM_WG items per row (global size n * NORM_WG). As the CPU (models/blocks.cpp): each square
+// NORM_WG items per row (global size n * NORM_WG). As the CPU (layers/cpu_blocks.cpp): each square
 // rounded to float, summed in double (where the device has doubles; else a compensated float
 // sum, which lands on the same float mean in all but rare cases), the mean rounded to float,
 // scale = 1 / sqrt(mean + eps) (correctly rounded when the host could ask for it), then two

@@ -1,6 +1,6 @@
 // Rotary position embedding in place on x: [n][n_heads][head_dim], token t rotated by the table
 // cs: [n][n_rot] (cos, sin of pair i at cs[2i], cs[2i + 1]), which the host builds with the
-// CPU's own function (models/blocks.h rope_cos_sin), so both paths turn by the same floats.
+// CPU's own function (layers/params.h rope_cos_sin), so both paths turn by the same floats.
 // The first n_rot dims of each head rotate, the rest are left alone. Normal mode pairs dims 2i
 // and 2i + 1 (llama); neox mode pairs dims i and i + n_rot / 2 (Gemma, Qwen, GPT-NeoX).
 // Global size (n_rot / 2, n_heads, n): one work-item per pair.

@@ -1,4 +1,4 @@
-// The building blocks architectures assemble their forward pass from. Each mirrors the numerics
+// The CPU building blocks of a layer (layers/cpu_layer_ops.h runs the layer with them). Each mirrors the numerics
 // of the corresponding ggml CPU op (so that our logits track llama.cpp's), and says where.
 #pragma once
 #include <cstdint>
@@ -6,6 +6,7 @@
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
 #include "kv/kv_cache.h"
+#include "layers/params.h"
 #include "model/tensor.h"
 
 namespace ei {
@@ -17,22 +18,8 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, int64_t d, 
 // Row t of an embedding table (any type with a to_float) into out[t].
 void embed_tokens(const KernelTable& kt, const Tensor& table, const int32_t* tokens, int64_t n, float* out);
 
-// Rotary position embedding in place, llama.cpp's "normal" mode (pairs of adjacent values), on
-// the first n_rot dims of each head; x: [n][n_heads][head_dim], positions pos[t].
-// freq_factors (optional, [n_rot/2]) divide the angles (Llama 3.1 style rope_freqs);
-// attn_factor scales cos and sin (ggml's mscale: Phi-3's LongRoPE attention factor).
-struct RopeParams {
-    int64_t n_rot;
-    float freq_base;
-    float freq_scale;
-    const float* freq_factors;  // nullptr if none
-    float attn_factor = 1.0f;
-};
-// The rotation of position `pos` as ggml_rope_cache_init builds it: theta_i = pos *
-// base^(-2i/n_rot), formed by repeated multiplication in float (not pow per i), then
-// cs[2i] = cos(freq_scale * theta_i / factor_i) * attn_factor, cs[2i + 1] the sine (libm).
-// cs: [n_rot] floats. Shared with the OpenCL offload, so both paths rotate by the same floats.
-void rope_cos_sin(const RopeParams& p, int32_t pos, float* cs);
+// Rotary position embedding in place on the first n_rot dims of each head (layers/params.h),
+// llama.cpp's "normal" mode (pairs of adjacent values); x: [n][n_heads][head_dim], positions pos[t].
 void rope_norm(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                const RopeParams& p);
 // The same angles in llama.cpp's "neox" mode (GPT-NeoX, Gemma, Qwen): dims i and i + n_rot/2 form a pair.
@@ -44,12 +31,7 @@ void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int6
 //   q:   [n][n_head][head_dim] floats, already roped; query t sits at position pos0 + t
 //   k,v: [n_kv_total][n_head_kv][head_dim] F16 rows for positions 0 .. pos0 + n - 1
 //   out: [n][n_head][head_dim]
-// window > 0 limits each query to the last `window` positions (sliding-window layers).
-struct AttentionShape {
-    int64_t n_head, n_head_kv, head_dim;
-    float scale;
-    int64_t window;
-};
+// s.window > 0 limits each query to the last `window` positions (sliding-window layers).
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out);
 
@@ -57,7 +39,7 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
 // attention_f16 (llama.cpp's exact path); a cache with a Q8_0/Q4_0 K to the span kernel where
 // the table has one (kt.ops.attn_kvq_span: grouped heads, integer scores, split-KV), else to
 // ggml's one-row kernel for quantized K/V (kt.ops.attn_kvq_row); both read the blocks in place.
-// A rotated K (KvCache::k_rotated) gets Q rotated alike first. (models/attention_kv.cpp)
+// A rotated K (KvCache::k_rotated) gets Q rotated alike first. (layers/cpu_attention.cpp)
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                       const KvCache& kv, int64_t layer, const AttentionShape& s, float* out);
 

@@ -1,4 +1,4 @@
-// Attention over the KV cache whatever its K/V types (blocks.h, attention_cached).
+// Attention over the KV cache whatever its K/V types (cpu_blocks.h, attention_cached).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -7,14 +7,9 @@
 #include "common/error.h"
 #include "kv/centered_attention.h"
 #include "kv/hadamard.h"
-#include "models/arch.h"
-#include "models/blocks.h"
+#include "layers/cpu_blocks.h"
 
 namespace ei {
-
-void ArchModel::rotate_cached_keys(const KernelTable&, int64_t, float*, int64_t, int32_t) const {
-    throw Error("context shift is not supported for the " + hparams().arch + " architecture");
-}
 
 namespace {
 

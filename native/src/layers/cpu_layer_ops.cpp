@@ -1,0 +1,62 @@
+#include "layers/cpu_layer_ops.h"
+
+#include <cstring>
+
+#include "layers/cpu_blocks.h"
+
+namespace ei {
+
+void CpuLayerOps::rms_norm(const float* x, const float* w, float* out, int64_t rows, int64_t width) {
+    ei::rms_norm(x, w, out, rows, width, eps_);
+}
+
+void CpuLayerOps::matmul(const Tensor& W, const float* x, int64_t n, float* y) {
+    ei::matmul(pool_, kt_, W, x, n, y, scratch_);
+}
+
+void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b,
+                               int64_t wb, float* c, int64_t wc) {
+    const int64_t stride = wa + wb + wc;
+    ei::matmul(pool_, kt_, W, x, n, fused_, scratch_);
+    for (int64_t t = 0; t < n; ++t) {
+        const float* row = fused_ + t * stride;
+        std::memcpy(a + t * wa, row, sizeof(float) * wa);
+        std::memcpy(b + t * wb, row + wa, sizeof(float) * wb);
+        std::memcpy(c + t * wc, row + wa + wb, sizeof(float) * wc);
+    }
+}
+
+void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate) {
+    ei::matmul(pool_, kt_, W, x, n, fused_, scratch_);
+    for (int64_t t = 0; t < n; ++t) glu(gelu, fused_ + t * 2 * ff, fused_ + t * 2 * ff + ff, gate + t * ff, ff);
+}
+
+void CpuLayerOps::add_rows(float* y, const float* bias, int64_t rows, int64_t width) {
+    for (int64_t t = 0; t < rows; ++t) add_inplace(y + t * width, bias, width);
+}
+
+void CpuLayerOps::rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c) {
+    pos_.resize((size_t)n);
+    for (int64_t t = 0; t < n; ++t) pos_[t] = (int32_t)(pos0 + t);
+    if (c.rope_neox) rope_neox(kt_, x, n, heads, head_dim, pos_.data(), c.rope);
+    else rope_norm(kt_, x, n, heads, head_dim, pos_.data(), c.rope);
+}
+
+void CpuLayerOps::scale(float* x, float s, int64_t count) { scale_inplace(x, s, count); }
+
+void CpuLayerOps::kv_store(int il, int64_t pos0, int64_t n, const float* k, const float* v) {
+    kv_.store(il, pos0, n, k, v);
+}
+
+void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out) {
+    attention_cached(pool_, kt_, q, m, pos0, kv_, il, s, out);
+}
+
+void CpuLayerOps::glu(bool gelu, const float* gate, const float* up, float* out, int64_t count) {
+    if (gelu) geglu(kt_, gate, up, out, count);
+    else swiglu(kt_, gate, up, out, count);
+}
+
+void CpuLayerOps::add(float* y, const float* x, int64_t count) { add_inplace(y, x, count); }
+
+}  // namespace ei

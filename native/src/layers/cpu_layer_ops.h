@@ -1,0 +1,57 @@
+// The CPU backend of the layer written once (layers/decoder_layer.h): the ops over float rows in
+// host memory, weights as mapped (or repacked) tensors, the KV cache of the Context.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "cpu/kernels.h"
+#include "cpu/matmul.h"
+#include "kv/kv_cache.h"
+#include "layers/decoder_layer.h"
+#include "model/tensor.h"
+
+namespace ei {
+
+using CpuLayerWeights = LayerWeights<Tensor, const float*>;
+
+class CpuLayerOps {
+public:
+    using Buf = float*;
+    using Weights = CpuLayerWeights;
+
+    // fused: scratch of at least [n][max(q_width + 2 kv_width, 2 n_ff)] floats for fused projections.
+    CpuLayerOps(ThreadPool& pool, const KernelTable& kt, KvCache& kv, MatmulScratch& scratch, float norm_eps,
+                float* fused)
+        : pool_(pool), kt_(kt), kv_(kv), scratch_(scratch), eps_(norm_eps), fused_(fused) {}
+
+    static bool present(const Tensor& t) { return t.present(); }
+    static bool present(const float* v) { return v != nullptr; }
+    static float* rows(float* b, int64_t r0, int64_t width) { return b + r0 * width; }
+
+    void rms_norm(const float* x, const float* w, float* out, int64_t rows, int64_t width);
+    void matmul(const Tensor& W, const float* x, int64_t n, float* y);
+    // One matmul with the fused [a | b | c] weight, its columns taken apart into a, b, c.
+    void matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b, int64_t wb,
+                      float* c, int64_t wc);
+    // gate[n][ff] = glu of the fused [gate | up] projection, row by row (ggml's per-row op).
+    void matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate);
+    void add_rows(float* y, const float* bias, int64_t rows, int64_t width);
+    void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c);
+    void scale(float* x, float s, int64_t count);
+    void kv_store(int il, int64_t pos0, int64_t n, const float* k, const float* v);
+    void attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out);
+    void glu(bool gelu, const float* gate, const float* up, float* out, int64_t count);
+    void add(float* y, const float* x, int64_t count);
+
+private:
+    ThreadPool& pool_;
+    const KernelTable& kt_;
+    KvCache& kv_;
+    MatmulScratch& scratch_;
+    float eps_;
+    float* fused_;
+    std::vector<int32_t> pos_;
+};
+
+}  // namespace ei

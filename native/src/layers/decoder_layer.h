@@ -1,0 +1,121 @@
+// The pre-norm transformer decoder layer, written once for every architecture and every backend.
+//
+//   h = rms_norm(x) * attn_norm
+//   q, k, v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv)    or one fused Wqkv h, split in that order
+//   q = rms_norm_per_head(q) * q_norm;  k likewise      (Qwen 3, Gemma 3)
+//   rope(q), rope(k)                                    (normal or neox mode, the layer's params)
+//   q *= q_scale                                        (Gemma 3, Phi-3: attention then scales by 1)
+//   cache k, v;  a = attention(q, K, V)                 (causal, grouped-query, optional window)
+//   x += post_attn_norm(Wo a)                           (the norm only where the layer has one)
+//   h = rms_norm(x) * ffn_norm
+//   x += post_ffn_norm(Wdown glu(Wgate h, Wup h))       (SwiGLU or GEGLU; or one fused Wgate_up)
+//
+// What an architecture adds is data: which weights a layer has (LayerWeights, absent ones
+// empty) and how it ropes and attends (LayerConfig). A backend supplies `Ops`, the operations
+// over its own buffers and weights (layers/cpu_layer_ops.h, gpu/device_layer_ops.h); this file
+// never names one. The order of operations is llama.cpp's graph order: every backend computes
+// the same floats in the same order, which is what keeps CPU and device bit for bit equal.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "layers/params.h"
+
+namespace ei {
+
+// The shapes every layer of a model shares.
+struct LayerShapes {
+    int64_t n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+    float norm_eps = 0.0f;
+
+    int64_t q_width() const { return n_head * head_dim; }
+    int64_t kv_width() const { return n_head_kv * head_dim; }
+};
+
+// How one layer ropes and attends.
+struct LayerConfig {
+    RopeParams rope{};
+    bool rope_neox = false;  // pairs (i, i + n_rot/2), else adjacent pairs (2i, 2i + 1)
+    int64_t window = 0;      // > 0: sliding-window attention over that many positions
+    float q_scale = 0.0f;    // > 0: Q is scaled by it after rope and attention scales by 1;
+                             // 0: attention scales by 1 / sqrt(head_dim)
+    bool gelu = false;       // GEGLU feed-forward, else SwiGLU
+};
+
+// One layer's weights as a backend holds them: Mat a matrix, Vec a vector of floats. Absent
+// parts are empty (Ops::present says which are there).
+template <class Mat, class Vec>
+struct LayerWeights {
+    Vec attn_norm{};                   // [n_embd]
+    Mat wqkv{};                        // fused [n_embd] -> [q_width + 2 kv_width], or absent
+    Mat wq{}, wk{}, wv{};              // [n_embd] -> [q_width], [kv_width] (when wqkv is absent)
+    Vec bq{}, bk{}, bv{};              // biases of Q, K, V (optional)
+    Vec q_norm{}, k_norm{};            // [head_dim] per-head RMS norm weights (optional)
+    Mat wo{};                          // [q_width] -> [n_embd]
+    Vec post_attn_norm{};              // [n_embd] on the attention output (optional)
+    Vec ffn_norm{};                    // [n_embd]
+    Mat w_gate_up{};                   // fused [n_embd] -> [2 n_ff], gate rows first, or absent
+    Mat w_gate{}, w_up{};              // [n_embd] -> [n_ff] (when w_gate_up is absent)
+    Mat w_down{};                      // [n_ff] -> [n_embd]
+    Vec post_ffn_norm{};               // [n_embd] on the feed-forward output (optional)
+};
+
+// The activations of one step, [rows][width] each: x the residual stream, h a normed input, q, k,
+// v, att the attention's, gate and up the feed-forward's, out a sub-block's output.
+template <class Buf>
+struct LayerActs {
+    Buf x, h, q, k, v, att, gate, up, out;
+};
+
+// Runs layer `il` over n tokens at positions pos0 .. pos0 + n - 1 on x in place. Rows before r0
+// skip everything after the K/V are cached (the last layer of a batch whose first logits are not
+// wanted: llama.cpp's inp_out_ids); a backend that cannot address rows passes 0.
+template <class Ops>
+void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& c, const LayerShapes& s,
+                   const LayerActs<typename Ops::Buf>& a, int il, int64_t n, int64_t pos0, int64_t r0) {
+    const int64_t d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), hd = s.head_dim, ff = s.n_ff;
+    ops.rms_norm(a.x, L.attn_norm, a.h, n, d);
+    if (ops.present(L.wqkv)) {
+        ops.matmul_split(L.wqkv, a.h, n, a.q, qw, a.k, kvw, a.v, kvw);
+    } else {
+        ops.matmul(L.wq, a.h, n, a.q);
+        ops.matmul(L.wk, a.h, n, a.k);
+        ops.matmul(L.wv, a.h, n, a.v);
+    }
+    if (ops.present(L.bq)) ops.add_rows(a.q, L.bq, n, qw);
+    if (ops.present(L.bk)) ops.add_rows(a.k, L.bk, n, kvw);
+    if (ops.present(L.bv)) ops.add_rows(a.v, L.bv, n, kvw);
+    // Per-head norms: rms_norm over each head_dim row (ggml_rms_norm on the 3-D view).
+    if (ops.present(L.q_norm)) ops.rms_norm(a.q, L.q_norm, a.q, n * s.n_head, hd);
+    if (ops.present(L.k_norm)) ops.rms_norm(a.k, L.k_norm, a.k, n * s.n_head_kv, hd);
+    ops.rope(a.q, n, s.n_head, hd, pos0, c);
+    ops.rope(a.k, n, s.n_head_kv, hd, pos0, c);
+    // Q is scaled before attention (ggml_scale), K is not: the F16 rounding of q inside
+    // attention then sees llama.cpp's values.
+    if (c.q_scale > 0.0f) ops.scale(a.q, c.q_scale, n * qw);
+    ops.kv_store(il, pos0, n, a.k, a.v);
+
+    const int64_t m = n - r0;
+    if (m == 0) return;  // no row goes on: the cache is all this batch was for
+    const float scale = c.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)hd);
+    const AttentionShape shape{s.n_head, s.n_head_kv, hd, scale, c.window};
+    ops.attention(il, ops.rows(a.q, r0, qw), m, pos0 + r0, shape, a.att);
+    ops.matmul(L.wo, a.att, m, a.out);
+    if (ops.present(L.post_attn_norm)) ops.rms_norm(a.out, L.post_attn_norm, a.out, m, d);
+    const typename Ops::Buf xr = ops.rows(a.x, r0, d);
+    ops.add(xr, a.out, m * d);
+
+    ops.rms_norm(xr, L.ffn_norm, a.h, m, d);
+    if (ops.present(L.w_gate_up)) {
+        ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate);
+    } else {
+        ops.matmul(L.w_gate, a.h, m, a.gate);
+        ops.matmul(L.w_up, a.h, m, a.up);
+        ops.glu(c.gelu, a.gate, a.up, a.gate, m * ff);
+    }
+    ops.matmul(L.w_down, a.gate, m, a.out);
+    if (ops.present(L.post_ffn_norm)) ops.rms_norm(a.out, L.post_ffn_norm, a.out, m, d);
+    ops.add(xr, a.out, m * d);
+}
+
+}  // namespace ei

@@ -1,0 +1,77 @@
+// The forward pass every architecture shares (models/decoder.h): embeddings, each layer on the
+// backend the placement chose, the output head. llama.cpp's graph order throughout, so that the
+// logits are its bits.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "layers/cpu_blocks.h"
+#include "models/arch.h"
+
+namespace ei {
+
+void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
+    const DecoderModel& M = decoder_;
+    const LayerShapes& s = M.shapes;
+    const int64_t n = b.n, d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), ff = s.n_ff;
+    const LayerActs<float*> a{
+        env.buffer(0, n * d),     // x    [n][d] residual stream
+        env.buffer(1, n * d),     // h    [n][d] normed input of a sub-block
+        env.buffer(2, n * qw),    // q    [n][n_head][head_dim]
+        env.buffer(3, n * kvw),   // k    [n][n_head_kv][head_dim]
+        env.buffer(4, n * kvw),   // v    [n][n_head_kv][head_dim]
+        env.buffer(5, n * qw),    // att  [n][n_head][head_dim]
+        env.buffer(6, n * ff),    // gate [n][n_ff]
+        env.buffer(7, n * ff),    // up   [n][n_ff]
+        env.buffer(8, n * d),     // out  [n][d] sub-block output
+    };
+    const int64_t fused_width = M.fused_width();
+    float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
+    CpuLayerOps ops(env.pool, env.kt, env.kv, env.matmul_scratch, s.norm_eps, fused);
+
+    embed_tokens(env.kt, M.tok_embd, b.tokens, n, a.x);
+    if (M.embed_scale > 0.0f) scale_inplace(a.x, M.embed_scale, n * d);  // ggml_scale(inpL, ...)
+
+    // Rows still needed: all of them, except in the last layer after K/V are cached, where only
+    // the rows whose logits are wanted go on (llama.cpp's inp_out_ids). A device range takes
+    // every row through, the last layer's too.
+    const int last_layer = hp_.n_layer - 1;
+    const int64_t n_ctx = env.kv.n_ctx();
+    int64_t r0 = 0;
+    for (int il = 0; il <= last_layer; ++il) {
+        if (env.device && env.device->on_device(il)) {
+            const int last = env.device->range_end(il);
+            env.device->run(il, last, a.x, n, b.pos0);  // x crosses over and back once
+            il = last;
+            if (il == last_layer) r0 = b.first_logit;
+            continue;
+        }
+        if (il == last_layer) r0 = b.first_logit;
+        decoder_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, il, n, b.pos0, r0);
+    }
+    const int64_t m = n - r0;
+    if (m == 0) return;  // no logits wanted: the cache is all this batch was for
+    rms_norm(a.x + r0 * d, M.output_norm, a.h, m, d, s.norm_eps);
+    matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch);
+    if (M.final_softcap > 0.0f) {
+        // ggml_scale(1/c), ggml_tanh, ggml_scale(c)
+        const float c = M.final_softcap;
+        const int64_t count = m * hp_.n_vocab;
+        for (int64_t i = 0; i < count; ++i) b.logits[i] = std::tanh(b.logits[i] * (1.0f / c)) * c;
+    }
+}
+
+void ArchModel::rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m, int32_t delta,
+                                   int64_t n_ctx) const {
+    const LayerConfig c = layer_config((int)layer, n_ctx);
+    // A rotation by delta moves a key exactly only when cos and sin are not scaled.
+    if (c.rope.attn_factor != 1.0f)
+        throw Error("context shift is not supported for the " + hp_.arch +
+                    " architecture with a RoPE attention factor (LongRoPE)");
+    const std::vector<int32_t> pos((size_t)m, delta);
+    if (c.rope_neox) rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), c.rope);
+    else rope_norm(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), c.rope);
+}
+
+}  // namespace ei
