@@ -60,7 +60,7 @@ BASELINE=(
     native/src/quant/ref_float.cpp
     native/src/quant/ref_legacy.cpp
     native/src/quant/ref_kquants.cpp
-    native/src/quant/ref_table.cpp
+    native/src/cpu/ref_table.cpp
     native/src/quant/types.cpp
 )
 COMMON=(-O3 -std=c++17 -fno-math-errno -Wall -Wno-unused-function -Inative/src)  # setup.py's COMMON_FLAGS

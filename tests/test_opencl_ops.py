@@ -229,7 +229,7 @@ def test_rms_norm_matches_the_cpu_formula(dev):
     x = (rng.standard_normal((5, 576)) * 3).astype(np.float32)
     w = rng.standard_normal(576).astype(np.float32)
     eps = 1e-5
-    # The CPU's rms_norm (models/blocks.cpp): sum of squares in double, two float multiplies.
+    # The CPU's rms_norm (layers/cpu_blocks.cpp): sum of squares in double, two float multiplies.
     x64 = x.astype(np.float64)
     scale = (1.0 / np.sqrt((x64 ** 2).mean(axis=1, keepdims=True) + eps)).astype(np.float32)
     want = (x * scale) * w
@@ -238,7 +238,7 @@ def test_rms_norm_matches_the_cpu_formula(dev):
 
 
 def rope_cs(pos: int, n_rot: int, base: float, scale: float, factors=None) -> np.ndarray:
-    """The CPU's angle table (models/blocks.cpp rope_apply): float32 repeated products."""
+    """The CPU's angle table (layers/cpu_blocks.cpp rope_apply): float32 repeated products."""
     theta_scale = np.float32(base) ** np.float32(-2.0 / n_rot)
     theta = np.float32(pos)
     cs = np.empty(n_rot, np.float32)

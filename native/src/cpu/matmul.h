@@ -11,7 +11,7 @@
 
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
-#include "model/tensor.h"
+#include "cpu/tensor.h"
 
 namespace ei {
 

@@ -15,57 +15,18 @@ int64_t checked_n_ctx(int64_t n_ctx) {
     return n_ctx;
 }
 
-// Layer il of the decoder as the OpenCL offload takes it (gpu/offload_types.h); what the device
-// cannot run yet is refused by name, before anything is uploaded.
-cl::HostLayer host_layer(const CpuLayerWeights& L, const LayerConfig& c, int il) {
-    auto refuse = [&](const std::string& what) {
-        throw Error("layer " + std::to_string(il) + " cannot be offloaded to OpenCL yet: " + what);
-    };
-    if (L.wqkv.present() || L.w_gate_up.present()) refuse("it has fused projections (attn_qkv, a gate/up ffn_up)");
-    if (L.bq || L.bk || L.bv) refuse("it has Q/K/V biases");
-    if (c.rope.attn_factor != 1.0f) refuse("its RoPE scales cos and sin (LongRoPE)");
-    cl::HostLayer w;
-    w.attn_norm = L.attn_norm;
-    w.wq = &L.wq, w.wk = &L.wk, w.wv = &L.wv, w.wo = &L.wo;
-    w.q_norm = L.q_norm, w.k_norm = L.k_norm, w.post_attn_norm = L.post_attn_norm;
-    w.ffn_norm = L.ffn_norm;
-    w.w_gate = &L.w_gate, w.w_up = &L.w_up, w.w_down = &L.w_down;
-    w.post_ffn_norm = L.post_ffn_norm;
-    w.rope_freq_base = c.rope.freq_base;
-    w.rope_freq_scale = c.rope.freq_scale;
-    w.window = c.window;
-    return w;
-}
-
-// What every offloaded layer shares, from the first one's settings (every layer of a model
-// ropes in one mode, with one feed-forward and one Q scale).
-cl::LayerDims layer_dims(const LayerShapes& s, const LayerConfig& c) {
-    cl::LayerDims dims;
-    dims.n_embd = s.n_embd, dims.n_head = s.n_head, dims.n_head_kv = s.n_head_kv;
-    dims.head_dim = s.head_dim, dims.n_ff = s.n_ff, dims.norm_eps = s.norm_eps;
-    dims.n_rot = c.rope.n_rot, dims.rope_factors = c.rope.freq_factors;
-    dims.rope_neox = c.rope_neox, dims.gelu = c.gelu, dims.attn_scale = c.q_scale;
-    return dims;
-}
-
-// The offloaded layers on their device, weights uploaded; nullptr if none are requested.
+// The offloaded layers on their device, weights uploaded; nullptr if none are requested. Any
+// architecture's layers: each is the decoder's layer with its weights and its settings for this
+// context (gpu/offload.h).
 std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadRequest& req, int64_t n_ctx,
                                           int64_t n_batch, KvCache& kv) {
     if (req.layers.empty()) return nullptr;
     const ArchModel& arch = model.arch();
     const DecoderModel& decoder = arch.decoder();
-    const int n_layer = (int)decoder.layers.size();
-    std::vector<cl::HostLayer> layers;
-    for (int il : req.layers) {
-        if (il < 0 || il >= n_layer)
-            throw Error("cannot offload layer " + std::to_string(il) + ": the model has " + std::to_string(n_layer) +
-                        " layers");
-        layers.push_back(host_layer(decoder.layers[il], arch.layer_config(il, n_ctx), il));
-    }
     // The device keeps the host cache's format, K rotated and centered included (gpu/device_kv.h).
-    auto offload = std::make_unique<cl::Offload>(
-        req, n_layer, n_ctx, n_batch, layer_dims(decoder.shapes, arch.layer_config(req.layers.front(), n_ctx)), kv);
-    for (size_t i = 0; i < req.layers.size(); ++i) offload->upload(req.layers[i], layers[i]);
+    auto offload = std::make_unique<cl::Offload>(req, (int64_t)decoder.layers.size(), n_ctx, n_batch, decoder.shapes,
+                                                 decoder.fused_width(), kv);
+    for (int il : offload->layers()) offload->upload(il, decoder.layers[il], arch.layer_config(il, n_ctx));
     return offload;
 }
 }  // namespace

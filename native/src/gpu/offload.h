@@ -1,15 +1,10 @@
 // Layers offloaded to an OpenCL device: their weights copied to device buffers once, their KV
 // cache kept on the device in the host cache's format (F16, Q8_0 or Q4_0, K rotated and
-// centered as the host's: gpu/device_kv.h), and a forward over a range of consecutive offloaded layers in
-// which the hidden state crosses between host and device only at the range's two ends.
-//
-// The layer is the pre-norm transformer block of llama (models/llama.cpp):
-//   h = rms_norm(x) * attn_norm;  q, k, v = Wq h, Wk h, Wv h;  rope(q), rope(k);  cache k, v
-//   x += Wo attention(q, K, V);   h = rms_norm(x) * ffn_norm;   x += Wdown (silu(Wgate h) * Wup h)
-// with Gemma 3's additions where the layer has them (models/gemma3.cpp): per-head norms of q and
-// k before rope, neox rope, sliding-window attention, norms of both sub-block outputs before
-// their residual adds, and GEGLU.
-// The Context describes each offloaded layer of the decoder (models/decoder.h) as a HostLayer.
+// centered as the host's: gpu/device_kv.h), and a forward over a range of consecutive offloaded
+// layers in which the hidden state crosses between host and device only at the range's two ends.
+// Each layer is the one of layers/decoder_layer.h, run with the device's ops
+// (gpu/device_layer_ops.h): any architecture's layer, with the weights and settings the
+// decoder (arch/decoder.h) holds for it.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,11 +14,14 @@
 #include <vector>
 
 #include "gpu/device_kv.h"
+#include "gpu/device_layer_ops.h"
 #include "gpu/ops.h"
 #include "gpu/program_cache.h"
 #include "gpu/runtime.h"
 #include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
+#include "layers/cpu_layer_ops.h"
+#include "layers/decoder_layer.h"
 #include "layers/device_layers.h"
 
 namespace ei::cl {
@@ -31,19 +29,21 @@ namespace ei::cl {
 class Offload final : public DeviceLayers {
 public:
     // Opens the device and allocates its KV cache ([n_ctx] rows of n_head_kv * head_dim values
-    // per layer, K and V, in host_kv's format) and scratch for n_batch tokens. Weights come later, through upload().
+    // per layer, K and V, in host_kv's format) and scratch for n_batch tokens (fused_width: floats
+    // per token of the widest fused projection, 0 if none). Weights come later, through upload().
     // host_kv: the Context's cache, which keeps a staging copy of the offloaded layers' rows
     // for what works on the host cache (snapshots, saved states, context shift): see sync_*.
-    Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerDims& dims,
-            KvCache& host_kv);
+    Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerShapes& shapes,
+            int64_t fused_width, KvCache& host_kv);
     ~Offload() override;
 
     bool on_device(int layer) const override { return index_.count(layer) != 0; }
     int range_end(int layer) const override;
     const std::vector<int>& layers() const { return layers_; }
 
-    // Copies layer `layer`'s weights to the device (every weight type must be matmul_supports).
-    void upload(int layer, const HostLayer& w);
+    // Copies layer `layer`'s weights to the device (every matrix type must be matmul_supports);
+    // `config` is how it ropes and attends in this context.
+    void upload(int layer, const CpuLayerWeights& w, const LayerConfig& config);
     // Runs layers first..last (all offloaded, consecutive) on x [n][n_embd] in place, for tokens
     // at positions pos0 .. pos0 + n - 1 (n <= n_batch); their K/V go to the device cache.
     void run(int first, int last, float* x, int64_t n, int64_t pos0) override;
@@ -59,27 +59,28 @@ public:
     size_t kv_bytes() const { return kv_bytes_; }
 
 private:
-    struct DeviceLayer;
-    void run_layer(size_t slot, int64_t n, int64_t pos0);
+    struct DeviceLayer {
+        DeviceLayerWeights w;
+        LayerConfig config;
+        bool uploaded = false;
+    };
 
     std::unique_ptr<Device> dev_;
     std::unique_ptr<ProgramCache> programs_;
     std::unique_ptr<DeviceOps> ops_;
-    LayerDims dims_;
+    LayerShapes shapes_;
     int64_t n_ctx_, n_batch_;
     std::vector<int> layers_;                // ascending
     std::map<int, size_t> index_;            // layer -> slot in device_layers_
     std::vector<std::unique_ptr<DeviceLayer>> device_layers_;  // by slot
     std::unique_ptr<DeviceKvCache> kv_;      // slot i: layers_[i]
-    // Builds the rotation tables of positions pos0 .. pos0 + n - 1 that layers first..last need.
-    void write_rope_tables(int first, int last, int64_t n, int64_t pos0);
 
     // Scratch, [n_batch][width] floats each: x (residual stream), h (normed input), q, k, v,
-    // att (attention output), gate, up, out (sub-block output).
-    Buffer x_, h_, q_, k_, v_, att_, gate_, up_, out_;
-    // Rotation tables, [n_batch][n_rot] floats (cos, sin per pair, made on the host by the CPU's
-    // rope_cos_sin), one per (freq_base, freq_scale) among the layers (Gemma 3 has two).
-    std::map<std::pair<float, float>, Buffer> rope_cs_;
+    // att (attention output), gate, up, out (sub-block output), fused (a fused projection's
+    // output, when a layer has one).
+    Buffer x_, h_, q_, k_, v_, att_, gate_, up_, out_, fused_;
+    // Rotation tables, one per distinct RoPE among the layers (Gemma 3 has two).
+    std::unique_ptr<RopeTables> rope_;
     size_t weight_bytes_ = 0, kv_bytes_ = 0;
 };
 

@@ -342,4 +342,24 @@ void DeviceOps::add(const Buffer& y, const Buffer& x, int64_t n) {
     dev_.run(k, 1, &global, nullptr);
 }
 
+void DeviceOps::add_rows(const Buffer& y, const Buffer& b, int64_t n, int64_t width) {
+    require_floats(y, n * width, "y");
+    require_floats(b, width, "the bias");
+    Kernel& k = kernel("elementwise", "add_rows");
+    k.set_args(y, b, to_int(width, "the row width"));
+    const size_t global = (size_t)(n * width);
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::take_columns(const Buffer& src, const Buffer& dst, int64_t n, int64_t stride, int64_t c0,
+                             int64_t width) {
+    require(c0 >= 0 && width > 0 && c0 + width <= stride, "take_columns: columns outside the rows");
+    require_floats(src, n * stride, "src");
+    require_floats(dst, n * width, "dst");
+    Kernel& k = kernel("elementwise", "take_columns");
+    k.set_args(src, dst, to_int(stride, "the row stride"), to_int(c0, "the first column"), to_int(width, "the width"));
+    const size_t global = (size_t)(n * width);
+    dev_.run(k, 1, &global, nullptr);
+}
+
 }  // namespace ei::cl

@@ -92,6 +92,10 @@ public:
     void scale(const Buffer& x, float s, int64_t n);
     // y[i] += x[i], i < n.
     void add(const Buffer& y, const Buffer& x, int64_t n);
+    // y[t][i] += b[i] for n rows of `width` values.
+    void add_rows(const Buffer& y, const Buffer& b, int64_t n, int64_t width);
+    // dst[n][width] = columns c0 .. c0 + width - 1 of src[n][stride].
+    void take_columns(const Buffer& src, const Buffer& dst, int64_t n, int64_t stride, int64_t c0, int64_t width);
 
 private:
     Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");

@@ -7,7 +7,7 @@
 #include "cpu/kernels.h"
 #include "kv/kv_cache.h"
 #include "layers/params.h"
-#include "model/tensor.h"
+#include "cpu/tensor.h"
 
 namespace ei {
 

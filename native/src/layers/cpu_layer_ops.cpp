@@ -26,7 +26,8 @@ void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float
     }
 }
 
-void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate) {
+void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate,
+                                   float* /*up*/) {
     ei::matmul(pool_, kt_, W, x, n, fused_, scratch_);
     for (int64_t t = 0; t < n; ++t) glu(gelu, fused_ + t * 2 * ff, fused_ + t * 2 * ff + ff, gate + t * ff, ff);
 }

@@ -9,7 +9,7 @@
 #include "cpu/matmul.h"
 #include "kv/kv_cache.h"
 #include "layers/decoder_layer.h"
-#include "model/tensor.h"
+#include "cpu/tensor.h"
 
 namespace ei {
 
@@ -34,8 +34,9 @@ public:
     // One matmul with the fused [a | b | c] weight, its columns taken apart into a, b, c.
     void matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b, int64_t wb,
                       float* c, int64_t wc);
-    // gate[n][ff] = glu of the fused [gate | up] projection, row by row (ggml's per-row op).
-    void matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate);
+    // gate[n][ff] = glu of the fused [gate | up] projection, row by row (ggml's per-row op);
+    // `up` is scratch another backend may need (unused here).
+    void matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate, float* up);
     void add_rows(float* y, const float* bias, int64_t rows, int64_t width);
     void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c);
     void scale(float* x, float s, int64_t count);

@@ -107,7 +107,7 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
 
     ops.rms_norm(xr, L.ffn_norm, a.h, m, d);
     if (ops.present(L.w_gate_up)) {
-        ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate);
+        ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate, a.up);
     } else {
         ops.matmul(L.w_gate, a.h, m, a.gate);
         ops.matmul(L.w_up, a.h, m, a.up);

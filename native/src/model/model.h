@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
-#include "models/arch.h"
+#include "arch/arch.h"
 #include "vocab/vocab.h"
 
 namespace ei {

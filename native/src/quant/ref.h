@@ -49,11 +49,14 @@ void vec_dot_q3_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+// The same dot products in the order of ggml-cpu's tiled GEMM (per super-block: the integer
+// sums scaled, the minimum subtracted in one FMA, then accumulated with one FMA).
+void vec_dot_q2_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q3_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q4_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q5_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_q6_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 
 }  // namespace ref
-
-struct KernelTable;
-// The k-quant rows of the reference table (ref_kquants.cpp; called by fill_kernels_scalar).
-void fill_kernels_kquants_scalar(KernelTable& t);
 
 }  // namespace ei

@@ -20,7 +20,6 @@
 #include <cstring>
 
 #include "common/fp16.h"
-#include "cpu/kernels.h"
 #include "quant/blocks.h"
 #include "quant/ref.h"
 
@@ -304,23 +303,12 @@ void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_
 void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q5_K>(n, s, x, y); }
 void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_k<block_q6_K>(n, s, x, y); }
 
-}  // namespace ref
+void vec_dot_q2_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) { vec_dot_k_tiled<block_q2_K>(n, s, x, y); }
+void vec_dot_q3_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) { vec_dot_k_tiled<block_q3_K>(n, s, x, y); }
+void vec_dot_q4_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) { vec_dot_k_tiled<block_q4_K>(n, s, x, y); }
+void vec_dot_q5_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) { vec_dot_k_tiled<block_q5_K>(n, s, x, y); }
+void vec_dot_q6_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) { vec_dot_k_tiled<block_q6_K>(n, s, x, y); }
 
-// The k-quant rows of the reference table (called by fill_kernels_scalar).
-void fill_kernels_kquants_scalar(KernelTable& t) {
-    // {to_float, from_float, vec_dot, vec_dot_type}
-    t.types[TYPE_Q2_K] = {ref::to_float_q2_K, nullptr, ref::vec_dot_q2_K_q8_K, TYPE_Q8_K};
-    t.types[TYPE_Q3_K] = {ref::to_float_q3_K, nullptr, ref::vec_dot_q3_K_q8_K, TYPE_Q8_K};
-    t.types[TYPE_Q4_K] = {ref::to_float_q4_K, nullptr, ref::vec_dot_q4_K_q8_K, TYPE_Q8_K};
-    t.types[TYPE_Q5_K] = {ref::to_float_q5_K, nullptr, ref::vec_dot_q5_K_q8_K, TYPE_Q8_K};
-    t.types[TYPE_Q6_K] = {ref::to_float_q6_K, nullptr, ref::vec_dot_q6_K_q8_K, TYPE_Q8_K};
-    t.types[TYPE_Q2_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q2_K>;
-    t.types[TYPE_Q3_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q3_K>;
-    t.types[TYPE_Q4_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q4_K>;
-    t.types[TYPE_Q5_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q5_K>;
-    t.types[TYPE_Q6_K].vec_dot_tiled = ref::vec_dot_k_tiled<block_q6_K>;
-    // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
-    t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
-}
+}  // namespace ref
 
 }  // namespace ei

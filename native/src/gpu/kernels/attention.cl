@@ -161,7 +161,8 @@ inline float round_half(float x) {
 
 // ggml_vec_dot_f16 with 256-bit vectors: sum[j][l] += k[i + 8j + l] * q[i + 8j + l] (FMA) over
 // steps of 32; (sum0 + sum2) + (sum1 + sum3); then lanes l + (l + 4), and two horizontal adds.
-// A tail (head_dim % 32) is summed in float after (the CPU uses double there).
+// A tail (head_dim % 32) is then summed as the CPU sums it: float products added in double
+// (ggml_float), where the device has doubles.
 inline float dot_f16_ggml(__global const half* k, __local const float* q, int n) {
     float sum[4][8];
     for (int j = 0; j < 4; ++j)
@@ -175,8 +176,14 @@ inline float dot_f16_ggml(__global const half* k, __local const float* q, int n)
     float t0[4];
     for (int l = 0; l < 4; ++l) t0[l] = s8[l] + s8[l + 4];
     float r = (t0[0] + t0[1]) + (t0[2] + t0[3]);
+#ifdef cl_khr_fp64
+    double rd = (double)r;
+    for (int i = np; i < n; ++i) rd += (double)(vload_half(i, k) * q[i]);
+    return (float)rd;
+#else
     for (int i = np; i < n; ++i) r += vload_half(i, k) * q[i];
     return r;
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))

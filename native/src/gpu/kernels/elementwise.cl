@@ -77,3 +77,17 @@ __kernel void add(__global float* y, __global const float* x) {
     const size_t i = get_global_id(0);
     y[i] += x[i];
 }
+
+// y[t][i] += b[i] over rows of `width` values (a bias on every row; global size n * width).
+__kernel void add_rows(__global float* y, __global const float* b, int width) {
+    const size_t i = get_global_id(0);
+    y[i] += b[i % (size_t)width];
+}
+
+// dst[t][j] = src[t][c0 + j]: columns c0 .. c0 + width - 1 of rows of `stride` values, packed
+// (the parts of a fused projection; global size n * width).
+__kernel void take_columns(__global const float* src, __global float* dst, int stride, int c0, int width) {
+    const size_t i = get_global_id(0);
+    const size_t t = i / (size_t)width, j = i % (size_t)width;
+    dst[i] = src[t * (size_t)stride + (size_t)c0 + j];
+}

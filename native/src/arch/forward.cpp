@@ -1,4 +1,4 @@
-// The forward pass every architecture shares (models/decoder.h): embeddings, each layer on the
+// The forward pass every architecture shares (arch/decoder.h): embeddings, each layer on the
 // backend the placement chose, the output head. llama.cpp's graph order throughout, so that the
 // logits are its bits.
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "layers/cpu_blocks.h"
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

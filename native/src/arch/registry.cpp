@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "common/error.h"
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

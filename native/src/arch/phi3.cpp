@@ -1,5 +1,5 @@
 // The phi3 architecture (Phi-3 / Phi-3.5 mini), as llama.cpp runs it from GGUF: the shared decoder
-// (models/decoder.h) with one fused QKV projection (attn_qkv: Q, K, V rows in that order), one
+// (arch/decoder.h) with one fused QKV projection (attn_qkv: Q, K, V rows in that order), one
 // fused gate/up projection (ffn_up: [2 n_ff] rows, the gate half first), neox-mode RoPE over
 // rope.dimension_count dims, and Q scaled by 1/sqrt(head_dim) before attention as llama.cpp's
 // graph does. Like llama.cpp, the sliding window some configs name is not applied.
@@ -10,7 +10,7 @@
 // rope.scaling.attn_factor.
 #include <cmath>
 
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

@@ -1,4 +1,4 @@
-#include "model/hparams.h"
+#include "arch/hparams.h"
 
 #include <string>
 

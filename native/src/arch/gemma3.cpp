@@ -1,6 +1,6 @@
 // The gemma3 architecture (Gemma 3 text models), as llama.cpp runs it from GGUF
 // (llm_build_gemma3 with interleaved sliding-window attention): the shared decoder
-// (models/decoder.h) with
+// (arch/decoder.h) with
 //
 //   x = token_embd[tokens] * sqrt(n_embd)
 //   per-head norms of Q and K before neox-mode RoPE (attn_q_norm, attn_k_norm)
@@ -15,7 +15,7 @@
 #include <cmath>
 #include <string>
 
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

@@ -1,6 +1,6 @@
 // The qwen2 architecture (Qwen 2, Qwen 2.5), as llama.cpp runs it from GGUF: the shared decoder
-// (models/decoder.h) with biases on the Q, K and V projections and neox-mode RoPE.
-#include "models/arch.h"
+// (arch/decoder.h) with biases on the Q, K and V projections and neox-mode RoPE.
+#include "arch/arch.h"
 
 namespace ei {
 

@@ -1,6 +1,6 @@
-// What every architecture is: hyper-parameters and a decoder (models/decoder.h) whose layers are
+// What every architecture is: hyper-parameters and a decoder (arch/decoder.h) whose layers are
 // the one layer of layers/decoder_layer.h, with the weights and per-layer settings its file
-// loads. One file per architecture fills them in, plus one line in models/registry.cpp; the
+// loads. One file per architecture fills them in, plus one line in arch/registry.cpp; the
 // forward pass, context shift and offload are shared, so a new architecture brings no code of
 // its own for them.
 #pragma once
@@ -15,10 +15,10 @@
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "layers/device_layers.h"
-#include "model/hparams.h"
-#include "model/tensor.h"
-#include "model/tensor_names.h"
-#include "models/decoder.h"
+#include "arch/hparams.h"
+#include "cpu/tensor.h"
+#include "arch/tensor_names.h"
+#include "arch/decoder.h"
 
 namespace ei {
 

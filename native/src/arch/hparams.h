@@ -1,5 +1,5 @@
 // Hyper-parameters every decoder-only architecture shares, read from the GGUF `<arch>.*` keys.
-// Architecture files add their own fields next to these (models/<arch>.cpp).
+// Architecture files add their own fields next to these (arch/<arch>.cpp).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,8 +1,8 @@
-#include "models/decoder.h"
+#include "arch/decoder.h"
 
 #include <algorithm>
 
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

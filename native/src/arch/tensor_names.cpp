@@ -1,4 +1,4 @@
-#include "model/tensor_names.h"
+#include "arch/tensor_names.h"
 
 namespace ei {
 

@@ -1,7 +1,7 @@
 // The llama architecture (Llama 2/3, Mistral, SmolLM, TinyLlama), as llama.cpp runs it from GGUF:
-// the shared decoder (models/decoder.h) with the plain layer and llama.cpp's "normal" RoPE
+// the shared decoder (arch/decoder.h) with the plain layer and llama.cpp's "normal" RoPE
 // (adjacent pairs), its angles divided by rope_freqs where the file has them (Llama 3.1).
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

@@ -4,7 +4,7 @@
 #include "common/error.h"
 #include "common/mmap.h"
 #include "cpu/repack.h"
-#include "models/arch.h"
+#include "arch/arch.h"
 
 namespace ei {
 

@@ -15,8 +15,8 @@
 #include "gguf/gguf.h"
 #include "layers/cpu_layer_ops.h"
 #include "layers/decoder_layer.h"
-#include "model/hparams.h"
-#include "model/tensor.h"
+#include "arch/hparams.h"
+#include "cpu/tensor.h"
 
 namespace ei {
 

@@ -1,6 +1,6 @@
 // The qwen3 architecture (dense Qwen 3), as llama.cpp runs it from GGUF: the shared decoder
-// (models/decoder.h) with per-head RMS norms on Q and K before neox-mode RoPE, no biases.
-#include "models/arch.h"
+// (arch/decoder.h) with per-head RMS norms on Q and K before neox-mode RoPE, no biases.
+#include "arch/arch.h"
 
 namespace ei {
 

@@ -1,0 +1,91 @@
+#include "gpu/device_layer_ops.h"
+
+#include "common/error.h"
+#include "layers/params.h"
+
+namespace ei::cl {
+
+namespace {
+bool same_rope(const RopeParams& a, const RopeParams& b) {
+    return a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
+           a.freq_factors == b.freq_factors && a.attn_factor == b.attn_factor;
+}
+}  // namespace
+
+void RopeTables::add(const RopeParams& rope) {
+    for (const Entry& e : entries_)
+        if (same_rope(e.rope, rope)) return;
+    entries_.push_back(Entry{rope, dev_.alloc((size_t)(n_batch_ * rope.n_rot) * sizeof(float), "a rope table")});
+}
+
+void RopeTables::write(int64_t n, int64_t pos0) {
+    std::vector<float> cs;
+    for (const Entry& e : entries_) {
+        cs.resize((size_t)(n * e.rope.n_rot));
+        for (int64_t t = 0; t < n; ++t) rope_cos_sin(e.rope, (int32_t)(pos0 + t), cs.data() + t * e.rope.n_rot);
+        dev_.write(e.cs, cs.data(), cs.size() * sizeof(float));
+    }
+}
+
+const Buffer& RopeTables::at(const RopeParams& rope) const {
+    for (const Entry& e : entries_)
+        if (same_rope(e.rope, rope)) return e.cs;
+    throw Error("no rope table for a layer's rope (the offload did not see that layer)");
+}
+
+DeviceLayerOps::Buf DeviceLayerOps::rows(Buf b, int64_t r0, int64_t /*width*/) {
+    if (r0 != 0) throw Error("device buffers are not addressed by row");
+    return b;
+}
+
+void DeviceLayerOps::rms_norm(Buf x, const Buffer& w, Buf out, int64_t rows, int64_t width) {
+    ops_.rms_norm(*x, w, *out, rows, width, eps_);
+}
+
+void DeviceLayerOps::matmul(const DeviceMat& W, Buf x, int64_t n, Buf y) {
+    ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, *y);
+}
+
+void DeviceLayerOps::matmul_split(const DeviceMat& W, Buf x, int64_t n, Buf a, int64_t wa, Buf b, int64_t wb, Buf c,
+                                  int64_t wc) {
+    const int64_t stride = wa + wb + wc;
+    ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, fused_);
+    ops_.take_columns(fused_, *a, n, stride, 0, wa);
+    ops_.take_columns(fused_, *b, n, stride, wa, wb);
+    ops_.take_columns(fused_, *c, n, stride, wa + wb, wc);
+}
+
+void DeviceLayerOps::matmul_glu_fused(const DeviceMat& W, Buf x, int64_t n, int64_t ff, bool gelu, Buf gate, Buf up) {
+    ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, fused_);
+    ops_.take_columns(fused_, *gate, n, 2 * ff, 0, ff);
+    ops_.take_columns(fused_, *up, n, 2 * ff, ff, ff);
+    glu(gelu, gate, up, gate, n * ff);
+}
+
+void DeviceLayerOps::add_rows(Buf y, const Buffer& bias, int64_t rows, int64_t width) {
+    ops_.add_rows(*y, bias, rows, width);
+}
+
+void DeviceLayerOps::rope(Buf x, int64_t n, int64_t heads, int64_t head_dim, int64_t /*pos0*/, const LayerConfig& c) {
+    // The tables were written for this batch's positions before its layers ran (RopeTables::write).
+    ops_.rope(*x, rope_.at(c.rope), n, RopeShape{heads, head_dim, c.rope.n_rot, c.rope_neox});
+}
+
+void DeviceLayerOps::scale(Buf x, float s, int64_t count) { ops_.scale(*x, s, count); }
+
+void DeviceLayerOps::kv_store(int il, int64_t pos0, int64_t n, Buf k, Buf v) {
+    kv_.store(slot_of_.at(il), *k, *v, pos0, n);
+}
+
+void DeviceLayerOps::attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, Buf out) {
+    kv_.attend(slot_of_.at(il), *q, *out, m, pos0, AttentionDims{s.n_head, s.n_head_kv, s.head_dim, s.scale, s.window});
+}
+
+void DeviceLayerOps::glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count) {
+    if (gelu) ops_.geglu(*gate, *up, *out, count);
+    else ops_.swiglu(*gate, *up, *out, count);
+}
+
+void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(*y, *x, count); }
+
+}  // namespace ei::cl

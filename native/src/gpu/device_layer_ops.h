@@ -1,0 +1,84 @@
+// The OpenCL backend of the layer written once (layers/decoder_layer.h): its ops over device
+// buffers, weights copied to the device in the file's blocks, the device KV cache. Every op
+// computes the CPU's floats in the CPU's order (gpu/kernels/*.cl), so a layer run here gives
+// the CPU path's bits.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "gpu/device_kv.h"
+#include "gpu/ops.h"
+#include "gpu/runtime.h"
+#include "layers/decoder_layer.h"
+
+namespace ei::cl {
+
+// A weight matrix on the device: `rows` rows of `cols` values of `type`, the file's blocks.
+struct DeviceMat {
+    Buffer w;
+    uint32_t type = 0;
+    int64_t rows = 0, cols = 0;
+};
+
+using DeviceLayerWeights = LayerWeights<DeviceMat, Buffer>;
+
+// Rotation tables, one per distinct RoPE among the layers ([n_batch][n_rot] floats: cos, sin
+// per pair for positions pos0 .. pos0 + n - 1, made on the host by rope_cos_sin, the CPU's).
+class RopeTables {
+public:
+    RopeTables(Device& dev, int64_t n_batch) : dev_(dev), n_batch_(n_batch) {}
+    // Makes room for `rope`'s table.
+    void add(const RopeParams& rope);
+    // Fills every table for positions pos0 .. pos0 + n - 1.
+    void write(int64_t n, int64_t pos0);
+    const Buffer& at(const RopeParams& rope) const;
+
+private:
+    struct Entry {
+        RopeParams rope;
+        Buffer cs;
+    };
+    Device& dev_;
+    int64_t n_batch_;
+    std::vector<Entry> entries_;
+};
+
+class DeviceLayerOps {
+public:
+    using Buf = const Buffer*;
+    using Weights = DeviceLayerWeights;
+
+    // slot_of: layer -> its slot in kv; fused: scratch of at least [n][the widest fused
+    // projection] floats (or empty when no layer has one).
+    DeviceLayerOps(DeviceOps& ops, DeviceKvCache& kv, const std::map<int, size_t>& slot_of, const RopeTables& rope,
+                   float norm_eps, const Buffer& fused)
+        : ops_(ops), kv_(kv), slot_of_(slot_of), rope_(rope), eps_(norm_eps), fused_(fused) {}
+
+    static bool present(const DeviceMat& m) { return m.w.get() != nullptr; }
+    static bool present(const Buffer& b) { return b.get() != nullptr; }
+    // Device buffers are not addressed by row: the layer runs every row (r0 is always 0 here).
+    static Buf rows(Buf b, int64_t r0, int64_t width);
+
+    void rms_norm(Buf x, const Buffer& w, Buf out, int64_t rows, int64_t width);
+    void matmul(const DeviceMat& W, Buf x, int64_t n, Buf y);
+    void matmul_split(const DeviceMat& W, Buf x, int64_t n, Buf a, int64_t wa, Buf b, int64_t wb, Buf c, int64_t wc);
+    void matmul_glu_fused(const DeviceMat& W, Buf x, int64_t n, int64_t ff, bool gelu, Buf gate, Buf up);
+    void add_rows(Buf y, const Buffer& bias, int64_t rows, int64_t width);
+    void rope(Buf x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c);
+    void scale(Buf x, float s, int64_t count);
+    void kv_store(int il, int64_t pos0, int64_t n, Buf k, Buf v);
+    void attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, Buf out);
+    void glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count);
+    void add(Buf y, Buf x, int64_t count);
+
+private:
+    DeviceOps& ops_;
+    DeviceKvCache& kv_;
+    const std::map<int, size_t>& slot_of_;
+    const RopeTables& rope_;
+    float eps_;
+    const Buffer& fused_;
+};
+
+}  // namespace ei::cl
