@@ -4,12 +4,12 @@ info --gpu-layers`` (which prints the plan) and by `Model.load(gpu_layers=...)` 
 neither reads a weight to make it."""
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.gpu.devices import list_devices, opencl_library
 from edgeinfer.gpu.placement import Placement, model_costs, parse_gpu_layers, plan_placement
 
 # Bytes per block and values per block of each KV cache type.
@@ -52,8 +52,6 @@ def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096
                   kv_types: tuple[str, str] = ("f16", "f16"), require_gpu: bool = False) -> Placement:
     """The plan for `gpu_layers` (placement.parse_gpu_layers' syntax) on OpenCL device `device`
     for a model file (a _core.GgufFile), with a KV cache of n_ctx positions of kv_types."""
-    from edgeinfer.cli.devices import list_devices  # the one device listing (honours EDGEINFER_OPENCL_LIBRARY)
-
     arch = gguf.get("general.architecture")
     dims = kv_dims(gguf, arch)
     if dims is None:
@@ -74,11 +72,10 @@ def offload_arguments(plan: Placement) -> dict:
     """The keyword arguments of _core.Context that carry out `plan` ({} when nothing is offloaded)."""
     if not plan.gpu_layers:
         return {}
-    from edgeinfer.cli.devices import LIBRARY_ENV
     from edgeinfer.paths import opencl_cache_dir
 
     return {"gpu_layers": list(plan.gpu_layers), "gpu_device": plan.device_index,
-            "opencl_library": os.environ.get(LIBRARY_ENV, ""), "opencl_cache_dir": str(opencl_cache_dir())}
+            "opencl_library": opencl_library(), "opencl_cache_dir": str(opencl_cache_dir())}
 
 
 def plan_offload(gguf: Any, gpu_layers: str, device: int, n_ctx: int, kv_types: tuple[str, str],
