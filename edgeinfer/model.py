@@ -81,6 +81,8 @@ class Model:
         gpu_layers: layers to offload to OpenCL device `device` ("4": the last 4, "all", "auto",
         "0-5,12"; None/0: none), as edgeinfer.gpu.placement plans them; `placement` says what
         went where. No OpenCL device: a warning and the CPU, or EdgeInferError with require_gpu.
+        A request that cannot be met raises edgeinfer.gpu.placement.PlacementError (an
+        EdgeInferError) whose `param` names the keyword at fault.
         Offloaded layers keep their KV cache on the device, in the same format (types, rotation,
         centering) as the CPU's layers."""
         path = Path(path)

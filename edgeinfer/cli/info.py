@@ -14,6 +14,7 @@ from rich.table import Table
 from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
+from edgeinfer.cli.wording import flag_spelling
 from edgeinfer.gpu.model_plan import KV_TYPE_BYTES, kv_dims, kv_row_bytes, plan_for_file
 from edgeinfer.gpu.placement import Placement, describe
 from edgeinfer.pull import resolve_model
@@ -129,8 +130,8 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "gpu_layers", None) is not None:
         plan = placement(gguf, args)
         kv_types = (args.cache_type_k, args.cache_type_v)
-        info["placement"] = dict(plan.as_dict(), n_ctx=args.ctx_size, kv_types=list(kv_types),
-                                 lines=describe(plan, kv_types))
+        info["placement"] = dict(plan.as_dict(flag_spelling), n_ctx=args.ctx_size, kv_types=list(kv_types),
+                                 lines=describe(plan, kv_types, flag_spelling))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

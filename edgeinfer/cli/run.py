@@ -32,8 +32,9 @@ def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_
 def print_placement(model: Any, kv_types: tuple[str, str]) -> None:
     """What went where, one line per device on stderr, when layers were offloaded."""
     if model.placement is not None and model.placement.gpu_layers:
+        from edgeinfer.cli.wording import flag_spelling
         from edgeinfer.gpu.placement import describe
-        for line in describe(model.placement, kv_types):
+        for line in describe(model.placement, kv_types, flag_spelling):
             stderr.print(f"offload: {line}", style="dim", soft_wrap=True, markup=False)
 
 

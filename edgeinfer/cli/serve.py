@@ -15,6 +15,7 @@ from pathlib import Path
 from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.run import gpu_options, print_placement
+from edgeinfer.cli.wording import in_flags
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 from edgeinfer.sampling import SamplingParams
@@ -70,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
                                cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v,
                                **(config.gpu or {}))
         for note in notes:
-            stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
+            stderr.print(f"note: {in_flags(note.message)}", style="yellow", soft_wrap=True)
         print_placement(model, (config.cache_type_k, config.cache_type_v))
         stderr.print(f"model {config.model_id!r} loaded: n_ctx={model.n_ctx}, {model.n_threads} threads, "
                      f"{model.kv_summary()}", style="dim", soft_wrap=True)
@@ -87,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     server: uvicorn.Server | None = None
 
     def on_load_failure(exc: BaseException) -> None:
-        print_error(f"cannot load the model: {exc}")
+        print_error(f"cannot load the model: {in_flags(exc)}")
         if server is not None:
             server.should_exit = True
 
