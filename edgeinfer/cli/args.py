@@ -10,6 +10,7 @@ import re
 from typing import Callable
 
 from edgeinfer import __version__
+from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.models import default_model_name, known_names
 from edgeinfer.sampling import DEFAULTS, parse_option
 from edgeinfer.server.config import DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
@@ -39,7 +40,7 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
+KV_TYPES = KV_CACHE_TYPES   # the types Model.load takes
 
 
 def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
