@@ -245,6 +245,42 @@ def test_limits_describe_what_they_take_and_parse_text():
         parse_option("top_k", "x")
 
 
+# -- one definition: every entry point reads SamplingParams' fields ------------------------------
+
+def test_every_option_states_its_default_limit_and_help_once():
+    from dataclasses import fields
+
+    from edgeinfer.sampling import HELP, LIMITS
+
+    for f in fields(SamplingParams):
+        assert LIMITS[f.name] is f.metadata["limit"] and HELP[f.name] == f.metadata["help"]
+        assert f.default is None or LIMITS[f.name].contains(f.default)
+
+
+def test_model_generate_takes_every_option_and_defers_to_its_default():
+    import inspect
+    from dataclasses import fields
+
+    from edgeinfer.model import Model
+
+    keywords = inspect.signature(Model.generate).parameters
+    assert all(keywords[f.name].default is None for f in fields(SamplingParams))
+
+
+def test_cli_flags_take_their_default_check_and_help_from_the_fields():
+    from edgeinfer.cli.args import SAMPLING_FLAGS, build_parser, sampling_options
+    from edgeinfer.sampling import DEFAULTS, HELP
+
+    parser = build_parser()
+    for command in ("run", "chat", "serve"):
+        actions = {a.dest: a for a in parser._subparsers._group_actions[0].choices[command]._actions}
+        for name, (flag, _) in SAMPLING_FLAGS.items():
+            assert actions[name].option_strings == [flag] and actions[name].default == getattr(DEFAULTS, name)
+            assert actions[name].help.startswith(HELP[name] + " (default")
+    args = parser.parse_args(["serve", "--temp", "0.5", "--seed", "-1"])
+    assert SamplingParams(**sampling_options(args)) == SamplingParams(temperature=0.5)
+
+
 def test_top_k_with_fewer_finite_logits_than_k_keeps_just_those():
     # what a grammar mask leaves: a few finite logits among -inf (the fast path skips the partition)
     logits = np.full(1000, -np.inf, dtype=np.float32)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import stderr
 from edgeinfer.cli.run import gpu_options, load_model
 from edgeinfer.paths import chat_history_file
@@ -18,8 +19,7 @@ from edgeinfer.repl.session import ChatSession, Settings
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    return Settings(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens)
+    return Settings(**sampling_options(args), max_tokens=args.max_tokens)
 
 
 def system_from_args(args: argparse.Namespace) -> str | None:

@@ -12,6 +12,7 @@ import threading
 import warnings
 from pathlib import Path
 
+from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.run import gpu_options, print_placement
@@ -37,8 +38,7 @@ def make_config(args: argparse.Namespace, path: Path):
     from edgeinfer.server.config import ServerConfig, model_ids
 
     model_id, accepted = model_ids(path, args.model, args.alias)
-    sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                              repeat_penalty=args.repeat_penalty, seed=args.seed)
+    sampling = SamplingParams(**sampling_options(args))
     return ServerConfig(
         model_path=path, model_id=model_id, accepted_model_ids=accepted, n_ctx=args.ctx_size,
         n_threads=args.threads, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v,
