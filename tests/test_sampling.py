@@ -281,6 +281,20 @@ def test_cli_flags_take_their_default_check_and_help_from_the_fields():
     assert SamplingParams(**sampling_options(args)) == SamplingParams(temperature=0.5)
 
 
+def test_set_changes_sampling_fields_checked_by_their_limits():
+    from edgeinfer.repl.commands import SETTABLE
+    from edgeinfer.repl.session import Settings
+    from edgeinfer.sampling import DEFAULTS, LIMITS
+
+    assert {setting for setting, _ in SETTABLE.values()} - set(LIMITS) == {"max_tokens"}
+    settings = Settings()
+    assert settings.sampling == DEFAULTS
+    with pytest.raises(ValueError, match="^top_p: expected a number in"):
+        settings.set("top_p", 2.0)
+    settings.set("top_p", 0.5)
+    assert Settings.from_dict(settings.to_dict()) == settings and settings.get("top_p") == 0.5
+
+
 def test_top_k_with_fewer_finite_logits_than_k_keeps_just_those():
     # what a grammar mask leaves: a few finite logits among -inf (the fast path skips the partition)
     logits = np.full(1000, -np.inf, dtype=np.float32)

@@ -16,10 +16,11 @@ from edgeinfer.repl.app import run_interactive, run_piped
 from edgeinfer.repl.commands import ChatOptions, CommandContext
 from edgeinfer.repl.render import Renderer
 from edgeinfer.repl.session import ChatSession, Settings
+from edgeinfer.sampling import SamplingParams
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    return Settings(**sampling_options(args), max_tokens=args.max_tokens)
+    return Settings(SamplingParams(**sampling_options(args)), max_tokens=args.max_tokens)
 
 
 def system_from_args(args: argparse.Namespace) -> str | None:
