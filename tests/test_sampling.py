@@ -295,6 +295,24 @@ def test_set_changes_sampling_fields_checked_by_their_limits():
     assert Settings.from_dict(settings.to_dict()) == settings and settings.get("top_p") == 0.5
 
 
+def test_the_server_fields_are_bounded_and_described_as_the_fields_are():
+    from edgeinfer.sampling import HELP, LIMITS
+    from edgeinfer.server.schemas import REQUEST_SAMPLING_OPTIONS, CompletionRequest
+
+    assert set(LIMITS) - set(REQUEST_SAMPLING_OPTIONS) == {"repeat_last_n"}
+    schema = CompletionRequest.model_json_schema()["properties"]
+    keys = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+    for name in REQUEST_SAMPLING_OPTIONS:
+        assert schema[name]["description"].startswith(HELP[name])
+        if name == "seed":
+            continue   # OpenAI's seed is any integer; the server takes it modulo 2**64
+        field = schema[name]["anyOf"][0]
+        for bound, value in LIMITS[name].bounds().items():
+            # OpenAI's ranges may be narrower (temperature <= 2, penalties in [-2, 2]), never wider.
+            got = field[keys[bound]]
+            assert got >= value if bound in ("ge", "gt") else got <= value, (name, bound)
+
+
 def test_top_k_with_fewer_finite_logits_than_k_keeps_just_those():
     # what a grammar mask leaves: a few finite logits among -inf (the fast path skips the partition)
     logits = np.full(1000, -np.inf, dtype=np.float32)
