@@ -10,8 +10,8 @@ import re
 from typing import Any, Callable
 
 from edgeinfer import __version__
+from edgeinfer.catalog import default_model_name, known_names
 from edgeinfer.model import KV_CACHE_TYPES
-from edgeinfer.models import default_model_name, known_names
 from edgeinfer.sampling import DEFAULTS, HELP, parse_option
 from edgeinfer.server.config import DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
 
