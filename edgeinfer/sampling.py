@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass
-from typing import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -72,19 +72,62 @@ class Limit:
         return out
 
 
-# Every entry point (Python API, CLI flags, the REPL's /set, the server's request schema) checks
-# sampling options against this one table. The server adds OpenAI's narrower ranges on top.
-LIMITS: dict[str, Limit] = {
-    "temperature": Limit(float, 0.0),
-    "top_k": Limit(int, 0),
-    "top_p": Limit(float, 0.0, 1.0),
-    "min_p": Limit(float, 0.0, 1.0),
-    "repeat_penalty": Limit(float, 0.0, lo_open=True),
-    "repeat_last_n": Limit(int, -1),
-    "presence_penalty": Limit(float),
-    "frequency_penalty": Limit(float),
-    "seed": Limit(int, 0, 2**64 - 1),
-}
+def option(default: Any, limit: Limit, help: str) -> Any:
+    """A `SamplingParams` field: its default, the values it takes and what it does, stated once
+    for every entry point (see SamplingParams)."""
+    return field(default=default, metadata={"limit": limit, "help": help})
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Every sampling option, defined once: its default (llama.cpp's), its limits and its help.
+
+    Making one checks every value against its limits (`Model.generate` makes one from its
+    keywords). The CLI flags (edgeinfer/cli/args.py), the REPL's /set (edgeinfer/repl/commands.py)
+    and the server's request fields (edgeinfer/server/schemas.py) take their defaults, checks and
+    help from these fields, and only choose which options they offer and how they spell them; the
+    server narrows a few ranges to OpenAI's on top.
+
+    ``top_k <= 0``, ``top_p >= 1``, ``min_p <= 0``, ``repeat_penalty == 1``, and zero presence /
+    frequency penalties each turn that stage off. An option whose default is None (the seed) may
+    be None: not given.
+    """
+
+    temperature: float = option(0.8, Limit(float, 0.0), "temperature; 0 = greedy")
+    top_k: int = option(40, Limit(int, 0), "keep the K most likely tokens; 0 = off")
+    top_p: float = option(0.95, Limit(float, 0.0, 1.0), "nucleus sampling; 1 = off")
+    min_p: float = option(0.05, Limit(float, 0.0, 1.0), "drop tokens below P x the top probability; 0 = off")
+    repeat_penalty: float = option(1.0, Limit(float, 0.0, lo_open=True), "penalise recently seen tokens; 1 = off")
+    repeat_last_n: int = option(64, Limit(int, -1),
+                                "how many recent tokens the penalties look at; 0 = none, -1 = all")
+    presence_penalty: float = option(0.0, Limit(float), "subtracted from the logit of every recently seen "
+                                                        "token; 0 = off")
+    frequency_penalty: float = option(0.0, Limit(float), "subtracted from a recently seen token's logit once "
+                                                         "per time it was seen; 0 = off")
+    seed: int | None = option(None, Limit(int, 0, 2**64 - 1), "random seed for reproducible sampling")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None or f.default is not None:
+                check_option(f.name, value)
+
+    def make_sampler(self) -> Sampler:
+        """The sampler for these parameters (penalties are separate: `make_logits_processors`)."""
+        return make_sampler(self.temperature, self.top_k, self.top_p, self.min_p, self.seed)
+
+    def make_logits_processors(self) -> list[LogitsProcessor]:
+        """The history-dependent logits transforms for these parameters."""
+        return make_logits_processors(self.repeat_penalty, self.repeat_last_n,
+                                      self.presence_penalty, self.frequency_penalty)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# Read from the fields above, never written again.
+LIMITS: dict[str, Limit] = {f.name: f.metadata["limit"] for f in fields(SamplingParams)}
+HELP: dict[str, str] = {f.name: f.metadata["help"] for f in fields(SamplingParams)}
 
 
 def check_option(name: str, value: float) -> float:
@@ -106,44 +149,6 @@ def parse_option(name: str, text: str) -> float:
     if value is None or not limit.contains(value):
         raise ValueError(f"expected {limit.describe()}, got {text if value is not None else repr(text)}")
     return value
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """Every sampling option and its default (llama.cpp's defaults), defined once.
-
-    ``top_k <= 0``, ``top_p >= 1``, ``min_p <= 0``, ``repeat_penalty == 1``, and zero presence /
-    frequency penalties each turn that stage off. ``repeat_last_n`` is how many recent tokens the
-    penalties look at (0 = none, -1 = the whole history).
-    """
-
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    repeat_penalty: float = 1.0
-    repeat_last_n: int = 64
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in LIMITS:
-            value = getattr(self, name)
-            if value is not None or name != "seed":
-                check_option(name, value)
-
-    def make_sampler(self) -> Sampler:
-        """The sampler for these parameters (penalties are separate: `make_logits_processors`)."""
-        return make_sampler(self.temperature, self.top_k, self.top_p, self.min_p, self.seed)
-
-    def make_logits_processors(self) -> list[LogitsProcessor]:
-        """The history-dependent logits transforms for these parameters."""
-        return make_logits_processors(self.repeat_penalty, self.repeat_last_n,
-                                      self.presence_penalty, self.frequency_penalty)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 DEFAULTS = SamplingParams()

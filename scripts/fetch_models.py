@@ -14,7 +14,7 @@ import sys
 from edgeinfer.cli.output import print_error
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.models import known_names
+from edgeinfer.catalog import known_names
 from edgeinfer.pull import pull_model
 
 

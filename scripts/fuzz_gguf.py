@@ -57,7 +57,7 @@ def cpu_name() -> str:
 
 
 def default_smollm2() -> Path | None:
-    from edgeinfer.models import get_entry
+    from edgeinfer.catalog import get_entry
 
     entry = get_entry("smollm2-135m-instruct")
     return entry.path if entry.is_present() else None

@@ -60,7 +60,7 @@ def main() -> int:
     models_dir = args.models_dir
     if models_dir is None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from edgeinfer.models import get_entry
+        from edgeinfer.catalog import get_entry
         models_dir = get_entry("smollm2-135m-instruct").path.parent
     src = models_dir / SOURCE
     if not src.exists():

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from edgeinfer.models import get_entry
+from edgeinfer.catalog import get_entry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

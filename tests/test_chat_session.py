@@ -12,11 +12,12 @@ from edgeinfer.model import Model
 from edgeinfer.repl import transcript
 from edgeinfer.repl.commands import ChatOptions, CommandContext, run_command
 from edgeinfer.repl.session import ChatSession, Settings, TurnStats
+from edgeinfer.sampling import SamplingParams
 from edgeinfer.repl.terminal import SlashCompleter, open_block, unfence
 
 pytestmark = pytest.mark.realmodel
 
-GREEDY = Settings(temperature=0, max_tokens=16)
+GREEDY = Settings(SamplingParams(temperature=0), max_tokens=16)
 
 
 def drain(gen) -> tuple[str, TurnStats]:
@@ -39,7 +40,7 @@ LONG = "Here is some background. " + " ".join(f"Fact {i}: the sky was blue on da
 
 def new_session(model, **kw) -> ChatSession:
     model.prompt_cache.reset()
-    return ChatSession(model, settings=Settings(**GREEDY.to_dict()), **kw)
+    return ChatSession(model, settings=Settings.from_dict(GREEDY.to_dict()), **kw)
 
 
 def test_second_turn_prefills_only_the_new_message(model):
@@ -178,7 +179,7 @@ def test_state_from_another_model_is_refused_and_the_transcript_prefilled(model,
     drain(s.ask("What is 2+2?"))
     transcript.save(s, tmp_path / "chat.json", "smollm2")
     gemma = Model.load(gemma3_path, n_ctx=256, n_threads=2)
-    s2 = ChatSession(gemma, settings=Settings(**GREEDY.to_dict()))
+    s2 = ChatSession(gemma, settings=Settings.from_dict(GREEDY.to_dict()))
     loaded = transcript.load(s2, tmp_path / "chat.json")
     assert loaded.state_tokens is None and loaded.state_error.startswith("refused")
     assert loaded.prefilled > 0 and gemma.context.n_past == loaded.prefilled
@@ -191,6 +192,8 @@ def test_state_from_another_model_is_refused_and_the_transcript_prefilled(model,
     ('{"format": "other"}', "not an edgeinfer chat transcript"),
     ('{"format": "edgeinfer-chat", "version": 99}', "version 99"),
     ('{"format": "edgeinfer-chat", "version": 1, "messages": [{"role": "wizard"}]}', "'messages'"),
+    ('{"format": "edgeinfer-chat", "version": 1, "messages": [], "settings": {"top_p": 2}}',
+     r"bad settings \(top_p: expected a number in \[0, 1\], got 2\)"),
 ])
 def test_bad_transcripts_are_refused_with_a_reason(model, tmp_path, content, message):
     path = tmp_path / "bad.json"
@@ -214,7 +217,7 @@ def ctx() -> CommandContext:
 ])
 def test_set_changes_the_setting(ctx, line, attr, value):
     outcome = run_command(ctx, line)
-    assert not outcome.error and getattr(ctx.session.settings, attr) == value
+    assert not outcome.error and ctx.session.settings.get(attr) == value
 
 
 @pytest.mark.parametrize("line, message", [
@@ -229,7 +232,7 @@ def test_set_changes_the_setting(ctx, line, attr, value):
     ("/frobnicate now", "unknown command /frobnicate; type /help for the list"),
 ])
 def test_bad_commands_get_a_clear_message_and_change_nothing(ctx, line, message):
-    before = Settings(**ctx.session.settings.to_dict())
+    before = Settings.from_dict(ctx.session.settings.to_dict())
     outcome = run_command(ctx, line)
     assert outcome.error and outcome.text.startswith(message)
     assert ctx.session.settings == before

@@ -53,6 +53,7 @@ def test_bench_without_opencl_says_why_and_runs_on_the_cpu_or_fails_when_require
                      env=NO_LIBRARY)
     assert proc.returncode == 0, proc.stderr
     assert "no OpenCL library" in proc.stderr and "running on the CPU" in proc.stderr
+    assert "offload requested (--gpu-layers all)" in proc.stderr   # the library's note, in flags
     assert "Traceback" not in proc.stderr
     proc = bench_cli(str(smollm2_path), "-p", "8", "-n", "0", "-r", "1", "--gpu-layers", "all", "--require-gpu",
                      env=NO_LIBRARY)

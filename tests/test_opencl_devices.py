@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from edgeinfer import _core
-from edgeinfer.cli.devices import list_devices
+from edgeinfer.gpu.devices import list_devices
 from test_cli import run_cli
 
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"

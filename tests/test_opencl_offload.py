@@ -384,7 +384,7 @@ def test_no_library_warns_and_runs_on_the_cpu_or_fails_with_require_gpu(smollm2_
         model = Model.load(smollm2_path, n_ctx=256, gpu_layers="all")
     assert model.placement.gpu_layers == ()
     model._ctx.decode(np.array([1, 2, 3], np.int32))
-    with pytest.raises(_core.EdgeInferError, match="offload requested"):
+    with pytest.raises(_core.EdgeInferError, match=r"offload requested \(gpu_layers='all'\)"):
         Model.load(smollm2_path, n_ctx=256, gpu_layers="all", require_gpu=True)
 
 

@@ -30,7 +30,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
-from edgeinfer.cli.devices import LIBRARY_ENV, list_devices
+from edgeinfer.gpu.devices import list_devices, opencl_library
 
 MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
 QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
@@ -68,7 +68,7 @@ def device_index() -> int:
 @pytest.fixture(scope="module")
 def dev(device_index, tmp_path_factory) -> _core.OpenCLDevice:
     cache = tmp_path_factory.mktemp("opencl-cache")
-    return _core.OpenCLDevice(device_index, library=os.environ.get(LIBRARY_ENV, ""),
+    return _core.OpenCLDevice(device_index, library=opencl_library(),
                               cache_dir=str(cache))
 
 
@@ -495,7 +495,7 @@ def test_a_compile_error_carries_the_build_log(dev):
 
 
 def test_binaries_are_cached_on_disk_and_reused(device_index, tmp_path):
-    library = os.environ.get(LIBRARY_ENV, "")
+    library = opencl_library()
     first = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     first.build_program("twice", GOOD_SOURCE)
     first.build_program("twice", GOOD_SOURCE)  # in memory the second time
@@ -513,7 +513,7 @@ def test_binaries_are_cached_on_disk_and_reused(device_index, tmp_path):
 
 
 def test_a_corrupt_binary_is_rebuilt_from_source(device_index, tmp_path):
-    library = os.environ.get(LIBRARY_ENV, "")
+    library = opencl_library()
     first = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     first.build_program("twice", GOOD_SOURCE)
     path = first.binary_path("twice", GOOD_SOURCE)
@@ -530,7 +530,7 @@ def test_a_corrupt_binary_is_rebuilt_from_source(device_index, tmp_path):
 
 
 def test_without_a_cache_folder_nothing_is_written(device_index):
-    d = _core.OpenCLDevice(device_index, library=os.environ.get(LIBRARY_ENV, ""))
+    d = _core.OpenCLDevice(device_index, library=opencl_library())
     d.build_program("twice", GOOD_SOURCE)
     assert d.binary_path("twice", GOOD_SOURCE) == "" and d.programs_compiled == 1
 
@@ -539,7 +539,7 @@ def test_without_a_cache_folder_nothing_is_written(device_index):
 
 def test_a_device_index_out_of_range_is_a_clear_error(device_index):
     with pytest.raises(_core.EdgeInferError, match=r"OpenCL device 99 does not exist .*edgeinfer devices"):
-        _core.OpenCLDevice(99, library=os.environ.get(LIBRARY_ENV, ""))
+        _core.OpenCLDevice(99, library=opencl_library())
 
 
 def test_no_library_is_a_clear_error():

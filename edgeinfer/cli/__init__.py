@@ -15,6 +15,7 @@ from typing import Sequence
 
 from edgeinfer.cli.args import build_parser
 from edgeinfer.cli.output import print_error, stderr
+from edgeinfer.cli.wording import in_flags
 from edgeinfer.errors import EdgeInferError
 
 # command -> "module:function" in edgeinfer.cli; the function takes the parsed arguments and
@@ -42,7 +43,7 @@ def _debug(args: argparse.Namespace) -> bool:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename:
         return f"{exc.strerror}: {exc.filename}"
-    return str(exc) or type(exc).__name__
+    return in_flags(exc) or type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Callable
+from typing import Any, Callable
 
 from edgeinfer import __version__
-from edgeinfer.models import default_model_name, known_names
-from edgeinfer.sampling import DEFAULTS, parse_option
+from edgeinfer.catalog import default_model_name, known_names
+from edgeinfer.model import KV_CACHE_TYPES
+from edgeinfer.sampling import DEFAULTS, HELP, parse_option
 from edgeinfer.server.config import DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
 
 MODEL_HELP = "a .gguf file or a known model name ({names}); default: {default}"
@@ -39,7 +40,7 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
+KV_TYPES = KV_CACHE_TYPES   # the types Model.load takes
 
 
 def add_kv_cache_options(p: argparse.ArgumentParser) -> None:
@@ -62,8 +63,8 @@ def add_gpu_options(p: argparse.ArgumentParser) -> None:
 
 
 def _sampling(name: str) -> Callable[[str], float]:
-    """The argparse type of the sampling option `name`: checked against sampling.LIMITS, the
-    table the Python API, /set and the server check too."""
+    """The argparse type of the sampling option `name`: checked against its limits, as the Python
+    API, /set and the server check it too."""
 
     def parse(text: str) -> float:
         try:
@@ -79,20 +80,27 @@ def _seed(text: str) -> int | None:
     return None if text.strip() == "-1" else _sampling("seed")(text)
 
 
+# The SamplingParams fields the commands offer, with their flags and metavars; the default, the
+# check and the help are the field's. Each value lands in the namespace under the field's name.
+SAMPLING_FLAGS = {"temperature": ("--temp", "T"), "top_k": ("--top-k", "K"), "top_p": ("--top-p", "P"),
+                  "min_p": ("--min-p", "P"), "repeat_penalty": ("--repeat-penalty", "R"), "seed": ("--seed", "S")}
+
+
 def add_sampling_options(p: argparse.ArgumentParser) -> None:
-    """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed (defaults: SamplingParams)."""
-    p.add_argument("--temp", type=_sampling("temperature"), default=DEFAULTS.temperature, metavar="T",
-                   help="temperature; 0 = greedy (default: %(default)s)")
-    p.add_argument("--top-k", type=_sampling("top_k"), default=DEFAULTS.top_k, metavar="K",
-                   help="keep the K most likely tokens; 0 = off (default: %(default)s)")
-    p.add_argument("--top-p", type=_sampling("top_p"), default=DEFAULTS.top_p, metavar="P",
-                   help="nucleus sampling; 1 = off (default: %(default)s)")
-    p.add_argument("--min-p", type=_sampling("min_p"), default=DEFAULTS.min_p, metavar="P",
-                   help="drop tokens below P x the top probability; 0 = off (default: %(default)s)")
-    p.add_argument("--repeat-penalty", type=_sampling("repeat_penalty"), default=DEFAULTS.repeat_penalty,
-                   metavar="R", help="penalise recently seen tokens; 1 = off (default: %(default)s)")
-    p.add_argument("--seed", type=_seed, default=DEFAULTS.seed, metavar="S",
-                   help="random seed for reproducible sampling (default, or -1: random)")
+    """--temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed (from SamplingParams)."""
+    for name, (flag, metavar) in SAMPLING_FLAGS.items():
+        if name == "seed":
+            p.add_argument(flag, dest=name, type=_seed, default=DEFAULTS.seed, metavar=metavar,
+                           help=f"{HELP[name]} (default, or -1: random)")
+        else:
+            p.add_argument(flag, dest=name, type=_sampling(name), default=getattr(DEFAULTS, name), metavar=metavar,
+                           help=f"{HELP[name]} (default: %(default)s)")
+
+
+def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling options parsed by add_sampling_options, as SamplingParams / Model.generate
+    keyword arguments."""
+    return {name: getattr(args, name) for name in SAMPLING_FLAGS}
 
 
 def _add_model(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import stderr
 from edgeinfer.cli.run import gpu_options, load_model
 from edgeinfer.paths import chat_history_file
@@ -15,11 +16,11 @@ from edgeinfer.repl.app import run_interactive, run_piped
 from edgeinfer.repl.commands import ChatOptions, CommandContext
 from edgeinfer.repl.render import Renderer
 from edgeinfer.repl.session import ChatSession, Settings
+from edgeinfer.sampling import SamplingParams
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    return Settings(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                    repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens)
+    return Settings(SamplingParams(**sampling_options(args)), max_tokens=args.max_tokens)
 
 
 def system_from_args(args: argparse.Namespace) -> str | None:

@@ -1,29 +1,19 @@
 """``edgeinfer devices``: the OpenCL platforms and devices this machine offers for offload.
 
-The OpenCL library is loaded at run time; when there is none, or it finds no platform or device,
-the reason is printed and the exit status is still 0 (an empty list is an answer, not a failure).
-``EDGEINFER_OPENCL_LIBRARY`` names the library file to open instead of the default
-``libOpenCL.so.1`` (tests point it at a missing file to see the no-library path).
+When there is no OpenCL library, or it finds no platform or device, the reason is printed and the
+exit status is still 0 (an empty list is an answer, not a failure). The listing itself, and the
+``EDGEINFER_OPENCL_LIBRARY`` override, are edgeinfer.gpu.devices'.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from rich.markup import escape
 from rich.table import Table
 
-from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stdout
-
-LIBRARY_ENV = "EDGEINFER_OPENCL_LIBRARY"
-
-
-def list_devices() -> tuple[list[dict], str]:
-    """(devices, reason): every OpenCL device as a dict, and why the list is empty ('' if not)."""
-    devices, reason = _core.opencl_devices(library=os.environ.get(LIBRARY_ENV, ""))
-    return list(devices), str(reason)
+from edgeinfer.gpu.devices import list_devices
 
 
 def _short_version(version: str) -> str:

@@ -14,8 +14,11 @@ from rich.table import Table
 from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
-from edgeinfer.gpu.model_plan import KV_TYPE_BYTES, kv_dims, kv_row_bytes, plan_for_file
+from edgeinfer.cli.wording import flag_spelling
+from edgeinfer.gpu.model_plan import kv_row_bytes, plan_for_file
 from edgeinfer.gpu.placement import Placement, describe
+from edgeinfer.hparams import read_hparams
+from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.pull import resolve_model
 
 
@@ -42,7 +45,7 @@ def summarize(gguf: Any) -> dict:
             count *= int(dim)
         n_params += count
     n_tokens = gguf.array_size("tokenizer.ggml.tokens")
-    kv = kv_bytes_per_token(gguf, arch)
+    kv = kv_bytes_per_token(gguf)
     return {
         "path": gguf.path,
         "file_size": int(gguf.file_size),
@@ -63,15 +66,15 @@ def summarize(gguf: Any) -> dict:
     }
 
 
-def kv_bytes_per_token(gguf: Any, arch: str | None) -> dict[str, int] | None:
+def kv_bytes_per_token(gguf: Any) -> dict[str, int] | None:
     """KV cache bytes per token for each cache type (K and V of the same type), from the
     hyper-parameters; None if the file lacks them."""
-    dims = kv_dims(gguf, arch)
+    dims = read_hparams(gguf).kv_dims()
     if dims is None:
         return None
     n_layer, k_dim, v_dim = dims
     out = {}
-    for name in KV_TYPE_BYTES:
+    for name in KV_CACHE_TYPES:
         k, v = kv_row_bytes(name, k_dim), kv_row_bytes(name, v_dim)
         if k is not None and v is not None:
             out[name] = n_layer * (k + v)
@@ -129,8 +132,8 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "gpu_layers", None) is not None:
         plan = placement(gguf, args)
         kv_types = (args.cache_type_k, args.cache_type_v)
-        info["placement"] = dict(plan.as_dict(), n_ctx=args.ctx_size, kv_types=list(kv_types),
-                                 lines=describe(plan, kv_types))
+        info["placement"] = dict(plan.as_dict(flag_spelling), n_ctx=args.ctx_size, kv_types=list(kv_types),
+                                 lines=describe(plan, kv_types, flag_spelling))
     if args.json:
         print(json.dumps(info, indent=2))
         return 0

@@ -9,6 +9,8 @@ from typing import Iterator
 from rich.console import Console
 from rich.text import Text
 
+from edgeinfer.cli.wording import in_flags
+
 stdout = Console(highlight=False)
 stderr = Console(stderr=True, highlight=False)
 
@@ -21,11 +23,12 @@ def print_error(message: str) -> None:
 @contextmanager
 def warnings_on_stderr(label: str = "note") -> Iterator[None]:
     """Shows each warning raised inside (every one, not once per place) as one line on stderr,
-    ``<label>: <message>``, when it is raised: e.g. a clamped context size or thread count."""
+    ``<label>: <message>``, when it is raised: e.g. a clamped context size or thread count. A
+    message naming settings names them by their flags."""
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = lambda message, *rest: stderr.print(
-            Text(f"{label}: {message}", style="yellow"), soft_wrap=True)
+            Text(f"{label}: {in_flags(message)}", style="yellow"), soft_wrap=True)
         yield
 
 

@@ -13,7 +13,7 @@ from rich.progress import (
 from rich.table import Table
 
 from edgeinfer.cli.output import human_bytes, stderr, stdout
-from edgeinfer.models import default_model_name, known_names, load_manifest
+from edgeinfer.catalog import default_model_name, known_names, load_manifest
 from edgeinfer.paths import models_dir
 from edgeinfer.pull import PullReporter, pull_model
 

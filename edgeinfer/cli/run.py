@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.model import Model
@@ -32,8 +33,9 @@ def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_
 def print_placement(model: Any, kv_types: tuple[str, str]) -> None:
     """What went where, one line per device on stderr, when layers were offloaded."""
     if model.placement is not None and model.placement.gpu_layers:
+        from edgeinfer.cli.wording import flag_spelling
         from edgeinfer.gpu.placement import describe
-        for line in describe(model.placement, kv_types):
+        for line in describe(model.placement, kv_types, flag_spelling):
             stderr.print(f"offload: {line}", style="dim", soft_wrap=True, markup=False)
 
 
@@ -97,8 +99,7 @@ def chat_messages(question: str, system: str | None) -> list[dict[str, str]]:
 def _start(args: argparse.Namespace, model: Any) -> Any:
     """The generator for the prompt or the chat turn the arguments ask for."""
     options = dict(
-        max_tokens=args.n_predict, temperature=args.temp, top_k=args.top_k, top_p=args.top_p,
-        min_p=args.min_p, seed=args.seed, stop=args.stop, repeat_penalty=args.repeat_penalty,
+        max_tokens=args.n_predict, **sampling_options(args), stop=args.stop,
         context_overflow="shift" if getattr(args, "context_shift", False) else "stop",
         n_keep=getattr(args, "keep", None), **_constraint(args),
     )

@@ -12,9 +12,11 @@ import threading
 import warnings
 from pathlib import Path
 
+from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.run import gpu_options, print_placement
+from edgeinfer.cli.wording import in_flags
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 from edgeinfer.sampling import SamplingParams
@@ -36,8 +38,7 @@ def make_config(args: argparse.Namespace, path: Path):
     from edgeinfer.server.config import ServerConfig, model_ids
 
     model_id, accepted = model_ids(path, args.model, args.alias)
-    sampling = SamplingParams(temperature=args.temp, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                              repeat_penalty=args.repeat_penalty, seed=args.seed)
+    sampling = SamplingParams(**sampling_options(args))
     return ServerConfig(
         model_path=path, model_id=model_id, accepted_model_ids=accepted, n_ctx=args.ctx_size,
         n_threads=args.threads, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v,
@@ -70,7 +71,7 @@ def main(args: argparse.Namespace) -> int:
                                cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v,
                                **(config.gpu or {}))
         for note in notes:
-            stderr.print(f"note: {note.message}", style="yellow", soft_wrap=True)
+            stderr.print(f"note: {in_flags(note.message)}", style="yellow", soft_wrap=True)
         print_placement(model, (config.cache_type_k, config.cache_type_v))
         stderr.print(f"model {config.model_id!r} loaded: n_ctx={model.n_ctx}, {model.n_threads} threads, "
                      f"{model.kv_summary()}", style="dim", soft_wrap=True)
@@ -87,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     server: uvicorn.Server | None = None
 
     def on_load_failure(exc: BaseException) -> None:
-        print_error(f"cannot load the model: {exc}")
+        print_error(f"cannot load the model: {in_flags(exc)}")
         if server is not None:
             server.should_exit = True
 

@@ -4,39 +4,24 @@ info --gpu-layers`` (which prints the plan) and by `Model.load(gpu_layers=...)` 
 neither reads a weight to make it."""
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
+from gguf import GGMLQuantizationType
+
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.gpu.devices import list_devices, opencl_library
 from edgeinfer.gpu.placement import Placement, model_costs, parse_gpu_layers, plan_placement
-
-# Bytes per block and values per block of each KV cache type.
-KV_TYPE_BYTES = {"f16": (2, 1), "q8_0": (34, 32), "q4_0": (18, 32)}
-
-
-def kv_dims(gguf: Any, arch: str | None) -> tuple[int, int, int] | None:
-    """(n_layer, k_dim, v_dim): layers and K / V values per position and layer, from the
-    hyper-parameters; None if the file lacks them."""
-    def key(name: str, default: Any = None) -> Any:
-        value = gguf.get(f"{arch}.{name}")
-        return default if value is None else value
-    n_layer, n_embd, n_head = key("block_count"), key("embedding_length"), key("attention.head_count")
-    if not (arch and n_layer and n_embd and n_head):
-        return None
-    n_head_kv = key("attention.head_count_kv", n_head)
-    if isinstance(n_head_kv, list):   # per-layer counts
-        n_head_kv = max(n_head_kv)
-    k_dim = key("attention.key_length", n_embd // n_head) * n_head_kv
-    v_dim = key("attention.value_length", n_embd // n_head) * n_head_kv
-    return int(n_layer), int(k_dim), int(v_dim)
+from edgeinfer.hparams import read_hparams
 
 
 def kv_row_bytes(kv_type: str, dim: int) -> int | None:
-    """Bytes of a cache row of `dim` values of `kv_type`; None if the blocks do not fit."""
-    block_bytes, block = KV_TYPE_BYTES[kv_type]
-    return dim // block * block_bytes if dim % block == 0 else None
+    """Bytes of a cache row of `dim` values of `kv_type`, from the core's type table (the gguf
+    package names the type's id); None if the blocks do not fit."""
+    info = _core.type_info(int(GGMLQuantizationType[kv_type.upper()]))
+    block = int(info["block_size"])
+    return dim // block * int(info["type_size"]) if dim % block == 0 else None
 
 
 def centered_cache_extra_bytes(kv_types: tuple[str, str], k_dim: int, v_dim: int) -> int:
@@ -52,10 +37,7 @@ def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096
                   kv_types: tuple[str, str] = ("f16", "f16"), require_gpu: bool = False) -> Placement:
     """The plan for `gpu_layers` (placement.parse_gpu_layers' syntax) on OpenCL device `device`
     for a model file (a _core.GgufFile), with a KV cache of n_ctx positions of kv_types."""
-    from edgeinfer.cli.devices import list_devices  # the one device listing (honours EDGEINFER_OPENCL_LIBRARY)
-
-    arch = gguf.get("general.architecture")
-    dims = kv_dims(gguf, arch)
+    dims = read_hparams(gguf).kv_dims()
     if dims is None:
         raise EdgeInferError(f"{gguf.path}: no layer count / attention sizes in the metadata, so no placement plan")
     n_layer, k_dim, v_dim = dims
@@ -74,11 +56,10 @@ def offload_arguments(plan: Placement) -> dict:
     """The keyword arguments of _core.Context that carry out `plan` ({} when nothing is offloaded)."""
     if not plan.gpu_layers:
         return {}
-    from edgeinfer.cli.devices import LIBRARY_ENV
     from edgeinfer.paths import opencl_cache_dir
 
     return {"gpu_layers": list(plan.gpu_layers), "gpu_device": plan.device_index,
-            "opencl_library": os.environ.get(LIBRARY_ENV, ""), "opencl_cache_dir": str(opencl_cache_dir())}
+            "opencl_library": opencl_library(), "opencl_cache_dir": str(opencl_cache_dir())}
 
 
 def plan_offload(gguf: Any, gpu_layers: str, device: int, n_ctx: int, kv_types: tuple[str, str],

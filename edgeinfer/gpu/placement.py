@@ -2,7 +2,8 @@
 table and the device's memory alone (no weights are read, nothing is allocated), so ``edgeinfer
 info --gpu-layers ...`` can print it and the loader can follow it.
 
-``--gpu-layers`` takes llama.cpp's ``-ngl`` meaning and more:
+``gpu_layers`` (``Model.load``'s keyword, ``--gpu-layers`` on the command line) takes llama.cpp's
+``-ngl`` meaning and more:
 
 - ``N``: the last N repeating layers (blocks ``n_layer - N .. n_layer - 1``); ``0`` is CPU only,
   and N above the layer count means all of them.
@@ -19,6 +20,9 @@ ranges: one contiguous range is two crossings per forward pass.
 A layer is offloaded only if the device has a matmul for each of its weight types
 (``_core.opencl_matmul_types()``) and none of its tensors exceeds the device's largest allocation;
 otherwise it stays on the CPU and the plan says why.
+
+Errors and notes name the settings as `Wording`s: ``gpu_layers='auto'`` as they are, ``--gpu-layers
+auto`` when the command line prints them.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.gpu.wording import DEVICE_LIST, Ref, Spelling, Wording, keyword_spelling, spelled
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -44,12 +49,18 @@ _LAYER_PREFIX = re.compile(r"blk\.(\d+)\.")
 
 
 class PlacementError(EdgeInferError):
-    """A --gpu-layers / --device request that cannot be met (bad syntax, a layer that does not exist)."""
+    """A gpu_layers / device request that cannot be met (bad syntax, a layer that does not exist,
+    no device with require_gpu). `param` is the `Model.load` keyword at fault; the message is a
+    `Wording` naming the settings, so the command line can print it with its flags."""
+
+    def __init__(self, message: Wording, param: str):
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
 class GpuLayers:
-    """A parsed --gpu-layers value: kind is "count", "all", "auto" or "list"."""
+    """A parsed gpu_layers value: kind is "count", "all", "auto" or "list"."""
     kind: str
     count: int = 0
     layers: tuple[int, ...] = ()
@@ -58,6 +69,11 @@ class GpuLayers:
     @property
     def wants_gpu(self) -> bool:
         return not (self.kind == "count" and self.count == 0)
+
+    @property
+    def ref(self) -> Ref:
+        """This request, for a message: a count as the int it is, anything else as its text."""
+        return Ref("gpu_layers", self.count if self.kind == "count" else self.text)
 
 
 def parse_gpu_layers(text: str) -> GpuLayers:
@@ -71,11 +87,12 @@ def parse_gpu_layers(text: str) -> GpuLayers:
     for part in t.split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not m:
-            raise PlacementError(f"--gpu-layers: {text!r} is not a number, 'all', 'auto' or a list "
-                                 "of layers such as 0-5,12")
+            raise PlacementError(Wording(Ref("gpu_layers"), f": {text!r} is not a number, 'all', 'auto' or a "
+                                         "list of layers such as 0-5,12"), "gpu_layers")
         first, last = int(m.group(1)), int(m.group(2) if m.group(2) is not None else m.group(1))
         if last < first:
-            raise PlacementError(f"--gpu-layers: the range {first}-{last} runs backwards")
+            raise PlacementError(Wording(Ref("gpu_layers"), f": the range {first}-{last} runs backwards"),
+                                 "gpu_layers")
         layers.update(range(first, last + 1))
     return GpuLayers(kind="list", layers=tuple(sorted(layers)), text=t)
 
@@ -140,7 +157,7 @@ class Placement:
     gpu_kv_bytes: int = 0
     cpu_weight_bytes: int = 0
     cpu_kv_bytes: int = 0
-    notes: list[str] = field(default_factory=list)  # the explanation, one sentence each
+    notes: list[str] = field(default_factory=list)  # the explanation, one sentence each (Wordings)
 
     @property
     def ranges(self) -> list[tuple[int, int]]:
@@ -153,14 +170,15 @@ class Placement:
                 out.append((i, i))
         return out
 
-    def as_dict(self) -> dict:
+    def as_dict(self, spell: Spelling = keyword_spelling) -> dict:
+        """The plan as plain data, the notes worded by `spell`."""
         return {
             "gpu_layers": list(self.gpu_layers), "ranges": [list(r) for r in self.ranges],
             "n_layer": self.n_layer, "device_index": self.device_index,
             "device": self.device["name"] if self.device else None,
             "gpu_weight_bytes": self.gpu_weight_bytes, "gpu_kv_bytes": self.gpu_kv_bytes,
             "cpu_weight_bytes": self.cpu_weight_bytes, "cpu_kv_bytes": self.cpu_kv_bytes,
-            "notes": list(self.notes),
+            "notes": [spelled(note, spell) for note in self.notes],
         }
 
 
@@ -218,21 +236,22 @@ def plan_placement(costs: ModelCosts, request: GpuLayers, devices: list[dict], d
     if request.kind == "list":
         bad = [i for i in request.layers if i >= n]
         if bad:
-            raise PlacementError(f"--gpu-layers: layer {bad[0]} does not exist (the model has {n} layers: "
-                                 f"0-{n - 1})")
+            raise PlacementError(Wording(Ref("gpu_layers"), f": layer {bad[0]} does not exist (the model has "
+                                         f"{n} layers: 0-{n - 1})"), "gpu_layers")
     if not request.wants_gpu:
-        cpu_only.notes.append("--gpu-layers 0: every layer runs on the CPU.")
+        cpu_only.notes.append(Wording(request.ref, ": every layer runs on the CPU."))
         return cpu_only
     if not devices:
-        why = f"offload requested (--gpu-layers {request.text}) but {no_device_reason or 'no OpenCL device'}"
+        why = ("offload requested (", request.ref, f") but {no_device_reason or 'no OpenCL device'}")
         if require_gpu:
-            raise PlacementError(why)
-        cpu_only.notes.append(why + "; running on the CPU.")
+            raise PlacementError(Wording(*why), "require_gpu")
+        cpu_only.notes.append(Wording(*why, "; running on the CPU."))
         return cpu_only
     if not 0 <= device_index < len(devices):
-        raise PlacementError(f"--device {device_index}: there {'is' if len(devices) == 1 else 'are'} "
-                             f"{len(devices)} OpenCL device{'' if len(devices) == 1 else 's'} "
-                             f"(0-{len(devices) - 1}; see `edgeinfer devices`)")
+        raise PlacementError(Wording(Ref("device", device_index),
+                                     f": there {'is' if len(devices) == 1 else 'are'} {len(devices)} OpenCL "
+                                     f"device{'' if len(devices) == 1 else 's'} (0-{len(devices) - 1}; see ",
+                                     DEVICE_LIST, ")"), "device")
     device = devices[device_index]
     types = set(matmul_types)
     notes: list[str] = []
@@ -275,10 +294,10 @@ def plan_placement(costs: ModelCosts, request: GpuLayers, devices: list[dict], d
     else:
         need = sum(costs.layers[i].bytes for i in chosen)
         if need > int(device["global_mem_bytes"]):
-            raise PlacementError(
-                f"--gpu-layers {request.text}: layers {format_layers(chosen)} need {_mib(need)} "
-                f"(weights + KV at {costs.n_ctx} tokens), more than '{device['name']}' has "
-                f"({_mib(int(device['global_mem_bytes']))}); try --gpu-layers auto or a smaller -c")
+            raise PlacementError(Wording(
+                request.ref, f": layers {format_layers(chosen)} need {_mib(need)} (weights + KV at "
+                f"{costs.n_ctx} tokens), more than '{device['name']}' has ({_mib(int(device['global_mem_bytes']))}); "
+                "try ", Ref("gpu_layers", "auto"), " or a smaller ", Ref("n_ctx")), "gpu_layers")
 
     gpu = set(chosen)
     plan = Placement(gpu_layers=tuple(sorted(gpu)), n_layer=n, device=device, device_index=device_index,
@@ -299,8 +318,9 @@ def plan_placement(costs: ModelCosts, request: GpuLayers, devices: list[dict], d
     return plan
 
 
-def describe(plan: Placement, kv_types: tuple[str, str]) -> list[str]:
-    """One line per device (and the CPU), then the notes: what `info` and the loader print."""
+def describe(plan: Placement, kv_types: tuple[str, str], spell: Spelling = keyword_spelling) -> list[str]:
+    """One line per device (and the CPU), then the notes worded by `spell`: what `info` and the
+    loader print."""
     kv = kv_types[0] if kv_types[0] == kv_types[1] else f"{kv_types[0]}/{kv_types[1]}"
     lines = []
     if plan.device is not None:
@@ -312,4 +332,4 @@ def describe(plan: Placement, kv_types: tuple[str, str]) -> list[str]:
     lines.append(
         f"CPU: layers {format_layers(cpu_layers)} ({len(cpu_layers)} of {plan.n_layer}) + embeddings and "
         f"output, weights {_mib(plan.cpu_weight_bytes)}, KV {kv} {_mib(plan.cpu_kv_bytes)}")
-    return lines + plan.notes
+    return lines + [spelled(note, spell) for note in plan.notes]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
 from gguf import GGMLQuantizationType as T
 from gguf import LlamaFileType as FT
 
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.hparams import FileHParams
 
 # preset name -> (general.file_type, default tensor type)
 PRESETS: dict[str, tuple[FT, T]] = {
@@ -103,17 +104,11 @@ class ModelShape:
         return self.n_head // self.n_head_kv if self.n_head_kv else 0
 
     @classmethod
-    def from_metadata(cls, get: Any) -> "ModelShape":
-        """`get(key, default)` reads one GGUF metadata value."""
-        arch = get("general.architecture", "")
-
-        def first(value: Any) -> int:
-            return int(value[0] if isinstance(value, list) and value else value or 0)
-
-        n_head = first(get(f"{arch}.attention.head_count", 0))
-        return cls(arch=arch, n_layer=int(get(f"{arch}.block_count", 0)), n_head=n_head,
-                   n_head_kv=first(get(f"{arch}.attention.head_count_kv", n_head)),
-                   n_expert=int(get(f"{arch}.expert_count", 0) or 0))
+    def from_hparams(cls, h: FileHParams) -> "ModelShape":
+        """The shape of a file's model (edgeinfer.hparams.read_hparams); per-layer head counts
+        count by their first layer's, as llama.cpp's presets do."""
+        return cls(arch=h.arch, n_layer=h.n_layer, n_head=h.n_head[0] if h.n_head else 0,
+                   n_head_kv=h.n_head_kv[0] if h.n_head_kv else 0, n_expert=h.n_expert)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from edgeinfer.errors import EdgeInferError
 from edgeinfer.repl import transcript
 from edgeinfer.repl.render import format_stats
 from edgeinfer.repl.session import ChatSession
-from edgeinfer.sampling import parse_option
+from edgeinfer.sampling import DEFAULTS, parse_option
 
 
 @dataclass
@@ -45,27 +45,24 @@ def _count(text: str) -> int:
     return value
 
 
-def _option(name: str, allow_none: bool = False) -> Callable[[str], Any]:
-    """A parser for the sampling option `name`, checked against sampling.LIMITS like every other
-    entry point; "none"/"random" gives None when `allow_none`."""
+def _option(name: str) -> Callable[[str], Any]:
+    """A parser for the sampling option `name`, checked against its limits like every other entry
+    point; "none"/"random"/"off" gives None where the option's default is None (the seed)."""
 
     def parse(text: str) -> Any:
-        if allow_none and text.lower() in ("none", "random", "off"):
+        if getattr(DEFAULTS, name) is None and text.lower() in ("none", "random", "off"):
             return None
         return parse_option(name, text)
 
     return parse
 
 
-# /set NAME -> (Settings field, parser, help)
-SETTABLE: dict[str, tuple[str, Callable[[str], Any], str]] = {
-    "temp": ("temperature", _option("temperature"), "temperature; 0 = greedy"),
-    "top_k": ("top_k", _option("top_k"), "keep the K most likely tokens; 0 = off"),
-    "top_p": ("top_p", _option("top_p"), "nucleus sampling; 1 = off"),
-    "min_p": ("min_p", _option("min_p"), "drop tokens below P x the top one; 0 = off"),
-    "max_tokens": ("max_tokens", _count, "longest answer, in tokens"),
-    "seed": ("seed", _option("seed", allow_none=True), "random seed; 'random' = a new one each time"),
-    "repeat_penalty": ("repeat_penalty", _option("repeat_penalty"), "penalise repeats; 1 = off"),
+# /set NAME -> (the setting it changes, its parser): max_tokens, or a SamplingParams field, whose
+# limits check the value.
+SETTABLE: dict[str, tuple[str, Callable[[str], Any]]] = {
+    name: (setting, _count if setting == "max_tokens" else _option(setting))
+    for name, setting in [("temp", "temperature"), ("top_k", "top_k"), ("top_p", "top_p"), ("min_p", "min_p"),
+                          ("max_tokens", "max_tokens"), ("seed", "seed"), ("repeat_penalty", "repeat_penalty")]
 }
 
 
@@ -129,12 +126,12 @@ def _set(ctx: CommandContext, arg: str) -> Outcome:
     name, text = parts
     if name not in SETTABLE:
         return Outcome(f"unknown setting {name!r}; settable: {names}", error=True)
-    attr, parse, _ = SETTABLE[name]
+    attr, parse = SETTABLE[name]
     try:
         value = parse(text)
     except ValueError as exc:
         return Outcome(f"/set {name}: {exc}", error=True)
-    setattr(ctx.session.settings, attr, value)
+    ctx.session.settings.set(attr, value)
     return Outcome(f"{name} = {'random' if value is None else value}")
 
 
@@ -151,8 +148,8 @@ def _show(ctx: CommandContext, arg: str) -> Outcome:
         f"system prompt  {ctx.session.system or '(none)'}",
         f"messages       {len(ctx.session.messages)}",
         "settings       " + ", ".join(
-            f"{name}={'random' if getattr(s, attr) is None else getattr(s, attr)}"
-            for name, (attr, _, _) in SETTABLE.items()),
+            f"{name}={'random' if s.get(attr) is None else s.get(attr)}"
+            for name, (attr, _) in SETTABLE.items()),
         f"stats line     {'on' if ctx.options.show_stats else 'off'}",
     ]
     return Outcome("\n".join(lines))

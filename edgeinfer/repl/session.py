@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
 from edgeinfer.errors import ContextOverflowError
-from edgeinfer.sampling import DEFAULTS
+from edgeinfer.sampling import DEFAULTS, SamplingParams
 
 Message = dict[str, str]
 
@@ -29,28 +29,35 @@ Message = dict[str, str]
 class Settings:
     """What `/set` changes: the sampling options and the answer length limit."""
 
-    temperature: float = DEFAULTS.temperature
-    top_k: int = DEFAULTS.top_k
-    top_p: float = DEFAULTS.top_p
-    min_p: float = DEFAULTS.min_p
-    repeat_penalty: float = DEFAULTS.repeat_penalty
-    seed: int | None = DEFAULTS.seed
+    sampling: SamplingParams = DEFAULTS
     max_tokens: int = 1024
+
+    def get(self, name: str) -> Any:
+        """One setting: "max_tokens" or a SamplingParams field."""
+        return self.max_tokens if name == "max_tokens" else getattr(self.sampling, name)
+
+    def set(self, name: str, value: Any) -> None:
+        """Changes one setting; a sampling option outside its limits is a ValueError."""
+        if name == "max_tokens":
+            self.max_tokens = value
+        else:
+            self.sampling = dataclasses.replace(self.sampling, **{name: value})
 
     def generate_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for `Model.generate` / `Model.chat`."""
-        return dict(max_tokens=self.max_tokens, temperature=self.temperature, top_k=self.top_k,
-                    top_p=self.top_p, min_p=self.min_p, repeat_penalty=self.repeat_penalty,
-                    seed=self.seed)
+        return dict(max_tokens=self.max_tokens, **self.sampling.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """One flat mapping: the sampling options by their field names, and max_tokens."""
+        return {**self.sampling.to_dict(), "max_tokens": self.max_tokens}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Settings":
-        """Settings from `to_dict` output; unknown keys are ignored, missing ones take defaults."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        """Settings from `to_dict` output; unknown keys are ignored, missing ones take defaults, a
+        sampling option outside its limits is a ValueError."""
+        names = {f.name for f in dataclasses.fields(SamplingParams)}
+        sampling = SamplingParams(**{k: v for k, v in data.items() if k in names})
+        return cls(sampling, **{k: v for k, v in data.items() if k == "max_tokens"})
 
 
 @dataclass

@@ -95,7 +95,7 @@ def parse(data: Any, source: Path) -> tuple[str | None, Settings, list[dict[str,
         raise ValueError(f"{source}: 'settings' must be an object")
     try:
         restored = Settings.from_dict(settings)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ValueError(f"{source}: bad settings ({exc})") from None
     return system, restored, [{"role": m["role"], "content": m["content"]} for m in messages]
 

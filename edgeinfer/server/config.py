@@ -5,7 +5,7 @@ import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgeinfer.models import load_manifest
+from edgeinfer.catalog import load_manifest
 from edgeinfer.sampling import DEFAULTS, SamplingParams
 
 DEFAULT_HOST = "127.0.0.1"

@@ -14,7 +14,7 @@ from edgeinfer.model import Model
 from edgeinfer.prompt_cache import common_prefix
 from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import APIError, context_overflow
-from edgeinfer.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
+from edgeinfer.server.schemas import REQUEST_SAMPLING_OPTIONS, ChatCompletionRequest, CompletionRequest, SamplingFields
 from edgeinfer.server.worker import GenerationJob
 from edgeinfer.tools import ToolPlan, ToolSpecError, uses_tools
 
@@ -183,26 +183,21 @@ def generation_options(req: SamplingFields, requested_max: int | None, n_prompt:
     if config.max_tokens_limit:
         max_tokens = min(max_tokens, config.max_tokens_limit)
     max_tokens = min(max_tokens, model.n_ctx)
-    defaults = config.sampling
 
     def pick(name: str) -> Any:
         value = getattr(req, name)
-        return getattr(defaults, name) if value is None else value
+        return getattr(config.sampling, name) if value is None else value
 
-    seed = req.seed if req.seed is not None else defaults.seed
+    sampling = {name: pick(name) for name in REQUEST_SAMPLING_OPTIONS}
+    if sampling["seed"] is not None:
+        sampling["seed"] &= UINT64_MASK   # OpenAI's seed is any integer
     logit_bias = None
     if req.logit_bias:
         logit_bias = {int(k): float(v) for k, v in req.logit_bias.items()}
         check_token_ids(list(logit_bias), model.n_vocab, "logit_bias")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
-    return dict(
-        max_tokens=max_tokens,
-        temperature=pick("temperature"), top_k=pick("top_k"), top_p=pick("top_p"), min_p=pick("min_p"),
-        repeat_penalty=pick("repeat_penalty"), presence_penalty=pick("presence_penalty"),
-        frequency_penalty=pick("frequency_penalty"),
-        seed=None if seed is None else seed & UINT64_MASK,
-        stop=stop, logit_bias=logit_bias, **constraint(req, model, tools),
-    )
+    return dict(max_tokens=max_tokens, **sampling, stop=stop, logit_bias=logit_bias,
+                **constraint(req, model, tools))
 
 
 def system_prefix_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model,

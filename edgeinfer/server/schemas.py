@@ -8,8 +8,9 @@ names the feature instead of looking like a type error.
 
 Validation is strict, as OpenAI's is: a boolean is not an integer, a string is not a boolean,
 numbers must be finite, and text anywhere in a body must be encodable as UTF-8 (no lone UTF-16
-surrogates; see edgeinfer.text_check). Sampling ranges come from `sampling.LIMITS`, the table
-every other entry point checks too, narrowed where OpenAI's API is narrower.
+surrogates; see edgeinfer.text_check). Sampling fields take their ranges and descriptions from
+`SamplingParams`, which every other entry point reads too, narrowed where OpenAI's API is
+narrower; their defaults are the server's (`ServerConfig.sampling`), so a field left out is None.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from edgeinfer.sampling import LIMITS
+from edgeinfer.sampling import HELP, LIMITS
 from edgeinfer.server.errors import INVALID_UNICODE
 from edgeinfer.text_check import describe_surrogate, lone_surrogate
 
@@ -81,9 +82,10 @@ class StreamOptions(_Request):
     include_usage: bool = False
 
 
-def _limited(name: str, **extra: Any) -> Any:
-    """A field for the sampling option `name`, bounded as sampling.LIMITS says."""
-    return Field(None, **{**LIMITS[name].bounds(), **extra})
+def _sampling(name: str, **narrower: Any) -> Any:
+    """The request field of the sampling option `name`: bounded and described as its SamplingParams
+    field says, within `narrower` bounds where OpenAI's are."""
+    return Field(None, description=HELP[name] + ".", **{**LIMITS[name].bounds(), **narrower})
 
 
 class SamplingFields(_Body):
@@ -92,16 +94,16 @@ class SamplingFields(_Body):
     model: str | None = Field(None, description="The model id; omitted = the served model.")
     max_tokens: int | None = Field(None, ge=1, description="Tokens to generate at most; "
                                    "clamped to the room left in the context.")
-    temperature: float | None = _limited("temperature", le=OPENAI_MAX_TEMPERATURE)
-    top_p: float | None = _limited("top_p")
-    top_k: int | None = _limited("top_k", description="0 = off.")
-    min_p: float | None = _limited("min_p")
-    repeat_penalty: float | None = _limited("repeat_penalty", description="1 = off.")
-    presence_penalty: float | None = _limited("presence_penalty", **OPENAI_PENALTY_RANGE)
-    frequency_penalty: float | None = _limited("frequency_penalty", **OPENAI_PENALTY_RANGE)
+    temperature: float | None = _sampling("temperature", le=OPENAI_MAX_TEMPERATURE)
+    top_p: float | None = _sampling("top_p")
+    top_k: int | None = _sampling("top_k")
+    min_p: float | None = _sampling("min_p")
+    repeat_penalty: float | None = _sampling("repeat_penalty")
+    presence_penalty: float | None = _sampling("presence_penalty", **OPENAI_PENALTY_RANGE)
+    frequency_penalty: float | None = _sampling("frequency_penalty", **OPENAI_PENALTY_RANGE)
     logit_bias: dict[str, float] | None = Field(
         None, description="Token id (as a string) -> bias in [-100, 100] added to its logit.")
-    seed: int | None = None
+    seed: int | None = Field(None, description=HELP["seed"] + "; any integer, taken modulo 2**64.")
     stop: str | list[str] | None = Field(None, description="Up to 16 stop strings.")
     n: int = Field(1, ge=1, description="Only 1 is supported.")
     response_format: ResponseFormat | None = Field(
@@ -133,6 +135,10 @@ class SamplingFields(_Body):
             if not -100.0 <= bias <= 100.0:
                 raise ValueError(f"bias for token {key} must be in [-100, 100], got {bias}")
         return value
+
+
+# The SamplingParams fields a request may set (the rest keep the server's values).
+REQUEST_SAMPLING_OPTIONS = tuple(name for name in LIMITS if name in SamplingFields.model_fields)
 
 
 # --- chat completions ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The manifest of known models: a short name -> where to fetch the GGUF file and its checksum.
+"""The catalog of known models: a short name -> where to fetch the GGUF file and its checksum.
 
 The manifest (``manifest.json`` beside this file) is the one place model sources are written
 down; `edgeinfer.pull` fetches from it and `resolve_model` turns a name or a path into a file.
