@@ -35,6 +35,129 @@ size_t matmul_act_row_bytes(const KernelTable& kt, const Tensor& W) {
     return row_bytes(kt.types[W.type].vec_dot_type, W.cols());
 }
 
+namespace {
+
+// How a matmul runs, chosen once from the weight's type, layout and the batch (plan_matmul).
+// Every plan gives the same floats as llama.cpp's CPU backend gives for that weight and batch.
+struct MatmulPlan {
+    enum Kind {
+        packed_groups,  // weights repacked at load into 16-row groups: the packed GEMV/GEMM
+        tiled_gemm,     // a prompt chunk through the ISA's tiled GEMM (vec_dot's bits)
+        ggml_order,     // one dot per output in the order ggml's repacked or tiled GEMM sums in,
+                        // the columns that order's GEMM covers through it
+        row_dots,       // one vec_dot per output (decode, and what has no GEMM)
+    } kind;
+    VecDotFn dot = nullptr;        // ggml_order / row_dots: the per-output dot
+    VecDotFn dot_grouped = nullptr;  // ggml_order: the dot of the columns in ggml's 4-row groups
+    GemmFn order_gemm = nullptr;   // ggml_order: the GEMM in that order, or null
+    int64_t n_grouped = 0;         // ggml_order: columns in ggml's 4-row groups (n - n % 4)
+    int64_t n_by_gemm = 0;         // ggml_order: leading columns order_gemm takes
+};
+
+MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n) {
+    if (W.packed && wk.gemm_packed) return {MatmulPlan::packed_groups};
+    if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
+    // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
+    // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
+    // gives the same floats without moving the memory. Its GEMM takes the activation rows in
+    // whole groups of 4, the GEMV the n % 4 left over. k-quant weights it has not repacked go
+    // through its tiled GEMM from kTiledMinBatch rows.
+    const bool repack_order = wk.vec_dot_repacked && W.rows() % 8 == 0;
+    const bool tiled_order = !repack_order && wk.vec_dot_tiled && n >= kTiledMinBatch;
+    if (!repack_order && !tiled_order) return {MatmulPlan::row_dots, wk.vec_dot};
+    MatmulPlan p{MatmulPlan::ggml_order};
+    p.dot = repack_order ? wk.vec_dot_repacked : wk.vec_dot_tiled;
+    p.dot_grouped = repack_order && wk.vec_dot_repacked_gemm ? wk.vec_dot_repacked_gemm : p.dot;
+    p.n_grouped = n - n % 4;
+    p.order_gemm = repack_order ? wk.gemm_repacked : wk.gemm_tiled;
+    p.n_by_gemm = !p.order_gemm ? 0 : repack_order ? p.n_grouped : n;
+    return p;
+}
+
+// The operands every runner takes: W, the converted activations [n][act_row] and y [n][M].
+struct MatmulArgs {
+    const Tensor& W;
+    const uint8_t* act;
+    size_t act_row;
+    int64_t n;
+    float* y;
+};
+
+// Weight rows are cut into tasks of a multiple of 4 rows (the GEMM tiles' height), several per
+// thread, taken from the pool's shared counter: a thread that runs late or slow (another process
+// on its core) leaves its rows to the others instead of holding everyone up.
+int row_tasks(const ThreadPool& pool, int64_t M) {
+    return (int)std::max<int64_t>(1, std::min<int64_t>((M + 3) / 4, pool.size() * kTasksPerThread));
+}
+
+void task_rows(int64_t M, int i, int nt, int64_t* r0, int64_t* r1) {
+    const int64_t per = ((M + nt - 1) / nt + 3) & ~(int64_t)3;
+    *r0 = std::min(M, per * i);
+    *r1 = std::min(M, *r0 + per);
+}
+
+// The packed GEMV/GEMM for any batch, split by 16-row groups (decode: several tasks a thread for
+// balance; prefill: fewer, larger ones).
+void run_packed_groups(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
+    const Tensor& W = a.W;
+    const int64_t M = W.rows(), groups = M / kPackRows;
+    const int per_thread = a.n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
+    const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
+    pool.run([&](int ith, int nth) {
+        const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
+        if (g1 > g0)
+            wk.gemm_packed(W.cols(), (g1 - g0) * kPackRows, a.n, W.packed.get() + g0 * W.packed_group_bytes,
+                           W.packed_group_bytes, a.act, a.act_row, a.y + g0 * kPackRows, M);
+    }, tasks);
+}
+
+// A prompt chunk through the tiled GEMM; a panel-packing task repacks the activations, so fewer,
+// larger tasks.
+void run_tiled_gemm(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
+    const Tensor& W = a.W;
+    const int64_t M = W.rows();
+    const int tasks = std::min(row_tasks(pool, M), 2 * pool.size());
+    pool.run([&](int ith, int nth) {
+        int64_t r0, r1;
+        task_rows(M, ith, nth, &r0, &r1);
+        if (r1 > r0) wk.gemm(W.cols(), r1 - r0, a.n, W.row(r0), W.row_bytes, a.act, a.act_row, a.y + r0, M);
+    }, tasks);
+}
+
+// One dot per output. Decode streams each row once, kPrefetchBytes ahead of the dot products; a
+// batch takes rows in small tiles so a tile stays in L1/L2 while every activation row passes
+// over it, after the columns the plan's GEMM covers.
+void run_dots(ThreadPool& pool, const MatmulPlan& p, const MatmulArgs& a) {
+    constexpr int64_t kRowTile = 16;
+    const Tensor& W = a.W;
+    const int64_t K = W.cols(), M = W.rows(), n = a.n;
+    const uint8_t* w_end = W.row(M);
+    pool.run([&](int ith, int nth) {
+        int64_t r0, r1;
+        task_rows(M, ith, nth, &r0, &r1);
+        if (n == 1) {
+            for (int64_t r = r0; r < r1; ++r) {
+                prefetch_span(W.row(r) + kPrefetchBytes, W.row(r + 1) + kPrefetchBytes, w_end);
+                p.dot(K, &a.y[r], W.row(r), a.act);
+            }
+            return;
+        }
+        if (r1 > r0 && p.n_by_gemm > 0)
+            p.order_gemm(K, r1 - r0, p.n_by_gemm, W.row(r0), W.row_bytes, a.act, a.act_row, a.y + r0, M);
+        for (int64_t rt = r0; rt < r1; rt += kRowTile) {
+            const int64_t rt_end = std::min(r1, rt + kRowTile);
+            for (int64_t t = p.n_by_gemm; t < n; ++t) {
+                const uint8_t* at = a.act + t * a.act_row;
+                float* yt = a.y + t * M;
+                const VecDotFn f = t < p.n_grouped ? p.dot_grouped : p.dot;
+                for (int64_t r = rt; r < rt_end; ++r) f(K, &yt[r], W.row(r), at);
+            }
+        }
+    }, row_tasks(pool, M));
+}
+
+}  // namespace
+
 void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
             MatmulScratch& scratch) {
     const TypeKernels& wk = kt.types[W.type];
@@ -42,7 +165,6 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     if (!wk.vec_dot || (wk.vec_dot_type != TYPE_F32 && !ak.from_float))
         throw Error(std::string("no matmul kernel for weight type ") + type_info(W.type).name);
     const int64_t K = W.cols();
-    const int64_t M = W.rows();
     const size_t act_row = row_bytes(wk.vec_dot_type, K);
 
     // Convert the activations once (F32 weights use them as they are).
@@ -62,83 +184,14 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
         act = dst;
     }
 
-    // Weights repacked at load (cpu/repack.h): the packed GEMV/GEMM for any batch, split by
-    // 16-row groups (decode: several tasks a thread for balance; prefill: fewer, larger ones).
-    if (W.packed && wk.gemm_packed) {
-        const int64_t groups = M / kPackRows;
-        const int per_thread = n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
-        const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
-        pool.run([&](int ith, int nth) {
-            const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
-            if (g1 > g0)
-                wk.gemm_packed(K, (g1 - g0) * kPackRows, n, W.packed.get() + g0 * W.packed_group_bytes,
-                               W.packed_group_bytes, act, act_row, y + g0 * kPackRows, M);
-        }, tasks);
-        return;
+    const MatmulArgs args{W, act, act_row, n, y};
+    const MatmulPlan plan = plan_matmul(wk, W, n);
+    switch (plan.kind) {
+        case MatmulPlan::packed_groups: return run_packed_groups(pool, wk, args);
+        case MatmulPlan::tiled_gemm: return run_tiled_gemm(pool, wk, args);
+        case MatmulPlan::ggml_order:
+        case MatmulPlan::row_dots: return run_dots(pool, plan, args);
     }
-
-    // Weight rows are cut into tasks of a multiple of 4 rows (the GEMM tiles' height), several
-    // per thread, taken from the pool's shared counter: a thread that runs late or slow (another
-    // process on its core) leaves its rows to the others instead of holding everyone up.
-    const int n_tasks = (int)std::max<int64_t>(1, std::min<int64_t>((M + 3) / 4, pool.size() * kTasksPerThread));
-    auto rows_of = [M](int i, int nt, int64_t* r0, int64_t* r1) {
-        const int64_t per = ((M + nt - 1) / nt + 3) & ~(int64_t)3;
-        *r0 = std::min(M, per * i);
-        *r1 = std::min(M, *r0 + per);
-    };
-
-    // Prompt chunks: the ISA's tiled kernel, whose results are bit-identical to the vec_dots.
-    if (wk.gemm && n >= kGemmMinTokens) {
-        const GemmFn gemm = wk.gemm;
-        // A panel-packing task repacks the activations: fewer, larger tasks for prompt chunks.
-        const int gemm_tasks = std::min(n_tasks, 2 * pool.size());
-        pool.run([&](int ith, int nth) {
-            int64_t r0, r1;
-            rows_of(ith, nth, &r0, &r1);
-            if (r1 > r0) gemm(K, r1 - r0, n, W.row(r0), W.row_bytes, act, act_row, y + r0, M);
-        }, gemm_tasks);
-        return;
-    }
-
-    // One vec_dot per output. For a batch, rows are taken in small tiles so a tile stays in
-    // L1/L2 while every activation row passes over it.
-    constexpr int64_t kRowTile = 16;
-    // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
-    // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
-    // gives the same floats without moving the memory.
-    // Its GEMM takes the activation rows in whole groups of 4, the GEMV the n % 4 left over.
-    const bool repacked = wk.vec_dot_repacked && M % 8 == 0;
-    const bool tiled = !repacked && wk.vec_dot_tiled && n >= kTiledMinBatch;
-    const VecDotFn dot = repacked ? wk.vec_dot_repacked : tiled ? wk.vec_dot_tiled : wk.vec_dot;
-    const VecDotFn dot_gemm = repacked && wk.vec_dot_repacked_gemm ? wk.vec_dot_repacked_gemm : dot;
-    const int64_t n_gemm = n - n % 4;
-    // The ISA's GEMM in the same order, where it has one, takes the columns that order covers
-    // (repacked: the first n_gemm; tiled: all); the per-output calls do the rest.
-    const GemmFn gemm_ordered = repacked ? wk.gemm_repacked : tiled ? wk.gemm_tiled : nullptr;
-    const int64_t n_ordered = !gemm_ordered ? 0 : repacked ? n_gemm : n;
-    const uint8_t* w_end = W.row(M);
-    pool.run([&](int ith, int nth) {
-        int64_t r0, r1;
-        rows_of(ith, nth, &r0, &r1);
-        if (n == 1) {  // decode: one pass over the rows, kPrefetchBytes ahead of the dot products
-            for (int64_t r = r0; r < r1; ++r) {
-                prefetch_span(W.row(r) + kPrefetchBytes, W.row(r + 1) + kPrefetchBytes, w_end);
-                dot(K, &y[r], W.row(r), act);
-            }
-            return;
-        }
-        if (r1 > r0 && n_ordered > 0)
-            gemm_ordered(K, r1 - r0, n_ordered, W.row(r0), W.row_bytes, act, act_row, y + r0, M);
-        for (int64_t rt = r0; rt < r1; rt += kRowTile) {
-            const int64_t rt_end = std::min(r1, rt + kRowTile);
-            for (int64_t t = n_ordered; t < n; ++t) {
-                const uint8_t* a = act + t * act_row;
-                float* yt = y + t * M;
-                const VecDotFn f = t < n_gemm ? dot_gemm : dot;
-                for (int64_t r = rt; r < rt_end; ++r) f(K, &yt[r], W.row(r), a);
-            }
-        }
-    }, n_tasks);
 }
 
 }  // namespace ei
