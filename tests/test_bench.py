@@ -9,7 +9,7 @@ import pytest
 from edgeinfer.bench import make_token_ids, run_bench
 from edgeinfer.cli import main
 from edgeinfer.cli.args import build_parser
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from edgeinfer import _core
 from edgeinfer.errors import ChatTemplateError, EdgeInferError
 from edgeinfer.model import Model
 from test_cli import run_cli
-from stream_helpers import drain
-from tiny_model import TinyConfig, write_tiny_llama
+from support.generation import drain
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 # The questions of the llama.cpp reference runs' chat cases (fixtures/REFERENCE.md, section 6).
 QUESTIONS = {

@@ -218,7 +218,7 @@ def test_ctrl_c_during_run_exits_130(fake_model_file, capsys):
 
 @pytest.fixture
 def tiny_model_file(tmp_path):
-    from tiny_model import TinyConfig, write_tiny_llama
+    from support.tiny_llama import TinyConfig, write_tiny_llama
     path = tmp_path / "tiny.gguf"
     write_tiny_llama(path, TinyConfig(weight_type="Q8_0"))
     return path

@@ -14,7 +14,7 @@ from edgeinfer.constrain.grammar import (MAX_FRACTION_DIGITS, MAX_INT_DIGITS, MA
                                          json_schema_grammar)
 from edgeinfer.constrain.tokenizer import SPECIAL_PREFIX, token_bytes
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 CONTROL = 3  # llama.cpp's token type of control tokens
 

@@ -14,8 +14,8 @@ import pytest
 
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.model import Model
-from llama_reference import LlamaReference, rope
-from tiny_model import TinyConfig, write_tiny_llama
+from support.llama_reference import LlamaReference, rope
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
 

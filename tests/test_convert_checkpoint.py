@@ -15,8 +15,8 @@ from edgeinfer.cli import main as cli_main
 from edgeinfer.convert import convert_checkpoint
 from edgeinfer.errors import ModelFormatError
 from edgeinfer.quantize import QuantizeOptions, quantize_file
-from hf_tiny import train_sentencepiece, write_tokenizer_config
-from output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
+from support.hf_tiny import train_sentencepiece, write_tokenizer_config
+from support.output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
 
 N_LAYER, D, FF, N_HEAD, N_HEAD_KV = 2, 64, 96, 4, 2
 

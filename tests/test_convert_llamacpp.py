@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 
 from edgeinfer import Model  # noqa: E402
 from edgeinfer.convert import convert_checkpoint  # noqa: E402
-from hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
+from support.hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
 
 BENCH_PYTHON = Path(os.path.expanduser("~/.cache/edgeinfer/bench-venv/bin/python"))
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgeinfer.model import Model
-from reference_build import require_reference_kernels
+from support.reference_build import require_reference_kernels
 
 pytestmark = pytest.mark.realmodel
 

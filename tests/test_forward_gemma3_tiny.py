@@ -8,7 +8,7 @@ import pytest
 
 from edgeinfer.errors import ModelFormatError
 from edgeinfer.model import Model
-from tiny_gemma3 import Gemma3Reference, TinyGemma3Config, write_tiny_gemma3
+from support.tiny_gemma3 import Gemma3Reference, TinyGemma3Config, write_tiny_gemma3
 
 PROMPT = [2, 265, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]  # 12 tokens > sliding window 4
 # Relative error bound (max |Δlogit| / max |logit|). With F32/F16 weights the core differs from

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from edgeinfer.model import Model
-from llama_reference import LlamaReference
-from tiny_model import TinyConfig, write_tiny_llama
+from support.llama_reference import LlamaReference
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 # Relative error bound (max |Δlogit| / max |logit|). F32/F16 weights: only the F16 KV cache and

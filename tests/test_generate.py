@@ -10,8 +10,8 @@ import pytest
 from edgeinfer.errors import ContextOverflowError
 from edgeinfer.generate import PromptCache, stream_generate
 from edgeinfer.model import Model
-from stream_helpers import drain
-from tiny_model import TinyConfig, write_tiny_llama
+from support.generation import drain
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 IM_END = 2  # a control token of the tiny vocabulary, end of generation
 

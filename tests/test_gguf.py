@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
-from gguf_helpers import (QT, SAMPLE_KV, VT, SampleTensor, expected_value, field_locations,
+from support.gguf_sample import (QT, SAMPLE_KV, VT, SampleTensor, expected_value, field_locations,
                           read_u, sample_tensors, with_u, write_gguf)
 
 GgufFile = _core.GgufFile
@@ -184,7 +184,7 @@ def _patch(data: bytes, locs, label: str, value: int) -> bytes:
     return with_u(data, loc.offset, loc.size, value)
 
 
-# label of a field (see gguf_helpers.field_locations), new value, expected message fragment
+# label of a field (see support.gguf_sample.field_locations), new value, expected message fragment
 MUTATIONS = [
     ("kv 'GGUF.version' part 0.0", 1, "GGUF version 1 is not supported"),
     ("kv 'GGUF.version' part 0.0", 4, "GGUF version 4 is not supported"),

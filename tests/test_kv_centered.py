@@ -13,8 +13,8 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.model import Model
-from llama_reference import LlamaReference
-from tiny_model import TinyConfig, write_tiny_llama
+from support.llama_reference import LlamaReference
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 ISAS = _core.available_isas()
 N_SINK = 64   # kv/centered_k.h, kSinkRows

@@ -7,8 +7,8 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.model import Model
-from llama_reference import LlamaReference
-from tiny_model import TinyConfig, write_tiny_llama
+from support.llama_reference import LlamaReference
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 ISAS = _core.available_isas()
 TYPES = ["f16", "q8_0", "q4_0"]

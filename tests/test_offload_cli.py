@@ -15,7 +15,8 @@ import pytest
 from edgeinfer.bench import run_bench
 from edgeinfer.cli.args import build_parser
 from edgeinfer.cli.serve import make_config
-from server_process import REPO_ROOT, ServerProcess
+from support.paths import REPO_ROOT
+from support.server_process import ServerProcess
 from test_opencl_ops import device_index  # noqa: F401  (the skip-or-fail device fixture)
 
 pytestmark = pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")

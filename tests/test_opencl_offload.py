@@ -12,7 +12,7 @@ of one float ulp anywhere (another summation order) moves later logits by up to 
 flipped 8-bit roundings of the activations, enough to part greedy runs at near-ties (the CPU's
 own scalar and AVX2 paths differ by 0.6-0.9 at the prompts' last positions).
 
-The reference comes from the AVX2 kernels (tests/opencl_cpu_reference.py: in a child process
+The reference comes from the AVX2 kernels (tests/support/opencl_cpu_reference.py: in a child process
 where the best ISA is another one); without them (not x86) these tests skip. With an F16 cache
 only: the quantized KV caches attend in float on the device (see the quantized-KV test).
 Decoding on PoCL takes ~0.3-0.8 s a token on this machine, so all prompts are checked
@@ -26,9 +26,9 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.model import Model
-from opencl_cpu_reference import greedy, reference, teacher_forced, under_avx2
+from support.opencl_cpu_reference import greedy, reference, teacher_forced, under_avx2
 from test_opencl_ops import device_index  # noqa: F401  (the skip-or-fail device fixture)
-from tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
+from support.tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")]
 

@@ -16,7 +16,7 @@ from edgeinfer.kld import BaseRecorder, Comparer
 from edgeinfer.model import Model
 from edgeinfer.perplexity import perplexity
 from edgeinfer.quantize import QuantizeOptions, quantize_file
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 REPO = Path(__file__).resolve().parent.parent
 TEXT = ("The quick brown fox jumps over the lazy dog. " * 3 + "Pack my box with five dozen liquor jugs. ") * 6

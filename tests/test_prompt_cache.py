@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 SYSTEM_A = list(range(40, 100))     # two "system prompts" of 60 tokens
 SYSTEM_B = list(range(140, 200))

@@ -19,8 +19,8 @@ from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.quantize import PRESETS, QuantizeOptions, make_plan, parse_tensor_type, quantize_file
 from edgeinfer.quantize.plan import ModelShape, TensorInfo, use_more_bits
-from output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
-from tiny_model import TinyConfig, write_tiny_llama
+from support.output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from server_process import ServerProcess
+from support.server_process import ServerProcess
 
 pytestmark = pytest.mark.realmodel
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from server_process import ServerProcess
+from support.server_process import ServerProcess
 
 pytestmark = pytest.mark.realmodel
 

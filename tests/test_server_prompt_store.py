@@ -10,7 +10,7 @@ import pytest
 from edgeinfer.model import Model
 from edgeinfer.server.prompt_store import PromptStateStore, state_name
 from edgeinfer.server.config import DEFAULT_PROMPT_CACHE_BYTES
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 SHARED = list(range(10, 50))   # a 40-token "system prompt"
 

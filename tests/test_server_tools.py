@@ -15,7 +15,7 @@ import jsonschema
 import openai
 import pytest
 
-from server_process import openai_client
+from support.server_process import openai_client
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",

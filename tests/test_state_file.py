@@ -10,7 +10,7 @@ import pytest
 
 from edgeinfer.errors import EdgeInferError, StateFileError
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101]
 HEADER_BYTES = 120   # version 3 (112 in versions 1 and 2)

@@ -18,7 +18,7 @@ from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.threads import resolve_n_threads, usable_cpus
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 REPO = Path(__file__).resolve().parent.parent
 

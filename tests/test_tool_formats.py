@@ -24,7 +24,7 @@ from edgeinfer.model import Model
 from edgeinfer.tools import ToolCallStream, parse_tool_choice, parse_tools
 from edgeinfer.tools.parse import ArgumentsDelta, CallStart, ContentDelta
 from edgeinfer.tools.prompt import prepare_messages
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from fetch_chat_templates import templates_dir  # noqa: E402

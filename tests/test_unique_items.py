@@ -12,8 +12,8 @@ from edgeinfer.constrain.grammar import bounded_schema, json_schema_grammar
 from edgeinfer.constrain.unique import DuplicateItem, JsonScanner, UniqueItemsGuard
 from edgeinfer.errors import UnsatisfiableConstraintError
 from edgeinfer.model import Model
-from stream_helpers import drain
-from tiny_model import TinyConfig, write_tiny_llama
+from support.generation import drain
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 
 def llguidance_schema(schema) -> dict:

@@ -13,7 +13,7 @@ from typing import Iterator
 import httpx
 import openai
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from support.paths import REPO_ROOT
 
 
 def free_port() -> int:

@@ -80,9 +80,12 @@ def under_avx2(model_path: str | Path, prompts: list[list[int]], **options) -> d
     with tempfile.TemporaryDirectory() as tmp:
         spec, out = Path(tmp) / "spec.json", Path(tmp) / "ref.npz"
         spec.write_text(json.dumps({"prompts": prompts, **options}))
-        env = dict(os.environ, EDGEINFER_ISA="avx2")
+        from support.paths import REPO_ROOT  # not at the top: the child runs this file as a script
+
+        env = dict(os.environ, EDGEINFER_ISA="avx2",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
         subprocess.run([sys.executable, __file__, str(model_path), str(spec), str(out)], env=env, check=True,
-                       cwd=Path(__file__).resolve().parent.parent)
+                       cwd=REPO_ROOT)
         with np.load(out) as f:
             return dict(f)
 
@@ -93,7 +96,6 @@ def reference(model_path: str | Path, prompts: list[list[int]]) -> dict[str, np.
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     spec = json.loads(Path(sys.argv[2]).read_text())
     result = compute(sys.argv[1], spec.pop("prompts"), **spec)
     np.savez(sys.argv[3], **result)

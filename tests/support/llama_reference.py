@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tiny_model import TinyConfig
+from support.tiny_llama import TinyConfig
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Runs fuzz variants through child processes (tests/gguf_fuzz_child.py) under an address-space
+"""Runs fuzz variants through child processes (tests/support/gguf_fuzz_child.py) under an address-space
 limit and a timeout, so a segfault, a hang or a runaway allocation is a result, not the end of
 the run. Shared by the fuzz tests and scripts/fuzz_gguf.py.
 
@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.paths import REPO_ROOT
+
 CHILD = Path(__file__).with_name("gguf_fuzz_child.py")
-REPO = Path(__file__).resolve().parent.parent
 MEMORY_LIMIT = 2 << 30   # bytes of address space for a child
 STARTUP_SECONDS = 60.0   # allowance for a child's imports on a busy machine, before its first result
 # What each child mode may answer. Everything else fails: "other" (an exception outside the
@@ -41,7 +42,7 @@ class Result:
 
 def _child_env() -> dict[str, str]:
     return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
 
 
 @dataclass
