@@ -14,7 +14,7 @@ from edgeinfer.chat_template import (ChatTemplate, apply_chat_template, make_cha
 from edgeinfer import _core
 from edgeinfer.errors import ChatTemplateError, EdgeInferError
 from edgeinfer.model import Model
-from test_cli import run_cli
+from support.cli import assert_clean_error, run_cli
 from support.generation import drain
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
@@ -310,8 +310,7 @@ def test_run_chat_prints_an_answer_and_names_the_template(smollm2_path):
 
 
 def test_run_system_without_chat_is_one_clean_line():
-    proc = run_cli("run", "no-such-model", "-p", "hi", "-s", "be brief")
-    assert proc.returncode == 1 and "--system needs --chat" in proc.stderr
+    assert_clean_error(run_cli("run", "no-such-model", "-p", "hi", "-s", "be brief"), "--system needs --chat")
 
 
 def test_run_chat_and_prompt_together_is_a_usage_error():

@@ -14,6 +14,7 @@ import pytest
 
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.model import Model
+from support.generation import drain
 from support.llama_reference import LlamaReference, rope
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
@@ -91,15 +92,9 @@ def test_generation_stops_at_the_context_end_by_default(tiny):
 def test_shift_policy_generates_past_the_context_end(tiny):
     _, _, path = tiny
     m = Model.load(path, n_ctx=32, n_threads=2)
-    ids = []
     gen = m.generate(PROMPT, max_tokens=80, context_overflow="shift", n_keep=4,
                      temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=3)
-    while True:
-        try:
-            next(gen)
-        except StopIteration as done:
-            r = done.value
-            break
+    _, r = drain(gen)
     assert r.context_shifts >= 1 or r.finish_reason == "stop"
     if r.finish_reason == "length":
         assert len(r.tokens) == 80

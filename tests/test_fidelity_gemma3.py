@@ -16,10 +16,11 @@ from __future__ import annotations
 import pytest
 
 from edgeinfer.model import Model
+from support.fixture_runs import common_prefix, greedy_ids, top20_diff
 from support.reference_build import require_reference_kernels
-from test_fidelity_smollm2 import common_prefix, greedy_ids, top20_diff
 
 pytestmark = pytest.mark.realmodel
+
 
 @pytest.fixture(scope="module")
 def q4_k_m(gemma3_path):

@@ -19,7 +19,7 @@ these products) and must give its bits exactly, where this CPU has those kernels
 Also here: the block layouts of the generated prelude equal the core's, the program cache
 (compile errors with the build log, binaries reused from disk, corrupt files rebuilt) and bad
 input. PoCL is installed by scripts/test.sh; without a device these tests skip, except under
-CI=true or EDGEINFER_REQUIRE_MODELS=1, where they fail (as tests/test_opencl_devices.py).
+CI=true or EDGEINFER_REQUIRE_MODELS=1, where they fail (conftest.py's device fixtures).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
-from edgeinfer.cli.devices import LIBRARY_ENV, list_devices
+from edgeinfer.cli.devices import LIBRARY_ENV
 
 MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
 QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
@@ -47,22 +47,6 @@ NMSE_VS_CPU = {T.F32: 1e-12, T.F16: 1e-6}
 NMSE_VS_EXACT = 1e-10  # float32 sums of exactly the weights the blocks encode
 # Quantized weights where the AVX2 kernels are missing: the same integers, another float order.
 NMSE_QUANTIZED_OTHER_ORDER = 1e-10
-
-
-def _required() -> bool:
-    return (os.environ.get("CI", "").lower() == "true"
-            or os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1")
-
-
-@pytest.fixture(scope="module")
-def device_index() -> int:
-    found, reason = list_devices()
-    if not found:
-        message = f"no OpenCL device ({reason}); install pocl-opencl-icd and ocl-icd-libopencl1"
-        if _required():
-            pytest.fail(message)
-        pytest.skip(message)
-    return 0
 
 
 @pytest.fixture(scope="module")
@@ -547,7 +531,6 @@ def test_no_library_is_a_clear_error():
         _core.OpenCLDevice(0, library="/nonexistent/libOpenCL.so")
 
 
-def test_the_device_reports_what_it_is(dev):
-    found, _ = list_devices()
-    assert dev.info == found[0]
+def test_the_device_reports_what_it_is(dev, opencl_devices):
+    assert dev.info == opencl_devices[0]
     assert dev.driver_version

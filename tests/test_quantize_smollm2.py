@@ -14,7 +14,7 @@ from edgeinfer import _core
 from edgeinfer.model import Model
 from edgeinfer.perplexity import perplexity
 from edgeinfer.quantize import PRESETS, QuantizeOptions, quantize_file
-from conftest import smollm2_requantized
+from support.real_models import smollm2_requantized
 
 pytestmark = pytest.mark.realmodel
 

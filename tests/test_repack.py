@@ -23,6 +23,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.real_models import smollm2_requantized  # noqa: E402
 
 # (m rows, n columns, k): one group, several groups, column counts off the 8-column panel,
 # SmolLM2's row lengths (576, 1536) and its K/V width (192 rows).
@@ -156,8 +157,6 @@ def test_smollm2_q4_0_with_and_without_repacking(smollm2_path, tmp_path):
     """The repacked model (the default where the table has gemm_packed) and the model read in
     place (EDGEINFER_REPACK=0, vec_dot order) give nearly the same logits: the same integer sums,
     other float roundings."""
-    from conftest import smollm2_requantized
-
     path = smollm2_requantized(smollm2_path, "Q4_0")
     outs = {}
     for flag in ("1", "0"):

@@ -11,6 +11,11 @@ from typing import Sequence
 import gguf
 import numpy as np
 
+# Ids of the vocabulary's control tokens (tiny_vocab): <|endoftext|> 0, <|im_start|> 1 (the BOS),
+# <|im_end|> 2 (the EOS: end of generation).
+BOS = 1
+IM_END = 2
+
 
 @dataclass
 class TinyConfig:
@@ -117,8 +122,8 @@ def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0,
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges(merges)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+    writer.add_bos_token_id(BOS)
+    writer.add_eos_token_id(IM_END)
     writer.add_add_bos_token(False)
     if chat_template is not None:
         writer.add_chat_template(chat_template)
