@@ -15,7 +15,7 @@ import pytest
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.model import Model
 from support.generation import drain
-from support.llama_reference import LlamaReference, rope
+from support.numpy_reference import LlamaReference, rel_err, rope
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
@@ -36,10 +36,6 @@ def reference_shift(ref: LlamaReference, n_keep: int, n_discard: int) -> None:
         moved = moved.astype(np.float16).astype(np.float64)
         ref.k_cache[il] = np.concatenate([K[:n_keep], moved])
         ref.v_cache[il] = np.concatenate([V[:n_keep], V[n_keep + n_discard:]])
-
-
-def rel_err(got, want) -> float:
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 @pytest.mark.parametrize("n_keep,n_discard", [(0, 6), (1, 8), (4, 7)])

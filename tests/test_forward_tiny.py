@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from edgeinfer.model import Model
-from support.llama_reference import LlamaReference
+from support.numpy_reference import LlamaReference, rel_err
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
@@ -13,10 +13,6 @@ PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 # the F16 attention accumulator differ from the float64 reference. Quantized weights also round
 # every activation vector to 8 bits (Q8_0 / Q8_1) inside the dot products.
 REL_TOL = {"F32": 5e-3, "F16": 5e-3, "Q8_0": 3e-2, "Q4_0": 3e-2, "Q4_1": 3e-2, "Q5_0": 3e-2, "Q5_1": 3e-2}
-
-
-def rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 @pytest.fixture(scope="module", params=list(REL_TOL))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 
 from support.fuzz_runner import is_failure, run_variants
-from support.gguf_sample import read_u, write_gguf
+from support.gguf_fields import read_u
+from support.gguf_sample import write_gguf
 from support.gguf_mutate import HOSTILE, Base, Variant, flip_bits, load_base, overwrite, set_field, truncate
 
 SEED = 20240611

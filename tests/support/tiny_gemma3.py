@@ -1,10 +1,8 @@
-"""Writes a tiny random-weight gemma3 GGUF and runs the matching numpy reference forward pass.
+"""Writes tiny random-weight gemma3 GGUF files for unit tests (support/numpy_reference.py has the
+matching forward pass).
 
 The file has the keys and tensor names llama.cpp's gemma3 loader reads (QK norms, post-attention
-and post-FFN norms, a sliding window, a tied output) and a small SentencePiece vocabulary. The
-reference computes in float64 from the stored weights, with K and V rounded to float16 like the
-KV cache; it does not reproduce the core's other roundings (F16 GELU table, F16 attention
-accumulator, 8-bit activations): the tests allow for those."""
+and post-FFN norms, a sliding window, a tied output) and a small SentencePiece vocabulary."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +11,11 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from support.gguf_writing import add_weights, write_out
+from support.tiny_weights import RandomWeights
 
-@dataclass
+
+@dataclass(frozen=True)
 class TinyGemma3Config:
     n_embd: int = 64
     n_head: int = 4
@@ -49,34 +50,27 @@ def tiny_spm_vocab() -> tuple[list[str], list[float], list[int]]:
 
 
 def make_weights(cfg: TinyGemma3Config, n_vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random weights keyed by GGUF tensor name; matrices are [rows=out][cols=in] in numpy order."""
-    rng = np.random.default_rng(seed)
+    """Random weights keyed by GGUF tensor name."""
+    draw = RandomWeights(seed)
     d, hd, ff = cfg.n_embd, cfg.head_dim, cfg.n_ff
-
-    def mat(out_dim: int, in_dim: int) -> np.ndarray:
-        return (rng.standard_normal((out_dim, in_dim)) / np.sqrt(in_dim)).astype(np.float32)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32)
-
     # Embeddings are scaled by sqrt(n_embd) in the forward pass, so keep them small.
-    w = {"token_embd.weight": (rng.standard_normal((n_vocab, d)) / np.sqrt(d)).astype(np.float32)}
+    w = {"token_embd.weight": draw.matrix(n_vocab, d)}
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
-        w[p + "attn_norm.weight"] = norm(d)
-        w[p + "attn_q.weight"] = mat(cfg.n_head * hd, d)
-        w[p + "attn_k.weight"] = mat(cfg.n_head_kv * hd, d)
-        w[p + "attn_v.weight"] = mat(cfg.n_head_kv * hd, d)
-        w[p + "attn_q_norm.weight"] = norm(hd)
-        w[p + "attn_k_norm.weight"] = norm(hd)
-        w[p + "attn_output.weight"] = mat(d, cfg.n_head * hd)
-        w[p + "post_attention_norm.weight"] = norm(d)
-        w[p + "ffn_norm.weight"] = norm(d)
-        w[p + "ffn_gate.weight"] = mat(ff, d)
-        w[p + "ffn_up.weight"] = mat(ff, d)
-        w[p + "ffn_down.weight"] = mat(d, ff)
-        w[p + "post_ffw_norm.weight"] = norm(d)
-    w["output_norm.weight"] = norm(d)
+        w[p + "attn_norm.weight"] = draw.norm(d, 0.2)
+        w[p + "attn_q.weight"] = draw.matrix(cfg.n_head * hd, d)
+        w[p + "attn_k.weight"] = draw.matrix(cfg.n_head_kv * hd, d)
+        w[p + "attn_v.weight"] = draw.matrix(cfg.n_head_kv * hd, d)
+        w[p + "attn_q_norm.weight"] = draw.norm(hd, 0.2)
+        w[p + "attn_k_norm.weight"] = draw.norm(hd, 0.2)
+        w[p + "attn_output.weight"] = draw.matrix(d, cfg.n_head * hd)
+        w[p + "post_attention_norm.weight"] = draw.norm(d, 0.2)
+        w[p + "ffn_norm.weight"] = draw.norm(d, 0.2)
+        w[p + "ffn_gate.weight"] = draw.matrix(ff, d)
+        w[p + "ffn_up.weight"] = draw.matrix(ff, d)
+        w[p + "ffn_down.weight"] = draw.matrix(d, ff)
+        w[p + "post_ffw_norm.weight"] = draw.norm(d, 0.2)
+    w["output_norm.weight"] = draw.norm(d, 0.2)
     return w
 
 
@@ -85,7 +79,6 @@ def write_tiny_gemma3(path: Path, cfg: TinyGemma3Config = TinyGemma3Config(),
     """Writes the model; returns the weights as stored, dequantized to float32."""
     tokens, scores, types = tiny_spm_vocab()
     weights = make_weights(cfg, len(tokens), seed)
-    qtype = gguf.GGMLQuantizationType[cfg.weight_type]
 
     w = gguf.GGUFWriter(str(path), "gemma3")
     w.add_name("tiny-random-gemma3")
@@ -114,91 +107,6 @@ def write_tiny_gemma3(path: Path, cfg: TinyGemma3Config = TinyGemma3Config(),
     w.add_add_bos_token(True)
     w.add_add_space_prefix(False)
 
-    stored: dict[str, np.ndarray] = {}
-    for name, value in weights.items():
-        if value.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
-            if qtype == gguf.GGMLQuantizationType.F16:
-                data = value.astype(np.float16)
-                w.add_tensor(name, data)
-                stored[name] = data.astype(np.float32)
-            else:
-                data = gguf.quants.quantize(value, qtype)
-                w.add_tensor(name, data, raw_dtype=qtype)
-                stored[name] = gguf.quants.dequantize(data, qtype).reshape(value.shape).astype(np.float32)
-        else:
-            w.add_tensor(name, value)
-            stored[name] = value
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    stored = add_weights(w, weights, cfg.weight_type)   # the embedding (tied output) too
+    write_out(w)
     return stored
-
-
-# ---- numpy reference ------------------------------------------------------------------------
-
-
-def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def rope_neox(x: np.ndarray, pos: np.ndarray, base: float) -> np.ndarray:
-    """x: [n, heads, head_dim]; dim i pairs with dim i + head_dim/2 (llama.cpp's neox mode)."""
-    hd = x.shape[-1]
-    half = hd // 2
-    inv = base ** (-np.arange(0, hd, 2) / hd)
-    ang = pos[:, None] * inv[None, :]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
-    x0, x1 = x[..., :half], x[..., half:]
-    return np.concatenate([x0 * cos - x1 * sin, x0 * sin + x1 * cos], axis=-1)
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * x * (1.0 + 0.044715 * x * x)))
-
-
-class Gemma3Reference:
-    def __init__(self, cfg: TinyGemma3Config, weights: dict[str, np.ndarray]):
-        self.cfg = cfg
-        self.w = {k: v.astype(np.float64) for k, v in weights.items()}
-        empty = np.zeros((0, cfg.n_head_kv, cfg.head_dim))
-        self.k_cache = [empty] * cfg.n_layer
-        self.v_cache = [empty] * cfg.n_layer
-
-    def forward(self, tokens: list[int]) -> np.ndarray:
-        """Appends tokens after the cached ones; returns logits for each: [n, n_vocab]."""
-        c, w = self.cfg, self.w
-        n, hd, eps = len(tokens), c.head_dim, c.norm_eps
-        pos0 = self.k_cache[0].shape[0]
-        pos = np.arange(pos0, pos0 + n, dtype=np.float64)
-        x = w["token_embd.weight"][tokens] * np.sqrt(c.n_embd)
-        group = c.n_head // c.n_head_kv
-        for il in range(c.n_layer):
-            p = f"blk.{il}."
-            local = c.is_local(il)
-            base = c.local_base() if local else c.rope_base_global
-            h = rms_norm(x, w[p + "attn_norm.weight"], eps)
-            q = (h @ w[p + "attn_q.weight"].T).reshape(n, c.n_head, hd)
-            k = (h @ w[p + "attn_k.weight"].T).reshape(n, c.n_head_kv, hd)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(n, c.n_head_kv, hd)
-            q = rope_neox(rms_norm(q, w[p + "attn_q_norm.weight"], eps), pos, base) / np.sqrt(hd)
-            k = rope_neox(rms_norm(k, w[p + "attn_k_norm.weight"], eps), pos, base)
-            self.k_cache[il] = np.concatenate([self.k_cache[il], k.astype(np.float16).astype(np.float64)])
-            self.v_cache[il] = np.concatenate([self.v_cache[il], v.astype(np.float16).astype(np.float64)])
-            K, V = self.k_cache[il], self.v_cache[il]
-            att = np.zeros((n, c.n_head, hd))
-            for t in range(n):
-                last = pos0 + t
-                # llama.cpp's SWA mask: key position kp is visible iff last - kp < sliding_window.
-                first = max(0, last - c.sliding_window + 1) if local else 0
-                for hh in range(c.n_head):
-                    kh = hh // group
-                    s = K[first:last + 1, kh, :] @ q[t, hh]
-                    pr = np.exp(s - s.max())
-                    att[t, hh] = (pr / pr.sum()) @ V[first:last + 1, kh, :]
-            a = att.reshape(n, -1) @ w[p + "attn_output.weight"].T
-            x = x + rms_norm(a, w[p + "post_attention_norm.weight"], eps)
-            h = rms_norm(x, w[p + "ffn_norm.weight"], eps)
-            g = gelu_tanh(h @ w[p + "ffn_gate.weight"].T) * (h @ w[p + "ffn_up.weight"].T)
-            x = x + rms_norm(g @ w[p + "ffn_down.weight"].T, w[p + "post_ffw_norm.weight"], eps)
-        return rms_norm(x, w["output_norm.weight"], eps) @ w["token_embd.weight"].T
