@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 from support.availability import unavailable
@@ -109,11 +110,24 @@ def opencl_cache_in_a_temp_folder(tmp_path_factory):
 # ---- the tiny random-weight llama ----------------------------------------------------------
 
 @pytest.fixture(scope="session")
-def tiny_llama_path(tmp_path_factory) -> Path:
-    """The default tiny llama (TinyConfig(), seed 0), written once; tests only read it."""
-    path = tmp_path_factory.mktemp("tiny-llama") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return path
+def tiny_llama_file(tmp_path_factory) -> Callable[..., tuple[Path, dict[str, np.ndarray]]]:
+    """``tiny_llama_file(cfg=TinyConfig(), seed=0)`` -> (path, the weights as stored): the tiny
+    llama of that config and seed, written once in this run (tests only read the file)."""
+    written: dict[tuple[TinyConfig, int], tuple[Path, dict[str, np.ndarray]]] = {}
+
+    def get(cfg: TinyConfig = TinyConfig(), seed: int = 0) -> tuple[Path, dict[str, np.ndarray]]:
+        if (cfg, seed) not in written:
+            path = tmp_path_factory.mktemp("tiny-llama") / "tiny.gguf"
+            written[cfg, seed] = path, write_tiny_llama(path, cfg, seed=seed)
+        return written[cfg, seed]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_path(tiny_llama_file) -> Path:
+    """The default tiny llama (TinyConfig(), seed 0)."""
+    return tiny_llama_file()[0]
 
 
 @pytest.fixture

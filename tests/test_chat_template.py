@@ -16,7 +16,6 @@ from edgeinfer.errors import ChatTemplateError, EdgeInferError
 from edgeinfer.model import Model
 from support.cli import assert_clean_error, run_cli
 from support.generation import drain
-from support.tiny_llama import TinyConfig, write_tiny_llama
 
 # The questions of the llama.cpp reference runs' chat cases (fixtures/REFERENCE.md, section 6).
 QUESTIONS = {
@@ -246,10 +245,8 @@ def test_a_template_that_writes_two_bos_tokens_is_warned_about():
 # -- models ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Model:
-    path = tmp_path_factory.mktemp("chat") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return Model.load(path, n_ctx=64)
+def tiny_model(tiny_llama_path) -> Model:
+    return Model.load(tiny_llama_path, n_ctx=64)
 
 
 def test_a_vocabulary_with_im_start_and_no_file_template_gets_chatml(tiny_model):

@@ -10,7 +10,7 @@ import pytest
 
 from edgeinfer.cli import main
 from support.cli import assert_clean_error, run_cli
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig
 
 # -- errors, as a subprocess -----------------------------------------------------------------
 
@@ -196,10 +196,8 @@ def test_ctrl_c_during_run_exits_130(fake_model_file, capsys):
 
 
 @pytest.fixture
-def tiny_model_file(tmp_path):
-    path = tmp_path / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(weight_type="Q8_0"))
-    return path
+def tiny_model_file(tiny_llama_file):
+    return tiny_llama_file(TinyConfig(weight_type="Q8_0"))[0]
 
 
 def test_info_prints_the_summary(tiny_model_file, capsys):

@@ -14,7 +14,7 @@ import pytest
 from edgeinfer import _core
 from edgeinfer.model import Model
 from support.numpy_reference import LlamaReference, last_position_attention
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.tiny_llama import HD32
 
 ISAS = _core.available_isas()
 N_SINK = 64   # kv/centered_k.h, kSinkRows
@@ -95,10 +95,9 @@ def test_centering_needs_a_quantized_k():
 # --- the forward pass and the prompt cache over a centered q4_0 cache ---------------------------
 
 @pytest.fixture(scope="module")
-def hd32(tmp_path_factory):
-    cfg = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
-    path = tmp_path_factory.mktemp("kvc") / "hd32.gguf"
-    return cfg, write_tiny_llama(path, cfg), path
+def hd32(tiny_llama_file):
+    path, weights = tiny_llama_file(HD32)
+    return HD32, weights, path
 
 
 PROMPT = [int(t) for t in np.random.default_rng(10).integers(3, 250, 100)]

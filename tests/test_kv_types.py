@@ -8,7 +8,7 @@ import pytest
 from edgeinfer import _core
 from edgeinfer.model import Model
 from support.numpy_reference import LlamaReference, last_position_attention
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.tiny_llama import HD32
 
 ISAS = _core.available_isas()
 TYPES = ["f16", "q8_0", "q4_0"]
@@ -46,10 +46,9 @@ def test_quantized_cache_stores_smaller_rows():
 
 
 @pytest.fixture(scope="module")
-def hd32(tmp_path_factory):
-    cfg = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
-    path = tmp_path_factory.mktemp("kvt") / "hd32.gguf"
-    return cfg, write_tiny_llama(path, cfg), path
+def hd32(tiny_llama_file):
+    path, weights = tiny_llama_file(HD32)
+    return HD32, weights, path
 
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
@@ -68,9 +67,8 @@ def test_forward_with_quantized_cache_tracks_the_reference(hd32, types, tol):
     assert m.kv_bytes_per_token < f16.kv_bytes_per_token or types[0] == "f16"
 
 
-def test_quantized_cache_needs_block_aligned_heads(tmp_path):
-    path = tmp_path / "hd16.gguf"
-    write_tiny_llama(path, TinyConfig())   # head_dim 16, K/V rows of 32 values
+def test_quantized_cache_needs_block_aligned_heads(tiny_llama_path):
+    path = tiny_llama_path   # head_dim 16, K/V rows of 32 values
     with pytest.raises(Exception, match="multiple of"):
         Model.load(path, n_ctx=16, n_threads=2, cache_type_k="q8_0").complete([5, 6], max_tokens=2)
     with pytest.raises(ValueError, match="cache_type_k"):

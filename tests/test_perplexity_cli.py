@@ -16,17 +16,15 @@ from edgeinfer.kld import BaseRecorder, Comparer
 from edgeinfer.model import Model
 from edgeinfer.perplexity import perplexity
 from edgeinfer.quantize import QuantizeOptions, quantize_file
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.tiny_llama import KQUANTIZABLE
 
 REPO = Path(__file__).resolve().parent.parent
 TEXT = ("The quick brown fox jumps over the lazy dog. " * 3 + "Pack my box with five dozen liquor jugs. ") * 6
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("ppl") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(n_embd=256, n_head=4, n_head_kv=2, n_layer=2, n_ff=512))
-    return path
+def tiny(tiny_llama_file) -> Path:
+    return tiny_llama_file(KQUANTIZABLE)[0]
 
 
 @pytest.fixture(scope="module")

@@ -20,14 +20,11 @@ from edgeinfer.model import Model
 from edgeinfer.quantize import PRESETS, QuantizeOptions, make_plan, parse_tensor_type, quantize_file
 from edgeinfer.quantize.plan import ModelShape, TensorInfo, use_more_bits
 from support.output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.tiny_llama import KQUANTIZABLE
 
 REPO = Path(__file__).resolve().parent.parent
 
 # Rows of 256 and 512 so that every k-quant fits (no fallbacks) in the tiny model.
-TINY = TinyConfig(n_embd=256, n_head=4, n_head_kv=2, n_layer=2, n_ff=512)
-
-
 def _llama_tensors(n_layer: int, n_embd: int, n_ff: int, tied: bool) -> list[TensorInfo]:
     out = [TensorInfo("token_embd.weight", [n_embd, 1000], T.F32), TensorInfo("output_norm.weight", [n_embd], T.F32)]
     if not tied:
@@ -101,10 +98,8 @@ def test_overrides_pure_and_plain_presets():
 
 
 @pytest.fixture(scope="module")
-def tiny_f32(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("quant") / "tiny-f32.gguf"
-    write_tiny_llama(path, TINY)
-    return path
+def tiny_f32(tiny_llama_file) -> Path:
+    return tiny_llama_file(KQUANTIZABLE)[0]
 
 
 # Relative RMS difference of the logits from the F32 model's over 37 positions, measured:

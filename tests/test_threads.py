@@ -18,7 +18,7 @@ from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.threads import resolve_n_threads, usable_cpus
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.tiny_llama import TinyConfig
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -30,10 +30,8 @@ def two_cpus(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("threads") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(weight_type="Q8_0"))
-    return path
+def tiny_path(tiny_llama_file) -> Path:
+    return tiny_llama_file(TinyConfig(weight_type="Q8_0"))[0]
 
 
 def test_a_request_above_the_cpus_is_capped_with_a_warning_saying_why(two_cpus):

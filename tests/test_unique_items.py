@@ -13,7 +13,6 @@ from edgeinfer.constrain.unique import DuplicateItem, JsonScanner, UniqueItemsGu
 from edgeinfer.errors import UnsatisfiableConstraintError
 from edgeinfer.model import Model
 from support.generation import drain
-from support.tiny_llama import TinyConfig, write_tiny_llama
 
 
 def llguidance_schema(schema) -> dict:
@@ -132,10 +131,8 @@ def test_tool_arguments_refuse_unique_items():
 
 # --- generation on the tiny random model (its noise repeats items all the time) ----------------
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("unique") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return Model.load(path, n_ctx=256, n_threads=2)
+def tiny(tiny_llama_path):
+    return Model.load(tiny_llama_path, n_ctx=256, n_threads=2)
 
 
 GENERATED = {

@@ -43,6 +43,9 @@ class TinyConfig:
 
 # head_dim 32: the smallest head whose K/V rows a quantized KV cache takes (blocks of 32 values).
 HD32 = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
+# Rows of 256 and 512 values: every matrix fits the k-quants' super-blocks of 256, so the file can
+# be quantized to every preset.
+KQUANTIZABLE = TinyConfig(n_embd=256, n_head=4, n_head_kv=2, n_ff=512)
 
 
 def tiny_vocab() -> tuple[list[str], list[int], list[str]]:
