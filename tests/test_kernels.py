@@ -17,7 +17,6 @@ Bounds used below (n = row length, blocks of 32):
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -28,6 +27,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.cli import child_env  # noqa: E402
 
 ISAS = _core.available_isas()
 WEIGHT_TYPES = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
@@ -287,13 +287,13 @@ def test_vec_dot_of_zero_activations_is_zero(isa):
 
 
 def run_isa_probe(value: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, EDGEINFER_ISA=value, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     code = (
         "from edgeinfer import _core\n"
         "try:\n    print(_core.isa())\n"
         "except _core.EdgeInferError as e:\n    print('ERROR', e)\n"
     )
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", code], env=child_env(EDGEINFER_ISA=value), capture_output=True,
+                          text=True, timeout=60)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -12,7 +12,6 @@ groups); SmolLM2 Q4_1 and Gemma 3 (whose Q4_K_M file has its 640-wide rows in Q5
 bit-identical logits with and without repacking, prompt and decode steps."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -23,6 +22,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.cli import child_env  # noqa: E402
 from support.real_models import smollm2_requantized  # noqa: E402
 
 # (m rows, n columns, k): one group, several groups, column counts off the 8-column panel,
@@ -162,7 +162,7 @@ def test_smollm2_q4_0_with_and_without_repacking(smollm2_path, tmp_path):
     for flag in ("1", "0"):
         out = tmp_path / f"logits_{flag}.npy"
         subprocess.run([sys.executable, "-c", _LOGITS, str(path), str(out)], check=True,
-                       env=dict(os.environ, EDGEINFER_REPACK=flag))
+                       env=child_env(EDGEINFER_REPACK=flag))
         outs[flag] = np.load(out)
     packed, plain = outs["1"], outs["0"]
     assert packed.shape == plain.shape
@@ -209,7 +209,7 @@ def test_exact_types_with_and_without_repacking_are_bit_identical(request, tmp_p
     for flag in ("1", "0"):
         out = tmp_path / f"logits_{flag}.npy"
         proc = subprocess.run([sys.executable, "-c", _DECODE_STEPS, str(path), str(out), str(threads)],
-                              check=True, capture_output=True, text=True, env=dict(os.environ, EDGEINFER_REPACK=flag))
+                              check=True, capture_output=True, text=True, env=child_env(EDGEINFER_REPACK=flag))
         anon[flag] = int(proc.stdout.split()[-1])
         outs[flag] = np.load(out)
     # the repacked run holds its own copy of those weights: the packed kernels did run

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.paths import REPO_ROOT
+from support.cli import child_env
 
 CHILD = Path(__file__).with_name("gguf_fuzz_child.py")
 MEMORY_LIMIT = 2 << 30   # bytes of address space for a child
@@ -40,11 +40,6 @@ class Result:
     message: str = ""
 
 
-def _child_env() -> dict[str, str]:
-    return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
-
-
 @dataclass
 class ChildSpec:
     mode: str
@@ -61,7 +56,8 @@ def _run_child(items: list[tuple[int, str]], spec: ChildSpec) -> tuple[dict[int,
     timeout = spec.timeout
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, str(spec.child), spec.mode, str(spec.memory_limit)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=_child_env())
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                env=child_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
         proc.stdin.write(json.dumps(items).encode())
         proc.stdin.close()
         sel = selectors.DefaultSelector()

@@ -17,7 +17,6 @@ compute()'s keyword arguments}).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -80,12 +79,12 @@ def under_avx2(model_path: str | Path, prompts: list[list[int]], **options) -> d
     with tempfile.TemporaryDirectory() as tmp:
         spec, out = Path(tmp) / "spec.json", Path(tmp) / "ref.npz"
         spec.write_text(json.dumps({"prompts": prompts, **options}))
-        from support.paths import REPO_ROOT  # not at the top: the child runs this file as a script
+        # Not imported at the top: the child runs this file as a script, outside the package.
+        from support.cli import child_env
+        from support.paths import REPO_ROOT
 
-        env = dict(os.environ, EDGEINFER_ISA="avx2",
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-        subprocess.run([sys.executable, __file__, str(model_path), str(spec), str(out)], env=env, check=True,
-                       cwd=REPO_ROOT)
+        subprocess.run([sys.executable, __file__, str(model_path), str(spec), str(out)],
+                       env=child_env(EDGEINFER_ISA="avx2"), check=True, cwd=REPO_ROOT)
         with np.load(out) as f:
             return dict(f)
 
