@@ -23,6 +23,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
 from support.cli import child_env  # noqa: E402
+from support.quant_rows import random_blocks  # noqa: E402
 from support.real_models import smollm2_requantized  # noqa: E402
 
 # (m rows, n columns, k): one group, several groups, column counts off the 8-column panel,
@@ -41,25 +42,6 @@ def isas_with_packed(qtype: T = T.Q4_0) -> list[str]:
             continue
         out.append(isa)
     return out
-
-
-def random_q4_0(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random Q4_0 blocks with finite fp16 scales."""
-    nb = m * k // 32
-    blocks = rng.integers(0, 256, size=(nb, 18), dtype=np.uint8)
-    blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
-
-
-def random_blocks(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random Q4_1 / Q5_0 blocks with finite fp16 scales (and Q4_1 minimums); every
-    other byte (nibbles, Q5_0's fifth bits) random."""
-    nb = m * k // 32
-    blocks = rng.integers(0, 256, size=(nb, GGML_QUANT_SIZES[qtype][1]), dtype=np.uint8)
-    blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
-    if qtype == T.Q4_1:
-        blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
 
 
 def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,7 +68,7 @@ def test_scalar_and_avx2_tables_have_the_packed_gemm():
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_packed_gemm_is_bit_identical_across_isas(m, n, k):
     rng = np.random.default_rng([m, n, k])
-    w = random_q4_0(m, k, rng)
+    w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     ref = _core.gemm(int(T.Q4_0), w, m, act, "scalar", order="packed")
     assert ref.shape == (n, m)
@@ -102,7 +84,7 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
     sums below 2^24), so the only error is the FMA chain over nb blocks: at most nb ulps of the
     running sum, i.e. |got - exact| <= nb * 2^-24 * sum_b |term_b|."""
     rng = np.random.default_rng([m, n, k, 1])
-    w = random_q4_0(m, k, rng)
+    w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     # Each table that has the packed kernel (the selected one may not: AVX-512 keeps its own).
     got = _core.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
@@ -125,7 +107,7 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
 @pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536), (1024, 2, 640)])
 def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, m, n, k):
     rng = np.random.default_rng([m, n, k, int(qtype)])
-    w = random_blocks(qtype, m, k, rng)
+    w = random_blocks(qtype, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     got = _core.gemm(int(qtype), w, m, act, "avx2", order="packed")
     ref = _core.gemm(int(qtype), w, m, act, "avx2", by_vec_dot=True)
