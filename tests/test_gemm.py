@@ -8,24 +8,14 @@ import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
+from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 
 GEMM_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 SHAPES = [(1, 1, 32), (5, 3, 64), (13, 11, 160), (8, 16, 576), (6, 9, 1536)]  # (m rows, n columns, k)
-
-
-def isas_with_gemm(qtype: T) -> list[str]:
-    out = []
-    for isa in _core.available_isas():
-        try:
-            _core.gemm(int(qtype), np.zeros(GGML_QUANT_SIZES[qtype][1], np.uint8), 1, np.zeros((1, 32), np.float32), isa)
-        except Exception:
-            continue
-        out.append(isa)
-    return out
 
 
 def test_scalar_and_avx512_tables_have_gemms_where_expected():
@@ -77,29 +67,17 @@ KQUANT_ORDERS = [(T.Q4_K, "repacked_gemm"), (T.Q4_K, "tiled"), (T.Q5_K, "tiled")
 KQUANT_SHAPES = [(1, 4, 256), (5, 7, 512), (19, 13, 1024), (40, 40, 2048), (16, 8, 768), (33, 5, 256)]
 
 
-def kquant_gemm_isas(qtype: T, order: str) -> list[str]:
-    out = []
-    for isa in _core.available_isas():
-        try:
-            _core.gemm(int(qtype), np.zeros(GGML_QUANT_SIZES[qtype][1], np.uint8), 1,
-                       np.zeros((1, 256), np.float32), isa, order=order)
-        except Exception:
-            continue
-        out.append(isa)
-    return out
-
-
 def test_avx512_table_has_the_kquant_gemms():
     if "avx512" not in _core.available_isas():
         pytest.skip("no AVX-512 on this machine")
     for qtype, order in KQUANT_ORDERS:
-        assert kquant_gemm_isas(qtype, order) == ["avx512"], (qtype.name, order)
+        assert isas_with_gemm(qtype, order) == ["avx512"], (qtype.name, order)
 
 
 @pytest.mark.parametrize("qtype,order", KQUANT_ORDERS, ids=lambda v: getattr(v, "name", v))
 @pytest.mark.parametrize("m,n,k", KQUANT_SHAPES)
 def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n, k):
-    if not kquant_gemm_isas(qtype, order):
+    if not isas_with_gemm(qtype, order):
         pytest.skip("no k-quant gemm on this machine")
     rng = np.random.default_rng([int(qtype), m, n, k])
     w = random_blocks(qtype, m * k, rng, d_scale=0.01)

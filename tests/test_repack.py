@@ -19,29 +19,17 @@ import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
+from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
 from support.cli import child_env  # noqa: E402
+from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 from support.real_models import smollm2_requantized  # noqa: E402
 
 # (m rows, n columns, k): one group, several groups, column counts off the 8-column panel,
 # SmolLM2's row lengths (576, 1536) and its K/V width (192 rows).
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576)]
-
-
-def isas_with_packed(qtype: T = T.Q4_0) -> list[str]:
-    block = GGML_QUANT_SIZES[qtype][1]
-    out = []
-    for isa in _core.available_isas():
-        try:
-            _core.gemm(int(qtype), np.zeros(16 * block, np.uint8), 16, np.zeros((1, 32), np.float32), isa,
-                       order="packed")
-        except Exception:
-            continue
-        out.append(isa)
-    return out
 
 
 def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -53,7 +41,7 @@ def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def test_scalar_and_avx2_tables_have_the_packed_gemm():
-    isas = isas_with_packed()
+    isas = isas_with_gemm(T.Q4_0, "packed")
     assert "scalar" in isas
     if "avx2" in _core.available_isas():
         assert "avx2" in isas
@@ -62,7 +50,7 @@ def test_scalar_and_avx2_tables_have_the_packed_gemm():
     # Q4_1's and Q5_0's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the
     # scalar vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
     for qtype in (T.Q4_1, T.Q5_0):
-        assert isas_with_packed(qtype) == (["avx2"] if "avx2" in _core.available_isas() else [])
+        assert isas_with_gemm(qtype, "packed") == (["avx2"] if "avx2" in _core.available_isas() else [])
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -72,12 +60,12 @@ def test_packed_gemm_is_bit_identical_across_isas(m, n, k):
     act = random_activations(n, k, rng)
     ref = _core.gemm(int(T.Q4_0), w, m, act, "scalar", order="packed")
     assert ref.shape == (n, m)
-    for isa in isas_with_packed():
+    for isa in isas_with_gemm(T.Q4_0, "packed"):
         got = _core.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
         assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (isa, np.abs(got - ref).max())
 
 
-@pytest.mark.parametrize("isa", isas_with_packed())
+@pytest.mark.parametrize("isa", isas_with_gemm(T.Q4_0, "packed"))
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k, isa):
     """Per output: the block terms d_w d_a isum are exact in float (fp16 x fp16 products, integer
