@@ -18,8 +18,8 @@ from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.quantize import PRESETS, QuantizeOptions, make_plan, parse_tensor_type, quantize_file
 from edgeinfer.quantize.plan import ModelShape, TensorInfo, use_more_bits
-from support.cli import assert_clean_error, child_env, run_cli
-from support.output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
+from support.cli import child_env, run_cli
+from support.output_paths import UNWRITABLE, assert_cli_refused, assert_refused_before_any_work, unwritable_output
 from support.tiny_llama import KQUANTIZABLE
 
 
@@ -158,12 +158,6 @@ def quantize_cli(*args: str) -> subprocess.CompletedProcess:
     return run_cli("quantize", *args, timeout=120)
 
 
-def assert_refused(proc: subprocess.CompletedProcess, *fragments: str) -> None:
-    """A clean error naming the fragments, and never the temporary file."""
-    assert_clean_error(proc, *fragments)
-    assert ".partial" not in proc.stderr
-
-
 def test_killed_cli_leaves_no_file_under_the_output_name(tiny_f32, tmp_path):
     # A child that quantizes slowly (a sleep after each tensor) is sent SIGTERM mid-way.
     out = tmp_path / "out.gguf"
@@ -222,7 +216,7 @@ def test_f16_and_bf16_inputs_convert_exactly_before_quantizing(tiny_f32, tmp_pat
 def test_an_existing_output_is_refused_without_force_and_replaced_with_it(tiny_f32, tmp_path):
     out = tmp_path / "q8.gguf"
     out.write_bytes(b"keep me")
-    assert_refused(quantize_cli(str(tiny_f32), str(out), "Q8_0"), f"{out} already exists", "--force")
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(out), "Q8_0"), f"{out} already exists", "--force")
     assert out.read_bytes() == b"keep me"
     proc = quantize_cli(str(tiny_f32), str(out), "Q8_0", "--force", "-t", "1000")
     assert proc.returncode == 0, proc.stderr
@@ -233,7 +227,7 @@ def test_an_existing_output_is_refused_without_force_and_replaced_with_it(tiny_f
 
 def test_the_input_is_never_the_output_even_with_force(tiny_f32, tmp_path):
     before = tiny_f32.read_bytes()
-    assert_refused(quantize_cli(str(tiny_f32), str(tiny_f32), "Q8_0", "--force"), f"{tiny_f32} is the input")
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(tiny_f32), "Q8_0", "--force"), f"{tiny_f32} is the input")
     link = tmp_path / "link.gguf"
     link.symlink_to(tiny_f32)
     with pytest.raises(EdgeInferError, match="is the input"):
@@ -246,7 +240,7 @@ def test_an_unwritable_output_is_refused_before_any_work(tiny_f32, tmp_path, rel
     out = unwritable_output(tmp_path, relative)
     assert_refused_before_any_work(tmp_path, out, message, lambda never: quantize_file(
         tiny_f32, out, QuantizeOptions("Q4_K_M"), on_plan=never, on_tensor=never, force=True))
-    assert_refused(quantize_cli(str(tiny_f32), str(out), "Q4_K_M"), str(out), message)
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(out), "Q4_K_M"), str(out), message)
 
 
 def test_a_write_error_names_the_output_not_the_temporary_file(tiny_f32, tmp_path):

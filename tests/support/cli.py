@@ -1,6 +1,6 @@
-"""`edgeinfer` as a user runs it, in a subprocess: the child environment that imports this tree,
-and the shape every user-caused failure must have (edgeinfer/cli/__init__.py: one `error: ...`
-line, exit status 1, no traceback)."""
+"""`edgeinfer` as a user runs it: in a subprocess (with the child environment that imports this
+tree) or in this process, and the shape every user-caused failure must have
+(edgeinfer/cli/__init__.py: one `error: ...` line, exit status 1, no traceback)."""
 from __future__ import annotations
 
 import os
@@ -24,6 +24,17 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600)
     """`python -m edgeinfer ARGS...`, output captured as text; `env` adds to child_env()."""
     return subprocess.run([sys.executable, "-m", "edgeinfer", *args], capture_output=True, text=True,
                           env=child_env(**(env or {})), timeout=timeout)
+
+
+def run_main(capsys, *args: str) -> subprocess.CompletedProcess:
+    """edgeinfer.cli.main(ARGS) in this process, its output read from pytest's capsys: the same
+    result as run_cli, for commands whose inputs the test patches or that are slow to start."""
+    from edgeinfer.cli import main
+
+    capsys.readouterr()   # what came before is not this command's
+    returncode = main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["edgeinfer", *args], returncode, out, err)
 
 
 def assert_clean_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
