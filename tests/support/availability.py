@@ -1,9 +1,9 @@
 """What a missing prerequisite does to a test: it skips, unless the run promised to have it.
 
-scripts/test.sh fetches the real models and the chat templates and installs PoCL and the aarch64
-toolchain first, then sets EDGEINFER_REQUIRE_MODELS=1: there a missing one fails, so a broken
-set-up cannot pass as a run of skips. CI (CI=true) installs the system packages but may go
-without the downloads, so only those prerequisites are required there."""
+scripts/test.sh (what CI runs) installs the system packages, fetches the real models and the chat
+templates, then sets EDGEINFER_REQUIRE_MODELS=1: under it a missing prerequisite fails the test,
+so a broken set-up cannot pass as a run of skips. The system packages (PoCL, the aarch64
+toolchain) are required under CI=true as well (`in_ci`)."""
 from __future__ import annotations
 
 import os
