@@ -6,11 +6,11 @@
     python3 scripts/fuzz_gguf.py --seed 1 --only 4711 # re-make and re-run one variant
     python3 scripts/fuzz_gguf.py --replay fuzz-gguf-failures/*.gguf
 
-Each variant is one mutation (tests/gguf_mutate.py: header, keys and values, arrays of the
+Each variant is one mutation (tests/support/gguf_mutate.py: header, keys and values, arrays of the
 vocabulary, the tensor table, truncation, bit flips, weights) of a complete model
-(tests/model_fuzz.py: tiny llama with a BPE vocabulary, tiny gemma3 with an SPM one, each F32 and
-quantized, and SmolLM2's real header over zeroed weights). A child process (tests/fuzz_runner.py,
-tests/gguf_fuzz_child.py; address-space limit, timeout) loads it with
+(tests/support/model_fuzz.py: tiny llama with a BPE vocabulary, tiny gemma3 with an SPM one, each F32 and
+quantized, and SmolLM2's real header over zeroed weights). A child process (tests/support/fuzz_runner.py,
+tests/support/gguf_fuzz_child.py; address-space limit, timeout) loads it with
 Model.load(path, n_ctx=64, n_threads=1), tokenizes three texts (ASCII, multi-byte UTF-8,
 special-token text parsed), detokenizes them, decodes two tokens and renders the chat prompt.
 
@@ -19,8 +19,8 @@ crash (a signal, or an AddressSanitizer report in a sanitizer build), a hang, an
 (MemoryError, UnicodeDecodeError, TypeError, ...). Failing
 variants are written to --out with a JSON note each; the exit status is 1 if there was any.
 
-The shared code lives in tests/ because the tiny models the variants start from are the tests'
-own builders; this script puts tests/ on sys.path.
+The shared code lives in tests/support/ because the tiny models the variants start from are the tests'
+own builders; this script puts tests/ on sys.path and imports it as the `support` package.
 """
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from fuzz_runner import MEMORY_LIMIT, is_failure, run_variants  # noqa: E402
-from model_fuzz import make_model_bases, variant  # noqa: E402
+from support.fuzz_runner import MEMORY_LIMIT, is_failure, run_variants  # noqa: E402
+from support.model_fuzz import make_model_bases, variant  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
 

@@ -1,8 +1,11 @@
-"""Shared test fixtures: the reference-data folder and the real model files.
+"""Shared test fixtures (the helpers behind them are plain functions in tests/support/):
 
-Real models are looked up in the models folder (``EDGEINFER_MODELS_DIR`` or the platformdirs
-default) through the manifest, never pulled here. A missing model skips its tests, unless
-``EDGEINFER_REQUIRE_MODELS=1`` (set by scripts/test.sh, which fetches them first): then it fails.
+- the reference-data folder and its JSON files;
+- the real model files and the F32 files derived from them (support/real_models.py: a missing
+  model skips its tests, unless EDGEINFER_REQUIRE_MODELS=1, set by scripts/test.sh, which fetches
+  them first: then it fails);
+- the OpenCL device the offload tests run on, and a temporary kernel cache;
+- the tiny random-weight llama (support/tiny_llama.py) most unit tests decode with.
 """
 from __future__ import annotations
 
@@ -11,12 +14,16 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
-from edgeinfer.catalog import get_entry
+from support.availability import unavailable
+from support.paths import REPO_ROOT
+from support.real_models import derived_f32, model_path
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
+# ---- reference data ------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
@@ -40,73 +47,51 @@ def load_fixture(fixtures_dir: Path) -> Callable[[str], Any]:
     return load
 
 
-def _model_path(name: str) -> Path:
-    entry = get_entry(name)
-    if entry.is_present():
-        return entry.path
-    message = (f"model {name!r} not found at {entry.path} "
-               f"(fetch it with `edgeinfer pull {name}` or scripts/fetch_models.py)")
-    if os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
+# ---- real models ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def smollm2_path() -> Path:
     """The SmolLM2-135M-Instruct Q4_1 GGUF file."""
-    return _model_path("smollm2-135m-instruct")
+    return model_path("smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="session")
 def gemma3_path() -> Path:
     """The Gemma 3 270M Q4_K_M GGUF file."""
-    return _model_path("gemma3-270m")
-
-
-def _load_script(name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def smollm2_requantized(smollm2_path: Path, preset: str) -> Path:
-    """SmolLM2 requantized from its Q4_1 file to Q4_0 or Q8_0 by gguf-py's reference quantizer
-    (scripts/make_smollm2_variants.py: what llama-quantize --allow-requantize writes, tensor for
-    tensor), made once into the models folder's derived/ dir (a few seconds)."""
-    from gguf import GGMLQuantizationType
-
-    target = smollm2_path.parent / "derived" / f"SmolLM2-135M-Instruct.{preset}.gguf"
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _load_script("make_smollm2_variants").requantize_file(
-            smollm2_path, target, GGMLQuantizationType[preset])
-    return target
-
-
-def _derived_f32(source: Path, name: str) -> Path:
-    """`source` with every tensor dequantized to F32 (the fp32 oracle's model), made once and
-    kept in the models folder's derived/ dir: gguf-py's dequantization is bit-identical to
-    llama.cpp's."""
-    target = source.parent / "derived" / name
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _load_script("dequantize_gguf").dequantize_file(source, target, "f32")
-    return target
+    return model_path("gemma3-270m")
 
 
 @pytest.fixture(scope="session")
 def smollm2_f32_path(smollm2_path: Path) -> Path:
     """SmolLM2 dequantized to F32."""
-    return _derived_f32(smollm2_path, "SmolLM2-135M-Instruct.F32.gguf")
+    return derived_f32(smollm2_path, "SmolLM2-135M-Instruct.F32.gguf")
 
 
 @pytest.fixture(scope="session")
 def gemma3_f32_path(gemma3_path: Path) -> Path:
     """Gemma 3 270M dequantized to F32 (about 1.08 GB; the first run takes a minute or two)."""
-    return _derived_f32(gemma3_path, "gemma-3-270m.F32-dequant-from-Q4_K_M.gguf")
+    return derived_f32(gemma3_path, "gemma-3-270m.F32-dequant-from-Q4_K_M.gguf")
+
+
+# ---- OpenCL --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def opencl_devices() -> list[dict]:
+    """The OpenCL devices the run-time loaded library lists (honouring EDGEINFER_OPENCL_LIBRARY,
+    like the CLI). None skips the test; under CI=true or EDGEINFER_REQUIRE_MODELS=1 (where
+    scripts/test.sh installed PoCL) it fails."""
+    from edgeinfer.gpu.devices import list_devices
+
+    found, reason = list_devices()
+    if not found:
+        unavailable(f"no OpenCL device ({reason}); install pocl-opencl-icd and ocl-icd-libopencl1", in_ci=True)
+    return found
+
+
+@pytest.fixture(scope="module")
+def device_index(opencl_devices: list[dict]) -> int:
+    """The index of the device the offload tests use: the first."""
+    return 0
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +105,34 @@ def opencl_cache_in_a_temp_folder(tmp_path_factory):
         os.environ.pop("EDGEINFER_OPENCL_CACHE_DIR", None)
     else:
         os.environ["EDGEINFER_OPENCL_CACHE_DIR"] = old
+
+
+# ---- the tiny random-weight llama ----------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def tiny_llama_file(tmp_path_factory) -> Callable[..., tuple[Path, dict[str, np.ndarray]]]:
+    """``tiny_llama_file(cfg=TinyConfig(), seed=0)`` -> (path, the weights as stored): the tiny
+    llama of that config and seed, written once in this run (tests only read the file)."""
+    written: dict[tuple[TinyConfig, int], tuple[Path, dict[str, np.ndarray]]] = {}
+
+    def get(cfg: TinyConfig = TinyConfig(), seed: int = 0) -> tuple[Path, dict[str, np.ndarray]]:
+        if (cfg, seed) not in written:
+            path = tmp_path_factory.mktemp("tiny-llama") / "tiny.gguf"
+            written[cfg, seed] = path, write_tiny_llama(path, cfg, seed=seed)
+        return written[cfg, seed]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_path(tiny_llama_file) -> Path:
+    """The default tiny llama (TinyConfig(), seed 0)."""
+    return tiny_llama_file()[0]
+
+
+@pytest.fixture
+def tiny_llama(tiny_llama_path: Path):
+    """A fresh Model of the tiny llama: a 64-token context, 2 threads."""
+    from edgeinfer.model import Model
+
+    return Model.load(tiny_llama_path, n_ctx=64, n_threads=2)

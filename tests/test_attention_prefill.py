@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
+from support.numpy_reference import causal_attention
 
 TILED_ISAS = [isa for isa in _core.available_isas() if isa in ("avx2",)]
 pytestmark = pytest.mark.skipif(not TILED_ISAS, reason="no table with the tiled prompt attention here")
@@ -15,24 +16,6 @@ pytestmark = pytest.mark.skipif(not TILED_ISAS, reason="no table with the tiled 
 # (n queries, n_kv positions, n_head, n_head_kv, head_dim, window)
 CASES = [(64, 64, 9, 3, 64, 0), (100, 130, 9, 3, 64, 0), (70, 70, 4, 1, 256, 0), (80, 200, 4, 1, 256, 48),
          (65, 65, 2, 2, 72, 0)]
-
-
-def oracle(q, k, v, window):
-    """float64 causal softmax attention of the last n positions (K/V as the F16 values stored)."""
-    n, n_head, d = q.shape
-    n_kv, n_head_kv, _ = k.shape
-    group = n_head // n_head_kv
-    out = np.zeros((n, n_head, d))
-    for t in range(n):
-        last = n_kv - n + t
-        first = max(0, last - window + 1) if window else 0
-        for h in range(n_head):
-            kk = k[first:last + 1, h // group].astype(np.float64)
-            vv = v[first:last + 1, h // group].astype(np.float64)
-            s = kk @ q[t, h].astype(np.float64) / np.sqrt(d)
-            w = np.exp(s - s.max())
-            out[t, h] = w @ vv / w.sum()
-    return out
 
 
 def make(case, seed):
@@ -49,7 +32,7 @@ def make(case, seed):
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_tiled_attention_matches_the_oracle_and_the_one_row_kernel(isa, case, n_threads):
     q, k, v, window = make(case, list(case))
-    want = oracle(q, k, v, window)
+    want = causal_attention(q, k, v, len(k) - len(q), window)   # the last n positions, K/V as stored
     kb, vb = k.view(np.uint16), v.view(np.uint16)
     tiled = _core.attention_f16(q, kb, vb, window, True, n_threads, isa)
     rows = _core.attention_f16(q, kb, vb, window, False, n_threads, isa)

@@ -9,18 +9,11 @@ import pytest
 from edgeinfer.bench import make_token_ids, run_bench
 from edgeinfer.cli import main
 from edgeinfer.cli.args import build_parser
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import HD32
 
 
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("bench") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return path
-
-
-def test_runs_every_test_at_every_thread_count(tiny_path):
-    results = run_bench(tiny_path, n_prompt=[8, 16], n_gen=[4], threads=[1, 2], repetitions=2)
+def test_runs_every_test_at_every_thread_count(tiny_llama_path):
+    results = run_bench(tiny_llama_path, n_prompt=[8, 16], n_gen=[4], threads=[1, 2], repetitions=2)
     assert [(r.n_threads, r.test) for r in results] == [
         (1, "pp8"), (1, "pp16"), (1, "tg4"), (2, "pp8"), (2, "pp16"), (2, "tg4")]
     for r in results:
@@ -29,26 +22,26 @@ def test_runs_every_test_at_every_thread_count(tiny_path):
         assert r.n_ctx == 16  # just enough for the longest test
 
 
-def test_thread_counts_above_the_cpus_are_capped_with_a_note_and_run_once(tiny_path, monkeypatch, capsys):
+def test_thread_counts_above_the_cpus_are_capped_with_a_note_and_run_once(tiny_llama_path, monkeypatch, capsys):
     import edgeinfer.threads
     monkeypatch.setattr(edgeinfer.threads.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert main(["bench", str(tiny_path), "-p", "0", "-n", "2", "-t", "1000,1,0", "-r", "1", "--json"]) == 0
+    assert main(["bench", str(tiny_llama_path), "-p", "0", "-n", "2", "-t", "1000,1,0", "-r", "1", "--json"]) == 0
     out, err = capsys.readouterr()
     assert [r["n_threads"] for r in json.loads(out)] == [1]
     assert "note: 1000 threads requested, but this process can run on 1 logical CPU; using 1" in " ".join(err.split())
 
 
-def test_zero_skips_a_kind_of_test(tiny_path):
-    results = run_bench(tiny_path, n_prompt=[0], n_gen=[3], threads=[1], repetitions=1)
+def test_zero_skips_a_kind_of_test(tiny_llama_path):
+    results = run_bench(tiny_llama_path, n_prompt=[0], n_gen=[3], threads=[1], repetitions=1)
     assert [r.test for r in results] == ["tg3"]
     assert results[0].stddev_ts == 0.0
 
 
-def test_refuses_a_context_shorter_than_a_test(tiny_path):
+def test_refuses_a_context_shorter_than_a_test(tiny_llama_path):
     with pytest.raises(ValueError, match="smaller than the longest test"):
-        run_bench(tiny_path, n_prompt=[32], n_gen=[0], threads=[1], repetitions=1, n_ctx=16)
+        run_bench(tiny_llama_path, n_prompt=[32], n_gen=[0], threads=[1], repetitions=1, n_ctx=16)
     with pytest.raises(ValueError, match="nothing to run"):
-        run_bench(tiny_path, n_prompt=[0], n_gen=[0], threads=[1], repetitions=1)
+        run_bench(tiny_llama_path, n_prompt=[0], n_gen=[0], threads=[1], repetitions=1)
 
 
 def test_token_ids_are_fixed_and_in_range():
@@ -56,8 +49,8 @@ def test_token_ids_are_fixed_and_in_range():
     assert (a == b).all() and a.min() >= 0 and a.max() < 50 and str(a.dtype) == "int32"
 
 
-def test_json_output_has_llama_bench_fields(tiny_path, capsys):
-    assert main(["bench", str(tiny_path), "-p", "8", "-n", "4", "-t", "1,2", "-r", "2", "--json"]) == 0
+def test_json_output_has_llama_bench_fields(tiny_llama_path, capsys):
+    assert main(["bench", str(tiny_llama_path), "-p", "8", "-n", "4", "-t", "1,2", "-r", "2", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [(r["n_threads"], r["test"]) for r in records] == [(1, "pp8"), (1, "tg4"), (2, "pp8"), (2, "tg4")]
     for r in records:
@@ -66,8 +59,8 @@ def test_json_output_has_llama_bench_fields(tiny_path, capsys):
         assert len(r["samples_ts"]) == 2
 
 
-def test_table_output_lists_each_test(tiny_path, capsys):
-    assert main(["bench", str(tiny_path), "-p", "8", "-n", "4", "-t", "1", "-r", "1"]) == 0
+def test_table_output_lists_each_test(tiny_llama_path, capsys):
+    assert main(["bench", str(tiny_llama_path), "-p", "8", "-n", "4", "-t", "1", "-r", "1"]) == 0
     out = capsys.readouterr().out
     assert "pp8" in out and "tg4" in out and "±" in out
 
@@ -87,11 +80,10 @@ def test_bad_arguments_are_rejected(bad):
         build_parser().parse_args(["bench", "m.gguf", *bad])
 
 
-def test_kv_cache_types_and_depth(tmp_path):
+def test_kv_cache_types_and_depth(tiny_llama_file):
     """--ctk/--ctv run every test for each K type x V type; -d starts each run from that many
     cached tokens (the context is sized for it)."""
-    path = tmp_path / "hd32.gguf"
-    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))   # head_dim 32: quantizable
+    path, _ = tiny_llama_file(HD32)   # head_dim 32: quantizable
     results = run_bench(path, n_prompt=[8], n_gen=[4], threads=[1], repetitions=1, type_k=["f16", "q8_0"],
                         type_v=["q4_0"], n_depth=[0, 16])
     assert [(r.type_k, r.type_v, r.test) for r in results] == [
@@ -101,9 +93,8 @@ def test_kv_cache_types_and_depth(tmp_path):
     assert all(r.n_ctx == 24 and r.samples_ns[0] > 0 for r in results)
 
 
-def test_kv_types_in_the_table_and_json(tmp_path, capsys):
-    path = tmp_path / "hd32.gguf"
-    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
+def test_kv_types_in_the_table_and_json(tiny_llama_file, capsys):
+    path, _ = tiny_llama_file(HD32)
     assert main(["bench", str(path), "-p", "0", "-n", "2", "-t", "1", "-r", "1", "-ctk", "q8_0,q4_0", "-ctv", "q8_0",
                  "-d", "8", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)

@@ -3,7 +3,6 @@ and the piped mode as a subprocess. Answers are short and greedy; contexts are s
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,21 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import child_env
+
 pexpect = pytest.importorskip("pexpect")
 
 pytestmark = pytest.mark.realmodel
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 STATS = re.compile(r"(\d+) tokens · prompt (\d+) \((\d+) cached\) · context (\d+)/(\d+)")
 TIMEOUT = 60
 
 
 def chat_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "EDGEINFER_DEBUG"}
-    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-               XDG_DATA_HOME=str(tmp_path / "data"),    # the input history goes here
-               TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
-    return env
+    return child_env(XDG_DATA_HOME=str(tmp_path / "data"),    # the input history goes here
+                     TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
 
 
 class Chat:

@@ -14,9 +14,8 @@ from edgeinfer.chat_template import (ChatTemplate, apply_chat_template, make_cha
 from edgeinfer import _core
 from edgeinfer.errors import ChatTemplateError, EdgeInferError
 from edgeinfer.model import Model
-from test_cli import run_cli
-from stream_helpers import drain
-from tiny_model import TinyConfig, write_tiny_llama
+from support.cli import assert_clean_error, run_cli
+from support.generation import drain
 
 # The questions of the llama.cpp reference runs' chat cases (fixtures/REFERENCE.md, section 6).
 QUESTIONS = {
@@ -246,10 +245,8 @@ def test_a_template_that_writes_two_bos_tokens_is_warned_about():
 # -- models ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Model:
-    path = tmp_path_factory.mktemp("chat") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return Model.load(path, n_ctx=64)
+def tiny_model(tiny_llama_path) -> Model:
+    return Model.load(tiny_llama_path, n_ctx=64)
 
 
 def test_a_vocabulary_with_im_start_and_no_file_template_gets_chatml(tiny_model):
@@ -310,8 +307,7 @@ def test_run_chat_prints_an_answer_and_names_the_template(smollm2_path):
 
 
 def test_run_system_without_chat_is_one_clean_line():
-    proc = run_cli("run", "no-such-model", "-p", "hi", "-s", "be brief")
-    assert proc.returncode == 1 and "--system needs --chat" in proc.stderr
+    assert_clean_error(run_cli("run", "no-such-model", "-p", "hi", "-s", "be brief"), "--system needs --chat")
 
 
 def test_run_chat_and_prompt_together_is_a_usage_error():

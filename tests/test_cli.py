@@ -3,35 +3,14 @@ runs against a stand-in model for the streaming, timings and info output."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from edgeinfer.cli import main
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k != "EDGEINFER_DEBUG"}
-    full_env = {**base, **(env or {})}
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                           os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "edgeinfer", *args], capture_output=True,
-                          text=True, env=full_env, timeout=600)
-
-
-def assert_clean_error(proc: subprocess.CompletedProcess, fragment: str) -> None:
-    assert proc.returncode == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert lines[0].startswith("error: ") and fragment in proc.stderr
-    assert proc.stdout == ""
-
+from support.cli import assert_clean_error, run_cli
+from support.tiny_llama import TinyConfig
 
 # -- errors, as a subprocess -----------------------------------------------------------------
 
@@ -217,11 +196,8 @@ def test_ctrl_c_during_run_exits_130(fake_model_file, capsys):
 
 
 @pytest.fixture
-def tiny_model_file(tmp_path):
-    from tiny_model import TinyConfig, write_tiny_llama
-    path = tmp_path / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(weight_type="Q8_0"))
-    return path
+def tiny_model_file(tiny_llama_file):
+    return tiny_llama_file(TinyConfig(weight_type="Q8_0"))[0]
 
 
 def test_info_prints_the_summary(tiny_model_file, capsys):

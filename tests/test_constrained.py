@@ -14,7 +14,6 @@ from edgeinfer.constrain.grammar import (MAX_FRACTION_DIGITS, MAX_INT_DIGITS, MA
                                          json_schema_grammar)
 from edgeinfer.constrain.tokenizer import SPECIAL_PREFIX, token_bytes
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
 
 CONTROL = 3  # llama.cpp's token type of control tokens
 
@@ -41,10 +40,8 @@ def no_control_tokens(model: Model, tokens: list[int]) -> bool:
 
 # --- the tiny random model -------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("constrained") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return Model.load(path, n_ctx=256, n_threads=2)
+def tiny(tiny_llama_path):
+    return Model.load(tiny_llama_path, n_ctx=256, n_threads=2)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7])

@@ -14,17 +14,18 @@ import pytest
 
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.model import Model
-from llama_reference import LlamaReference, rope
-from tiny_model import TinyConfig, write_tiny_llama
+from support.cli import run_cli
+from support.generation import drain
+from support.numpy_reference import LlamaReference, rel_err, rope
+from support.tiny_llama import HD32, TinyConfig
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    cfg = TinyConfig()
-    path = tmp_path_factory.mktemp("shift") / "tiny.gguf"
-    return cfg, write_tiny_llama(path, cfg), path
+def tiny(tiny_llama_file):
+    path, weights = tiny_llama_file()
+    return TinyConfig(), weights, path
 
 
 def reference_shift(ref: LlamaReference, n_keep: int, n_discard: int) -> None:
@@ -35,10 +36,6 @@ def reference_shift(ref: LlamaReference, n_keep: int, n_discard: int) -> None:
         moved = moved.astype(np.float16).astype(np.float64)
         ref.k_cache[il] = np.concatenate([K[:n_keep], moved])
         ref.v_cache[il] = np.concatenate([V[:n_keep], V[n_keep + n_discard:]])
-
-
-def rel_err(got, want) -> float:
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 @pytest.mark.parametrize("n_keep,n_discard", [(0, 6), (1, 8), (4, 7)])
@@ -91,15 +88,9 @@ def test_generation_stops_at_the_context_end_by_default(tiny):
 def test_shift_policy_generates_past_the_context_end(tiny):
     _, _, path = tiny
     m = Model.load(path, n_ctx=32, n_threads=2)
-    ids = []
     gen = m.generate(PROMPT, max_tokens=80, context_overflow="shift", n_keep=4,
                      temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=3)
-    while True:
-        try:
-            next(gen)
-        except StopIteration as done:
-            r = done.value
-            break
+    _, r = drain(gen)
     assert r.context_shifts >= 1 or r.finish_reason == "stop"
     if r.finish_reason == "length":
         assert len(r.tokens) == 80
@@ -128,27 +119,21 @@ def test_n_ctx_is_clamped_to_the_trained_context_with_a_warning(tiny):
         assert Model.load(path, n_ctx=None, n_threads=2).n_ctx == cfg.n_ctx_train
 
 
-def test_cli_run_with_quantized_cache_and_context_shift(tmp_path):
-    import subprocess
-    import sys
-
-    path = tmp_path / "hd32.gguf"
-    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
-    proc = subprocess.run([sys.executable, "-m", "edgeinfer", "run", str(path), "-p", "the thin tin", "-n", "40",
-                           "-c", "16", "--ctk", "q8_0", "--ctv", "q4_0", "--context-shift", "--temp", "0", "-v"],
-                          capture_output=True, text=True, timeout=120)
+def test_cli_run_with_quantized_cache_and_context_shift(tiny_llama_file):
+    path, _ = tiny_llama_file(HD32)
+    proc = run_cli("run", str(path), "-p", "the thin tin", "-n", "40", "-c", "16", "--ctk", "q8_0", "--ctv", "q4_0",
+                   "--context-shift", "--temp", "0", "-v", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "KV cache q8_0/q4_0" in proc.stderr
 
 
 @pytest.mark.parametrize("n_keep,n_discard", [(0, 10), (4, 20), (60, 5), (70, 20)])
-def test_shift_of_a_centered_k_equals_the_shift_of_an_uncentered_one(tmp_path, n_keep, n_discard):
+def test_shift_of_a_centered_k_equals_the_shift_of_an_uncentered_one(tiny_llama_file, n_keep, n_discard):
     """A centered K (kv/centered_k.h) keeps its first 64 positions in F16 and the rest centered on
     their mean: a shift must un-center, re-rope and center again with the same mean, and rows that
     move into the first 64 positions become F16 rows. With a q8_0 K both caches hold the keys up to
     8-bit rounding, so the logits after the shift agree."""
-    path = tmp_path / "hd32.gguf"
-    write_tiny_llama(path, TinyConfig(n_embd=128, n_head=4, n_head_kv=2))
+    path, _ = tiny_llama_file(HD32)
     prompt = [int(t) for t in np.random.default_rng(4).integers(3, 250, 110)]
     logits = {}
     for center in (False, True):

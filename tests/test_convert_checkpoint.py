@@ -15,8 +15,9 @@ from edgeinfer.cli import main as cli_main
 from edgeinfer.convert import convert_checkpoint
 from edgeinfer.errors import ModelFormatError
 from edgeinfer.quantize import QuantizeOptions, quantize_file
-from hf_tiny import train_sentencepiece, write_tokenizer_config
-from output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
+from support.hf_tiny import train_sentencepiece, write_tokenizer_config
+from support.cli import assert_clean_error, run_main
+from support.output_paths import UNWRITABLE, assert_cli_refused, assert_refused_before_any_work, unwritable_output
 
 N_LAYER, D, FF, N_HEAD, N_HEAD_KV = 2, 64, 96, 4, 2
 
@@ -192,10 +193,9 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
     (tmp_path / "hf" / "pytorch_model.bin").write_bytes(b"")
-    assert cli_main(["convert", str(tmp_path / "hf"), str(tmp_path / "m.gguf")]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error:") and "pytorch_model.bin" in err and "safetensors" in err
-    assert cli_main(["convert", str(tmp_path / "missing"), str(tmp_path / "m.gguf")]) == 1
+    assert_clean_error(run_main(capsys, "convert", str(tmp_path / "hf"), str(tmp_path / "m.gguf")),
+                       "pytorch_model.bin", "safetensors")
+    assert_clean_error(run_main(capsys, "convert", str(tmp_path / "missing"), str(tmp_path / "m.gguf")))
     assert not (tmp_path / "m.gguf").exists()
 
 
@@ -217,6 +217,4 @@ def test_an_unwritable_output_is_refused_before_any_work(spm_model, tmp_path, ca
     out = unwritable_output(tmp_path, relative)
     assert_refused_before_any_work(tmp_path, out, message, lambda never: convert_checkpoint(
         tmp_path / "hf", out, "q8_0", on_plan=never, on_tensor=never, force=True))
-    assert cli_main(["convert", str(tmp_path / "hf"), str(out)]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and str(out) in err and message in err and ".partial" not in err
+    assert_cli_refused(run_main(capsys, "convert", str(tmp_path / "hf"), str(out)), str(out), message)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:
 
 from edgeinfer import Model  # noqa: E402
 from edgeinfer.cli import main as cli_main  # noqa: E402
-from hf_tiny import (SAMPLE_TEXTS, gemma_hf_tokenizer, hf_decode_logits, hf_logits,  # noqa: E402
+from support.hf_tiny import (SAMPLE_TEXTS, gemma_hf_tokenizer, hf_decode_logits, hf_logits,  # noqa: E402
                      make_tiny_checkpoint, train_sentencepiece)
 
 PROMPTS = ["The quick brown fox jumps over the lazy dog. 12345",

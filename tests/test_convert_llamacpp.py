@@ -5,9 +5,7 @@ converted to F32, evaluated by llama-cpp-python in its own virtual environment
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +15,9 @@ pytest.importorskip("transformers")
 
 from edgeinfer import Model  # noqa: E402
 from edgeinfer.convert import convert_checkpoint  # noqa: E402
-from hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
+from support.hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
+from support.llamacpp_venv import BENCH_PYTHON, has_llama_cpp  # noqa: E402
 
-BENCH_PYTHON = Path(os.path.expanduser("~/.cache/edgeinfer/bench-venv/bin/python"))
 
 # Evaluates ids with llama.cpp and saves every position's logits: [n][n_vocab] float32.
 _LLAMACPP_LOGITS = """
@@ -34,13 +32,7 @@ np.save(sys.argv[3], np.array(model.scores[:len(ids)], dtype=np.float32))
 """
 
 
-def _llamacpp_available() -> bool:
-    if not BENCH_PYTHON.exists():
-        return False
-    return subprocess.run([str(BENCH_PYTHON), "-c", "import llama_cpp"], capture_output=True).returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _llamacpp_available(),
+pytestmark = pytest.mark.skipif(not has_llama_cpp(),
                                 reason="no llama-cpp-python build (scripts/bench_compare.py installs one)")
 
 

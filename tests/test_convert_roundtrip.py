@@ -1,5 +1,5 @@
 """Real models through the converter and back: SmolLM2 (and Gemma 3) dequantized to an HF-style
-checkpoint (gguf_to_hf.py: hand-written HF names, F32 safetensors in two shards, tokenizer files
+checkpoint (support/gguf_to_hf.py: hand-written HF names, F32 safetensors in two shards, tokenizer files
 rebuilt from the GGUF vocabulary), converted by `edgeinfer convert` to F32, must give the
 dequantized original's tensors and logits, and its tokenizer metadata. The BPE tokenizer rebuilt
 with SmolLM's pre-tokenizer must be identified as llama.cpp's "smollm" by its check hash and give
@@ -19,8 +19,8 @@ from edgeinfer import Model  # noqa: E402
 from edgeinfer.cli import main as cli_main  # noqa: E402
 from edgeinfer.convert.pretokenizer import check_hash  # noqa: E402
 from edgeinfer.errors import ModelFormatError  # noqa: E402
-from gguf_to_hf import GGUFModel, write_hf_checkpoint  # noqa: E402
-from hf_tiny import SAMPLE_TEXTS  # noqa: E402
+from support.gguf_to_hf import GGUFModel, write_hf_checkpoint  # noqa: E402
+from support.hf_tiny import SAMPLE_TEXTS  # noqa: E402
 
 pytestmark = pytest.mark.realmodel
 

@@ -9,17 +9,18 @@ On the AVX-512 kernels the Q4_K_M forward is bit-identical to llama.cpp's on the
 batch size: repacked Q4_K, tiled Q6_K GEMM for batches of 8+, vec_dot below), so the bars of the
 issue (top-20 within 0.15, greedy agreement for 32+ tokens) are checked and, beyond them, exact
 equality. Other kernel sets mirror other ggml builds and get the first-token check only
-(reference_build.py).
+(support/reference_build.py).
 """
 from __future__ import annotations
 
 import pytest
 
 from edgeinfer.model import Model
-from reference_build import require_reference_kernels
-from test_fidelity_smollm2 import common_prefix, greedy_ids, top20_diff
+from support.fixture_runs import common_prefix, greedy_ids, top20_diff
+from support.reference_build import require_reference_kernels
 
 pytestmark = pytest.mark.realmodel
+
 
 @pytest.fixture(scope="module")
 def q4_k_m(gemma3_path):

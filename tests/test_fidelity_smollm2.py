@@ -6,31 +6,13 @@
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from edgeinfer.model import Model
-from reference_build import require_reference_kernels
+from support.fixture_runs import common_prefix, greedy_ids, top20_diff
+from support.reference_build import require_reference_kernels
 
 pytestmark = pytest.mark.realmodel
-
-
-def greedy_ids(model: Model, prompt_ids: list[int], n: int = 64) -> list[int]:
-    """Greedy continuation; an end-of-generation token is included, as in the fixtures."""
-    result = model.complete(prompt_ids, max_tokens=n, temperature=0)
-    return list(result.tokens) + ([result.eog_token] if result.eog_token is not None else [])
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
-def top20_diff(logits: np.ndarray, ref: dict) -> float:
-    ids = np.asarray(ref["prompt_last_top20_ids"])
-    return float(np.max(np.abs(logits[ids] - np.asarray(ref["prompt_last_top20_logits"]))))
 
 
 @pytest.fixture(scope="module")

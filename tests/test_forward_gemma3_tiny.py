@@ -8,17 +8,14 @@ import pytest
 
 from edgeinfer.errors import ModelFormatError
 from edgeinfer.model import Model
-from tiny_gemma3 import Gemma3Reference, TinyGemma3Config, write_tiny_gemma3
+from support.numpy_reference import Gemma3Reference, rel_err
+from support.tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
 
 PROMPT = [2, 265, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]  # 12 tokens > sliding window 4
 # Relative error bound (max |Δlogit| / max |logit|). With F32/F16 weights the core differs from
 # the float64 reference by the F16 KV cache and attention accumulator and by the F16 GELU table
 # (the gate rounded to F16: 2^-11 relative); Q8_0 weights also round activations to 8 bits.
 REL_TOL = {"F32": 1e-2, "F16": 1e-2, "Q8_0": 4e-2}
-
-
-def rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
 @pytest.fixture(scope="module", params=list(REL_TOL))

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from edgeinfer.model import Model
-from llama_reference import LlamaReference
-from tiny_model import TinyConfig, write_tiny_llama
+from support.numpy_reference import LlamaReference, rel_err
+from support.tiny_llama import TinyConfig
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 # Relative error bound (max |Δlogit| / max |logit|). F32/F16 weights: only the F16 KV cache and
@@ -15,15 +15,10 @@ PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 REL_TOL = {"F32": 5e-3, "F16": 5e-3, "Q8_0": 3e-2, "Q4_0": 3e-2, "Q4_1": 3e-2, "Q5_0": 3e-2, "Q5_1": 3e-2}
 
 
-def rel_err(got: np.ndarray, want: np.ndarray) -> float:
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-
-
 @pytest.fixture(scope="module", params=list(REL_TOL))
-def tiny(request, tmp_path_factory):
+def tiny(request, tiny_llama_file):
     cfg = TinyConfig(weight_type=request.param)
-    path = tmp_path_factory.mktemp("tiny") / f"tiny-{request.param}.gguf"
-    weights = write_tiny_llama(path, cfg)
+    path, weights = tiny_llama_file(cfg)
     return request.param, cfg, weights, path
 
 
@@ -60,19 +55,16 @@ def test_prefill_and_decode_agree(tiny):
         np.testing.assert_allclose(model.context.logits[-1], batch[i], rtol=0, atol=1e-4 * np.abs(batch).max())
 
 
-def test_chunked_prefill_matches_single_batch(tmp_path):
-    cfg = TinyConfig()
-    path = tmp_path / "tiny.gguf"
-    write_tiny_llama(path, cfg)
+def test_chunked_prefill_matches_single_batch(tiny_llama_path):
+    path = tiny_llama_path
     whole = Model.load(path, n_ctx=64, n_threads=1).eval_logits(PROMPT)
     chunked = Model.load(path, n_ctx=64, n_threads=2, n_batch=3).eval_logits(PROMPT)
     np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-4 * np.abs(whole).max())
 
 
-def test_tied_output_uses_token_embedding(tmp_path):
+def test_tied_output_uses_token_embedding(tiny_llama_file):
     cfg = TinyConfig(tied_output=True)
-    path = tmp_path / "tied.gguf"
-    weights = write_tiny_llama(path, cfg)
+    path, weights = tiny_llama_file(cfg)
     got = Model.load(path, n_ctx=64).eval_logits(PROMPT)
     want = LlamaReference(cfg, weights).forward(PROMPT)
     assert rel_err(got, want) < REL_TOL["F32"]
@@ -80,9 +72,8 @@ def test_tied_output_uses_token_embedding(tmp_path):
 
 @pytest.mark.parametrize("cfg", [TinyConfig(rope_freq_factors=True), TinyConfig(rope_linear_factor=4.0)],
                          ids=["rope_freqs", "linear_scaling"])
-def test_rope_scaling_variants_match_reference(cfg, tmp_path):
-    path = tmp_path / "rope.gguf"
-    weights = write_tiny_llama(path, cfg)
+def test_rope_scaling_variants_match_reference(cfg, tiny_llama_file):
+    path, weights = tiny_llama_file(cfg)
     got = Model.load(path, n_ctx=64).eval_logits(PROMPT)
     want = LlamaReference(cfg, weights).forward(PROMPT)
     assert rel_err(got, want) < REL_TOL["F32"]

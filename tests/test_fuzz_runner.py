@@ -1,9 +1,9 @@
-"""The fuzz runner (tests/fuzz_runner.py) pins crashes, hangs and batch deaths on the right
+"""The fuzz runner (tests/support/fuzz_runner.py) pins crashes, hangs and batch deaths on the right
 variant: checked with a stand-in child that misbehaves on request, so that the fuzz tests'
 "no failure" means something."""
 from __future__ import annotations
 
-from fuzz_runner import run_variants
+from support.fuzz_runner import run_variants
 
 # Answers "ok" for each path, except: "segv" kills itself, "hang" sleeps, "poison" leaves a
 # state that kills the process on the next variant, "exit" ends the process after its answer.

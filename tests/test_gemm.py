@@ -8,35 +8,14 @@ import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
+from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.kernel_tables import isas_with_gemm  # noqa: E402
+from support.quant_rows import random_blocks  # noqa: E402
 
 GEMM_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
-HAS_MIN = {T.Q4_1, T.Q5_1}
 SHAPES = [(1, 1, 32), (5, 3, 64), (13, 11, 160), (8, 16, 576), (6, 9, 1536)]  # (m rows, n columns, k)
-
-
-def isas_with_gemm(qtype: T) -> list[str]:
-    out = []
-    for isa in _core.available_isas():
-        try:
-            _core.gemm(int(qtype), np.zeros(GGML_QUANT_SIZES[qtype][1], np.uint8), 1, np.zeros((1, 32), np.float32), isa)
-        except Exception:
-            continue
-        out.append(isa)
-    return out
-
-
-def random_weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random blocks with finite fp16 scales (and minimums)."""
-    block_size, type_size = GGML_QUANT_SIZES[qtype]
-    nb = m * k // block_size
-    blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
-    blocks[:, 0:2] = (np.abs(rng.standard_normal((nb, 1))) * 0.05).astype(np.float16).view(np.uint8)
-    if qtype in HAS_MIN:
-        blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
 
 
 def test_scalar_and_avx512_tables_have_gemms_where_expected():
@@ -53,7 +32,7 @@ def test_scalar_and_avx512_tables_have_gemms_where_expected():
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
     rng = np.random.default_rng([int(qtype), m, n, k])
-    w = random_weights(qtype, m, k, rng)
+    w = random_blocks(qtype, m * k, rng)
     act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
     act[0, :7] = 0.0  # a partly zero row, and below an all-zero one (d = 0)
     if n > 2:
@@ -72,7 +51,7 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
         pytest.skip("no AVX-512 on this machine")
     rng = np.random.default_rng(int(qtype))
     m, n, k = 12, 10, 576
-    w = random_weights(qtype, m, k, rng)
+    w = random_blocks(qtype, m * k, rng)
     act = rng.standard_normal((n, k)).astype(np.float32)
     fast = _core.gemm(int(qtype), w, m, act, "avx512")
     ref = _core.gemm(int(qtype), w, m, act, "scalar")
@@ -88,46 +67,20 @@ KQUANT_ORDERS = [(T.Q4_K, "repacked_gemm"), (T.Q4_K, "tiled"), (T.Q5_K, "tiled")
 KQUANT_SHAPES = [(1, 4, 256), (5, 7, 512), (19, 13, 1024), (40, 40, 2048), (16, 8, 768), (33, 5, 256)]
 
 
-def random_kquant_weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random k-quant super-blocks: random quants and scales, finite fp16 d (and dmin)."""
-    block_size, type_size = GGML_QUANT_SIZES[qtype]
-    nb = m * k // block_size
-    blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
-    d = (np.abs(rng.standard_normal((nb, 1))) * 0.01).astype(np.float16).view(np.uint8)
-    if qtype == T.Q6_K:
-        blocks[:, -2:] = d  # ql, qh, scales, then d
-    else:
-        blocks[:, 0:2] = d  # d, dmin, scales, ...
-        blocks[:, 2:4] = (np.abs(rng.standard_normal((nb, 1))) * 0.01).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
-
-
-def kquant_gemm_isas(qtype: T, order: str) -> list[str]:
-    out = []
-    for isa in _core.available_isas():
-        try:
-            _core.gemm(int(qtype), np.zeros(GGML_QUANT_SIZES[qtype][1], np.uint8), 1,
-                       np.zeros((1, 256), np.float32), isa, order=order)
-        except Exception:
-            continue
-        out.append(isa)
-    return out
-
-
 def test_avx512_table_has_the_kquant_gemms():
     if "avx512" not in _core.available_isas():
         pytest.skip("no AVX-512 on this machine")
     for qtype, order in KQUANT_ORDERS:
-        assert kquant_gemm_isas(qtype, order) == ["avx512"], (qtype.name, order)
+        assert isas_with_gemm(qtype, order) == ["avx512"], (qtype.name, order)
 
 
 @pytest.mark.parametrize("qtype,order", KQUANT_ORDERS, ids=lambda v: getattr(v, "name", v))
 @pytest.mark.parametrize("m,n,k", KQUANT_SHAPES)
 def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n, k):
-    if not kquant_gemm_isas(qtype, order):
+    if not isas_with_gemm(qtype, order):
         pytest.skip("no k-quant gemm on this machine")
     rng = np.random.default_rng([int(qtype), m, n, k])
-    w = random_kquant_weights(qtype, m, k, rng)
+    w = random_blocks(qtype, m * k, rng, d_scale=0.01)
     act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
     act[0, :7] = 0.0  # a partly zero column, an all-zero one (d = 0) and one of a single large value
     if n > 2:

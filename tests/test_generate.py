@@ -2,36 +2,14 @@
 and prefix reuse. A scripted sampler makes the generated tokens whatever a test needs."""
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import pytest
 
 from edgeinfer.errors import ContextOverflowError
 from edgeinfer.generate import PromptCache, stream_generate
 from edgeinfer.model import Model
-from stream_helpers import drain
-from tiny_model import TinyConfig, write_tiny_llama
-
-IM_END = 2  # a control token of the tiny vocabulary, end of generation
-
-
-@pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("gen") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return path
-
-
-@pytest.fixture
-def model(model_path):
-    return Model.load(model_path, n_ctx=64, n_threads=2)
-
-
-def scripted(tokens: Sequence[int]):
-    """A sampler that ignores the logits and returns `tokens` in order."""
-    it = iter(tokens)
-    return lambda logits, history: next(it)
+from support.generation import drain, scripted
+from support.tiny_llama import IM_END
 
 
 def run(model: Model, prompt: list[int], sampler, max_tokens=32, stop=()):
@@ -39,71 +17,71 @@ def run(model: Model, prompt: list[int], sampler, max_tokens=32, stop=()):
     return drain(gen)
 
 
-def test_multibyte_characters_split_across_tokens_stream_whole(model):
+def test_multibyte_characters_split_across_tokens_stream_whole(tiny_llama):
     text = "naïve café 🙂 done"
-    ids = model.tokenize(text, add_special=False)
+    ids = tiny_llama.tokenize(text, add_special=False)
     assert len(ids) > len(text.encode()) // 2  # byte-level tokens: characters span several
-    pieces, result = run(model, [5], scripted(ids), max_tokens=len(ids))
+    pieces, result = run(tiny_llama, [5], scripted(ids), max_tokens=len(ids))
     assert "".join(pieces) == text == result.text
     assert all("\ufffd" not in p for p in pieces)
     assert result.finish_reason == "length" and result.tokens == ids
 
 
-def test_a_character_cut_by_max_tokens_is_dropped_not_replaced(model):
-    ids = model.tokenize("ok 🙂", add_special=False)
-    cut = next(n for n in range(1, len(ids)) if model.detokenize(ids[:n]).endswith("\ufffd"))
-    pieces, result = run(model, [5], scripted(ids), max_tokens=cut)
+def test_a_character_cut_by_max_tokens_is_dropped_not_replaced(tiny_llama):
+    ids = tiny_llama.tokenize("ok 🙂", add_special=False)
+    cut = next(n for n in range(1, len(ids)) if tiny_llama.detokenize(ids[:n]).endswith("\ufffd"))
+    pieces, result = run(tiny_llama, [5], scripted(ids), max_tokens=cut)
     assert "".join(pieces) == "ok " == result.text   # the emoji's first bytes are not a character
     assert result.tokens == ids[:cut] and result.finish_reason == "length"
 
 
-def test_text_with_a_lone_surrogate_is_a_clear_error_in_the_python_api(model):
+def test_text_with_a_lone_surrogate_is_a_clear_error_in_the_python_api(tiny_llama):
     with pytest.raises(ValueError, match=r"the text to tokenize is not valid Unicode.*U\+D83D\) at character 6"):
-        model.tokenize("Hello \ud83d")
+        tiny_llama.tokenize("Hello \ud83d")
     with pytest.raises(ValueError, match="message 0 content is not valid Unicode"):
-        model.chat_prompt([{"role": "user", "content": "cut \udc00"}])
+        tiny_llama.chat_prompt([{"role": "user", "content": "cut \udc00"}])
     with pytest.raises(ValueError, match="a stop string is not valid Unicode"):
-        model.complete([5], max_tokens=1, stop=["\ud83d"])
+        tiny_llama.complete([5], max_tokens=1, stop=["\ud83d"])
 
 
-def test_stop_string_ends_generation_and_is_not_emitted(model):
-    ids = model.tokenize("hello STOP world", add_special=False)
-    pieces, result = run(model, [5], scripted(ids), stop=["STOP"])
+def test_stop_string_ends_generation_and_is_not_emitted(tiny_llama):
+    ids = tiny_llama.tokenize("hello STOP world", add_special=False)
+    pieces, result = run(tiny_llama, [5], scripted(ids), stop=["STOP"])
     assert "".join(pieces) == "hello " == result.text
     assert result.finish_reason == "stop"
 
 
-def test_text_that_only_starts_like_a_stop_string_is_released(model):
-    ids = model.tokenize("a STO b", add_special=False)
-    pieces, result = run(model, [5], scripted(ids), max_tokens=len(ids), stop=["STOP"])
+def test_text_that_only_starts_like_a_stop_string_is_released(tiny_llama):
+    ids = tiny_llama.tokenize("a STO b", add_special=False)
+    pieces, result = run(tiny_llama, [5], scripted(ids), max_tokens=len(ids), stop=["STOP"])
     assert "".join(pieces) == "a STO b" and result.finish_reason == "length"
 
 
-def test_end_of_generation_token_stops(model):
-    ids = model.tokenize("hi", add_special=False) + [IM_END, 7, 7]
-    pieces, result = run(model, [5], scripted(ids))
+def test_end_of_generation_token_stops(tiny_llama):
+    ids = tiny_llama.tokenize("hi", add_special=False) + [IM_END, 7, 7]
+    pieces, result = run(tiny_llama, [5], scripted(ids))
     assert "".join(pieces) == "hi" and result.finish_reason == "stop" and result.eog_token == IM_END
     assert result.tokens == ids[:2]
 
 
-def test_reaching_the_context_end_finishes_with_length(model):
+def test_reaching_the_context_end_finishes_with_length(tiny_llama):
     prompt = list(range(10, 60))  # 50 of 64 positions
-    result = model.complete(prompt, max_tokens=100, temperature=0)
+    result = tiny_llama.complete(prompt, max_tokens=100, temperature=0)
     assert result.finish_reason == "length"
-    assert len(prompt) + len(result.tokens) == model.n_ctx + 1  # the last token needs no decode
-    assert model.context.n_past == model.n_ctx
+    assert len(prompt) + len(result.tokens) == tiny_llama.n_ctx + 1  # the last token needs no decode
+    assert tiny_llama.context.n_past == tiny_llama.n_ctx
 
 
-def test_prompt_longer_than_the_context_is_a_clear_error(model):
+def test_prompt_longer_than_the_context_is_a_clear_error(tiny_llama):
     with pytest.raises(ContextOverflowError, match="64"):
-        model.complete(list(range(10, 80)), max_tokens=4)
-    # The model is still usable afterwards.
-    assert model.complete([5, 6, 7], max_tokens=3, temperature=0).finish_reason == "length"
+        tiny_llama.complete(list(range(10, 80)), max_tokens=4)
+    # The tiny_llama is still usable afterwards.
+    assert tiny_llama.complete([5, 6, 7], max_tokens=3, temperature=0).finish_reason == "length"
 
 
-def test_prefix_reuse_gives_the_cold_result(model_path):
-    warm = Model.load(model_path, n_ctx=64)
-    cold = Model.load(model_path, n_ctx=64)
+def test_prefix_reuse_gives_the_cold_result(tiny_llama_path):
+    warm = Model.load(tiny_llama_path, n_ctx=64)
+    cold = Model.load(tiny_llama_path, n_ctx=64)
     first = [5, 6, 7, 8, 9, 10]
     warm.complete(first, max_tokens=4, temperature=0)
     extended = first + [11, 12, 13]
@@ -114,26 +92,26 @@ def test_prefix_reuse_gives_the_cold_result(model_path):
     assert warm_result.tokens == cold_result.tokens
 
 
-def test_seeded_sampling_is_reproducible(model):
-    a = model.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=42, top_k=0, top_p=1.0, min_p=0.0)
-    b = model.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=42, top_k=0, top_p=1.0, min_p=0.0)
-    c = model.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=43, top_k=0, top_p=1.0, min_p=0.0)
+def test_seeded_sampling_is_reproducible(tiny_llama):
+    a = tiny_llama.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=42, top_k=0, top_p=1.0, min_p=0.0)
+    b = tiny_llama.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=42, top_k=0, top_p=1.0, min_p=0.0)
+    c = tiny_llama.complete([5, 6, 7], max_tokens=12, temperature=1.0, seed=43, top_k=0, top_p=1.0, min_p=0.0)
     assert a.tokens == b.tokens and a.tokens != c.tokens
 
 
-def test_logits_view_is_zero_copy_and_read_only(model):
-    model.context.truncate(0)
-    model.context.decode(np.array([5, 6], dtype=np.int32))
-    view = model.context.logits
-    assert view.shape == (1, model.n_vocab) and not view.flags.writeable and not view.flags.owndata
+def test_logits_view_is_zero_copy_and_read_only(tiny_llama):
+    tiny_llama.context.truncate(0)
+    tiny_llama.context.decode(np.array([5, 6], dtype=np.int32))
+    view = tiny_llama.context.logits
+    assert view.shape == (1, tiny_llama.n_vocab) and not view.flags.writeable and not view.flags.owndata
     before = view.copy()
-    model.context.decode(np.array([7], dtype=np.int32))
+    tiny_llama.context.decode(np.array([7], dtype=np.int32))
     np.testing.assert_array_equal(view, before)  # a held view keeps its values
 
 
-def test_logits_from_keeps_only_the_asked_rows_with_the_same_values(model_path):
+def test_logits_from_keeps_only_the_asked_rows_with_the_same_values(tiny_llama_path):
     # n_batch 8 splits the 20 ids into chunks, so rows start inside, at and past chunk edges.
-    m = Model.load(model_path, n_ctx=64, n_threads=2, n_batch=8)
+    m = Model.load(tiny_llama_path, n_ctx=64, n_threads=2, n_batch=8)
     ids = [(7 * i + 3) % 60 + 3 for i in range(20)]
     full = m.eval_logits(ids)
     assert full.shape == (20, m.n_vocab)
@@ -150,10 +128,10 @@ def test_logits_from_keeps_only_the_asked_rows_with_the_same_values(model_path):
     np.testing.assert_array_equal(after_cache_only, m.eval_logits(ids + [9], first=20))
 
 
-def test_logits_from_outside_the_batch_is_a_clear_error(model):
-    model.context.truncate(0)
+def test_logits_from_outside_the_batch_is_a_clear_error(tiny_llama):
+    tiny_llama.context.truncate(0)
     for bad in (-1, 4):
         with pytest.raises(Exception, match="first logit row"):
-            model.context.decode(np.array([5, 6, 7], dtype=np.int32), logits_from=bad)
+            tiny_llama.context.decode(np.array([5, 6, 7], dtype=np.int32), logits_from=bad)
     with pytest.raises(Exception, match="not both"):
-        model.context.decode(np.array([5, 6, 7], dtype=np.int32), all_logits=True, logits_from=1)
+        tiny_llama.context.decode(np.array([5, 6, 7], dtype=np.int32), all_logits=True, logits_from=1)

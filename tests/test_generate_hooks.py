@@ -7,32 +7,26 @@ import pytest
 
 from edgeinfer.generate import PromptCache, stream_generate
 from edgeinfer.model import Model
+from support.generation import drain, scripted
+from support.tiny_llama import IM_END
 
-# the tiny model, its fixtures and the scripted sampler are test_generate's
-from test_generate import IM_END, model, model_path, scripted  # noqa: F401
 
-
-def test_on_token_sees_each_generated_token_and_its_logits(model):
+def test_on_token_sees_each_generated_token_and_its_logits(tiny_llama):
     seen = []
-    expected = model.complete([5, 6, 7], max_tokens=6, temperature=0).tokens
-    result = model.complete([5, 6, 7], max_tokens=6, temperature=0,
-                            on_token=lambda token, logits: seen.append((token, int(np.argmax(logits)),
-                                                                        logits.shape)))
+    expected = tiny_llama.complete([5, 6, 7], max_tokens=6, temperature=0).tokens
+    result = tiny_llama.complete([5, 6, 7], max_tokens=6, temperature=0,
+                                 on_token=lambda token, logits: seen.append((token, int(np.argmax(logits)),
+                                                                             logits.shape)))
     assert [t for t, _, _ in seen] == result.tokens == expected
-    assert all(argmax == t and shape == (model.n_vocab,) for t, argmax, shape in seen)  # greedy
+    assert all(argmax == t and shape == (tiny_llama.n_vocab,) for t, argmax, shape in seen)  # greedy
 
 
-def test_on_token_not_called_for_the_end_of_generation_token(model):
+def test_on_token_not_called_for_the_end_of_generation_token(tiny_llama):
     seen = []
-    ids = model.tokenize("hi", add_special=False) + [IM_END]
-    gen = stream_generate(model._core, PromptCache(model.context), [5], scripted(ids), 8,
+    ids = tiny_llama.tokenize("hi", add_special=False) + [IM_END]
+    gen = stream_generate(tiny_llama._core, PromptCache(tiny_llama.context), [5], scripted(ids), 8,
                           on_token=lambda token, logits: seen.append(token))
-    result = None
-    while result is None:
-        try:
-            next(gen)
-        except StopIteration as done:
-            result = done.value
+    _, result = drain(gen)
     assert seen == ids[:-1] == result.tokens
 
 
@@ -40,7 +34,7 @@ class Abort(Exception):
     pass
 
 
-def test_on_token_raising_aborts_and_the_next_generation_reuses_the_cache(model):
+def test_on_token_raising_aborts_and_the_next_generation_reuses_the_cache(tiny_llama):
     calls = []
 
     def abort_on_third(token, logits):
@@ -50,25 +44,25 @@ def test_on_token_raising_aborts_and_the_next_generation_reuses_the_cache(model)
 
     prompt = list(range(10, 30))
     with pytest.raises(Abort):
-        model.complete(prompt, max_tokens=20, temperature=0, on_token=abort_on_third)
+        tiny_llama.complete(prompt, max_tokens=20, temperature=0, on_token=abort_on_third)
     assert len(calls) == 3
     # The cache holds the prompt and the two tokens decoded before the abort; a new request that
     # extends the prompt reuses it and gives the same tokens as a cold run.
-    assert model.context.n_past == len(prompt) + 2
-    result = model.complete(prompt + [40], max_tokens=4, temperature=0)
+    assert tiny_llama.context.n_past == len(prompt) + 2
+    result = tiny_llama.complete(prompt + [40], max_tokens=4, temperature=0)
     assert result.cached_tokens == len(prompt)
-    cold = Model.load(model.path, n_ctx=64).complete(prompt + [40], max_tokens=4, temperature=0)
+    cold = Model.load(tiny_llama.path, n_ctx=64).complete(prompt + [40], max_tokens=4, temperature=0)
     assert result.tokens == cold.tokens
 
 
-def test_logit_bias_and_penalties_reach_the_sampler(model):
-    plain = model.complete([5, 6, 7], max_tokens=1, temperature=0).tokens[0]
+def test_logit_bias_and_penalties_reach_the_sampler(tiny_llama):
+    plain = tiny_llama.complete([5, 6, 7], max_tokens=1, temperature=0).tokens[0]
     forced = 3 if plain != 3 else 4
-    biased = model.complete([5, 6, 7], max_tokens=3, temperature=0, logit_bias={forced: 1000.0})
+    biased = tiny_llama.complete([5, 6, 7], max_tokens=3, temperature=0, logit_bias={forced: 1000.0})
     assert biased.tokens == [forced] * 3
     # A huge presence penalty stops the forced token from repeating.
-    mixed = model.complete([5, 6, 7], max_tokens=3, temperature=0, logit_bias={forced: 50.0},
-                           presence_penalty=1000.0)
+    mixed = tiny_llama.complete([5, 6, 7], max_tokens=3, temperature=0, logit_bias={forced: 50.0},
+                                presence_penalty=1000.0)
     assert mixed.tokens[0] == forced and forced not in mixed.tokens[1:]
     with pytest.raises(ValueError, match="outside the vocabulary"):
-        model.complete([5, 6, 7], max_tokens=1, logit_bias={model.n_vocab: 1.0})
+        tiny_llama.complete([5, 6, 7], max_tokens=1, logit_bias={tiny_llama.n_vocab: 1.0})

@@ -3,7 +3,6 @@ rejects malformed ones with a ModelFormatError that names the file, the field an
 from __future__ import annotations
 
 import gc
-import os
 import time
 from pathlib import Path
 
@@ -12,8 +11,8 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
-from gguf_helpers import (QT, SAMPLE_KV, VT, SampleTensor, expected_value, field_locations,
-                          read_u, sample_tensors, with_u, write_gguf)
+from support.gguf_fields import field_locations, with_u
+from support.gguf_sample import QT, SAMPLE_KV, VT, SampleTensor, expected_value, sample_tensors, write_gguf
 
 GgufFile = _core.GgufFile
 ModelFormatError = _core.ModelFormatError
@@ -184,7 +183,7 @@ def _patch(data: bytes, locs, label: str, value: int) -> bytes:
     return with_u(data, loc.offset, loc.size, value)
 
 
-# label of a field (see gguf_helpers.field_locations), new value, expected message fragment
+# label of a field (see support.gguf_fields.field_locations), new value, expected message fragment
 MUTATIONS = [
     ("kv 'GGUF.version' part 0.0", 1, "GGUF version 1 is not supported"),
     ("kv 'GGUF.version' part 0.0", 4, "GGUF version 4 is not supported"),
@@ -293,17 +292,7 @@ def test_zero_sized_tensor_is_allowed(tmp_path):
     assert f.tensor_data("w").size == 0
 
 
-# ---- real models (skipped unless present) --------------------------------------------------------
-
-def _model_path(env: str, filename: str) -> Path | None:
-    candidates = [os.environ.get(env)]
-    if os.environ.get("EDGEINFER_MODELS_DIR"):
-        candidates.append(os.path.join(os.environ["EDGEINFER_MODELS_DIR"], filename))
-    for c in candidates:
-        if c and os.path.isfile(c):
-            return Path(c)
-    return None
-
+# ---- real models ---------------------------------------------------------------------------------
 
 def _best_open_time(path: Path, repeats: int = 3) -> float:
     best = float("inf")
@@ -315,10 +304,8 @@ def _best_open_time(path: Path, repeats: int = 3) -> float:
 
 
 @pytest.mark.realmodel
-def test_smollm2_matches_gguf_reader():
-    path = _model_path("EDGEINFER_TEST_SMOLLM2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    if path is None:
-        pytest.skip("set EDGEINFER_TEST_SMOLLM2 (or EDGEINFER_MODELS_DIR) to the SmolLM2 Q4_1 GGUF")
+def test_smollm2_matches_gguf_reader(smollm2_path):
+    path = smollm2_path
     assert _best_open_time(path) < 0.1
     f = GgufFile(str(path))
     reader = gguf.GGUFReader(str(path))
@@ -339,10 +326,8 @@ def test_smollm2_matches_gguf_reader():
 
 
 @pytest.mark.realmodel
-def test_gemma3_opens_fast():
-    path = _model_path("EDGEINFER_TEST_GEMMA3", "gemma-3-270m-q4_k_m.gguf")
-    if path is None:
-        pytest.skip("set EDGEINFER_TEST_GEMMA3 (or EDGEINFER_MODELS_DIR) to the Gemma 3 270M GGUF")
+def test_gemma3_opens_fast(gemma3_path):
+    path = gemma3_path
     assert _best_open_time(path) < 0.1
     f = GgufFile(str(path))
     assert f.get_string("general.architecture") == "gemma3"

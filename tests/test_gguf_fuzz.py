@@ -2,17 +2,18 @@
 variants of a small valid file must each either load or raise ModelFormatError -- never crash,
 hang or exhaust memory.
 
-The mutations are tests/gguf_mutate.py's; the variants run in a child process
-(tests/fuzz_runner.py, tests/gguf_fuzz_child.py) under an address-space limit and a timeout, so a
+The mutations are tests/support/gguf_mutate.py's; the variants run in a child process
+(tests/support/fuzz_runner.py, tests/support/gguf_fuzz_child.py) under an address-space limit and a timeout, so a
 segfault or a runaway allocation fails this test instead of killing pytest, and names the variant.
 """
 from __future__ import annotations
 
 import random
 
-from fuzz_runner import is_failure, run_variants
-from gguf_helpers import read_u, write_gguf
-from gguf_mutate import HOSTILE, Base, Variant, flip_bits, load_base, overwrite, set_field, truncate
+from support.fuzz_runner import is_failure, run_variants
+from support.gguf_fields import read_u
+from support.gguf_sample import write_gguf
+from support.gguf_mutate import HOSTILE, Base, Variant, flip_bits, load_base, overwrite, set_field, truncate
 
 SEED = 20240611
 

@@ -17,7 +17,6 @@ Bounds used below (n = row length, blocks of 32):
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -28,17 +27,14 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.cli import child_env  # noqa: E402
+from support.quant_rows import HAS_MIN, bits, gguf_dequantize, random_blocks, rng_for  # noqa: E402
 
 ISAS = _core.available_isas()
 WEIGHT_TYPES = [T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 QUANT_WEIGHT_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 ACT_TYPES = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q8_1]
 ROW_LENGTHS = [32, 64, 160, 576, 1536, 2048]  # 576 and 1536: SmolLM2's hidden and FFN sizes
-HAS_MIN = {T.Q4_1, T.Q5_1}  # types with a block minimum m (fp16 at byte offset 2)
-
-
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(abs(hash(tuple(int(k) for k in key))) % (2**32))
 
 
 def random_row(qtype: T, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -49,17 +45,7 @@ def random_row(qtype: T, n: int, rng: np.random.Generator) -> np.ndarray:
         return (rng.standard_normal(n) * 3).astype(np.float16).view(np.uint8)
     if qtype == T.BF16:
         return gguf.quants.quantize(rng.standard_normal(n).astype(np.float32) * 3, T.BF16).reshape(-1)
-    block_size, type_size = GGML_QUANT_SIZES[qtype]
-    blocks = rng.integers(0, 256, size=(n // block_size, type_size), dtype=np.uint8)
-    blocks[:, 0:2] = (np.abs(rng.standard_normal((n // block_size, 1))) * 0.05).astype(np.float16).view(np.uint8)
-    if qtype in HAS_MIN:
-        blocks[:, 2:4] = (rng.standard_normal((n // block_size, 1)) * 0.5).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
-
-
-def gguf_dequantize(qtype: T, raw: np.ndarray) -> np.ndarray:
-    block_size, type_size = GGML_QUANT_SIZES[qtype]
-    return gguf.quants.dequantize(raw.reshape(-1, type_size), qtype).reshape(-1).astype(np.float32)
+    return random_blocks(qtype, n, rng)
 
 
 def activations(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -68,10 +54,6 @@ def activations(n: int, rng: np.random.Generator) -> np.ndarray:
     if n >= 64:
         x[32:64] = 0.0
     return x
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
 # ---- type table --------------------------------------------------------------------------
@@ -287,13 +269,13 @@ def test_vec_dot_of_zero_activations_is_zero(isa):
 
 
 def run_isa_probe(value: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, EDGEINFER_ISA=value, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     code = (
         "from edgeinfer import _core\n"
         "try:\n    print(_core.isa())\n"
         "except _core.EdgeInferError as e:\n    print('ERROR', e)\n"
     )
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", code], env=child_env(EDGEINFER_ISA=value), capture_output=True,
+                          text=True, timeout=60)
 
 
 @pytest.mark.parametrize("isa", ISAS)

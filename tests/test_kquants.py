@@ -23,7 +23,6 @@ Bounds used below:
 """
 from __future__ import annotations
 
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -33,6 +32,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.quant_rows import HAS_MIN, SCALE_OFFSET, bits, gguf_dequantize, random_blocks, rng_for  # noqa: E402
 
 ISAS = _core.available_isas()
 SIMD_ISAS = [isa for isa in ISAS if isa != "scalar"]
@@ -42,37 +42,14 @@ KQUANTS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 ROW_LENGTHS = [256, 512, 1024, 2048]
 QK_K = 256
 
-# Byte offsets of the fp16 super-block scale d and (if any) dmin in each block.
-D_OFFSET = {T.Q2_K: 80, T.Q3_K: 108, T.Q4_K: 0, T.Q5_K: 0, T.Q6_K: 208}
-HAS_MIN = {T.Q2_K, T.Q4_K, T.Q5_K}  # dmin follows d
 SUB_BLOCK = {T.Q2_K: 16, T.Q3_K: 16, T.Q4_K: 32, T.Q5_K: 32, T.Q6_K: 16}
 F16_ONE = np.array([1.0], np.float16).view(np.uint8)
 F16_ZERO = np.zeros(2, np.uint8)
 
 
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(abs(hash(tuple(int(k) for k in key))) % (2**32))
-
-
-def random_row(qtype: T, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Random blocks of a row of n elements, with small positive finite fp16 d (and dmin)."""
-    _, type_size = GGML_QUANT_SIZES[qtype]
-    nb = n // QK_K
-    blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
-    o = D_OFFSET[qtype]
-    blocks[:, o:o + 2] = (np.abs(rng.standard_normal((nb, 1))) * 0.02).astype(np.float16).view(np.uint8)
-    if qtype in HAS_MIN:
-        blocks[:, o + 2:o + 4] = (np.abs(rng.standard_normal((nb, 1))) * 0.02).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
-
-
-def gguf_dequantize(qtype: T, raw: np.ndarray) -> np.ndarray:
-    return gguf.quants.dequantize(raw.reshape(-1, GGML_QUANT_SIZES[qtype][1]), qtype).reshape(-1).astype(np.float32)
-
-
 def with_super_scales(qtype: T, raw: np.ndarray, d: np.ndarray, dmin: np.ndarray) -> np.ndarray:
     blocks = raw.reshape(-1, GGML_QUANT_SIZES[qtype][1]).copy()
-    o = D_OFFSET[qtype]
+    o = SCALE_OFFSET[qtype]
     blocks[:, o:o + 2] = d
     if qtype in HAS_MIN:
         blocks[:, o + 2:o + 4] = dmin
@@ -92,7 +69,7 @@ def integer_parts(qtype: T, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def super_scales(qtype: T, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     blocks = raw.reshape(-1, GGML_QUANT_SIZES[qtype][1])
-    o = D_OFFSET[qtype]
+    o = SCALE_OFFSET[qtype]
     d = blocks[:, o:o + 2].copy().view(np.float16).astype(np.float32).reshape(-1)
     dmin = blocks[:, o + 2:o + 4].copy().view(np.float16).astype(np.float32).reshape(-1) if qtype in HAS_MIN else 0 * d
     return d, dmin
@@ -103,10 +80,6 @@ def activations(n: int, rng: np.random.Generator) -> np.ndarray:
     x = rng.standard_normal(n).astype(np.float32) * rng.uniform(0.1, 4.0, size=n // QK_K).repeat(QK_K).astype(np.float32)
     x[rng.integers(0, n, size=n // 64)] *= 8  # outliers
     return x
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
 
 
 # ---- Q8_K layout and a numpy model of ggml's quantize_row_q8_K_ref --------------------------
@@ -158,7 +131,7 @@ def test_vec_dot_type_of_every_k_quant_is_q8_K():
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_dequantize_random_blocks_bit_identical_to_gguf(qtype, isa):
     n = 2048
-    raw = random_row(qtype, n, rng_for(qtype, 1))
+    raw = random_blocks(qtype, n, rng_for(qtype, 1))
     got = _core.dequantize(int(qtype), raw, n, isa=isa)
     np.testing.assert_array_equal(bits(got), bits(gguf_dequantize(qtype, raw)))
 
@@ -233,7 +206,7 @@ def abs_terms(qtype: T, raw: np.ndarray, y_abs: np.ndarray) -> float:
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_vec_dot_every_isa_matches_scalar(qtype, n):
     rng = rng_for(qtype, n, 6)
-    w, x = random_row(qtype, n, rng), activations(n, rng)
+    w, x = random_blocks(qtype, n, rng), activations(n, rng)
     y = _core.quantize(int(T.Q8_K), x)
     d_y, qs, _ = split_q8_K(y)
     bound = 4e-6 * abs_terms(qtype, w, np.abs(d_y[:, None] * qs.astype(np.float64)))
@@ -250,7 +223,7 @@ def test_vec_dot_every_isa_matches_scalar(qtype, n):
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_vec_dot_within_derived_bound_of_float_reference(qtype, n):
     rng = rng_for(qtype, n, 7)
-    w, x = random_row(qtype, n, rng), activations(n, rng)
+    w, x = random_blocks(qtype, n, rng), activations(n, rng)
     wf = gguf_dequantize(qtype, w).astype(np.float64)
     exact = float(np.dot(wf, x.astype(np.float64)))
     xb = x.reshape(-1, QK_K).astype(np.float64)
@@ -331,7 +304,7 @@ def model_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_simd_vec_dot_is_ggml_x86_float_sequence_bit_for_bit(qtype, n):
     rng = rng_for(qtype, n, 8)
-    w, x = random_row(qtype, n, rng), activations(n, rng)
+    w, x = random_blocks(qtype, n, rng), activations(n, rng)
     y = _core.quantize(int(T.Q8_K), x)
     expected = model_vec_dot(qtype, w, y)
     for isa in SIMD_ISAS:
@@ -364,7 +337,7 @@ def model_tiled_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_tiled_vec_dot_is_ggml_tiled_float_sequence_on_every_isa(qtype, n):
     rng = rng_for(qtype, n, 10)
-    w, x = random_row(qtype, n, rng), activations(n, rng)
+    w, x = random_blocks(qtype, n, rng), activations(n, rng)
     y = _core.quantize(int(T.Q8_K), x)
     expected = model_tiled_vec_dot(qtype, w, y)
     for isa in ISAS:
@@ -377,7 +350,7 @@ def test_tiled_vec_dot_is_ggml_tiled_float_sequence_on_every_isa(qtype, n):
 
 
 def test_vec_dot_raw_rejects_an_unknown_order():
-    w = random_row(T.Q6_K, 256, rng_for(T.Q6_K, 11))
+    w = random_blocks(T.Q6_K, 256, rng_for(T.Q6_K, 11))
     y = _core.quantize(int(T.Q8_K), np.ones(256, np.float32))
     with pytest.raises(Exception, match="order must be"):
         _core.vec_dot_raw(int(T.Q6_K), w, y, 256, order="sideways")
@@ -386,7 +359,7 @@ def test_vec_dot_raw_rejects_an_unknown_order():
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_vec_dot_of_zero_activations_is_zero(qtype, isa):
-    w = random_row(qtype, 512, rng_for(qtype, 9))
+    w = random_blocks(qtype, 512, rng_for(qtype, 9))
     assert _core.vec_dot(int(qtype), w, np.zeros(512, np.float32), isa=isa) == 0.0
 
 

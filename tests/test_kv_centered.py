@@ -13,25 +13,11 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.model import Model
-from llama_reference import LlamaReference
-from tiny_model import TinyConfig, write_tiny_llama
+from support.numpy_reference import LlamaReference, last_position_attention
+from support.tiny_llama import HD32
 
 ISAS = _core.available_isas()
 N_SINK = 64   # kv/centered_k.h, kSinkRows
-
-
-def attention_oracle(q, k, v, window=0):
-    """float64 softmax attention of one query (the last position) over the rows as stored."""
-    n_head, d = q.shape
-    n_kv, n_head_kv, _ = k.shape
-    first = max(0, n_kv - window) if window else 0
-    out = np.empty((n_head, d))
-    for h in range(n_head):
-        kh = h // (n_head // n_head_kv)
-        s = k[first:, kh].astype(np.float64) @ q[h].astype(np.float64) / np.sqrt(d)
-        p = np.exp(s - s.max())
-        out[h] = (p / p.sum()) @ v[first:, kh].astype(np.float64)
-    return out
 
 
 def offset_keys(rng, n, n_head_kv, d):
@@ -54,7 +40,7 @@ def test_centered_attention_matches_the_oracle_on_every_isa(type_k, type_v, n_kv
     v = rng.standard_normal((n_kv, 2, 64)).astype(np.float32)
     for isa in ISAS:
         out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa=isa)
-        want = attention_oracle(q, k_deq, v_deq, window)
+        want = last_position_attention(q, k_deq, v_deq, window)
         assert np.max(np.abs(out - want)) < 2e-2 * np.max(np.abs(want)), isa
         # The sink rows are the keys and values rounded to F16.
         sink = min(n_kv, N_SINK)
@@ -109,10 +95,9 @@ def test_centering_needs_a_quantized_k():
 # --- the forward pass and the prompt cache over a centered q4_0 cache ---------------------------
 
 @pytest.fixture(scope="module")
-def hd32(tmp_path_factory):
-    cfg = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
-    path = tmp_path_factory.mktemp("kvc") / "hd32.gguf"
-    return cfg, write_tiny_llama(path, cfg), path
+def hd32(tiny_llama_file):
+    path, weights = tiny_llama_file(HD32)
+    return HD32, weights, path
 
 
 PROMPT = [int(t) for t in np.random.default_rng(10).integers(3, 250, 100)]

@@ -7,25 +7,11 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.model import Model
-from llama_reference import LlamaReference
-from tiny_model import TinyConfig, write_tiny_llama
+from support.numpy_reference import LlamaReference, last_position_attention
+from support.tiny_llama import HD32
 
 ISAS = _core.available_isas()
 TYPES = ["f16", "q8_0", "q4_0"]
-
-
-def attention_oracle(q, k, v, window=0):
-    """float64 softmax attention of one query (the last position) over dequantized rows."""
-    n_head, d = q.shape
-    n_kv, n_head_kv, _ = k.shape
-    first = max(0, n_kv - window) if window else 0
-    out = np.empty((n_head, d))
-    for h in range(n_head):
-        kh = h // (n_head // n_head_kv)
-        s = k[first:, kh].astype(np.float64) @ q[h].astype(np.float64) / np.sqrt(d)
-        p = np.exp(s - s.max())
-        out[h] = (p / p.sum()) @ v[first:, kh].astype(np.float64)
-    return out
 
 
 @pytest.mark.parametrize("type_k", TYPES)
@@ -37,7 +23,7 @@ def test_attention_over_each_kv_type_matches_the_oracle_on_every_isa(type_k, typ
     k = rng.standard_normal((37, 2, 64)).astype(np.float32)
     v = rng.standard_normal((37, 2, 64)).astype(np.float32)
     ref_out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
-    want = attention_oracle(q, k_deq, v_deq, window)
+    want = last_position_attention(q, k_deq, v_deq, window)
     # Q is rounded to K's vec_dot type (F16 or Q8_0) for the scores; the rest is float32.
     tol = 2e-3 if type_k == "f16" else 2e-2
     assert np.max(np.abs(ref_out - want)) < tol * np.max(np.abs(want))
@@ -60,10 +46,9 @@ def test_quantized_cache_stores_smaller_rows():
 
 
 @pytest.fixture(scope="module")
-def hd32(tmp_path_factory):
-    cfg = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
-    path = tmp_path_factory.mktemp("kvt") / "hd32.gguf"
-    return cfg, write_tiny_llama(path, cfg), path
+def hd32(tiny_llama_file):
+    path, weights = tiny_llama_file(HD32)
+    return HD32, weights, path
 
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101, 64, 3, 250, 19, 42]
@@ -82,9 +67,8 @@ def test_forward_with_quantized_cache_tracks_the_reference(hd32, types, tol):
     assert m.kv_bytes_per_token < f16.kv_bytes_per_token or types[0] == "f16"
 
 
-def test_quantized_cache_needs_block_aligned_heads(tmp_path):
-    path = tmp_path / "hd16.gguf"
-    write_tiny_llama(path, TinyConfig())   # head_dim 16, K/V rows of 32 values
+def test_quantized_cache_needs_block_aligned_heads(tiny_llama_path):
+    path = tiny_llama_path   # head_dim 16, K/V rows of 32 values
     with pytest.raises(Exception, match="multiple of"):
         Model.load(path, n_ctx=16, n_threads=2, cache_type_k="q8_0").complete([5, 6], max_tokens=2)
     with pytest.raises(ValueError, match="cache_type_k"):
@@ -103,7 +87,7 @@ def test_rotated_k_gives_the_same_attention(type_k, type_v):
     v = rng.standard_normal((37, 2, 64)).astype(np.float32)
     for isa in ISAS:
         out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, 7, rotate_k=True, isa=isa)
-        want = attention_oracle(q, k_deq, v_deq, 7)
+        want = last_position_attention(q, k_deq, v_deq, 7)
         tol = 2e-3 if type_k == "f16" else 2e-2
         assert np.max(np.abs(out - want)) < tol * np.max(np.abs(want)), isa
         if type_k == "f16":   # an F16 K only rounds: the stored keys are the keys
@@ -137,7 +121,7 @@ def test_split_kv_spans_match_the_oracle(type_k, type_v):
     v = rng.standard_normal((600, 2, 64)).astype(np.float32)
     ref, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, isa="scalar")
     for window in (0, 300):
-        want = attention_oracle(q, k_deq, v_deq, window)
+        want = last_position_attention(q, k_deq, v_deq, window)
         for isa in ISAS:
             out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
             assert np.max(np.abs(out - want)) < 2e-2 * np.max(np.abs(want)), (isa, window)

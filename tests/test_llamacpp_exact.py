@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgeinfer.model import Model
-from reference_build import require_reference_kernels
+from support.reference_build import require_reference_kernels
 
 
 

@@ -10,9 +10,9 @@ import collections
 
 import pytest
 
-from fuzz_runner import is_failure, run_variants
-from gguf_mutate import KINDS, VT, add_kvs, enc_str, set_kv
-from model_fuzz import make_model_bases, variant
+from support.fuzz_runner import is_failure, run_variants
+from support.gguf_mutate import KINDS, VT, add_kvs, enc_str, set_kv
+from support.model_fuzz import make_model_bases, variant
 
 SEED = 20250219
 N_VARIANTS = 400

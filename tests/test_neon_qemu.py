@@ -13,21 +13,18 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = REPO_ROOT / "scripts" / "test_neon.sh"
+from support.availability import unavailable
+from support.paths import REPO_ROOT, SCRIPTS_DIR
+
+SCRIPT = SCRIPTS_DIR / "test_neon.sh"
 
 # What the NEON table must override (the rest may stay scalar).
 EXPECTED_OVERRIDES = [f"vec_dot:{t}" for t in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K",
                                                "q5_K", "q6_K", "f16", "f32")]
 EXPECTED_OVERRIDES += ["from_float:q8_0", "from_float:q8_1"]
-
-
-def toolchain_required() -> bool:
-    return os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1" or os.environ.get("CI", "").lower() == "true"
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +36,7 @@ def neon_run(tmp_path_factory) -> subprocess.CompletedProcess:
     run = subprocess.run(["bash", str(SCRIPT)], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                          timeout=900)
     if run.returncode == 77:
-        message = "AArch64 cross compiler / qemu-aarch64 not available: " + run.stderr.strip()
-        if toolchain_required():
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable("AArch64 cross compiler / qemu-aarch64 not available: " + run.stderr.strip(), in_ci=True)
     return run
 
 

@@ -14,31 +14,15 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.gpu.devices import list_devices
-from test_cli import run_cli
+from support.cli import run_cli
 
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"
 FIELDS = {"platform", "platform_vendor", "platform_version", "name", "vendor", "type",
           "compute_units", "global_mem_bytes", "max_alloc_bytes", "opencl_version", "fp16"}
 
 
-def _required() -> bool:
-    return (os.environ.get("CI", "").lower() == "true"
-            or os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1")
-
-
-@pytest.fixture(scope="module")
-def devices() -> list[dict]:
-    found, reason = list_devices()  # honours EDGEINFER_OPENCL_LIBRARY, like the CLI
-    if not found:
-        message = f"no OpenCL device ({reason}); install pocl-opencl-icd and ocl-icd-libopencl1"
-        if _required():
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-def test_lists_a_device_with_sane_fields(devices):
-    for d in devices:
+def test_lists_a_device_with_sane_fields(opencl_devices):
+    for d in opencl_devices:
         assert set(d) == FIELDS
         assert d["name"] and d["platform"] and d["vendor"]
         assert d["type"] in {"GPU", "CPU", "accelerator", "custom", "other"}
@@ -50,32 +34,32 @@ def test_lists_a_device_with_sane_fields(devices):
         assert isinstance(d["fp16"], bool)
 
 
-def test_pocl_is_among_the_platforms_when_installed(devices):
+def test_pocl_is_among_the_platforms_when_installed(opencl_devices):
     if not os.path.exists("/etc/OpenCL/vendors/pocl.icd"):
         pytest.skip("PoCL's ICD file is not installed")
-    assert any("Portable Computing Language" in d["platform"] for d in devices)
+    assert any("Portable Computing Language" in d["platform"] for d in opencl_devices)
 
 
-def test_cli_json_agrees_with_the_core(devices):
+def test_cli_json_agrees_with_the_core(opencl_devices):
     proc = run_cli("devices", "--json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out == {"devices": devices, "reason": ""}
+    assert out == {"devices": opencl_devices, "reason": ""}
 
 
-def test_cli_table_names_each_device(devices):
+def test_cli_table_names_each_device(opencl_devices):
     proc = run_cli("devices", env={"COLUMNS": "200"})  # wide enough that no name wraps
     assert proc.returncode == 0, proc.stderr
-    for d in devices:
+    for d in opencl_devices:
         assert d["name"] in proc.stdout and d["platform"] in proc.stdout
     assert "fp16" in proc.stdout and "max alloc" in proc.stdout
 
 
-def test_cli_table_fits_80_columns_without_losing_the_numbers(devices):
+def test_cli_table_fits_80_columns_without_losing_the_numbers(opencl_devices):
     proc = run_cli("devices", env={"COLUMNS": "80"})
     assert proc.returncode == 0, proc.stderr
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
-    for d in devices:
+    for d in opencl_devices:
         assert f" {d['compute_units']} " in proc.stdout
         assert " ".join(d["opencl_version"].split()[:2]) in proc.stdout
 
@@ -98,7 +82,7 @@ def test_cli_without_library_prints_the_reason_and_exits_0():
         "devices": [], "reason": f"no OpenCL library ({MISSING_LIBRARY} not found)"}
 
 
-def test_no_platform_is_an_empty_list_with_a_reason(devices, tmp_path):
+def test_no_platform_is_an_empty_list_with_a_reason(opencl_devices, tmp_path):
     # The Khronos/ocl-icd loader reads its vendor list from OCL_ICD_VENDORS; an empty folder
     # leaves it with no platform, which it reports as CL_PLATFORM_NOT_FOUND_KHR.
     proc = run_cli("devices", "--json", env={"OCL_ICD_VENDORS": str(tmp_path)})

@@ -12,7 +12,7 @@ of one float ulp anywhere (another summation order) moves later logits by up to 
 flipped 8-bit roundings of the activations, enough to part greedy runs at near-ties (the CPU's
 own scalar and AVX2 paths differ by 0.6-0.9 at the prompts' last positions).
 
-The reference comes from the AVX2 kernels (tests/opencl_cpu_reference.py: in a child process
+The reference comes from the AVX2 kernels (tests/support/opencl_cpu_reference.py: in a child process
 where the best ISA is another one); without them (not x86) these tests skip. With an F16 cache
 only: the quantized KV caches attend in float on the device (see the quantized-KV test).
 Decoding on PoCL takes ~0.3-0.8 s a token on this machine, so all prompts are checked
@@ -26,9 +26,10 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer.model import Model
-from opencl_cpu_reference import greedy, reference, teacher_forced, under_avx2
-from test_opencl_ops import device_index  # noqa: F401  (the skip-or-fail device fixture)
-from tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
+from support.cli import run_cli
+from support.fixture_runs import top20_diff
+from support.opencl_cpu_reference import greedy, reference, teacher_forced, under_avx2
+from support.tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
 
 pytestmark = [pytest.mark.realmodel, pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")]
 
@@ -55,7 +56,7 @@ def greedy_fixture(load_fixture):
 
 
 @pytest.fixture(scope="module")
-def offloaded(smollm2_path, device_index):  # noqa: F811
+def offloaded(smollm2_path, device_index):
     return Model.load(smollm2_path, n_ctx=512, gpu_layers="all", device=device_index)
 
 
@@ -67,8 +68,7 @@ def last_logits(model: Model, ids: list[int]) -> np.ndarray:
 
 def top20_distance(model: Model, run: dict, f32: dict) -> float:
     """Largest |logit - llama.cpp F32's| over F32's top 20 at the prompt's last position."""
-    top, want = f32["prompt_last_top20_ids"], np.array(f32["prompt_last_top20_logits"])
-    return float(np.abs(last_logits(model, run["prompt_ids"])[top] - want).max())
+    return top20_diff(last_logits(model, run["prompt_ids"]), f32)
 
 
 def check_teacher_forced(name: str, model: Model, prompts: list, ref: dict, what: str) -> None:
@@ -91,7 +91,7 @@ def check_teacher_forced(name: str, model: Model, prompts: list, ref: dict, what
             np.testing.assert_array_equal(got, ref[f"batch{i}"], err_msg=f"{name} {what} prompt {i}")
 
 
-def test_full_offload_computes_the_cpus_logits_for_every_prompt(case, device_index):  # noqa: F811
+def test_full_offload_computes_the_cpus_logits_for_every_prompt(case, device_index):
     name, path, prompts, ref = case
     model = Model.load(path, n_ctx=512, gpu_layers="all", device=device_index)
     n_layer = model.placement.n_layer
@@ -99,7 +99,7 @@ def test_full_offload_computes_the_cpus_logits_for_every_prompt(case, device_ind
     check_teacher_forced(name, model, prompts, ref, "all")
 
 
-def test_full_offload_decodes_the_cpus_greedy_tokens_one_by_one(case, device_index):  # noqa: F811
+def test_full_offload_decodes_the_cpus_greedy_tokens_one_by_one(case, device_index):
     # The mat-vec path and the device KV cache growing a row a time. Gemma 3's k-quant weights
     # multiply in another order in a batch of >= 4 or 8 rows than alone (llama.cpp's repacked
     # and tiled GEMMs, mirrored on the device), which is why its greedy run is checked here
@@ -113,7 +113,7 @@ def test_full_offload_decodes_the_cpus_greedy_tokens_one_by_one(case, device_ind
 
 
 @pytest.mark.parametrize("spec", ["4", "0-5,12"])
-def test_partial_offload_computes_the_cpus_logits(case, device_index, spec):  # noqa: F811
+def test_partial_offload_computes_the_cpus_logits(case, device_index, spec):
     name, path, prompts, ref = case
     model = Model.load(path, n_ctx=512, gpu_layers=spec, device=device_index)
     n_layer = model.placement.n_layer
@@ -142,7 +142,7 @@ def test_prefix_reuse_continues_from_the_device_cache(offloaded, greedy_fixture)
 
 
 @pytest.mark.parametrize("spec", ["all", "0-5,12"])
-def test_kv_snapshots_and_saved_states_carry_the_device_rows(smollm2_path, device_index, spec, tmp_path):  # noqa: F811
+def test_kv_snapshots_and_saved_states_carry_the_device_rows(smollm2_path, device_index, spec, tmp_path):
     ctx = Model.load(smollm2_path, n_ctx=128, gpu_layers=spec, device=device_index)._ctx
     prompt, nxt, other = list(range(100, 120)), np.array([777], np.int32), np.arange(300, 330, dtype=np.int32)
     ctx.decode(np.array(prompt, np.int32))
@@ -175,7 +175,7 @@ def logits_after_shift(ctx, prompt: np.ndarray, nxt: np.ndarray, shift: bool) ->
 
 
 @pytest.mark.parametrize("spec", ["all", "0-5,12"])
-def test_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index, spec):  # noqa: F811
+def test_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index, spec):
     prompt, nxt = np.arange(100, 140, dtype=np.int32), np.array([777], np.int32)
 
     cpu = Model.load(smollm2_path, n_ctx=128)._ctx
@@ -193,7 +193,7 @@ def test_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, dev
 
 
 @pytest.mark.parametrize("kv", [("q8_0", "q8_0"), ("q8_0", "q4_0")], ids=["q8_0", "q8_0-q4_0"])
-def test_quantized_kv_on_the_device_is_no_worse_than_on_the_cpu(smollm2_path, device_index,  # noqa: F811
+def test_quantized_kv_on_the_device_is_no_worse_than_on_the_cpu(smollm2_path, device_index,
                                                                  greedy_fixture, kv):
     f32 = {r["name"]: r for r in greedy_fixture["extra_same_prompts_other_files_t2"]["smollm2_f32"]}
     dev = Model.load(smollm2_path, n_ctx=512, gpu_layers="all", cache_type_k=kv[0], cache_type_v=kv[1],
@@ -245,7 +245,7 @@ Q4_0_K_TOLERANCE = {"all": 5.0, "4": 1.0}
 
 
 @pytest.mark.parametrize("spec", ["all", "4"])
-def test_a_q4_0_k_cache_offloaded_follows_the_cpus(smollm2_path, device_index, greedy_fixture, spec):  # noqa: F811
+def test_a_q4_0_k_cache_offloaded_follows_the_cpus(smollm2_path, device_index, greedy_fixture, spec):
     prompt, n = q4_0_k_prompt(greedy_fixture), 5
     cpu = Model.load(smollm2_path, n_ctx=256, cache_type_k="q4_0")
     dev = Model.load(smollm2_path, n_ctx=256, cache_type_k="q4_0", gpu_layers=spec, device=device_index)
@@ -266,7 +266,7 @@ def test_a_q4_0_k_cache_offloaded_follows_the_cpus(smollm2_path, device_index, g
     assert distance_from_f16(dev_logits) < distance_from_f16(plain_logits) / 2
 
 
-def test_a_q4_0_k_cache_offloaded_follows_the_cpus_on_gemma3(gemma3_path, device_index, load_fixture):  # noqa: F811
+def test_a_q4_0_k_cache_offloaded_follows_the_cpus_on_gemma3(gemma3_path, device_index, load_fixture):
     # Gemma 3: one KV head of 256 values (the largest rotation), Q scaled before attention.
     # Measured on PoCL over the prompt's last position and 4 greedy steps: 1.39 from the CPU's
     # q4_0-K logits, 1.09 from its F16-cache run (the CPU's q4_0-K run: 1.15).
@@ -282,7 +282,7 @@ def test_a_q4_0_k_cache_offloaded_follows_the_cpus_on_gemma3(gemma3_path, device
     assert np.abs(dev_logits - f16).max() <= 1.25 * np.abs(cpu_logits - f16).max()
 
 
-def test_offloaded_gemma3_local_layers_rotate_with_the_files_swa_base(device_index, tmp_path):  # noqa: F811
+def test_offloaded_gemma3_local_layers_rotate_with_the_files_swa_base(device_index, tmp_path):
     """A tiny Gemma 3 whose gemma3.rope.freq_base_swa is 50000: the device's local layers use that
     base as the CPU's do. F32 weights multiply in another float order on the device (a bound, not
     bits; measured 3e-4 of the logits' range), against 9e-2 for the default base."""
@@ -300,7 +300,7 @@ def test_offloaded_gemma3_local_layers_rotate_with_the_files_swa_base(device_ind
     assert np.abs(logits[None] - logits[50_000.0]).max() > 5e-2 * scale
 
 
-def test_q4_0_k_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index):  # noqa: F811
+def test_q4_0_k_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_path, device_index):
     # 80 positions, 16 dropped after the first 4: rows 20..79 move to 4..63 (into the F16 sink
     # rows) and 64..79 (re-encoded with the kept mu / s), on the host copy, then back to the
     # device. Measured: device vs CPU 0.72 without the shift, 0.69 with it (the shift itself
@@ -317,7 +317,7 @@ def test_q4_0_k_context_shift_moves_the_device_rows_like_the_cpu_rows(smollm2_pa
 
 
 @pytest.fixture(scope="module")
-def offloaded_q4_0_k(smollm2_path, device_index):  # noqa: F811
+def offloaded_q4_0_k(smollm2_path, device_index):
     # The last 4 layers (the device's share of a 76-token prompt is ~7 s with all 30 on PoCL);
     # the CPU's layers keep their centered rows beside them in the same host cache.
     return Model.load(smollm2_path, n_ctx=128, cache_type_k="q4_0", gpu_layers="4", device=device_index)
@@ -388,9 +388,7 @@ def test_no_library_warns_and_runs_on_the_cpu_or_fails_with_require_gpu(smollm2_
         Model.load(smollm2_path, n_ctx=256, gpu_layers="all", require_gpu=True)
 
 
-def test_run_prints_where_the_layers_went(smollm2_path, device_index):  # noqa: F811
-    from test_cli import run_cli
-
+def test_run_prints_where_the_layers_went(smollm2_path, device_index):
     proc = run_cli("run", str(smollm2_path), "-p", "The capital of France is", "-n", "4", "--temp", "0",
                    "-c", "256", "--gpu-layers", "4", "--device", str(device_index))
     assert proc.returncode == 0, proc.stderr

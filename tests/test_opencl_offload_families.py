@@ -15,9 +15,8 @@ pytest.importorskip("transformers")
 
 from edgeinfer.cli import main as cli_main  # noqa: E402
 from edgeinfer.model import Model  # noqa: E402
-from hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
-from opencl_cpu_reference import reference, teacher_forced, under_avx2  # noqa: E402
-from test_opencl_ops import device_index  # noqa: E402,F401  (the skip-or-fail device fixture)
+from support.hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
+from support.opencl_cpu_reference import reference, teacher_forced, under_avx2  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
 
@@ -52,7 +51,7 @@ def family(request, spm_model, tmp_path_factory):
     return request.param, q8, ref
 
 
-def test_full_offload_computes_the_cpus_logits(family, device_index):  # noqa: F811
+def test_full_offload_computes_the_cpus_logits(family, device_index):
     name, path, ref = family
     model = Model.load(path, n_ctx=512, gpu_layers="all", device=device_index)
     assert model.placement.gpu_layers == tuple(range(N_LAYER))
@@ -63,7 +62,7 @@ def test_full_offload_computes_the_cpus_logits(family, device_index):  # noqa: F
 
 
 @pytest.mark.parametrize("spec", ["2", "0,3"])
-def test_partial_offload_computes_the_cpus_logits(family, device_index, spec):  # noqa: F811
+def test_partial_offload_computes_the_cpus_logits(family, device_index, spec):
     name, path, ref = family
     forced = [[int(t) for t in ref[f"ids{i}"]] for i in range(len(PROMPTS))]
     # The CPU layers must run the AVX2 kernels the device mirrors: a child process where the

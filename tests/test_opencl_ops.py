@@ -19,7 +19,7 @@ these products) and must give its bits exactly, where this CPU has those kernels
 Also here: the block layouts of the generated prelude equal the core's, the program cache
 (compile errors with the build log, binaries reused from disk, corrupt files rebuilt) and bad
 input. PoCL is installed by scripts/test.sh; without a device these tests skip, except under
-CI=true or EDGEINFER_REQUIRE_MODELS=1, where they fail (as tests/test_opencl_devices.py).
+CI=true or EDGEINFER_REQUIRE_MODELS=1, where they fail (conftest.py's device fixtures).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
 from edgeinfer.gpu.devices import list_devices, opencl_library
+from support.numpy_reference import causal_attention
 
 MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
 QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
@@ -47,22 +48,6 @@ NMSE_VS_CPU = {T.F32: 1e-12, T.F16: 1e-6}
 NMSE_VS_EXACT = 1e-10  # float32 sums of exactly the weights the blocks encode
 # Quantized weights where the AVX2 kernels are missing: the same integers, another float order.
 NMSE_QUANTIZED_OTHER_ORDER = 1e-10
-
-
-def _required() -> bool:
-    return (os.environ.get("CI", "").lower() == "true"
-            or os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1")
-
-
-@pytest.fixture(scope="module")
-def device_index() -> int:
-    found, reason = list_devices()
-    if not found:
-        message = f"no OpenCL device ({reason}); install pocl-opencl-icd and ocl-icd-libopencl1"
-        if _required():
-            pytest.fail(message)
-        pytest.skip(message)
-    return 0
 
 
 @pytest.fixture(scope="module")
@@ -291,22 +276,6 @@ def test_add_is_exact(dev):
 
 # ---- attention over the device KV cache -----------------------------------------------------
 
-def attention_oracle(q, k, v, pos0, window, scale):
-    """float64 causal attention over given K/V; q [n, H, d], k/v [n_kv, Hkv, d]."""
-    n, n_head, _ = q.shape
-    group = n_head // k.shape[1]
-    out = np.empty(q.shape)
-    for t in range(n):
-        last = pos0 + t
-        first = max(0, last - window + 1) if window > 0 else 0
-        for h in range(n_head):
-            kk, vv = k[first:last + 1, h // group], v[first:last + 1, h // group]
-            s = kk @ q[t, h].astype(np.float64) * scale
-            p = np.exp(s - s.max())
-            out[t, h] = p @ vv / p.sum()
-    return out
-
-
 KV_TYPES = [T.F16, T.Q8_0, T.Q4_0]
 
 
@@ -373,10 +342,10 @@ def test_attention_matches_the_oracle_on_the_stored_cache(dev, type_k, type_v, n
             np.testing.assert_array_equal(got, cpu_attention_f16(q, k_raw, v_raw, k.shape, pos0, window, scale))
         else:
             k64, v64 = stored_rows(type_k, k_raw, k.shape), stored_rows(type_v, v_raw, v.shape)
-            np.testing.assert_allclose(got, attention_oracle(q, k64, v64, pos0, window, scale), atol=4e-3)
+            np.testing.assert_allclose(got, causal_attention(q, k64, v64, pos0, window, scale), atol=4e-3)
         return
     k64, v64 = stored_rows(type_k, k_raw, k.shape), stored_rows(type_v, v_raw, v.shape)
-    np.testing.assert_allclose(got, attention_oracle(q, k64, v64, pos0, window, scale), atol=2e-5)
+    np.testing.assert_allclose(got, causal_attention(q, k64, v64, pos0, window, scale), atol=2e-5)
 
 
 @pytest.mark.parametrize("head_dim", [64, 256])  # SmolLM2's and Gemma 3's head sizes
@@ -405,10 +374,9 @@ def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
 # ---- a rotated and centered K cache (kv/hadamard.h, kv/centered_k.h) on the device -----------
 
 def oracle_over_cpu_rows(q, k_floats, v_floats, pos0, window):
-    """attention_oracle over the rows as the CPU cache's attention sees them (dequantized,
+    """causal_attention over the rows as the CPU cache's attention sees them (dequantized,
     un-rotated, un-centered: _core.kv_cache_attention's K and V)."""
-    return attention_oracle(q, k_floats.astype(np.float64), v_floats.astype(np.float64), pos0, window,
-                            1.0 / np.sqrt(q.shape[2]))
+    return causal_attention(q, k_floats, v_floats, pos0, window)
 
 
 def kv_rows(rng, n_kv, n_head_kv, d):
@@ -547,7 +515,6 @@ def test_no_library_is_a_clear_error():
         _core.OpenCLDevice(0, library="/nonexistent/libOpenCL.so")
 
 
-def test_the_device_reports_what_it_is(dev):
-    found, _ = list_devices()
-    assert dev.info == found[0]
+def test_the_device_reports_what_it_is(dev, opencl_devices):
+    assert dev.info == opencl_devices[0]
     assert dev.driver_version

@@ -13,7 +13,7 @@ from edgeinfer import _core
 from edgeinfer.gpu.placement import (AUTO_MARGIN_MIN_BYTES, MIB, PlacementError, auto_budget, describe,
                                      format_layers, model_costs, parse_gpu_layers, plan_placement)
 from edgeinfer.cli.wording import FLAGS, flag_spelling, in_flags
-from test_cli import assert_clean_error, run_cli
+from support.cli import assert_clean_error, run_cli
 
 MATMUL_TYPES = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K"]
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
+from support.numpy_reference import gelu_tanh
 
 ISAS = _core.available_isas()
 SIMD_ISAS = [isa for isa in ISAS if isa in ("avx2", "avx512")]
@@ -192,10 +193,6 @@ def test_attention_rejects_mismatched_shapes():
 # the scalar one, which can move an entry by one F16 step: the same bound covers that. For
 # large negative gates the float32 formula cancels (1 + tanh(z) with tanh(z) near -1), adding up
 # to 2^-22 |gate up| absolute: that is in ggml's table too.
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * x * (1.0 + 0.044715 * x * x)))
 
 
 def geglu_inputs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

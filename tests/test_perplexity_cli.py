@@ -3,9 +3,7 @@ JSON), and the KL divergence against a saved base (edgeinfer.kld) on the tiny ra
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,17 +14,15 @@ from edgeinfer.kld import BaseRecorder, Comparer
 from edgeinfer.model import Model
 from edgeinfer.perplexity import perplexity
 from edgeinfer.quantize import QuantizeOptions, quantize_file
-from tiny_model import TinyConfig, write_tiny_llama
+from support.cli import assert_clean_error, run_cli
+from support.tiny_llama import KQUANTIZABLE
 
-REPO = Path(__file__).resolve().parent.parent
 TEXT = ("The quick brown fox jumps over the lazy dog. " * 3 + "Pack my box with five dozen liquor jugs. ") * 6
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("ppl") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(n_embd=256, n_head=4, n_head_kv=2, n_layer=2, n_ff=512))
-    return path
+def tiny(tiny_llama_file) -> Path:
+    return tiny_llama_file(KQUANTIZABLE)[0]
 
 
 @pytest.fixture(scope="module")
@@ -36,38 +32,37 @@ def text_file(tmp_path_factory) -> Path:
     return path
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "edgeinfer", "perplexity", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+def perplexity_cli(*args: str) -> subprocess.CompletedProcess:
+    return run_cli("perplexity", *args, timeout=120)
 
 
 def test_cli_prints_running_and_final_estimate_matching_the_library(tiny, text_file):
-    proc = run_cli(str(tiny), "-f", str(text_file), "-c", "64", "-t", "2")
+    proc = perplexity_cli(str(tiny), "-f", str(text_file), "-c", "64", "-t", "2")
     assert proc.returncode == 0, proc.stderr
     expected = perplexity(Model.load(tiny, n_ctx=64, n_threads=2), TEXT, n_ctx=64)
     assert expected.n_chunks >= 3
     assert proc.stderr.strip().startswith("[1]") and f"[{expected.n_chunks}]" in proc.stderr
     assert f"PPL = {expected.ppl:.4f} +/- {expected.stderr:.5f}" in proc.stdout
-    js = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--chunks", "2", "--json").stdout)
+    js = json.loads(perplexity_cli(str(tiny), "-f", str(text_file), "-c", "64", "--chunks", "2", "--json").stdout)
     assert js["n_chunks"] == 2 and js["n_scored"] == 2 * 31
-    small_batches = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "-b", "16", "--chunks", "2",
-                                       "--json").stdout)
+    small_batches = json.loads(perplexity_cli(str(tiny), "-f", str(text_file), "-c", "64", "-b", "16", "--chunks",
+                                              "2", "--json").stdout)
     assert abs(small_batches["ppl"] / js["ppl"] - 1) < 1e-4
 
 
 def test_kl_divergence_of_a_model_from_itself_is_zero_and_grows_with_quantization(tiny, text_file, tmp_path):
     base = tmp_path / "base.kld"
-    assert run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", str(base)).returncode == 0
-    same = json.loads(run_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", str(base),
-                              "--kl-divergence", "--json").stdout)   # llama-perplexity's spelling
+    assert perplexity_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", str(base)).returncode == 0
+    same = json.loads(perplexity_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", str(base),
+                                     "--kl-divergence", "--json").stdout)   # llama-perplexity's spelling
     assert same["kld"]["mean_kld"] < 1e-9 and same["kld"]["same_top_pct"] == 100.0
     q4 = tmp_path / "q4.gguf"
     quantize_file(tiny, q4, QuantizeOptions("Q4_0"))
-    proc = run_cli(str(q4), "-f", str(text_file), "-c", "64", "--kl-divergence", "--kl-file", str(base))
+    proc = perplexity_cli(str(q4), "-f", str(text_file), "-c", "64", "--kl-divergence", "--kl-file", str(base))
     assert proc.returncode == 0, proc.stderr
     assert "Mean KLD" in proc.stdout and "99.0% KLD" in proc.stdout and "Same top token" in proc.stdout
-    other = run_cli(str(q4), "-f", str(text_file), "-c", "32", "--kl-divergence", "--kl-file", str(base))
-    assert other.returncode == 1 and "do not match" in other.stderr
+    other = perplexity_cli(str(q4), "-f", str(text_file), "-c", "32", "--kl-divergence", "--kl-file", str(base))
+    assert_clean_error(other, "do not match")
 
 
 def test_stored_top_k_gives_a_lower_bound_exact_when_k_covers_the_vocabulary(tiny, tmp_path):

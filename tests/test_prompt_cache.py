@@ -2,20 +2,10 @@
 generations equal cold ones token for token (greedy), and snapshots stay within their budget."""
 from __future__ import annotations
 
-import pytest
-
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
 
 SYSTEM_A = list(range(40, 100))     # two "system prompts" of 60 tokens
 SYSTEM_B = list(range(140, 200))
-
-
-@pytest.fixture(scope="module")
-def path(tmp_path_factory):
-    p = tmp_path_factory.mktemp("pc") / "tiny.gguf"
-    write_tiny_llama(p, TinyConfig())
-    return p
 
 
 def cold(path, prompt, n=8) -> list[int]:
@@ -23,8 +13,8 @@ def cold(path, prompt, n=8) -> list[int]:
     return m.complete(prompt, max_tokens=n, temperature=0).tokens
 
 
-def test_alternating_conversations_both_stay_warm(path):
-    m = Model.load(path, n_ctx=256, n_threads=2)
+def test_alternating_conversations_both_stay_warm(tiny_llama_path):
+    m = Model.load(tiny_llama_path, n_ctx=256, n_threads=2)
     a1, b1 = SYSTEM_A + [5, 6, 7], SYSTEM_B + [8, 9]
     ra1 = m.complete(a1, max_tokens=8, temperature=0)
     rb1 = m.complete(b1, max_tokens=8, temperature=0)
@@ -42,11 +32,11 @@ def test_alternating_conversations_both_stay_warm(path):
     ra1_again = m.complete(a1, max_tokens=8, temperature=0)
     assert ra1_again.cached_tokens == len(a1) - 1
     for prompt, got in [(a1, ra1), (b1, rb1), (a2, ra2), (b2, rb2), (a1, ra1_again)]:
-        assert got.tokens == cold(path, prompt)
+        assert got.tokens == cold(tiny_llama_path, prompt)
 
 
-def test_live_context_is_preferred_when_it_shares_more(path):
-    m = Model.load(path, n_ctx=256, n_threads=2)
+def test_live_context_is_preferred_when_it_shares_more(tiny_llama_path):
+    m = Model.load(tiny_llama_path, n_ctx=256, n_threads=2)
     r = m.complete(SYSTEM_A + [1, 2], max_tokens=4, temperature=0)
     live = list(m.prompt_cache.tokens)   # the prompt and the generated tokens that were decoded
     r2 = m.complete(SYSTEM_A + [1, 2] + r.tokens + [3], max_tokens=4, temperature=0)
@@ -55,8 +45,8 @@ def test_live_context_is_preferred_when_it_shares_more(path):
     assert m.prompt_cache.snapshots == []   # nothing sizeable was thrown away
 
 
-def test_snapshots_are_evicted_least_recently_used_within_the_budget(path):
-    m = Model.load(path, n_ctx=256, n_threads=2)
+def test_snapshots_are_evicted_least_recently_used_within_the_budget(tiny_llama_path):
+    m = Model.load(tiny_llama_path, n_ctx=256, n_threads=2)
     per_token = m.kv_bytes_per_token
     m.prompt_cache.snapshot_budget = 150 * per_token   # room for two 63-token prefixes, not three
     convs = [base + [3, 4, 5] for base in (SYSTEM_A, SYSTEM_B, list(range(200, 260)))]
@@ -68,15 +58,15 @@ def test_snapshots_are_evicted_least_recently_used_within_the_budget(path):
     kept = [list(t[:60]) for t in cache.snapshots]
     assert kept == [SYSTEM_B, list(range(200, 260))]   # A, the oldest, was evicted
     r = m.complete(convs[0] + [9], max_tokens=4, temperature=0)
-    assert r.cached_tokens == 0 and r.tokens == cold(path, convs[0] + [9], 4)
+    assert r.cached_tokens == 0 and r.tokens == cold(tiny_llama_path, convs[0] + [9], 4)
     # That turn pushed the live 40-token prompt into the snapshots and B out; C is still warm.
     assert [len(t) for t in cache.snapshots] == [63, 40]
     r = m.complete(convs[2] + [9], max_tokens=4, temperature=0)
-    assert r.cached_tokens == len(convs[2]) and r.tokens == cold(path, convs[2] + [9], 4)
+    assert r.cached_tokens == len(convs[2]) and r.tokens == cold(tiny_llama_path, convs[2] + [9], 4)
 
 
-def test_a_snapshot_bigger_than_the_budget_is_not_kept(path):
-    m = Model.load(path, n_ctx=256, n_threads=2, snapshot_budget=10 * 1024)
+def test_a_snapshot_bigger_than_the_budget_is_not_kept(tiny_llama_path):
+    m = Model.load(tiny_llama_path, n_ctx=256, n_threads=2, snapshot_budget=10 * 1024)
     m.complete(SYSTEM_A, max_tokens=1, temperature=0)
     m.complete(SYSTEM_B, max_tokens=1, temperature=0)
     assert m.prompt_cache.snapshots == [] and m.prompt_cache.snapshot_bytes == 0

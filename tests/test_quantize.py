@@ -4,7 +4,6 @@ carried over, requantization guarded, an interrupted run leaves no output file, 
 quantized end to end (byte-identical with llama.cpp's own files when its build is at hand)."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,15 +18,12 @@ from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.quantize import PRESETS, QuantizeOptions, make_plan, parse_tensor_type, quantize_file
 from edgeinfer.quantize.plan import ModelShape, TensorInfo, use_more_bits
-from output_paths import UNWRITABLE, assert_refused_before_any_work, unwritable_output
-from tiny_model import TinyConfig, write_tiny_llama
+from support.cli import child_env, run_cli
+from support.output_paths import UNWRITABLE, assert_cli_refused, assert_refused_before_any_work, unwritable_output
+from support.tiny_llama import KQUANTIZABLE
 
-REPO = Path(__file__).resolve().parent.parent
 
 # Rows of 256 and 512 so that every k-quant fits (no fallbacks) in the tiny model.
-TINY = TinyConfig(n_embd=256, n_head=4, n_head_kv=2, n_layer=2, n_ff=512)
-
-
 def _llama_tensors(n_layer: int, n_embd: int, n_ff: int, tied: bool) -> list[TensorInfo]:
     out = [TensorInfo("token_embd.weight", [n_embd, 1000], T.F32), TensorInfo("output_norm.weight", [n_embd], T.F32)]
     if not tied:
@@ -101,10 +97,8 @@ def test_overrides_pure_and_plain_presets():
 
 
 @pytest.fixture(scope="module")
-def tiny_f32(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("quant") / "tiny-f32.gguf"
-    write_tiny_llama(path, TINY)
-    return path
+def tiny_f32(tiny_llama_file) -> Path:
+    return tiny_llama_file(KQUANTIZABLE)[0]
 
 
 # Relative RMS difference of the logits from the F32 model's over 37 positions, measured:
@@ -160,6 +154,10 @@ def test_an_exception_mid_way_leaves_no_file(tiny_f32, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def quantize_cli(*args: str) -> subprocess.CompletedProcess:
+    return run_cli("quantize", *args, timeout=120)
+
+
 def test_killed_cli_leaves_no_file_under_the_output_name(tiny_f32, tmp_path):
     # A child that quantizes slowly (a sleep after each tensor) is sent SIGTERM mid-way.
     out = tmp_path / "out.gguf"
@@ -179,8 +177,7 @@ def test_killed_cli_leaves_no_file_under_the_output_name(tiny_f32, tmp_path):
         "sys.exit(main(sys.argv[1:]))\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", child, "quantize", str(tiny_f32), str(out), "Q4_K_M"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
     for _ in range(3):
         assert proc.stdout.readline().startswith("tensor")
     proc.send_signal(signal.SIGTERM)
@@ -191,15 +188,12 @@ def test_killed_cli_leaves_no_file_under_the_output_name(tiny_f32, tmp_path):
 
 def test_cli_quantize_writes_the_file_and_a_summary(tiny_f32, tmp_path):
     out = tmp_path / "q6.gguf"
-    proc = subprocess.run([sys.executable, "-m", "edgeinfer", "quantize", str(tiny_f32), str(out), "q6_k",
-                           "-t", "2", "--tensor-type", "ffn_down=q8_0"],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    proc = quantize_cli(str(tiny_f32), str(out), "q6_k", "-t", "2", "--tensor-type", "ffn_down=q8_0")
     assert proc.returncode == 0, proc.stderr
     assert "bpw" in proc.stderr and "wrote" in proc.stderr
     types = {t["name"]: t["type_name"] for t in _core.GgufFile(str(out)).tensors()}
     assert types["blk.1.ffn_down.weight"] == "q8_0" and types["blk.1.ffn_up.weight"] == "q6_K"
-    bad = subprocess.run([sys.executable, "-m", "edgeinfer", "quantize", str(tiny_f32), str(out), "Q7_X"],
-                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    bad = quantize_cli(str(tiny_f32), str(out), "Q7_X")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
@@ -219,27 +213,12 @@ def test_f16_and_bf16_inputs_convert_exactly_before_quantizing(tiny_f32, tmp_pat
         assert np.array_equal(np.asarray(got), expected.reshape(-1)), plain
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "EDGEINFER_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "edgeinfer", "quantize", *args], capture_output=True, text=True,
-                          env={**env, "PYTHONPATH": str(REPO)}, timeout=120)
-
-
-def _one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert proc.returncode == 1, proc.stderr
-    err = " ".join(proc.stderr.split())
-    assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr and ".partial" not in err
-    for fragment in fragments:
-        assert fragment in err
-    return err
-
-
 def test_an_existing_output_is_refused_without_force_and_replaced_with_it(tiny_f32, tmp_path):
     out = tmp_path / "q8.gguf"
     out.write_bytes(b"keep me")
-    _one_line_error(_cli(str(tiny_f32), str(out), "Q8_0"), f"{out} already exists", "--force")
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(out), "Q8_0"), f"{out} already exists", "--force")
     assert out.read_bytes() == b"keep me"
-    proc = _cli(str(tiny_f32), str(out), "Q8_0", "--force", "-t", "1000")
+    proc = quantize_cli(str(tiny_f32), str(out), "Q8_0", "--force", "-t", "1000")
     assert proc.returncode == 0, proc.stderr
     assert "1000 threads requested" in proc.stderr      # -t above the CPUs: capped, with a warning
     assert _core.GgufFile(str(out)).get("general.file_type") == int(PRESETS["Q8_0"][0])
@@ -248,7 +227,7 @@ def test_an_existing_output_is_refused_without_force_and_replaced_with_it(tiny_f
 
 def test_the_input_is_never_the_output_even_with_force(tiny_f32, tmp_path):
     before = tiny_f32.read_bytes()
-    _one_line_error(_cli(str(tiny_f32), str(tiny_f32), "Q8_0", "--force"), f"{tiny_f32} is the input")
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(tiny_f32), "Q8_0", "--force"), f"{tiny_f32} is the input")
     link = tmp_path / "link.gguf"
     link.symlink_to(tiny_f32)
     with pytest.raises(EdgeInferError, match="is the input"):
@@ -261,7 +240,7 @@ def test_an_unwritable_output_is_refused_before_any_work(tiny_f32, tmp_path, rel
     out = unwritable_output(tmp_path, relative)
     assert_refused_before_any_work(tmp_path, out, message, lambda never: quantize_file(
         tiny_f32, out, QuantizeOptions("Q4_K_M"), on_plan=never, on_tensor=never, force=True))
-    _one_line_error(_cli(str(tiny_f32), str(out), "Q4_K_M"), str(out), message)
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(out), "Q4_K_M"), str(out), message)
 
 
 def test_a_write_error_names_the_output_not_the_temporary_file(tiny_f32, tmp_path):

@@ -5,8 +5,6 @@ and tiny magnitudes)."""
 from __future__ import annotations
 
 import ctypes
-import glob
-import os
 
 import gguf
 import numpy as np
@@ -14,6 +12,7 @@ import pytest
 from gguf.quants import quantize as gguf_quantize
 
 from edgeinfer import _core
+from support.llamacpp_venv import libggml_base
 
 T = gguf.GGMLQuantizationType
 LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
@@ -50,12 +49,10 @@ def test_matches_gguf_reference_bit_for_bit(qtype):
 
 
 def _libggml() -> ctypes.CDLL | None:
-    pattern = os.path.expanduser(
-        "~/.cache/edgeinfer/bench-venv/lib/python3*/site-packages/llama_cpp/lib/libggml-base.so")
-    paths = glob.glob(os.environ.get("EDGEINFER_LIBGGML", pattern))
-    if not paths:
+    path = libggml_base()
+    if path is None:
         return None
-    lib = ctypes.CDLL(paths[0])
+    lib = ctypes.CDLL(str(path))
     lib.ggml_quantize_chunk.restype = ctypes.c_size_t
     lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]

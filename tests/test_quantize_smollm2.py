@@ -3,7 +3,6 @@ metadata for metadata; byte for byte against the llama.cpp build of the bench ve
 and the quantized models run: sensible greedy text, perplexity close to the original Q4_1 file's."""
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -14,11 +13,11 @@ from edgeinfer import _core
 from edgeinfer.model import Model
 from edgeinfer.perplexity import perplexity
 from edgeinfer.quantize import PRESETS, QuantizeOptions, quantize_file
-from conftest import smollm2_requantized
+from support.llamacpp_venv import BENCH_PYTHON
+from support.real_models import smollm2_requantized
 
 pytestmark = pytest.mark.realmodel
 
-BENCH_PYTHON = Path(os.path.expanduser("~/.cache/edgeinfer/bench-venv/bin/python"))
 
 
 def assert_same_model(ours: Path, theirs: Path) -> None:

@@ -12,7 +12,6 @@ groups); SmolLM2 Q4_1 and Gemma 3 (whose Q4_K_M file has its 640-wide rows in Q5
 bit-identical logits with and without repacking, prompt and decode steps."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -20,45 +19,17 @@ import numpy as np
 import pytest
 
 gguf = pytest.importorskip("gguf")
-from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
+from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from support.cli import child_env  # noqa: E402
+from support.kernel_tables import isas_with_gemm  # noqa: E402
+from support.quant_rows import random_blocks  # noqa: E402
+from support.real_models import smollm2_requantized  # noqa: E402
 
 # (m rows, n columns, k): one group, several groups, column counts off the 8-column panel,
 # SmolLM2's row lengths (576, 1536) and its K/V width (192 rows).
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576)]
-
-
-def isas_with_packed(qtype: T = T.Q4_0) -> list[str]:
-    block = GGML_QUANT_SIZES[qtype][1]
-    out = []
-    for isa in _core.available_isas():
-        try:
-            _core.gemm(int(qtype), np.zeros(16 * block, np.uint8), 16, np.zeros((1, 32), np.float32), isa,
-                       order="packed")
-        except Exception:
-            continue
-        out.append(isa)
-    return out
-
-
-def random_q4_0(m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random Q4_0 blocks with finite fp16 scales."""
-    nb = m * k // 32
-    blocks = rng.integers(0, 256, size=(nb, 18), dtype=np.uint8)
-    blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
-
-
-def random_blocks(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of random Q4_1 / Q5_0 blocks with finite fp16 scales (and Q4_1 minimums); every
-    other byte (nibbles, Q5_0's fifth bits) random."""
-    nb = m * k // 32
-    blocks = rng.integers(0, 256, size=(nb, GGML_QUANT_SIZES[qtype][1]), dtype=np.uint8)
-    blocks[:, 0:2] = (rng.standard_normal((nb, 1)) * 0.05).astype(np.float16).view(np.uint8)
-    if qtype == T.Q4_1:
-        blocks[:, 2:4] = (rng.standard_normal((nb, 1)) * 0.5).astype(np.float16).view(np.uint8)
-    return blocks.reshape(-1)
 
 
 def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -70,7 +41,7 @@ def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def test_scalar_and_avx2_tables_have_the_packed_gemm():
-    isas = isas_with_packed()
+    isas = isas_with_gemm(T.Q4_0, "packed")
     assert "scalar" in isas
     if "avx2" in _core.available_isas():
         assert "avx2" in isas
@@ -79,29 +50,29 @@ def test_scalar_and_avx2_tables_have_the_packed_gemm():
     # Q4_1's and Q5_0's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the
     # scalar vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
     for qtype in (T.Q4_1, T.Q5_0):
-        assert isas_with_packed(qtype) == (["avx2"] if "avx2" in _core.available_isas() else [])
+        assert isas_with_gemm(qtype, "packed") == (["avx2"] if "avx2" in _core.available_isas() else [])
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_packed_gemm_is_bit_identical_across_isas(m, n, k):
     rng = np.random.default_rng([m, n, k])
-    w = random_q4_0(m, k, rng)
+    w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     ref = _core.gemm(int(T.Q4_0), w, m, act, "scalar", order="packed")
     assert ref.shape == (n, m)
-    for isa in isas_with_packed():
+    for isa in isas_with_gemm(T.Q4_0, "packed"):
         got = _core.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
         assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (isa, np.abs(got - ref).max())
 
 
-@pytest.mark.parametrize("isa", isas_with_packed())
+@pytest.mark.parametrize("isa", isas_with_gemm(T.Q4_0, "packed"))
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k, isa):
     """Per output: the block terms d_w d_a isum are exact in float (fp16 x fp16 products, integer
     sums below 2^24), so the only error is the FMA chain over nb blocks: at most nb ulps of the
     running sum, i.e. |got - exact| <= nb * 2^-24 * sum_b |term_b|."""
     rng = np.random.default_rng([m, n, k, 1])
-    w = random_q4_0(m, k, rng)
+    w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     # Each table that has the packed kernel (the selected one may not: AVX-512 keeps its own).
     got = _core.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
@@ -124,7 +95,7 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
 @pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536), (1024, 2, 640)])
 def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, m, n, k):
     rng = np.random.default_rng([m, n, k, int(qtype)])
-    w = random_blocks(qtype, m, k, rng)
+    w = random_blocks(qtype, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     got = _core.gemm(int(qtype), w, m, act, "avx2", order="packed")
     ref = _core.gemm(int(qtype), w, m, act, "avx2", by_vec_dot=True)
@@ -156,14 +127,12 @@ def test_smollm2_q4_0_with_and_without_repacking(smollm2_path, tmp_path):
     """The repacked model (the default where the table has gemm_packed) and the model read in
     place (EDGEINFER_REPACK=0, vec_dot order) give nearly the same logits: the same integer sums,
     other float roundings."""
-    from conftest import smollm2_requantized
-
     path = smollm2_requantized(smollm2_path, "Q4_0")
     outs = {}
     for flag in ("1", "0"):
         out = tmp_path / f"logits_{flag}.npy"
         subprocess.run([sys.executable, "-c", _LOGITS, str(path), str(out)], check=True,
-                       env=dict(os.environ, EDGEINFER_REPACK=flag))
+                       env=child_env(EDGEINFER_REPACK=flag))
         outs[flag] = np.load(out)
     packed, plain = outs["1"], outs["0"]
     assert packed.shape == plain.shape
@@ -210,7 +179,7 @@ def test_exact_types_with_and_without_repacking_are_bit_identical(request, tmp_p
     for flag in ("1", "0"):
         out = tmp_path / f"logits_{flag}.npy"
         proc = subprocess.run([sys.executable, "-c", _DECODE_STEPS, str(path), str(out), str(threads)],
-                              check=True, capture_output=True, text=True, env=dict(os.environ, EDGEINFER_REPACK=flag))
+                              check=True, capture_output=True, text=True, env=child_env(EDGEINFER_REPACK=flag))
         anon[flag] = int(proc.stdout.split()[-1])
         outs[flag] = np.load(out)
     # the repacked run holds its own copy of those weights: the packed kernels did run

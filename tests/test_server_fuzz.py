@@ -6,20 +6,18 @@ may be a 5xx, and no answer may show a Python repr, a traceback or an exception 
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from server_process import ServerProcess
+from support.api_errors import LEAK
+from support.server_process import ServerProcess
 
 pytestmark = pytest.mark.realmodel
 
 TIME_BUDGET_S = 60      # a hard bound on this test's share of CI
-LEAK = re.compile(r"object at 0x|Traceback|File \"|<edgeinfer|TypeError|KeyError|AttributeError|ValueError|"
-                  r"pybind|pydantic")
 # JSON text that json.dumps cannot or should not make (it would recurse on deep nesting, and NaN
 # in a strategy's sample list confuses hypothesis' replay) travels as a placeholder string.
 RAW = {"__NAN__": "NaN", "__INF__": "Infinity", "__NEG_INF__": "-Infinity",

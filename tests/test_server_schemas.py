@@ -11,7 +11,7 @@ import jsonschema
 import openai
 import pytest
 
-from server_process import openai_client
+from support.server_process import openai_client
 
 S = {"type": "string", "maxLength": 24}
 SCHEMAS = {

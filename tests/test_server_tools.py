@@ -12,10 +12,10 @@ import json
 
 import httpx
 import jsonschema
-import openai
 import pytest
 
-from server_process import openai_client
+from support.api_errors import api_error
+from support.server_process import openai_client
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The current weather in a city.",
@@ -167,9 +167,8 @@ def test_tool_errors_are_400_naming_the_field(client):
     ]
     for extra, param in cases:
         r = httpx.post(f"{url}/chat/completions", json={"messages": QUESTION, **extra}, timeout=60)
-        assert r.status_code == 400, (extra, r.text)
-        assert r.json()["error"]["param"] == param, (extra, r.text)
+        api_error(r, param=param)
     bad_history = QUESTION + [{"role": "assistant", "content": None, "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{not json"}}]}]
     r = httpx.post(f"{url}/chat/completions", json={"messages": bad_history, "tools": [WEATHER]}, timeout=60)
-    assert r.status_code == 400 and r.json()["error"]["param"] == "messages.1.tool_calls.0.function.arguments"
+    api_error(r, param="messages.1.tool_calls.0.function.arguments")

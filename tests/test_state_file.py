@@ -10,22 +10,18 @@ import pytest
 
 from edgeinfer.errors import EdgeInferError, StateFileError
 from edgeinfer.model import Model
-from tiny_model import TinyConfig, write_tiny_llama
+from support.tiny_llama import HD32, TinyConfig
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17, 88, 101]
 HEADER_BYTES = 120   # version 3 (112 in versions 1 and 2)
 
 
 @pytest.fixture(scope="module")
-def paths(tmp_path_factory):
-    d = tmp_path_factory.mktemp("state")
-    out = {}
-    for name, cfg, seed in [("a", TinyConfig(), 0), ("same_dims_other_seed", TinyConfig(), 1),
-                            ("other_dims", TinyConfig(n_embd=96, n_head=6, n_head_kv=3), 0),
-                            ("hd32", TinyConfig(n_embd=128, n_head=4, n_head_kv=2), 0)]:
-        out[name] = d / f"{name}.gguf"
-        write_tiny_llama(out[name], cfg, seed=seed)
-    return out
+def paths(tiny_llama_file):
+    return {name: tiny_llama_file(cfg, seed)[0]
+            for name, cfg, seed in [("a", TinyConfig(), 0), ("same_dims_other_seed", TinyConfig(), 1),
+                                    ("other_dims", TinyConfig(n_embd=96, n_head=6, n_head_kv=3), 0),
+                                    ("hd32", HD32, 0)]}
 
 
 def load(path, **kw) -> Model:

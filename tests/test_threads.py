@@ -3,7 +3,6 @@ the command line's -t is tested in test_cli.py), and the core refuses absurd cou
 instead of exhausting the machine."""
 from __future__ import annotations
 
-import os
 import resource
 import subprocess
 import sys
@@ -18,9 +17,9 @@ from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
 from edgeinfer.threads import resolve_n_threads, usable_cpus
-from tiny_model import TinyConfig, write_tiny_llama
+from support.cli import child_env
+from support.tiny_llama import TinyConfig
 
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -30,10 +29,8 @@ def two_cpus(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("threads") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(weight_type="Q8_0"))
-    return path
+def tiny_path(tiny_llama_file) -> Path:
+    return tiny_llama_file(TinyConfig(weight_type="Q8_0"))[0]
 
 
 def test_a_request_above_the_cpus_is_capped_with_a_warning_saying_why(two_cpus):
@@ -105,6 +102,6 @@ def test_a_pool_the_system_cannot_start_is_an_error_not_a_hang():
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
     proc = subprocess.run([sys.executable, "-c", _SPAWN_CHILD], preexec_fn=limits, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          timeout=60, env=child_env())
     assert proc.returncode == 0, proc.stderr
     assert "could not start a pool of 4 threads" in proc.stdout

@@ -10,31 +10,19 @@ import gguf
 import pytest
 
 from edgeinfer import _core
+from support.byte_level import BYTE_CHARS
+from support.gguf_writing import write_out
 
 
 # --- tiny byte-level vocabularies written with gguf.GGUFWriter ---------------------------------
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table."""
-    printable = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    table, n = {}, 0
-    for b in range(256):
-        if b in printable:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + n)
-            n += 1
-    return table
-
-
-BYTE_CHARS = _bytes_to_unicode()
 # Byte tokens, then a few merges: "Ġa" (space + a), "12", "123", "<|eot|>" as a control token.
 TINY_MERGES = ["Ġ a", "1 2", "12 3"]
 
 
 def write_tiny_vocab(path: Path, *, model: str = "gpt2", pre: str | None = "gpt-2",
                      merges: list[str] | None = TINY_MERGES, extra: dict | None = None) -> Path:
-    tokens = [BYTE_CHARS[b] for b in range(256)] + ["Ġa", "12", "123", "<|im_end|>", "<|user|>"]
+    tokens = BYTE_CHARS + ["Ġa", "12", "123", "<|im_end|>", "<|user|>"]
     types = [1] * 259 + [3, 4]  # normal..., control <|im_end|>, user-defined <|user|>
     w = gguf.GGUFWriter(str(path), arch="llama")
     w.add_tokenizer_model(model)
@@ -47,10 +35,7 @@ def write_tiny_vocab(path: Path, *, model: str = "gpt2", pre: str | None = "gpt-
     w.add_eos_token_id(259)
     for key, value in (extra or {}).items():
         w.add_bool(key, value)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_out(w)
     return path
 
 

@@ -12,6 +12,7 @@ import gguf
 import pytest
 
 from edgeinfer import _core
+from support.gguf_writing import write_out
 
 SP = "\u2581"  # '▁', SentencePiece's stand-in for a space
 
@@ -166,10 +167,7 @@ def write_tiny_spm(path: Path, *, bytes_: bool = True, kv: dict | None = None) -
     w.add_token_types(types)
     for key, value in (kv or {}).items():
         w.add_bool(key, value)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_out(w)
     return path
 
 

@@ -12,9 +12,7 @@ enforces calls accepts exactly that text; decoding under it gives calls whose ar
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -24,10 +22,9 @@ from edgeinfer.model import Model
 from edgeinfer.tools import ToolCallStream, parse_tool_choice, parse_tools
 from edgeinfer.tools.parse import ArgumentsDelta, CallStart, ContentDelta
 from edgeinfer.tools.prompt import prepare_messages
-from tiny_model import TinyConfig, write_tiny_llama
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from fetch_chat_templates import templates_dir  # noqa: E402
+from support.availability import unavailable
+from support.paths import load_script
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 # The tiny vocabulary's BOS is <|im_start|>, which ChatML-style templates also write as their first
 # turn marker: the double-BOS warning is about that quirk, not about the template.
@@ -71,12 +68,9 @@ QUESTION = [{"role": "user", "content": "Weather in Paris, and 2 + 40?"}]
 
 @pytest.fixture(scope="module")
 def template_folder() -> Path:
-    folder = templates_dir()
+    folder = load_script("fetch_chat_templates").templates_dir()
     if not any(folder.glob("*.jinja")):
-        message = f"chat templates not found in {folder} (run scripts/fetch_chat_templates.py)"
-        if os.environ.get("EDGEINFER_REQUIRE_MODELS") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"chat templates not found in {folder} (run scripts/fetch_chat_templates.py)")
     return folder
 
 

@@ -12,8 +12,7 @@ from edgeinfer.constrain.grammar import bounded_schema, json_schema_grammar
 from edgeinfer.constrain.unique import DuplicateItem, JsonScanner, UniqueItemsGuard
 from edgeinfer.errors import UnsatisfiableConstraintError
 from edgeinfer.model import Model
-from stream_helpers import drain
-from tiny_model import TinyConfig, write_tiny_llama
+from support.generation import drain
 
 
 def llguidance_schema(schema) -> dict:
@@ -132,10 +131,8 @@ def test_tool_arguments_refuse_unique_items():
 
 # --- generation on the tiny random model (its noise repeats items all the time) ----------------
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("unique") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig())
-    return Model.load(path, n_ctx=256, n_threads=2)
+def tiny(tiny_llama_path):
+    return Model.load(tiny_llama_path, n_ctx=256, n_threads=2)
 
 
 GENERATED = {

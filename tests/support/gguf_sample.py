@@ -1,14 +1,14 @@
-"""Helpers for the GGUF reader tests: a small valid GGUF written with the `gguf` package's writer,
-the values it should read back as, and the byte location of every field (for mutation tests)."""
+"""The GGUF reader tests' sample: a small valid GGUF written with the `gguf` package's writer
+(every value type, tensors of several types), and the values it should read back as."""
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 import gguf
 import numpy as np
+
+from support.gguf_writing import write_out
 
 VT = gguf.GGUFValueType
 QT = gguf.GGMLQuantizationType
@@ -103,53 +103,4 @@ def write_gguf(path: os.PathLike | str, kv: dict[str, tuple] = SAMPLE_KV,
         byte_shape = list(reversed(t.ne[1:])) + [len(t.data) // max(1, int(np.prod(t.ne[1:])))]
         raw = np.frombuffer(t.data, dtype=np.uint8).reshape(byte_shape)
         w.add_tensor(t.name, raw, raw_dtype=QT(t.type))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-@dataclass
-class FieldLoc:
-    """One fixed-size integer field of a GGUF file: where it is and what it means."""
-    label: str   # e.g. "kv 'test.arr_str' part 4", "tensor 'output.weight' dim 1"
-    offset: int
-    size: int    # 1, 4 or 8 bytes
-
-
-def field_locations(path: os.PathLike | str, reader: gguf.GGUFReader | None = None) -> list[FieldLoc]:
-    """Every integer field (counts, lengths, types, dims, offsets, scalar values) of a valid file,
-    located with gguf.GGUFReader (pass one already open on `path` to skip a second parse; a
-    large vocabulary takes seconds); string bytes are left out."""
-    reader = reader or gguf.GGUFReader(str(path))
-    locs: list[FieldLoc] = []
-
-    def add_parts(label: str, offset: int, parts) -> None:
-        for i, part in enumerate(parts):
-            is_bytes = part.dtype == np.uint8 and part.size > 1  # a string's bytes
-            if part.dtype.kind in "uib" and part.dtype.itemsize in (1, 4, 8) and not is_bytes:
-                for k in range(part.size):  # dims arrive as one part of n_dims u64s
-                    locs.append(FieldLoc(f"{label} part {i}.{k}", offset + k * part.itemsize, part.itemsize))
-            offset += part.nbytes
-
-    for name, field in reader.fields.items():
-        add_parts(f"kv '{name}'", field.offset, field.parts)
-    for t in reader.tensors:
-        add_parts(f"tensor '{t.name}'", t.field.offset, t.field.parts)
-    return locs
-
-
-def with_u(data: bytes, offset: int, size: int, value: int) -> bytes:
-    """A copy of `data` with the little-endian unsigned integer at `offset` replaced."""
-    fmt = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[size]
-    return data[:offset] + struct.pack(fmt, value & ((1 << (8 * size)) - 1)) + data[offset + size:]
-
-
-def read_u(data: bytes, offset: int, size: int) -> int:
-    fmt = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}[size]
-    return struct.unpack_from(fmt, data, offset)[0]
-
-
-def write_bytes(path: Path, data: bytes) -> Path:
-    path.write_bytes(data)
-    return path
+    write_out(w)

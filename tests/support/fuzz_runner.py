@@ -1,4 +1,4 @@
-"""Runs fuzz variants through child processes (tests/gguf_fuzz_child.py) under an address-space
+"""Runs fuzz variants through child processes (tests/support/gguf_fuzz_child.py) under an address-space
 limit and a timeout, so a segfault, a hang or a runaway allocation is a result, not the end of
 the run. Shared by the fuzz tests and scripts/fuzz_gguf.py.
 
@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.cli import child_env
+
 CHILD = Path(__file__).with_name("gguf_fuzz_child.py")
-REPO = Path(__file__).resolve().parent.parent
 MEMORY_LIMIT = 2 << 30   # bytes of address space for a child
 STARTUP_SECONDS = 60.0   # allowance for a child's imports on a busy machine, before its first result
 # What each child mode may answer. Everything else fails: "other" (an exception outside the
@@ -37,11 +38,6 @@ class Result:
     stage: str = ""
     type: str = ""
     message: str = ""
-
-
-def _child_env() -> dict[str, str]:
-    return dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
 @dataclass
@@ -60,7 +56,8 @@ def _run_child(items: list[tuple[int, str]], spec: ChildSpec) -> tuple[dict[int,
     timeout = spec.timeout
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, str(spec.child), spec.mode, str(spec.memory_limit)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=_child_env())
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                env=child_env(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
         proc.stdin.write(json.dumps(items).encode())
         proc.stdin.close()
         sel = selectors.DefaultSelector()

@@ -1,6 +1,6 @@
 """Writes tiny random-weight llama GGUF files for unit tests (never a stand-in for the real models).
 
-The vocabulary is byte-level BPE: the 256 GPT-2 byte symbols plus a few merges and two control
+The vocabulary is byte-level BPE: the 256 GPT-2 byte symbols plus a few merges and three control
 tokens, enough for the tokenizer to load and round-trip text."""
 from __future__ import annotations
 
@@ -11,8 +11,17 @@ from typing import Sequence
 import gguf
 import numpy as np
 
+from support.byte_level import BYTE_CHARS
+from support.gguf_writing import add_weights, write_out
+from support.tiny_weights import RandomWeights
 
-@dataclass
+# Ids of the vocabulary's control tokens (tiny_vocab): <|endoftext|> 0, <|im_start|> 1 (the BOS),
+# <|im_end|> 2 (the EOS: end of generation).
+BOS = 1
+IM_END = 2
+
+
+@dataclass(frozen=True)
 class TinyConfig:
     n_embd: int = 64
     n_head: int = 4
@@ -32,22 +41,16 @@ class TinyConfig:
         return self.n_embd // self.n_head
 
 
-def _byte_symbols() -> list[str]:
-    """GPT-2's reversible byte -> printable-unicode mapping (the byte-level BPE alphabet)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    table = dict(zip(bs, cs))
-    return [chr(table[b]) for b in range(256)]
+# head_dim 32: the smallest head whose K/V rows a quantized KV cache takes (blocks of 32 values).
+HD32 = TinyConfig(n_embd=128, n_head=4, n_head_kv=2)
+# Rows of 256 and 512 values: every matrix fits the k-quants' super-blocks of 256, so the file can
+# be quantized to every preset.
+KQUANTIZABLE = TinyConfig(n_embd=256, n_head=4, n_head_kv=2, n_ff=512)
 
 
 def tiny_vocab() -> tuple[list[str], list[int], list[str]]:
-    symbols = _byte_symbols()
+    """(tokens, llama.cpp token types, merges): three control tokens, the byte alphabet, 4 merges."""
+    symbols = list(BYTE_CHARS)
     merges = ["Ġ t", "h e", "Ġt he", "i n"]
     tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + symbols + [m.replace(" ", "") for m in merges]
     types = [3, 3, 3] + [1] * (len(tokens) - 3)
@@ -55,33 +58,26 @@ def tiny_vocab() -> tuple[list[str], list[int], list[str]]:
 
 
 def make_weights(cfg: TinyConfig, n_vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random weights keyed by GGUF tensor name; matrices are [rows=out][cols=in] in numpy order."""
-    rng = np.random.default_rng(seed)
+    """Random weights keyed by GGUF tensor name."""
+    draw = RandomWeights(seed)
     d, hd, ff = cfg.n_embd, cfg.head_dim, cfg.n_ff
-
-    def mat(out_dim: int, in_dim: int) -> np.ndarray:
-        return (rng.standard_normal((out_dim, in_dim)) / np.sqrt(in_dim)).astype(np.float32)
-
-    def norm(n: int) -> np.ndarray:
-        return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
-
-    w = {"token_embd.weight": rng.standard_normal((n_vocab, d)).astype(np.float32)}
+    w = {"token_embd.weight": draw.rng.standard_normal((n_vocab, d)).astype(np.float32)}
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
-        w[p + "attn_norm.weight"] = norm(d)
-        w[p + "attn_q.weight"] = mat(cfg.n_head * hd, d)
-        w[p + "attn_k.weight"] = mat(cfg.n_head_kv * hd, d)
-        w[p + "attn_v.weight"] = mat(cfg.n_head_kv * hd, d)
-        w[p + "attn_output.weight"] = mat(d, cfg.n_head * hd)
-        w[p + "ffn_norm.weight"] = norm(d)
-        w[p + "ffn_gate.weight"] = mat(ff, d)
-        w[p + "ffn_up.weight"] = mat(ff, d)
-        w[p + "ffn_down.weight"] = mat(d, ff)
+        w[p + "attn_norm.weight"] = draw.norm(d, 0.1)
+        w[p + "attn_q.weight"] = draw.matrix(cfg.n_head * hd, d)
+        w[p + "attn_k.weight"] = draw.matrix(cfg.n_head_kv * hd, d)
+        w[p + "attn_v.weight"] = draw.matrix(cfg.n_head_kv * hd, d)
+        w[p + "attn_output.weight"] = draw.matrix(d, cfg.n_head * hd)
+        w[p + "ffn_norm.weight"] = draw.norm(d, 0.1)
+        w[p + "ffn_gate.weight"] = draw.matrix(ff, d)
+        w[p + "ffn_up.weight"] = draw.matrix(ff, d)
+        w[p + "ffn_down.weight"] = draw.matrix(d, ff)
     if cfg.rope_freq_factors:
         w["rope_freqs.weight"] = np.linspace(1.0, 8.0, hd // 2).astype(np.float32)
-    w["output_norm.weight"] = norm(d)
+    w["output_norm.weight"] = draw.norm(d, 0.1)
     if not cfg.tied_output:
-        w["output.weight"] = mat(n_vocab, d)
+        w["output.weight"] = draw.matrix(n_vocab, d)
     return w
 
 
@@ -95,7 +91,6 @@ def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0,
     tokens += [text for text, _ in extra_tokens]
     types += [kind for _, kind in extra_tokens]
     weights = make_weights(cfg, len(tokens), seed)
-    qtype = gguf.GGMLQuantizationType[cfg.weight_type]
 
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name("tiny-random-llama")
@@ -117,29 +112,13 @@ def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0,
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges(merges)
-    writer.add_bos_token_id(1)
-    writer.add_eos_token_id(2)
+    writer.add_bos_token_id(BOS)
+    writer.add_eos_token_id(IM_END)
     writer.add_add_bos_token(False)
     if chat_template is not None:
         writer.add_chat_template(chat_template)
 
-    stored: dict[str, np.ndarray] = {}
-    for name, value in weights.items():
-        is_matrix = value.ndim == 2 and name != "token_embd.weight" or (name == "token_embd.weight" and cfg.tied_output)
-        if is_matrix and qtype != gguf.GGMLQuantizationType.F32:
-            if qtype == gguf.GGMLQuantizationType.F16:
-                data = value.astype(np.float16)
-                writer.add_tensor(name, data)
-                stored[name] = data.astype(np.float32)
-            else:
-                data = gguf.quants.quantize(value, qtype)
-                writer.add_tensor(name, data, raw_dtype=qtype)
-                stored[name] = gguf.quants.dequantize(data, qtype).reshape(value.shape).astype(np.float32)
-        else:
-            writer.add_tensor(name, value)
-            stored[name] = value
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    # A tied output is the embedding matrix: then it is stored as the weight type too.
+    stored = add_weights(writer, weights, cfg.weight_type, plain=() if cfg.tied_output else ("token_embd.weight",))
+    write_out(writer)
     return stored

@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from gguf_mutate import VT, Base, Variant, add_kvs, draw, load_base
-from tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
-from tiny_model import TinyConfig, write_tiny_llama
+from support.gguf_mutate import VT, Base, Variant, add_kvs, draw, load_base
+from support.tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
+from support.tiny_llama import TinyConfig, write_tiny_llama
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")

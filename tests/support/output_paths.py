@@ -5,12 +5,14 @@ Tests run as root, for whom permission bits do not stop a write: the unwritable 
 putting OUT under a regular file."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from edgeinfer.errors import EdgeInferError
+from support.cli import assert_clean_error
 
 # (OUT relative to the test's folder, what the error says)
 UNWRITABLE = [
@@ -25,6 +27,13 @@ def unwritable_output(tmp_path: Path, relative: str) -> Path:
     (tmp_path / "folder").mkdir(exist_ok=True)
     (tmp_path / "a-file").write_text("x")
     return tmp_path / relative
+
+
+def assert_cli_refused(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    """The command line's refusal: a clean error naming the fragments (OUT, the reason), and never
+    the temporary file it writes before renaming."""
+    assert_clean_error(proc, *fragments)
+    assert ".partial" not in proc.stderr
 
 
 def assert_refused_before_any_work(tmp_path: Path, out: Path, message: str,

@@ -1,7 +1,6 @@
 """`edgeinfer serve` as a real subprocess on a free loopback port, for the server tests."""
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -13,7 +12,8 @@ from typing import Iterator
 import httpx
 import openai
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from support.cli import child_env
+from support.paths import REPO_ROOT
 
 
 def free_port() -> int:
@@ -29,11 +29,10 @@ class ServerProcess:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "edgeinfer", "serve", str(model), "--port", str(self.port), *args],
-            cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=REPO_ROOT, env=child_env(PYTHONUNBUFFERED="1"), stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_healthy(timeout)
 
     def _wait_healthy(self, timeout: float) -> None:

@@ -26,7 +26,7 @@ from typing import Callable
 import gguf
 import numpy as np
 
-from gguf_helpers import FieldLoc, field_locations, read_u, with_u
+from support.gguf_fields import FieldLoc, field_locations, read_u, with_u
 
 VT = gguf.GGUFValueType
 

@@ -17,7 +17,6 @@ compute()'s keyword arguments}).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -80,9 +79,12 @@ def under_avx2(model_path: str | Path, prompts: list[list[int]], **options) -> d
     with tempfile.TemporaryDirectory() as tmp:
         spec, out = Path(tmp) / "spec.json", Path(tmp) / "ref.npz"
         spec.write_text(json.dumps({"prompts": prompts, **options}))
-        env = dict(os.environ, EDGEINFER_ISA="avx2")
-        subprocess.run([sys.executable, __file__, str(model_path), str(spec), str(out)], env=env, check=True,
-                       cwd=Path(__file__).resolve().parent.parent)
+        # Not imported at the top: the child runs this file as a script, outside the package.
+        from support.cli import child_env
+        from support.paths import REPO_ROOT
+
+        subprocess.run([sys.executable, __file__, str(model_path), str(spec), str(out)],
+                       env=child_env(EDGEINFER_ISA="avx2"), check=True, cwd=REPO_ROOT)
         with np.load(out) as f:
             return dict(f)
 
@@ -93,7 +95,6 @@ def reference(model_path: str | Path, prompts: list[list[int]]) -> dict[str, np.
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     spec = json.loads(Path(sys.argv[2]).read_text())
     result = compute(sys.argv[1], spec.pop("prompts"), **spec)
     np.savez(sys.argv[3], **result)

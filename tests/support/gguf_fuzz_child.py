@@ -1,4 +1,4 @@
-"""Child process of the GGUF fuzz runs (tests/fuzz_runner.py starts it).
+"""Child process of the GGUF fuzz runs (tests/support/fuzz_runner.py starts it).
 
     python3 gguf_fuzz_child.py MODE MEMORY_LIMIT < [[id, path], ...]
 

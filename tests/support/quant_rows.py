@@ -1,0 +1,49 @@
+"""Rows of quantized blocks for the kernel tests: random blocks whose scales decode to finite
+values, a seeded generator per test case, and gguf-py's dequantization as the reference."""
+from __future__ import annotations
+
+import gguf
+import numpy as np
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
+
+# Byte offset of a block's fp16 scale d (the k-quants keep theirs after the quants and scales).
+SCALE_OFFSET = {T.Q4_0: 0, T.Q4_1: 0, T.Q5_0: 0, T.Q5_1: 0, T.Q8_0: 0,
+                T.Q2_K: 80, T.Q3_K: 108, T.Q4_K: 0, T.Q5_K: 0, T.Q6_K: 208}
+# Types with an fp16 minimum right after d: the legacy block minimum m, the k-quants' dmin.
+HAS_MIN = {T.Q4_1, T.Q5_1, T.Q2_K, T.Q4_K, T.Q5_K}
+_KQUANTS = {T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K}
+
+
+def rng_for(*key) -> np.random.Generator:
+    """A generator seeded by the test case (types, sizes, a case number), the same in every run."""
+    return np.random.default_rng(abs(hash(tuple(int(k) for k in key))) % (2**32))
+
+
+def random_blocks(qtype: T, n: int, rng: np.random.Generator, d_scale: float | None = None,
+                  signed_d: bool = False) -> np.ndarray:
+    """The bytes of n values of `qtype` blocks: every byte random but the fp16 scale d, |N(0, 1)|
+    d_scale (N(0, 1) d_scale with `signed_d`), and the minimum after it where the type has one: a
+    legacy block's m is N(0, 1) 0.5, a k-quant's dmin (subtracted) |N(0, 1)| d_scale. d_scale
+    defaults to 0.05, and 0.02 for the k-quants."""
+    block_size, type_size = GGML_QUANT_SIZES[qtype]
+    kquant = qtype in _KQUANTS
+    d_scale = d_scale if d_scale is not None else 0.02 if kquant else 0.05
+    nb = n // block_size
+    blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
+    o = SCALE_OFFSET[qtype]
+    d = rng.standard_normal((nb, 1))
+    blocks[:, o:o + 2] = ((d if signed_d else np.abs(d)) * d_scale).astype(np.float16).view(np.uint8)
+    if qtype in HAS_MIN:
+        m = np.abs(rng.standard_normal((nb, 1))) * d_scale if kquant else rng.standard_normal((nb, 1)) * 0.5
+        blocks[:, o + 2:o + 4] = m.astype(np.float16).view(np.uint8)
+    return blocks.reshape(-1)
+
+
+def gguf_dequantize(qtype: T, raw: np.ndarray) -> np.ndarray:
+    """gguf-py's dequantization of a row's bytes (bit-identical to ggml's), as float32."""
+    return gguf.quants.dequantize(raw.reshape(-1, GGML_QUANT_SIZES[qtype][1]), qtype).reshape(-1).astype(np.float32)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """The float32 values' bit patterns, to compare floats exactly (NaNs and signed zeros too)."""
+    return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
