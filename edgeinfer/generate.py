@@ -24,7 +24,7 @@ from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
 
-if TYPE_CHECKING:  # llguidance loads in ~40 ms: only generations with a grammar pay for it
+if TYPE_CHECKING:  # llguidance is slow to import (docs/PERFORMANCE.md): only grammars pay for it
     from edgeinfer.constrain import GrammarMatcher
 
 __all__ = ["Backtrack", "GenerationResult", "PromptCache", "TakenBack", "Timings", "generate_step",

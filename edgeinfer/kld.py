@@ -5,11 +5,9 @@ The base file keeps, for every scored token, the base model's top-K logits (ids 
 log-sum-exp of its full row, so the stored probabilities are exact. The rest of the vocabulary is
 kept as one "tail" bucket: KL(P||Q) is then computed over the K ids plus that bucket, which by the
 log-sum inequality is a lower bound of the full-vocabulary KL divergence, tight when the top K
-hold nearly all the mass (the stored tail mass is reported). Measured on SmolLM2 Q4_1 against its
-F32 weights (635 tokens): exact mean KLD 0.00290; K = 64 gives 0.00251 (-14%), K = 256 0.00272
-(-6%), K = 1024 0.00284 (-2%, the default; 8 bytes per id and token, ~60 MB for 7,650 tokens).
-The 99th percentile moves less (0.01176 exact, 0.01170 at K = 1024). llama-perplexity stores
-every logit (16-bit) instead.
+hold nearly all the mass (the stored tail mass is reported). The default K = 1024 (8 bytes per id
+and token) keeps the bound close to the exact mean KLD, and the 99th percentile closer still
+(docs/PERFORMANCE.md). llama-perplexity stores every logit (16-bit) instead.
 """
 from __future__ import annotations
 

@@ -229,8 +229,9 @@ def apply_top_k(ids: np.ndarray, logits: np.ndarray, k: int) -> tuple[np.ndarray
     """Keep the ``k`` largest logits (all when ``k <= 0`` or ``k >= len``), ids still ascending."""
     if k <= 0 or k >= len(logits):
         return ids, logits
-    # argpartition over 262k logits costs ~4 ms; a compare costs ~0.1 ms. Narrow to the tokens
-    # within `width` of the best first, and partition only those (a superset of the top k).
+    # argpartition over 262k logits costs far more than a compare over them (docs/PERFORMANCE.md).
+    # Narrow to the tokens within `width` of the best first, and partition only those (a superset
+    # of the top k).
     top = logits.max()
     for width in (4.0, 8.0, 16.0, 32.0):
         near = np.flatnonzero(logits >= top - width)

@@ -10,7 +10,7 @@ namespace ei {
 
 namespace {
 // Below this many tokens the per-token vec_dots win (the GEMM pads columns to panels of 8; a
-// 4-row interleaved one-column kernel was tried for decode and measured slower: 73 vs 96 tok/s).
+// 4-row interleaved one-column kernel was tried for decode and was slower, docs/PERFORMANCE.md).
 constexpr int64_t kGemmMinTokens = 4;
 // From this many activation rows ggml-cpu multiplies k-quant weights it has not repacked with
 // its tiled GEMM (tiled.cpp), whose float order vec_dot_tiled reproduces.
@@ -19,9 +19,9 @@ constexpr int64_t kTiledMinBatch = 8;
 constexpr int64_t kTasksPerThread = 4;
 // How far ahead of the row being multiplied a decode requests the weight bytes it will need.
 // A one-token matmul streams every weight row once from DRAM, and the hardware prefetcher alone
-// keeps too few lines in flight while the core is busy with the dot products: a Q8_0 GEMV read
-// 6.7 GB/s of this core's ~12.5, and 9.4 GB/s with the next 2-5 KiB requested explicitly (Zen 1,
-// docs/PERFORMANCE.md). A prefetch changes no result.
+// keeps too few lines in flight while the core is busy with the dot products, so the GEMV waits on
+// memory; requesting the next few KiB explicitly keeps more in flight (docs/PERFORMANCE.md). A
+// prefetch changes no result.
 constexpr size_t kPrefetchBytes = 4096;
 constexpr size_t kCacheLine = 64;
 

@@ -31,8 +31,8 @@ namespace ei {
 
 // Positions kept in F16 at the start of a centered cache, whose keys define mu and s. 64, not 32:
 // RoPE keeps turning the slower channel pairs of later keys away from the first positions' mean,
-// and more sink rows see more of that (and keep more positions exact): Gemma 3 q4_0/q4_0 went
-// from +5.20 % to +4.60 % perplexity, SmolLM2 from +4.46 % to +4.42 % (docs/PERFORMANCE.md).
+// and more sink rows see more of that (and keep more positions exact): both models' q4_0/q4_0
+// perplexity is lower with 64, Gemma 3's most (docs/PERFORMANCE.md, "KV cache").
 constexpr int64_t kSinkRows = 64;
 
 // From the sink rows [n_sink][width] (F16): out[0 .. width) = the K mean mu, out[width .. 2 width)

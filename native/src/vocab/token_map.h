@@ -1,6 +1,6 @@
 // Token text -> id, built once per vocabulary. An open-addressing table of ids (the texts stay
-// in the vocabulary's own vector) instead of std::unordered_map: 262k node allocations made
-// Gemma 3's vocabulary take ~50 ms to index; this takes a few. Internal to vocab/.
+// in the vocabulary's own vector) instead of std::unordered_map, whose 262k node allocations made
+// Gemma 3's vocabulary slow to index (docs/PERFORMANCE.md). Internal to vocab/.
 #pragma once
 #include <cstdint>
 #include <string>
