@@ -30,7 +30,7 @@
 // (320 bytes a block and panel: ~400 KB for 512 columns at k = 640). Loop order: row tiles of 4,
 // unpacked into a small thread-local buffer (72 bytes a block and row, in L1), then every panel
 // (streamed from L2). Unpacking a tile's rows once per panel instead (the earlier order, panels
-// outermost) cost 1.25x the time on Gemma 3's Q5_0 matrices (m = 2048, k = 640, n = 512).
+// outermost) was slower on Gemma 3's Q5_0 matrices (docs/PERFORMANCE.md).
 #include <immintrin.h>
 
 // GCC 12's AVX-512 headers build some results from _mm512_undefined_*(), which -Wall at -O3
