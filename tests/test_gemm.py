@@ -60,7 +60,7 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     assert (np.abs(fast - ref) <= bound).all()
 
 
-# -- the k-quant GEMMs (gemm_repacked / gemm_tiled) against their per-output orders ----------------
+# -- the k-quant GEMMs (gemm_ggml_repack / gemm_ggml_tiled) against their per-output orders ----------------
 
 KQUANT_ORDERS = [(T.Q4_K, "repacked_gemm"), (T.Q4_K, "tiled"), (T.Q5_K, "tiled"), (T.Q6_K, "tiled")]
 # (m rows, n columns, k): row counts off the 16-row tile, column counts off the 4-column tile.

@@ -24,9 +24,9 @@ N_LAYER = 4
 PROMPTS = [[1, 45, 203, 17, 99, 250, 8, 77, 31, 160], [1, 300, 12, 12, 160, 5]]
 LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0,
             "long_factor": [1.0 + 0.5 * i for i in range(8)], "short_factor": [1.0 + 0.1 * i for i in range(8)]}
-FAMILIES = {
-    "qwen2": {},
-    "qwen3": {},
+FAMILIES = {   # contexts of 512 positions, as the CPU reference (support/opencl_cpu_reference.py) uses
+    "qwen2": dict(max_position_embeddings=512),
+    "qwen3": dict(max_position_embeddings=512),
     # A context of 512 over an original 64 positions: the long factors, and cos / sin scaled.
     "phi3": dict(max_position_embeddings=1024, original_max_position_embeddings=64, rope_parameters=LONGROPE),
 }

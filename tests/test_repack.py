@@ -1,5 +1,5 @@
 """Q4_0 and Q4_1 weights repacked at load into 16-row groups (native/src/cpu/repack.h) and the
-packed GEMV/GEMM over them (table entry `gemm_packed`).
+packed GEMV/GEMM over them (table entry `gemm_16row_groups`).
 
 Q4_0: every ISA's kernel bit-identical to the scalar reference; the results within the
 float-accumulation bound of the exact dot products (the packed order is not vec_dot's, so not
@@ -124,7 +124,7 @@ np.save(sys.argv[2], np.concatenate([m.eval_logits(ids), m.eval_logits(ids + [id
 
 @pytest.mark.skipif(_core.isa() not in ("avx2", "scalar"), reason="this ISA's table does not repack")
 def test_smollm2_q4_0_with_and_without_repacking(smollm2_path, tmp_path):
-    """The repacked model (the default where the table has gemm_packed) and the model read in
+    """The repacked model (the default where the table has gemm_16row_groups) and the model read in
     place (EDGEINFER_REPACK=0, vec_dot order) give nearly the same logits: the same integer sums,
     other float roundings."""
     path = smollm2_requantized(smollm2_path, "Q4_0")

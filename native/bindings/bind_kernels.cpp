@@ -119,9 +119,9 @@ void register_kernels(py::module_& m) {
         const ei::TypeKernels& k = entry(table_for(isa), type);
         ei::VecDotFn f = nullptr;
         if (order == "vec_dot") f = k.vec_dot;
-        else if (order == "tiled") f = k.vec_dot_tiled;
-        else if (order == "repacked") f = k.vec_dot_repacked;
-        else if (order == "repacked_gemm") f = k.vec_dot_repacked_gemm;
+        else if (order == "tiled") f = k.vec_dot_ggml_tiled;
+        else if (order == "repacked") f = k.vec_dot_ggml_repack;
+        else if (order == "repacked_gemm") f = k.vec_dot_ggml_repack_gemm;
         else throw ei::Error("order must be vec_dot, tiled, repacked or repacked_gemm, not " + order);
         if (!f) throw ei::Error("no " + order + " kernel for " + ei::type_info(type).name);
         check_row(type, n);
@@ -151,13 +151,13 @@ void register_kernels(py::module_& m) {
             gemm = k.gemm;
             dot = k.vec_dot;
         } else if (order == "repacked_gemm") {
-            gemm = k.gemm_repacked;
-            dot = k.vec_dot_repacked_gemm;
+            gemm = k.gemm_ggml_repack;
+            dot = k.vec_dot_ggml_repack_gemm;
         } else if (order == "tiled") {
-            gemm = k.gemm_tiled;
-            dot = k.vec_dot_tiled;
+            gemm = k.gemm_ggml_tiled;
+            dot = k.vec_dot_ggml_tiled;
         } else if (order == "packed") {  // weights repacked into 16-row groups first (cpu/repack.h)
-            gemm = k.gemm_packed;
+            gemm = k.gemm_16row_groups;
             dot = k.vec_dot;  // only its activation type is used: there is no per-output form
             if (by_vec_dot) throw ei::Error("gemm: the packed order has no per-output function");
             if (gemm && !ei::packed_layout_supported(type, m, kk))
@@ -187,7 +187,7 @@ void register_kernels(py::module_& m) {
        py::arg("by_vec_dot") = false, py::arg("order") = "vec_dot",
        "[n, m] = act [n, k] times the m weight rows (bytes of `type`), activations quantized with "
        "the table's from_float; by the table's GEMM entry for `order` (vec_dot: gemm; repacked_gemm: "
-       "gemm_repacked; tiled: gemm_tiled; packed: the weights repacked into 16-row groups, then "
-       "gemm_packed), or (by_vec_dot) one call per output of the per-output "
-       "function in that order (vec_dot, vec_dot_repacked_gemm, vec_dot_tiled).");
+       "gemm_ggml_repack; tiled: gemm_ggml_tiled; packed: the weights repacked into 16-row groups, then "
+       "gemm_16row_groups), or (by_vec_dot) one call per output of the per-output "
+       "function in that order (vec_dot, vec_dot_ggml_repack_gemm, vec_dot_ggml_tiled).");
 }

@@ -45,7 +45,7 @@ Tensor load_tensor(const GgufFile& file, const KernelTable& kt, TensorKind kind,
     t.row_bytes = row_bytes(gt->type, gt->ne[0]);
     // Types this table multiplies faster in 16-row groups are repacked once here (cpu/repack.h);
     // the mapped pages they were read from then leave the resident set.
-    if (for_matmul && k.gemm_packed && repack_enabled() && packed_layout_supported(t.type, t.rows(), t.cols()) &&
+    if (for_matmul && k.gemm_16row_groups && repack_enabled() && packed_layout_supported(t.type, t.rows(), t.cols()) &&
         t.ne[2] == 1 && t.ne[3] == 1) {
         t.packed = make_packed(t.type, t.data, t.row_bytes, t.rows(), t.cols());
         t.packed_group_bytes = packed_group_bytes(t.type, t.cols());

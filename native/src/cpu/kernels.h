@@ -20,8 +20,8 @@ using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
 // Many dot products at once (cpu/gemm.cpp, cpu/x86/gemm_avx512.cpp): y[c * ldy + r] = vec_dot(k, w row r, a row c) for
-// r < m, c < n, every result bit-identical to the same table's vec_dot (or, for gemm_repacked /
-// gemm_tiled below, to vec_dot_repacked_gemm / vec_dot_tiled).
+// r < m, c < n, every result bit-identical to the same table's vec_dot (or, for gemm_ggml_repack /
+// gemm_ggml_tiled below, to vec_dot_ggml_repack_gemm / vec_dot_ggml_tiled).
 using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                         size_t a_stride, float* y, int64_t ldy);
 
@@ -33,26 +33,27 @@ struct TypeKernels {
     // The per-row dot product of ggml-cpu's repacked GEMV/GEMM (repack.cpp), for the types that
     // ggml repacks on this ISA (weights with a multiple of 8 rows): same integers as vec_dot,
     // but the floats are accumulated in that kernel's order. matmul prefers it when set.
-    VecDotFn vec_dot_repacked = nullptr;
+    VecDotFn vec_dot_ggml_repack = nullptr;
     // The same kernels' GEMM order, which ggml uses for the activation rows in whole groups of
-    // 4 (the remaining n % 4 rows go through the GEMV, vec_dot_repacked). Set with it.
-    VecDotFn vec_dot_repacked_gemm = nullptr;
+    // 4 (the remaining n % 4 rows go through the GEMV, vec_dot_ggml_repack). Set with it.
+    VecDotFn vec_dot_ggml_repack_gemm = nullptr;
     // The per-output order of ggml-cpu's tiled k-quant GEMM (tiled.cpp), which ggml uses for
     // k-quant weights it has not repacked when a matmul has at least kTiledMinBatch activation
     // rows: same integers as vec_dot, summed exactly per super-block, one float rounding chain
     // per super-block. matmul prefers it for such batches when set.
-    VecDotFn vec_dot_tiled = nullptr;
+    VecDotFn vec_dot_ggml_tiled = nullptr;
     GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
     // GEMMs in the orders above (cpu/x86/gemm_kquants_avx512.cpp): every output bit-identical to
-    // vec_dot_repacked_gemm / vec_dot_tiled. matmul uses them for the columns and batches it would
-    // give those per-output functions, and falls back to the per-output calls where they are null.
-    GemmFn gemm_repacked = nullptr;
-    GemmFn gemm_tiled = nullptr;
+    // vec_dot_ggml_repack_gemm / vec_dot_ggml_tiled. matmul uses them for the columns and batches
+    // it would give those per-output functions, and falls back to the per-output calls where they
+    // are null.
+    GemmFn gemm_ggml_repack = nullptr;
+    GemmFn gemm_ggml_tiled = nullptr;
     // The GEMV/GEMM over weights repacked at load into 16-row groups (cpu/repack.h: layout and
     // float orders: Q4_0 its own, Q4_1 and Q5_0 vec_dot's): w points at a group, w_stride =
     // packed_group_bytes, m a multiple of 16. Set for the types the loader repacks when this
     // table is used.
-    GemmFn gemm_packed = nullptr;
+    GemmFn gemm_16row_groups = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------

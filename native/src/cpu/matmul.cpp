@@ -13,7 +13,7 @@ namespace {
 // 4-row interleaved one-column kernel was tried for decode and was slower, docs/PERFORMANCE.md).
 constexpr int64_t kGemmMinTokens = 4;
 // From this many activation rows ggml-cpu multiplies k-quant weights it has not repacked with
-// its tiled GEMM (tiled.cpp), whose float order vec_dot_tiled reproduces.
+// its tiled GEMM (tiled.cpp), whose float order vec_dot_ggml_tiled reproduces.
 constexpr int64_t kTiledMinBatch = 8;
 // Row tasks per pool thread (dynamic balancing; each task costs one atomic claim).
 constexpr int64_t kTasksPerThread = 4;
@@ -55,21 +55,21 @@ struct MatmulPlan {
 };
 
 MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n) {
-    if (W.packed && wk.gemm_packed) return {MatmulPlan::packed_groups};
+    if (W.packed && wk.gemm_16row_groups) return {MatmulPlan::packed_groups};
     if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
     // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
     // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
     // gives the same floats without moving the memory. Its GEMM takes the activation rows in
     // whole groups of 4, the GEMV the n % 4 left over. k-quant weights it has not repacked go
     // through its tiled GEMM from kTiledMinBatch rows.
-    const bool repack_order = wk.vec_dot_repacked && W.rows() % 8 == 0;
-    const bool tiled_order = !repack_order && wk.vec_dot_tiled && n >= kTiledMinBatch;
+    const bool repack_order = wk.vec_dot_ggml_repack && W.rows() % 8 == 0;
+    const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch;
     if (!repack_order && !tiled_order) return {MatmulPlan::row_dots, wk.vec_dot};
     MatmulPlan p{MatmulPlan::ggml_order};
-    p.dot = repack_order ? wk.vec_dot_repacked : wk.vec_dot_tiled;
-    p.dot_grouped = repack_order && wk.vec_dot_repacked_gemm ? wk.vec_dot_repacked_gemm : p.dot;
+    p.dot = repack_order ? wk.vec_dot_ggml_repack : wk.vec_dot_ggml_tiled;
+    p.dot_grouped = repack_order && wk.vec_dot_ggml_repack_gemm ? wk.vec_dot_ggml_repack_gemm : p.dot;
     p.n_grouped = n - n % 4;
-    p.order_gemm = repack_order ? wk.gemm_repacked : wk.gemm_tiled;
+    p.order_gemm = repack_order ? wk.gemm_ggml_repack : wk.gemm_ggml_tiled;
     p.n_by_gemm = !p.order_gemm ? 0 : repack_order ? p.n_grouped : n;
     return p;
 }
@@ -106,7 +106,7 @@ void run_packed_groups(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs
     pool.run([&](int ith, int nth) {
         const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
         if (g1 > g0)
-            wk.gemm_packed(W.cols(), (g1 - g0) * kPackRows, a.n, W.packed.get() + g0 * W.packed_group_bytes,
+            wk.gemm_16row_groups(W.cols(), (g1 - g0) * kPackRows, a.n, W.packed.get() + g0 * W.packed_group_bytes,
                            W.packed_group_bytes, a.act, a.act_row, a.y + g0 * kPackRows, M);
     }, tasks);
 }

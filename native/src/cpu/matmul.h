@@ -3,7 +3,7 @@
 // then every output element is one vec_dot of a weight row with an activation row. Work is split
 // over the thread pool by weight rows, so each thread streams its own slice of W once per batch.
 // For a prompt chunk, types whose table has a gemm entry use it instead (and k-quants their
-// gemm_repacked / gemm_tiled entry for the columns that order covers): same results, bit for
+// gemm_ggml_repack / gemm_ggml_tiled entry for the columns that order covers): same results, bit for
 // bit, with each weight block unpacked once for several tokens.
 #pragma once
 #include <cstdint>

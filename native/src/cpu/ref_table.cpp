@@ -25,11 +25,11 @@ void fill_kernels_scalar(KernelTable& t) {
     t.types[TYPE_Q4_K] = {ref::to_float_q4_K, nullptr, ref::vec_dot_q4_K_q8_K, TYPE_Q8_K};
     t.types[TYPE_Q5_K] = {ref::to_float_q5_K, nullptr, ref::vec_dot_q5_K_q8_K, TYPE_Q8_K};
     t.types[TYPE_Q6_K] = {ref::to_float_q6_K, nullptr, ref::vec_dot_q6_K_q8_K, TYPE_Q8_K};
-    t.types[TYPE_Q2_K].vec_dot_tiled = ref::vec_dot_q2_K_q8_K_tiled;
-    t.types[TYPE_Q3_K].vec_dot_tiled = ref::vec_dot_q3_K_q8_K_tiled;
-    t.types[TYPE_Q4_K].vec_dot_tiled = ref::vec_dot_q4_K_q8_K_tiled;
-    t.types[TYPE_Q5_K].vec_dot_tiled = ref::vec_dot_q5_K_q8_K_tiled;
-    t.types[TYPE_Q6_K].vec_dot_tiled = ref::vec_dot_q6_K_q8_K_tiled;
+    t.types[TYPE_Q2_K].vec_dot_ggml_tiled = ref::vec_dot_q2_K_q8_K_tiled;
+    t.types[TYPE_Q3_K].vec_dot_ggml_tiled = ref::vec_dot_q3_K_q8_K_tiled;
+    t.types[TYPE_Q4_K].vec_dot_ggml_tiled = ref::vec_dot_q4_K_q8_K_tiled;
+    t.types[TYPE_Q5_K].vec_dot_ggml_tiled = ref::vec_dot_q5_K_q8_K_tiled;
+    t.types[TYPE_Q6_K].vec_dot_ggml_tiled = ref::vec_dot_q6_K_q8_K_tiled;
     // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
     t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
     fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)

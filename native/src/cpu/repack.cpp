@@ -106,7 +106,7 @@ bool repack_enabled() {
 
 namespace {
 
-// The reference of TypeKernels::gemm_packed for Q4_0 (formula in cpu/repack.h).
+// The reference of TypeKernels::gemm_16row_groups for Q4_0 (formula in cpu/repack.h).
 void gemm_packed_q4_0_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                           size_t a_stride, float* y, int64_t ldy) {
     const int64_t nb = k / QK4_0;
@@ -138,6 +138,6 @@ void gemm_packed_q4_0_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t
 
 }  // namespace
 
-void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0_ref; }
+void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0_ref; }
 
 }  // namespace ei

@@ -1,5 +1,5 @@
 // Q4_0, Q4_1 and Q5_0 weights repacked at load time into 16-row interleaved groups, for the
-// packed GEMV/GEMM (kernels.h, TypeKernels::gemm_packed; cpu/repack.cpp has the scalar reference
+// packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar reference
 // of the Q4_0 kernel, cpu/x86/gemm_packed_avx2.cpp the AVX2 kernels of all three).
 //
 // Why. With the weights as stored, every output is one row's vec_dot: per block, one row's 32

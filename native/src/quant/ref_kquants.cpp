@@ -281,7 +281,7 @@ void vec_dot_k(int64_t n, float* s, const void* vx, const void* vy) {
     *s = sumf;
 }
 
-// The order of ggml-cpu's tiled GEMM (TypeKernels::vec_dot_tiled): per super-block
+// The order of ggml-cpu's tiled GEMM (TypeKernels::vec_dot_ggml_tiled): per super-block
 // r = float(sumi) * d_x, minus dmin_x * float(summ) in one FMA (an exact no-op without a
 // minimum), then acc = fma(r, d_y, acc).
 template <typename B>

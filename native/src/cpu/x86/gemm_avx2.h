@@ -7,7 +7,7 @@
 
 namespace ei {
 
-// gemm_packed's signature (kernels.h) after the type: w points at a group, group_bytes =
+// gemm_16row_groups's signature (kernels.h) after the type: w points at a group, group_bytes =
 // packed_group_bytes(type, k).
 void gemm_grouped_avx2(uint32_t type, int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes,
                        const void* a, size_t a_stride, float* y, int64_t ldy);

@@ -2,12 +2,12 @@
 //
 // What is computed. y[c][r] = the per-output dot product that matmul would otherwise call for
 // weight row r and activation column c, in that function's float order (cpu/x86/kquants_256.h):
-//   gemm_repacked (q4_K): vec_dot_q4_K_q8_K_repacked_gemm_256's order, the one ggml's repacked
+//   gemm_ggml_repack (q4_K): vec_dot_q4_K_q8_K_repacked_gemm_256's order, the one ggml's repacked
 //     q4_K GEMM uses. Per super-block i and pair j of 32-element sub-blocks:
 //       isum = sc_2j dot_2j + sc_2j+1 dot_2j+1,  imin = m_2j bsum_2j + m_2j+1 bsum_2j+1
 //       acc  = fma(float(isum), d_x * d_y, acc),  acc_m = fma(float(imin), dmin_x * d_y, acc_m)
 //     and y = acc - acc_m.
-//   gemm_tiled (q4_K, q5_K, q6_K): vec_dot_tiled_256's order, ggml's tiled k-quant GEMM. Per
+//   gemm_ggml_tiled (q4_K, q5_K, q6_K): vec_dot_tiled_256's order, ggml's tiled k-quant GEMM. Per
 //     super-block, with sumi and summ the whole block's exact integers:
 //       r = fma(-dmin_x, float(summ), float(sumi) * d_x)   (q6_K: r = float(sumi) * d_x)
 //       acc = fma(r, d_y, acc)
@@ -301,10 +301,10 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
 }  // namespace
 
 void fill_gemm_kquants_avx512(KernelTable& t) {
-    t.types[TYPE_Q4_K].gemm_repacked = gemm<Q4K, true>;
-    t.types[TYPE_Q4_K].gemm_tiled = gemm<Q4K, false>;
-    t.types[TYPE_Q5_K].gemm_tiled = gemm<Q5K, false>;
-    t.types[TYPE_Q6_K].gemm_tiled = gemm<Q6K, false>;
+    t.types[TYPE_Q4_K].gemm_ggml_repack = gemm<Q4K, true>;
+    t.types[TYPE_Q4_K].gemm_ggml_tiled = gemm<Q4K, false>;
+    t.types[TYPE_Q5_K].gemm_ggml_tiled = gemm<Q5K, false>;
+    t.types[TYPE_Q6_K].gemm_ggml_tiled = gemm<Q6K, false>;
 }
 
 }  // namespace ei

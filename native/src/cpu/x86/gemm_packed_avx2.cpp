@@ -274,9 +274,9 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
 }  // namespace
 
 void fill_gemm_packed_avx2(KernelTable& t) {
-    t.types[TYPE_Q4_0].gemm_packed = gemm_packed_q4_0;
-    t.types[TYPE_Q4_1].gemm_packed = gemm_packed_exact<TYPE_Q4_1>;
-    t.types[TYPE_Q5_0].gemm_packed = gemm_packed_exact<TYPE_Q5_0>;
+    t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0;
+    t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_exact<TYPE_Q4_1>;
+    t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_exact<TYPE_Q5_0>;
 }
 
 }  // namespace ei

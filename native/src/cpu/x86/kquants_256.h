@@ -418,15 +418,15 @@ inline void fill_kernels_kquants_256(KernelTable& t) {
     t.types[TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_256;
     t.types[TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_256;
     t.types[TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_256;
-    t.types[TYPE_Q4_K].vec_dot_repacked = vec_dot_q4_K_q8_K_repacked_256;
-    t.types[TYPE_Q4_K].vec_dot_repacked_gemm = vec_dot_q4_K_q8_K_repacked_gemm_256;
+    t.types[TYPE_Q4_K].vec_dot_ggml_repack = vec_dot_q4_K_q8_K_repacked_256;
+    t.types[TYPE_Q4_K].vec_dot_ggml_repack_gemm = vec_dot_q4_K_q8_K_repacked_gemm_256;
     t.types[TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_256;
     t.types[TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_256;
-    t.types[TYPE_Q2_K].vec_dot_tiled = vec_dot_tiled_256<block_q2_K>;
-    t.types[TYPE_Q3_K].vec_dot_tiled = vec_dot_tiled_256<block_q3_K>;
-    t.types[TYPE_Q4_K].vec_dot_tiled = vec_dot_tiled_256<block_q4_K>;
-    t.types[TYPE_Q5_K].vec_dot_tiled = vec_dot_tiled_256<block_q5_K>;
-    t.types[TYPE_Q6_K].vec_dot_tiled = vec_dot_tiled_256<block_q6_K>;
+    t.types[TYPE_Q2_K].vec_dot_ggml_tiled = vec_dot_tiled_256<block_q2_K>;
+    t.types[TYPE_Q3_K].vec_dot_ggml_tiled = vec_dot_tiled_256<block_q3_K>;
+    t.types[TYPE_Q4_K].vec_dot_ggml_tiled = vec_dot_tiled_256<block_q4_K>;
+    t.types[TYPE_Q5_K].vec_dot_ggml_tiled = vec_dot_tiled_256<block_q5_K>;
+    t.types[TYPE_Q6_K].vec_dot_ggml_tiled = vec_dot_tiled_256<block_q6_K>;
 }
 
 }  // namespace
