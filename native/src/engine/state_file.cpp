@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "common/error.h"
 #include "engine/context.h"
@@ -140,6 +141,7 @@ void save_state(const Context& ctx, const std::string& path, const int32_t* toke
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f) throw Error("cannot write state " + path + ": " + std::strerror(errno));
+    // Closed by hand, not by a guard: fclose's own failure (a full disk seen at flush) must count.
     bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size() && std::fflush(f) == 0 &&
               ::fsync(::fileno(f)) == 0;
     const int err = errno;
@@ -151,60 +153,67 @@ void save_state(const Context& ctx, const std::string& path, const int32_t* toke
     }
 }
 
-std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fail(path, std::strerror(errno));
-    std::vector<uint8_t> buf;
-    {
-        std::fseek(f, 0, SEEK_END);
-        const long size = std::ftell(f);
-        std::fseek(f, 0, SEEK_SET);
-        StateHeader h{};  // an older, shorter header leaves the later fields 0
-        const bool read_header = size >= (long)kHeaderBytesV2 && std::fread(&h, 1, kHeaderBytesV2, f) == kHeaderBytesV2;
-        if (!read_header || std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
-            std::fclose(f);
-            fail(path, "not an edgeinfer state file (bad magic or shorter than its header)");
-        }
-        const uint32_t header_bytes = h.version >= 3 ? (uint32_t)sizeof h : kHeaderBytesV2;
-        if (h.version < kOldestVersion || h.version > kVersion || h.header_bytes != header_bytes) {
-            std::fclose(f);
-            fail(path, "state format version " + std::to_string(h.version) + ", this build reads versions " +
-                           std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
-        }
-        const size_t extra = header_bytes - kHeaderBytesV2;
-        if (extra && (size < (long)header_bytes ||
-                      std::fread(reinterpret_cast<char*>(&h) + kHeaderBytesV2, 1, extra, f) != extra)) {
-            std::fclose(f);
-            fail(path, "truncated or corrupt (shorter than its header)");
-        }
-        // Sizes implied by the header must add up to the file's size (a truncated or padded
-        // file fails here), with every factor bounded so the arithmetic cannot overflow.
-        bool plausible = h.n_tokens <= (1u << 22) && h.n_layer <= 4096 && h.kv_width <= (1u << 20) &&
-                         type_known(h.type_k) && type_known(h.type_v) && h.kv_bytes <= (1ull << 40) &&
-                         (h.kv_flags & ~(kKvRotatedK | kKvCenteredK)) == 0 && h.kv_sink_rows <= (1u << 16) &&
-                         ((h.kv_flags & kKvCenteredK) != 0) == (h.kv_sink_rows != 0) && h.reserved == 0;
-        const uint64_t expect = header_bytes + h.n_tokens * sizeof(int32_t) + h.kv_bytes + sizeof(uint64_t);
-        if (!plausible || expect != (uint64_t)size) {
-            std::fclose(f);
-            fail(path, "truncated or corrupt (the file has " + std::to_string(size) + " bytes, its header implies " +
-                           (plausible ? std::to_string(expect) : std::string("an impossible size")) + ")");
-        }
-        buf.resize((size_t)size);
-        std::memcpy(buf.data(), &h, header_bytes);
-        const size_t rest = buf.size() - header_bytes;
-        const bool read_rest = std::fread(buf.data() + header_bytes, 1, rest, f) == rest;
-        std::fclose(f);
-        if (!read_rest) fail(path, "read error");
-    }
-    uint64_t stored;
-    std::memcpy(&stored, buf.data() + buf.size() - sizeof stored, sizeof stored);
-    if (hash64(buf.data(), buf.size() - sizeof stored) != stored) fail(path, "checksum mismatch (the file is corrupt)");
+namespace {
 
-    StateHeader h{};
-    uint32_t version;
-    std::memcpy(&version, buf.data() + sizeof kMagic, sizeof version);
-    const size_t header_bytes = version >= 3 ? sizeof h : kHeaderBytesV2;
-    std::memcpy(&h, buf.data(), header_bytes);
+struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+// A state file as read: all its bytes (header, tokens, KV blob, checksum) and its header.
+struct StateBytes {
+    std::vector<uint8_t> bytes;
+    StateHeader header{};   // an older, shorter header leaves the later fields 0
+    size_t header_bytes = 0;
+};
+
+// Reads `path` whole, once its header is one this build reads and the sizes it implies add up to
+// the file's size: a truncated, padded or hostile file fails before anything is allocated for it.
+StateBytes read_state_file(const std::string& path) {
+    File f(std::fopen(path.c_str(), "rb"));
+    if (!f) fail(path, std::strerror(errno));
+    std::fseek(f.get(), 0, SEEK_END);
+    const long size = std::ftell(f.get());
+    std::fseek(f.get(), 0, SEEK_SET);
+    StateBytes s;
+    StateHeader& h = s.header;
+    if (size < (long)kHeaderBytesV2 || std::fread(&h, 1, kHeaderBytesV2, f.get()) != kHeaderBytesV2 ||
+        std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
+        fail(path, "not an edgeinfer state file (bad magic or shorter than its header)");
+    s.header_bytes = h.version >= 3 ? sizeof h : kHeaderBytesV2;
+    if (h.version < kOldestVersion || h.version > kVersion || h.header_bytes != s.header_bytes)
+        fail(path, "state format version " + std::to_string(h.version) + ", this build reads versions " +
+                       std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
+    const size_t extra = s.header_bytes - kHeaderBytesV2;
+    if (extra && (size < (long)s.header_bytes ||
+                  std::fread(reinterpret_cast<char*>(&h) + kHeaderBytesV2, 1, extra, f.get()) != extra))
+        fail(path, "truncated or corrupt (shorter than its header)");
+    // Every factor bounded, so that the arithmetic below cannot overflow.
+    const bool plausible = h.n_tokens <= (1u << 22) && h.n_layer <= 4096 && h.kv_width <= (1u << 20) &&
+                           type_known(h.type_k) && type_known(h.type_v) && h.kv_bytes <= (1ull << 40) &&
+                           (h.kv_flags & ~(kKvRotatedK | kKvCenteredK)) == 0 && h.kv_sink_rows <= (1u << 16) &&
+                           ((h.kv_flags & kKvCenteredK) != 0) == (h.kv_sink_rows != 0) && h.reserved == 0;
+    const uint64_t expect = s.header_bytes + h.n_tokens * sizeof(int32_t) + h.kv_bytes + sizeof(uint64_t);
+    if (!plausible || expect != (uint64_t)size)
+        fail(path, "truncated or corrupt (the file has " + std::to_string(size) + " bytes, its header implies " +
+                       (plausible ? std::to_string(expect) : std::string("an impossible size")) + ")");
+    s.bytes.resize((size_t)size);
+    std::memcpy(s.bytes.data(), &h, s.header_bytes);
+    const size_t rest = s.bytes.size() - s.header_bytes;
+    if (std::fread(s.bytes.data() + s.header_bytes, 1, rest, f.get()) != rest) fail(path, "read error");
+    return s;
+}
+
+// The checksum over everything before it.
+void validate_checksum(const std::string& path, const StateBytes& s) {
+    uint64_t stored;
+    std::memcpy(&stored, s.bytes.data() + s.bytes.size() - sizeof stored, sizeof stored);
+    if (hash64(s.bytes.data(), s.bytes.size() - sizeof stored) != stored)
+        fail(path, "checksum mismatch (the file is corrupt)");
+}
+
+// The state fits `ctx`: the same model, the same KV cache format, room for its tokens.
+void check_fits(const std::string& path, const StateHeader& h, const Context& ctx) {
     const KvCache& kv = ctx.kv();
     const HParams& hp = ctx.model().hparams();
     const std::string arch(h.arch, strnlen(h.arch, sizeof h.arch));
@@ -230,13 +239,22 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
     if ((int64_t)h.n_tokens > ctx.n_ctx())
         fail(path, "it holds " + std::to_string(h.n_tokens) + " tokens but the context has room for " +
                        std::to_string(ctx.n_ctx()));
+}
+
+}  // namespace
+
+std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
+    const StateBytes s = read_state_file(path);
+    validate_checksum(path, s);
+    const StateHeader& h = s.header;
+    check_fits(path, h, ctx);
     std::vector<int32_t> tokens(h.n_tokens);
-    if (!tokens.empty()) std::memcpy(tokens.data(), buf.data() + header_bytes, tokens.size() * sizeof(int32_t));
+    const uint8_t* data = s.bytes.data() + s.header_bytes;
+    if (!tokens.empty()) std::memcpy(tokens.data(), data, tokens.size() * sizeof(int32_t));
     for (int32_t t : tokens)
         if (t < 0 || t >= ctx.n_vocab()) fail(path, "token id " + std::to_string(t) + " is outside the vocabulary");
-
-    const uint8_t* blob = buf.data() + header_bytes + tokens.size() * sizeof(int32_t);
-    ctx.restore_kv((int64_t)h.n_tokens, (int64_t)h.n_tokens, blob, (size_t)h.kv_bytes);
+    ctx.restore_kv((int64_t)h.n_tokens, (int64_t)h.n_tokens, data + tokens.size() * sizeof(int32_t),
+                   (size_t)h.kv_bytes);
     return tokens;
 }
 
