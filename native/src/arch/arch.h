@@ -72,6 +72,10 @@ private:
     DecoderModel decoder_;
 };
 
+// A decoder whose layers are all alike (`parts`), roped by the file's RoPE in neox mode and
+// attending as llama does: Qwen 2 and Qwen 3 are this with different parts.
+std::unique_ptr<ArchModel> load_neox_decoder(const GgufFile& f, const KernelTable& kt, const LayerParts& parts);
+
 // Loads the architecture named by general.architecture; throws Error for an unknown one.
 std::unique_ptr<ArchModel> load_architecture(const GgufFile& file, const KernelTable& kt);
 // Names of the registered architectures.

@@ -76,4 +76,13 @@ DecoderModel load_uniform_decoder(const GgufFile& f, const KernelTable& kt, HPar
     return m;
 }
 
+std::unique_ptr<ArchModel> load_neox_decoder(const GgufFile& f, const KernelTable& kt, const LayerParts& parts) {
+    HParams hp = read_hparams(f);
+    LayerConfig config;
+    config.rope = file_rope(hp);
+    config.rope_neox = true;
+    DecoderModel m = load_uniform_decoder(f, kt, hp, parts, config);
+    return std::make_unique<ArchModel>(std::move(hp), std::move(m));
+}
+
 }  // namespace ei

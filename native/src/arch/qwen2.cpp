@@ -5,14 +5,9 @@
 namespace ei {
 
 std::unique_ptr<ArchModel> load_qwen2(const GgufFile& f, const KernelTable& kt) {
-    HParams hp = read_hparams(f);
-    LayerConfig config;
-    config.rope = file_rope(hp);
-    config.rope_neox = true;
     LayerParts parts;
     parts.qkv_bias = true;
-    DecoderModel m = load_uniform_decoder(f, kt, hp, parts, config);
-    return std::make_unique<ArchModel>(std::move(hp), std::move(m));
+    return load_neox_decoder(f, kt, parts);
 }
 
 }  // namespace ei
