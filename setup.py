@@ -12,6 +12,7 @@ from glob import glob
 
 from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
+from setuptools.modified import newer_group
 
 ParallelCompile("EDGEINFER_BUILD_JOBS", default=0).install()
 
@@ -64,10 +65,9 @@ ISA_DEFINES = {
 }
 
 ALL_ISA_FILES = set(ISA_DEFINES)
-baseline_sources = sorted(
-    f for f in glob("native/src/**/*.cpp", recursive=True) + glob("native/bindings/*.cpp")
-    if f not in ALL_ISA_FILES
-)
+# The core itself (native/src): compiled once, linked into both extensions.
+core_sources = sorted(f for f in glob("native/src/**/*.cpp", recursive=True) if f not in ALL_ISA_FILES)
+CORE_HEADERS = sorted(glob("native/src/**/*.h", recursive=True))
 isa_sources = [f for f in ISA_SOURCES if os.path.exists(f)]
 
 # The OpenCL kernels (native/src/gpu/kernels/*.cl) and the block layouts they read (generated from
@@ -76,38 +76,62 @@ GENERATED_DIR = "build/generated"
 KERNEL_SOURCES_INC = os.path.join(GENERATED_DIR, "gpu", "kernel_sources.inc")
 subprocess.run([sys.executable, "native/src/gpu/embed_kernels.py", KERNEL_SOURCES_INC], check=True)
 
-COMMON_FLAGS = ["-O3", "-fvisibility=hidden", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
+# -g0: no debug info in the product (Python's own CFLAGS carry -g); the ISA units get these too.
+COMMON_FLAGS = ["-O3", "-g0", "-fvisibility=hidden", "-fno-math-errno", "-Wall", "-Wno-unused-function"]
 
 
-class BuildWithIsaUnits(build_ext):
-    """Compiles each ISA unit with its own flags and links the objects into the extension."""
+class BuildSharedCore(build_ext):
+    """Compiles native/src once (each ISA unit with its own flags) and links those objects into both
+    extensions, each of which adds only its own bindings."""
 
-    def build_extension(self, ext):
-        objects = []
-        for src in isa_sources:
-            objects += self.compiler.compile(
-                [src],
+    def build_extensions(self):
+        core_ext = self.extensions[0]
+        objects = self.compiler.object_filenames(core_sources + isa_sources, output_dir=self.build_temp)
+        core_depends = core_sources + isa_sources + CORE_HEADERS + [KERNEL_SOURCES_INC]
+        stale = self.force or not all(os.path.exists(o) for o in objects) or any(
+            newer_group(core_depends, self.get_ext_fullpath(ext.name), "newer") for ext in self.extensions)
+        if stale:
+            objects = self.compiler.compile(
+                core_sources,
                 output_dir=self.build_temp,
-                include_dirs=ext.include_dirs,
-                extra_postargs=["-std=c++17", "-fPIC"] + COMMON_FLAGS + ISA_SOURCES[src],
+                macros=core_ext.define_macros,
+                include_dirs=core_ext.include_dirs,
+                extra_postargs=["-fPIC"] + core_ext.extra_compile_args,
             )
-        ext.extra_objects = list(ext.extra_objects or []) + objects
-        super().build_extension(ext)
+            for src in isa_sources:
+                objects += self.compiler.compile(
+                    [src],
+                    output_dir=self.build_temp,
+                    include_dirs=core_ext.include_dirs,
+                    extra_postargs=["-std=c++17", "-fPIC"] + COMMON_FLAGS + ISA_SOURCES[src],
+                )
+            self.force = True  # new core objects: relink both extensions
+        for ext in self.extensions:
+            ext.extra_objects = list(ext.extra_objects or []) + objects
+        super().build_extensions()
 
 
-ext = Pybind11Extension(
-    "edgeinfer._core",
-    baseline_sources,
-    include_dirs=["native/src", GENERATED_DIR],
-    define_macros=sorted({(ISA_DEFINES[f], "1") for f in isa_sources}),
-    extra_compile_args=COMMON_FLAGS,
-    cxx_std=17,
-    # The ISA objects are linked in as extra objects, which build_ext does not track: list
-    # them (and the headers) so that editing one relinks the extension.
-    depends=isa_sources + sorted(glob("native/src/**/*.h", recursive=True)) + [KERNEL_SOURCES_INC],
-)
-import pybind11  # noqa: E402  (include path for the ISA units compiled by hand)
+def extension(name, binding_folder):
+    return Pybind11Extension(
+        name,
+        sorted(glob(f"native/bindings/{binding_folder}/*.cpp")),
+        include_dirs=["native/src", "native/bindings", GENERATED_DIR],
+        define_macros=sorted({(ISA_DEFINES[f], "1") for f in isa_sources}),
+        extra_compile_args=list(COMMON_FLAGS),  # Pybind11Extension prepends its flags in place
+        cxx_std=17,
+        # The core is compiled by hand (BuildSharedCore), which build_ext does not track: list its
+        # sources and headers so that editing one rebuilds the extensions.
+        depends=core_sources + isa_sources + CORE_HEADERS + sorted(glob("native/bindings/shared/*.h"))
+        + [KERNEL_SOURCES_INC],
+    )
 
-ext.include_dirs.append(pybind11.get_include())
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildWithIsaUnits})
+import pybind11  # noqa: E402  (include path for the core sources compiled by hand)
+
+# edgeinfer._core is the product; edgeinfer._testing holds the entry points only tests use (one
+# kernel, op or device op per call), so the product carries none of them.
+extensions = [extension("edgeinfer._core", "core"), extension("edgeinfer._testing", "testing")]
+for ext in extensions:
+    ext.include_dirs.append(pybind11.get_include())
+
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildSharedCore})

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
+from edgeinfer import _testing
 from support.numpy_reference import causal_attention
 
 TILED_ISAS = [isa for isa in _core.available_isas() if isa in ("avx2",)]
@@ -34,8 +35,8 @@ def test_tiled_attention_matches_the_oracle_and_the_one_row_kernel(isa, case, n_
     q, k, v, window = make(case, list(case))
     want = causal_attention(q, k, v, len(k) - len(q), window)   # the last n positions, K/V as stored
     kb, vb = k.view(np.uint16), v.view(np.uint16)
-    tiled = _core.attention_f16(q, kb, vb, window, True, n_threads, isa)
-    rows = _core.attention_f16(q, kb, vb, window, False, n_threads, isa)
+    tiled = _testing.attention_f16(q, kb, vb, window, True, n_threads, isa)
+    rows = _testing.attention_f16(q, kb, vb, window, False, n_threads, isa)
     # F32 throughout: a few ulps of the values' scale (|v| <= ~5).
     assert np.abs(tiled - want).max() < 2e-5, np.abs(tiled - want).max()
     # The one-row kernel rounds Q and its accumulator to F16 (ggml): within F16 precision.
@@ -50,8 +51,8 @@ def test_short_batches_keep_the_one_row_kernel(isa):
     (the fixture prompts stay on llama.cpp's exact path)."""
     q, k, v, window = make((63, 80, 9, 3, 64, 0), 7)
     kb, vb = k.view(np.uint16), v.view(np.uint16)
-    a = _core.attention_f16(q, kb, vb, window, True, 1, isa)
-    b = _core.attention_f16(q, kb, vb, window, False, 1, isa)
+    a = _testing.attention_f16(q, kb, vb, window, True, 1, isa)
+    b = _testing.attention_f16(q, kb, vb, window, False, 1, isa)
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
@@ -59,4 +60,4 @@ def test_bad_shapes_are_refused():
     q = np.zeros((4, 2, 8), np.float32)
     k = np.zeros((3, 1, 8), np.uint16)
     with pytest.raises(Exception, match="inconsistent shapes"):
-        _core.attention_f16(q, k, k, 0, True, 1)
+        _testing.attention_f16(q, k, k, 0, True, 1)

@@ -11,6 +11,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from edgeinfer import _testing  # noqa: E402
 from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 
@@ -38,8 +39,8 @@ def test_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
     if n > 2:
         act[2] = 0.0
     for isa in isas_with_gemm(qtype):
-        got = _core.gemm(int(qtype), w, m, act, isa)
-        want = _core.gemm(int(qtype), w, m, act, isa, by_vec_dot=True)
+        got = _testing.gemm(int(qtype), w, m, act, isa)
+        want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True)
         assert got.shape == (n, m)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
 
@@ -53,8 +54,8 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     m, n, k = 12, 10, 576
     w = random_blocks(qtype, m * k, rng)
     act = rng.standard_normal((n, k)).astype(np.float32)
-    fast = _core.gemm(int(qtype), w, m, act, "avx512")
-    ref = _core.gemm(int(qtype), w, m, act, "scalar")
+    fast = _testing.gemm(int(qtype), w, m, act, "avx512")
+    ref = _testing.gemm(int(qtype), w, m, act, "scalar")
     deq = np.stack([_core.dequantize(int(qtype), w.reshape(m, -1)[r], k) for r in range(m)])
     bound = 1e-5 * (np.abs(act) @ np.abs(deq).T) + 1e-6
     assert (np.abs(fast - ref) <= bound).all()
@@ -88,8 +89,8 @@ def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n
     if n > 3:
         act[3] = 0.0
         act[3, 5] = -1000.0  # quantizes to -128
-    got = _core.gemm(int(qtype), w, m, act, "avx512", order=order)
-    want = _core.gemm(int(qtype), w, m, act, "avx512", by_vec_dot=True, order=order)
+    got = _testing.gemm(int(qtype), w, m, act, "avx512", order=order)
+    want = _testing.gemm(int(qtype), w, m, act, "avx512", by_vec_dot=True, order=order)
     assert got.shape == (n, m)
     assert np.isfinite(want).all()
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), np.abs(got - want).max()
@@ -97,4 +98,4 @@ def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n
 
 def test_gemm_rejects_an_unknown_order():
     with pytest.raises(Exception, match="order"):
-        _core.gemm(int(T.Q4_K), np.zeros(144, np.uint8), 1, np.zeros((1, 256), np.float32), order="bogus")
+        _testing.gemm(int(T.Q4_K), np.zeros(144, np.uint8), 1, np.zeros((1, 256), np.float32), order="bogus")

@@ -27,6 +27,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
 from support.quant_rows import HAS_MIN, bits, gguf_dequantize, random_blocks, rng_for  # noqa: E402
 
@@ -77,7 +78,7 @@ def test_vec_dot_types_are_ggmls():
     expected = {T.F32: T.F32, T.F16: T.F16, T.BF16: T.BF16, T.Q4_0: T.Q8_0, T.Q4_1: T.Q8_1,
                 T.Q5_0: T.Q8_0, T.Q5_1: T.Q8_1, T.Q8_0: T.Q8_0}
     for w, act in expected.items():
-        assert _core.vec_dot_type(int(w)) == int(act), w.name
+        assert _testing.vec_dot_type(int(w)) == int(act), w.name
 
 
 def test_scalar_and_best_isa_are_available():
@@ -140,7 +141,7 @@ TIES = np.array([127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5] + [0.0] * 24, dtyp
 @pytest.mark.parametrize("isa", ISAS)
 def test_q8_quantizer_rounds_half_to_even(isa):
     # amax = 127 makes the scale exactly 1, so x * id hits the .5 ties exactly.
-    q = _core.quantize(int(T.Q8_0), TIES, isa=isa)[2:].view(np.int8)
+    q = _testing.quantize(int(T.Q8_0), TIES, isa=isa)[2:].view(np.int8)
     assert list(q[:8]) == [127, 0, 2, 2, 0, -2, -2, 4]
 
 
@@ -149,7 +150,7 @@ def test_q8_quantizer_rounds_half_to_even(isa):
 @pytest.mark.parametrize("n", ROW_LENGTHS)
 def test_q8_quantizer_matches_ggml_formula(qtype, n, isa):
     x = activations(n, rng_for(qtype, n, 3))
-    got = _core.quantize(int(qtype), x, isa=isa)
+    got = _testing.quantize(int(qtype), x, isa=isa)
     np.testing.assert_array_equal(got, numpy_quantize_q8(x, with_sum=qtype == T.Q8_1))
 
 
@@ -158,19 +159,19 @@ def test_q8_quantizer_matches_ggml_formula(qtype, n, isa):
 def test_activation_quantization_bit_identical_across_isas(qtype, isa):
     n = 2048 + 32 if qtype in (T.Q8_0, T.Q8_1) else 2048 + 7  # include a non-multiple-of-8 tail
     x = activations(2048 + 32, rng_for(qtype, 4))[:n]
-    np.testing.assert_array_equal(_core.quantize(int(qtype), x, isa=isa), _core.quantize(int(qtype), x, isa="scalar"))
+    np.testing.assert_array_equal(_testing.quantize(int(qtype), x, isa=isa), _testing.quantize(int(qtype), x, isa="scalar"))
 
 
 @pytest.mark.parametrize("qtype", [T.F16, T.BF16])
 def test_float_activation_conversion_matches_numpy_and_gguf(qtype):
     x = activations(576, rng_for(qtype, 5))
     expected = x.astype(np.float16).view(np.uint8) if qtype == T.F16 else gguf.quants.quantize(x, T.BF16).reshape(-1)
-    np.testing.assert_array_equal(_core.quantize(int(qtype), x), expected)
+    np.testing.assert_array_equal(_testing.quantize(int(qtype), x), expected)
 
 
 def test_quantize_rejects_weight_only_types():
     with pytest.raises(_core.EdgeInferError, match="from_float"):
-        _core.quantize(int(T.Q4_0), np.zeros(32, np.float32))
+        _testing.quantize(int(T.Q4_0), np.zeros(32, np.float32))
 
 
 # ---- dot products ------------------------------------------------------------------------
@@ -198,8 +199,8 @@ def test_vec_dot_every_isa_matches_scalar(qtype, n):
     rng = rng_for(qtype, n, 6)
     w, x = random_row(qtype, n, rng), activations(n, rng)
     scale = np.abs(gguf_dequantize(qtype, w).astype(np.float64) * x).sum() + 1e-30
-    ref = _core.vec_dot(int(qtype), w, x, isa="scalar")
-    results = {isa: _core.vec_dot(int(qtype), w, x, isa=isa) for isa in ISAS}
+    ref = _testing.vec_dot(int(qtype), w, x, isa="scalar")
+    results = {isa: _testing.vec_dot(int(qtype), w, x, isa=isa) for isa in ISAS}
     for isa, got in results.items():
         assert abs(got - ref) <= 1e-5 * scale, (isa, got, ref)
     if qtype in QUANT_WEIGHT_TYPES and {"avx2", "avx512"} <= set(ISAS):
@@ -214,8 +215,8 @@ def test_vec_dot_is_ggml_block_formula(qtype, n, isa):
     """sum_b d_x d_y sum_i(qx qy) + m_x s_y over the stored blocks, in float64."""
     rng = rng_for(qtype, n, 7)
     w, x = random_row(qtype, n, rng), activations(n, rng)
-    act_type = T(_core.vec_dot_type(int(qtype)))
-    y = _core.quantize(int(act_type), x, isa="scalar")
+    act_type = T(_testing.vec_dot_type(int(qtype)))
+    y = _testing.quantize(int(act_type), x, isa="scalar")
     wq, yq = gguf_dequantize(qtype, w).astype(np.float64), dequantized_activations(act_type, y).astype(np.float64)
     _, m = block_params(qtype, w)
     # dequant(w) * dequant(y) summed gives d_x d_y sum(qx qy) + m_x * d_y * sum(qy); swap in s_y.
@@ -227,7 +228,7 @@ def test_vec_dot_is_ggml_block_formula(qtype, n, isa):
         sum_dq = yq.reshape(-1, 32).sum(axis=1)
         expected += (m * (s - sum_dq)).sum()
         terms += np.abs(m * s).sum()
-    got = _core.vec_dot_raw(int(qtype), w, y, n, isa=isa)
+    got = _testing.vec_dot_raw(int(qtype), w, y, n, isa=isa)
     assert abs(got - expected) <= 1e-5 * terms + 1e-30, (got, expected)
 
 
@@ -254,15 +255,15 @@ def test_vec_dot_within_derived_bound_of_float_reference(qtype, n):
         if qtype in HAS_MIN:
             bound += (np.abs(m) * (32 * d_y / 2 + 32 * 127 * d_y * 2.0**-11)).sum()
     for isa in ISAS:
-        got = _core.vec_dot(int(qtype), w, x, isa=isa)
+        got = _testing.vec_dot(int(qtype), w, x, isa=isa)
         assert abs(got - exact) <= bound, (isa, got, exact, bound)
 
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_vec_dot_of_zero_activations_is_zero(isa):
     w = random_row(T.Q4_1, 64, rng_for(9))
-    assert _core.vec_dot(int(T.Q4_0), random_row(T.Q4_0, 64, rng_for(10)), np.zeros(64, np.float32), isa=isa) == 0.0
-    assert _core.vec_dot(int(T.Q4_1), w, np.zeros(64, np.float32), isa=isa) == 0.0
+    assert _testing.vec_dot(int(T.Q4_0), random_row(T.Q4_0, 64, rng_for(10)), np.zeros(64, np.float32), isa=isa) == 0.0
+    assert _testing.vec_dot(int(T.Q4_1), w, np.zeros(64, np.float32), isa=isa) == 0.0
 
 
 # ---- ISA selection -----------------------------------------------------------------------

@@ -32,6 +32,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from edgeinfer import _testing  # noqa: E402
 from support.quant_rows import HAS_MIN, SCALE_OFFSET, bits, gguf_dequantize, random_blocks, rng_for  # noqa: E402
 
 ISAS = _core.available_isas()
@@ -114,14 +115,14 @@ def numpy_quantize_q8_K(x: np.ndarray) -> np.ndarray:
 
 def test_row_of_640_is_rejected_for_k_quants():
     with pytest.raises(_core.EdgeInferError, match="multiple"):
-        _core.vec_dot(int(T.Q4_K), np.zeros(2 * 144, np.uint8), np.zeros(640, np.float32))
+        _testing.vec_dot(int(T.Q4_K), np.zeros(2 * 144, np.uint8), np.zeros(640, np.float32))
     with pytest.raises(_core.EdgeInferError, match="multiple"):
-        _core.quantize(int(T.Q8_K), np.zeros(640, np.float32))
+        _testing.quantize(int(T.Q8_K), np.zeros(640, np.float32))
 
 
 def test_vec_dot_type_of_every_k_quant_is_q8_K():
     for qtype in KQUANTS:
-        assert _core.vec_dot_type(int(qtype)) == int(T.Q8_K), qtype.name
+        assert _testing.vec_dot_type(int(qtype)) == int(T.Q8_K), qtype.name
 
 
 # ---- dequantization ----------------------------------------------------------------------
@@ -150,7 +151,7 @@ def test_dequantize_gguf_quantized_blocks_bit_identical(qtype):
 
 def test_dequantize_q8_K_is_d_times_q():
     x = activations(512, rng_for(3))
-    raw = _core.quantize(int(T.Q8_K), x)
+    raw = _testing.quantize(int(T.Q8_K), x)
     d, qs, _ = split_q8_K(raw)
     expected = (d[:, None] * qs.astype(np.float32)).reshape(-1)
     np.testing.assert_array_equal(bits(_core.dequantize(int(T.Q8_K), raw, 512)), bits(expected))
@@ -165,13 +166,13 @@ def test_q8_K_quantizer_matches_ggml_formula(n, isa):
     x = activations(n, rng_for(n, 4))
     if n >= 512:
         x[256:512] = 0.0  # the all-zero block: d = 0, q = 0, bsums = 0
-    np.testing.assert_array_equal(_core.quantize(int(T.Q8_K), x, isa=isa), numpy_quantize_q8_K(x))
+    np.testing.assert_array_equal(_testing.quantize(int(T.Q8_K), x, isa=isa), numpy_quantize_q8_K(x))
 
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_q8_K_quantizer_bit_identical_across_isas(isa):
     x = activations(2048, rng_for(5))
-    np.testing.assert_array_equal(_core.quantize(int(T.Q8_K), x, isa=isa), _core.quantize(int(T.Q8_K), x, isa="scalar"))
+    np.testing.assert_array_equal(_testing.quantize(int(T.Q8_K), x, isa=isa), _testing.quantize(int(T.Q8_K), x, isa="scalar"))
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -179,13 +180,13 @@ def test_q8_K_scale_takes_the_sign_of_the_first_largest_element(isa):
     # max = -127 gives iscale = -127 / max = 1 and d = 1 exactly: ties round half to even.
     x = np.zeros(QK_K, np.float32)
     x[:9] = [-127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 127.0]
-    d, qs, bsums = split_q8_K(_core.quantize(int(T.Q8_K), x, isa=isa))
+    d, qs, bsums = split_q8_K(_testing.quantize(int(T.Q8_K), x, isa=isa))
     assert d[0] == np.float32(1.0)
     assert list(qs[0, :9]) == [-127, 0, 2, 2, 0, -2, -2, 4, 127]
     assert bsums[0, 0] == sum([-127, 0, 2, 2, 0, -2, -2, 4, 127])
     # The same magnitudes with the + first: iscale = d = -1, so every q flips sign.
     x[0], x[8] = 127.0, -127.0
-    d, qs, _ = split_q8_K(_core.quantize(int(T.Q8_K), x, isa=isa))
+    d, qs, _ = split_q8_K(_testing.quantize(int(T.Q8_K), x, isa=isa))
     assert d[0] == np.float32(-1.0)
     assert list(qs[0, :9]) == [-127, 0, -2, -2, 0, 2, 2, -4, 127]
 
@@ -207,11 +208,11 @@ def abs_terms(qtype: T, raw: np.ndarray, y_abs: np.ndarray) -> float:
 def test_vec_dot_every_isa_matches_scalar(qtype, n):
     rng = rng_for(qtype, n, 6)
     w, x = random_blocks(qtype, n, rng), activations(n, rng)
-    y = _core.quantize(int(T.Q8_K), x)
+    y = _testing.quantize(int(T.Q8_K), x)
     d_y, qs, _ = split_q8_K(y)
     bound = 4e-6 * abs_terms(qtype, w, np.abs(d_y[:, None] * qs.astype(np.float64)))
-    ref = _core.vec_dot_raw(int(qtype), w, y, n, isa="scalar")
-    results = {isa: _core.vec_dot_raw(int(qtype), w, y, n, isa=isa) for isa in ISAS}
+    ref = _testing.vec_dot_raw(int(qtype), w, y, n, isa="scalar")
+    results = {isa: _testing.vec_dot_raw(int(qtype), w, y, n, isa=isa) for isa in ISAS}
     for isa, got in results.items():
         assert abs(got - ref) <= bound, (isa, got, ref, bound)
     if {"avx2", "avx512"} <= set(ISAS):
@@ -231,7 +232,7 @@ def test_vec_dot_within_derived_bound_of_float_reference(qtype, n):
     bound = float((e_b * np.abs(wf.reshape(-1, QK_K)).sum(axis=1)).sum())
     bound += 4e-6 * abs_terms(qtype, w, (np.abs(xb) + e_b[:, None]).reshape(-1))
     for isa in ISAS:
-        got = _core.vec_dot(int(qtype), w, x, isa=isa)
+        got = _testing.vec_dot(int(qtype), w, x, isa=isa)
         assert abs(got - exact) <= bound, (isa, got, exact, bound)
 
 
@@ -305,10 +306,10 @@ def model_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
 def test_simd_vec_dot_is_ggml_x86_float_sequence_bit_for_bit(qtype, n):
     rng = rng_for(qtype, n, 8)
     w, x = random_blocks(qtype, n, rng), activations(n, rng)
-    y = _core.quantize(int(T.Q8_K), x)
+    y = _testing.quantize(int(T.Q8_K), x)
     expected = model_vec_dot(qtype, w, y)
     for isa in SIMD_ISAS:
-        got = np.float32(_core.vec_dot_raw(int(qtype), w, y, n, isa=isa))
+        got = np.float32(_testing.vec_dot_raw(int(qtype), w, y, n, isa=isa))
         assert bits(got) == bits(expected), (isa, got, expected)
 
 
@@ -338,29 +339,29 @@ def model_tiled_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
 def test_tiled_vec_dot_is_ggml_tiled_float_sequence_on_every_isa(qtype, n):
     rng = rng_for(qtype, n, 10)
     w, x = random_blocks(qtype, n, rng), activations(n, rng)
-    y = _core.quantize(int(T.Q8_K), x)
+    y = _testing.quantize(int(T.Q8_K), x)
     expected = model_tiled_vec_dot(qtype, w, y)
     for isa in ISAS:
-        got = np.float32(_core.vec_dot_raw(int(qtype), w, y, n, isa=isa, order="tiled"))
+        got = np.float32(_testing.vec_dot_raw(int(qtype), w, y, n, isa=isa, order="tiled"))
         assert bits(got) == bits(expected), (isa, got, expected)
     # the same value as vec_dot up to float rounding, not a different dot product
-    ref = _core.vec_dot_raw(int(qtype), w, y, n, isa="scalar")
+    ref = _testing.vec_dot_raw(int(qtype), w, y, n, isa="scalar")
     d_y, qs, _ = split_q8_K(y)
     assert abs(float(expected) - ref) <= 4e-6 * abs_terms(qtype, w, np.abs(d_y[:, None] * qs.astype(np.float64)))
 
 
 def test_vec_dot_raw_rejects_an_unknown_order():
     w = random_blocks(T.Q6_K, 256, rng_for(T.Q6_K, 11))
-    y = _core.quantize(int(T.Q8_K), np.ones(256, np.float32))
+    y = _testing.quantize(int(T.Q8_K), np.ones(256, np.float32))
     with pytest.raises(Exception, match="order must be"):
-        _core.vec_dot_raw(int(T.Q6_K), w, y, 256, order="sideways")
+        _testing.vec_dot_raw(int(T.Q6_K), w, y, 256, order="sideways")
 
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("qtype", KQUANTS)
 def test_vec_dot_of_zero_activations_is_zero(qtype, isa):
     w = random_blocks(qtype, 512, rng_for(qtype, 9))
-    assert _core.vec_dot(int(qtype), w, np.zeros(512, np.float32), isa=isa) == 0.0
+    assert _testing.vec_dot(int(qtype), w, np.zeros(512, np.float32), isa=isa) == 0.0
 
 
 # ---- real Gemma 3 tensors ----------------------------------------------------------------
@@ -387,11 +388,11 @@ def test_gemma3_rows_dequantize_bit_identical_and_dot_agrees(gemma3_path, qtype)
         wf = gguf_dequantize(qtype, row)
         for isa in ISAS:
             np.testing.assert_array_equal(bits(_core.dequantize(int(qtype), row, n, isa=isa)), bits(wf), err_msg=name)
-        y = _core.quantize(int(T.Q8_K), x[:n])
+        y = _testing.quantize(int(T.Q8_K), x[:n])
         d_y, qs, _ = split_q8_K(y)
         bound = 4e-6 * abs_terms(qtype, row, np.abs(d_y[:, None] * qs.astype(np.float64)))
-        ref = _core.vec_dot_raw(int(qtype), row, y, n, isa="scalar")
+        ref = _testing.vec_dot_raw(int(qtype), row, y, n, isa="scalar")
         for isa in SIMD_ISAS:
-            got = _core.vec_dot_raw(int(qtype), row, y, n, isa=isa)
+            got = _testing.vec_dot_raw(int(qtype), row, y, n, isa=isa)
             assert abs(got - ref) <= bound, (name, isa, got, ref)
             assert bits(np.float32(got)) == bits(model_vec_dot(qtype, row, y)), (name, isa)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
+from edgeinfer import _testing
 from edgeinfer.model import Model
 from support.numpy_reference import LlamaReference, last_position_attention
 from support.tiny_llama import HD32
@@ -39,7 +40,7 @@ def test_centered_attention_matches_the_oracle_on_every_isa(type_k, type_v, n_kv
     k = offset_keys(rng, n_kv, 2, 64)
     v = rng.standard_normal((n_kv, 2, 64)).astype(np.float32)
     for isa in ISAS:
-        out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa=isa)
+        out, k_deq, v_deq = _testing.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa=isa)
         want = last_position_attention(q, k_deq, v_deq, window)
         assert np.max(np.abs(out - want)) < 2e-2 * np.max(np.abs(want)), isa
         # The sink rows are the keys and values rounded to F16.
@@ -57,8 +58,8 @@ def test_avx512_equals_the_scalar_reference_bit_for_bit_with_a_centered_k(type_k
     k = offset_keys(rng, 301, 2, 256)
     v = rng.standard_normal((301, 2, 256)).astype(np.float32)
     for window in (0, 50, 280):
-        ref, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa="scalar")
-        out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa="avx512")
+        ref, _, _ = _testing.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa="scalar")
+        out, _, _ = _testing.attention_kv(q, k, v, type_k, type_v, window, rotate_k=True, center_k=True, isa="avx512")
         assert np.array_equal(out, ref), window
 
 
@@ -68,7 +69,7 @@ def test_centering_shrinks_the_q4_0_key_error_of_keys_with_a_common_direction():
     q = rng.standard_normal((4, 64)).astype(np.float32)
     errs = {}
     for center in (False, True):
-        _, k_deq, _ = _core.attention_kv(q, k, k, "q4_0", "f16", rotate_k=True, center_k=center)
+        _, k_deq, _ = _testing.attention_kv(q, k, k, "q4_0", "f16", rotate_k=True, center_k=center)
         errs[center] = np.sqrt(np.mean((k_deq[N_SINK:] - k[N_SINK:]) ** 2))
     assert errs[True] < 0.5 * errs[False], errs
 
@@ -80,7 +81,7 @@ def test_centering_shrinks_the_q4_0_value_error_of_values_with_a_common_offset()
     q = rng.standard_normal((4, 64)).astype(np.float32)
     errs = {}
     for center in (False, True):
-        _, _, v_deq = _core.attention_kv(q, k, v, "q4_0", "q4_0", rotate_k=True, center_k=center)
+        _, _, v_deq = _testing.attention_kv(q, k, v, "q4_0", "q4_0", rotate_k=True, center_k=center)
         errs[center] = np.sqrt(np.mean((v_deq[N_SINK:] - v[N_SINK:]) ** 2))
     assert errs[True] < 0.5 * errs[False], errs
 
@@ -89,7 +90,7 @@ def test_centering_needs_a_quantized_k():
     q = np.ones((2, 32), np.float32)
     k = np.ones((3, 1, 32), np.float32)
     with pytest.raises(Exception, match="quantized K"):
-        _core.attention_kv(q, k, k, "f16", "f16", center_k=True)
+        _testing.attention_kv(q, k, k, "f16", "f16", center_k=True)
 
 
 # --- the forward pass and the prompt cache over a centered q4_0 cache ---------------------------

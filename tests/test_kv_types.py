@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
+from edgeinfer import _testing
 from edgeinfer.model import Model
 from support.numpy_reference import LlamaReference, last_position_attention
 from support.tiny_llama import HD32
@@ -22,7 +23,7 @@ def test_attention_over_each_kv_type_matches_the_oracle_on_every_isa(type_k, typ
     q = rng.standard_normal((4, 64)).astype(np.float32)
     k = rng.standard_normal((37, 2, 64)).astype(np.float32)
     v = rng.standard_normal((37, 2, 64)).astype(np.float32)
-    ref_out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
+    ref_out, k_deq, v_deq = _testing.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
     want = last_position_attention(q, k_deq, v_deq, window)
     # Q is rounded to K's vec_dot type (F16 or Q8_0) for the scores; the rest is float32.
     tol = 2e-3 if type_k == "f16" else 2e-2
@@ -31,7 +32,7 @@ def test_attention_over_each_kv_type_matches_the_oracle_on_every_isa(type_k, typ
     # (an F16 pair goes through ggml's F16 accumulator, which rounds to half precision).
     isa_tol = 1e-3 if (type_k, type_v) == ("f16", "f16") else 1e-5
     for isa in ISAS:
-        out, k2, v2 = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
+        out, k2, v2 = _testing.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
         assert np.array_equal(k2, k_deq) and np.array_equal(v2, v_deq), isa
         assert np.max(np.abs(out - ref_out)) < isa_tol * np.max(np.abs(ref_out)), isa
 
@@ -40,7 +41,7 @@ def test_quantized_cache_stores_smaller_rows():
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 32)).astype(np.float32)
     k = rng.standard_normal((3, 1, 32)).astype(np.float32)
-    _, kd, _ = _core.attention_kv(q, k, k, "q4_0", "q8_0")
+    _, kd, _ = _testing.attention_kv(q, k, k, "q4_0", "q8_0")
     # Q4_0 keeps 16 levels per block: each row has at most 16 distinct values.
     assert all(len(np.unique(kd[i, 0])) <= 16 for i in range(3))
 
@@ -86,7 +87,7 @@ def test_rotated_k_gives_the_same_attention(type_k, type_v):
     k = rng.standard_normal((37, 2, 64)).astype(np.float32)
     v = rng.standard_normal((37, 2, 64)).astype(np.float32)
     for isa in ISAS:
-        out, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, 7, rotate_k=True, isa=isa)
+        out, k_deq, v_deq = _testing.attention_kv(q, k, v, type_k, type_v, 7, rotate_k=True, isa=isa)
         want = last_position_attention(q, k_deq, v_deq, 7)
         tol = 2e-3 if type_k == "f16" else 2e-2
         assert np.max(np.abs(out - want)) < tol * np.max(np.abs(want)), isa
@@ -107,7 +108,7 @@ def test_rotation_shrinks_the_q4_0_key_error_on_outlier_channels():
     q = rng.standard_normal((4, 64)).astype(np.float32)
     errs = {}
     for rotate in (False, True):
-        _, k_deq, _ = _core.attention_kv(q, k, k, "q4_0", "f16", rotate_k=rotate)
+        _, k_deq, _ = _testing.attention_kv(q, k, k, "q4_0", "f16", rotate_k=rotate)
         errs[rotate] = np.sqrt(np.mean((k_deq - k) ** 2))
     assert errs[True] < 0.5 * errs[False], errs
 
@@ -119,11 +120,11 @@ def test_split_kv_spans_match_the_oracle(type_k, type_v):
     q = rng.standard_normal((6, 64)).astype(np.float32)
     k = rng.standard_normal((600, 2, 64)).astype(np.float32)
     v = rng.standard_normal((600, 2, 64)).astype(np.float32)
-    ref, k_deq, v_deq = _core.attention_kv(q, k, v, type_k, type_v, isa="scalar")
+    ref, k_deq, v_deq = _testing.attention_kv(q, k, v, type_k, type_v, isa="scalar")
     for window in (0, 300):
         want = last_position_attention(q, k_deq, v_deq, window)
         for isa in ISAS:
-            out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
+            out, _, _ = _testing.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
             assert np.max(np.abs(out - want)) < 2e-2 * np.max(np.abs(want)), (isa, window)
             if window == 0:
                 assert np.max(np.abs(out - ref)) < 1e-5 * np.max(np.abs(ref)), isa
@@ -147,8 +148,8 @@ def test_span_kernel_equals_the_scalar_reference_bit_for_bit(isa, type_k, type_v
     k[::7] = 1.0  # ... against K blocks of +127 (q8_0) / the top nibble (q4_0) everywhere
     k[3::7] = -1.0
     for window in (0, 50):
-        ref, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
-        out, _, _ = _core.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
+        ref, _, _ = _testing.attention_kv(q, k, v, type_k, type_v, window, isa="scalar")
+        out, _, _ = _testing.attention_kv(q, k, v, type_k, type_v, window, isa=isa)
         assert np.array_equal(out, ref), window
 
 
@@ -157,7 +158,7 @@ def test_rotation_needs_a_power_of_two_head(tmp_path):
     q = rng.standard_normal((2, 96)).astype(np.float32)
     k = rng.standard_normal((3, 1, 96)).astype(np.float32)
     with pytest.raises(Exception, match="power of two"):
-        _core.attention_kv(q, k, k, "q4_0", "q4_0", rotate_k=True)
+        _testing.attention_kv(q, k, k, "q4_0", "q4_0", rotate_k=True)
 
 
 def test_rotation_default_is_on_for_a_q4_0_k_only(hd32):

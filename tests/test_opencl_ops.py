@@ -30,6 +30,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
+from edgeinfer import _testing
 from edgeinfer.gpu.devices import list_devices, opencl_library
 from support.numpy_reference import causal_attention
 
@@ -51,9 +52,9 @@ NMSE_QUANTIZED_OTHER_ORDER = 1e-10
 
 
 @pytest.fixture(scope="module")
-def dev(device_index, tmp_path_factory) -> _core.OpenCLDevice:
+def dev(device_index, tmp_path_factory) -> _testing.OpenCLDevice:
     cache = tmp_path_factory.mktemp("opencl-cache")
-    return _core.OpenCLDevice(device_index, library=opencl_library(),
+    return _testing.OpenCLDevice(device_index, library=opencl_library(),
                               cache_dir=str(cache))
 
 
@@ -89,8 +90,8 @@ def _type_ids_by_name() -> dict[str, int]:
 
 
 def test_prelude_defines_every_block_of_the_core():
-    prelude = _core.opencl_block_prelude()
-    host = _core.opencl_host_block_layouts()
+    prelude = _testing.opencl_block_prelude()
+    host = _testing.opencl_host_block_layouts()
     blocks = {b for b, _, _ in host}
     assert {"block_q4_0", "block_q4_K", "block_q6_K", "block_q8_K"} <= blocks
     for b in blocks:
@@ -100,14 +101,14 @@ def test_prelude_defines_every_block_of_the_core():
 
 def test_host_block_sizes_are_the_type_tables():
     ids = _type_ids_by_name()
-    sizes = {b: v for b, f, v in _core.opencl_host_block_layouts() if f == ""}
+    sizes = {b: v for b, f, v in _testing.opencl_host_block_layouts() if f == ""}
     for block, size in sizes.items():
         name = block.removeprefix("block_")
         assert size == _core.type_info(ids[name])["type_size"], block
 
 
 def test_device_lays_out_the_prelude_as_the_core_does(dev):
-    host = _core.opencl_host_block_layouts()
+    host = _testing.opencl_host_block_layouts()
     assert dev.block_layouts() == host
     assert len(host) > 40  # every field of every struct, not only the sizes
 
@@ -125,7 +126,7 @@ def test_float_matmul_matches_the_cpu(dev, type_, n):
     assert got.shape == (n, rows)
     exact = x.astype(np.float64) @ dequantized(type_, w, cols).T
     assert nmse(got, exact) < NMSE_VS_EXACT
-    cpu = _core.gemm(int(type_), w, rows, x, by_vec_dot=True)
+    cpu = _testing.gemm(int(type_), w, rows, x, by_vec_dot=True)
     assert nmse(got, cpu) < NMSE_VS_CPU[type_]
 
 
@@ -140,14 +141,14 @@ def cpu_order(type_: T, rows: int, n: int, t: int) -> str:
 
 def cpu_matmul_avx2(type_: T, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """[n, rows] as the CPU's AVX2 matmul computes it, one vec_dot call per output."""
-    act = _core.vec_dot_type(int(type_))
+    act = _testing.vec_dot_type(int(type_))
     rows, (n, cols) = w.shape[0], x.shape
     y = np.empty((n, rows), np.float32)
     for t in range(n):
-        a = _core.quantize(act, x[t], isa="avx2")
+        a = _testing.quantize(act, x[t], isa="avx2")
         order = cpu_order(type_, rows, n, t)
         for r in range(rows):
-            y[t, r] = _core.vec_dot_raw(int(type_), w[r], a, cols, isa="avx2", order=order)
+            y[t, r] = _testing.vec_dot_raw(int(type_), w[r], a, cols, isa="avx2", order=order)
     return y
 
 
@@ -165,7 +166,7 @@ def test_quantized_matmul_is_the_cpus_bit_for_bit(dev, type_, rows, n):
     if HAS_AVX2:
         np.testing.assert_array_equal(got, cpu_matmul_avx2(type_, w, x))
     else:
-        assert nmse(got, _core.gemm(int(type_), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
+        assert nmse(got, _testing.gemm(int(type_), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
 
 
 @needs_avx2
@@ -190,7 +191,7 @@ def test_activation_quantizers_write_the_cpus_bytes(dev, act):
     x[4, ::37] = 300.0                              # outliers set the block scale
     x[5, :256] = -x[5, :256].max()                  # equal magnitudes: the first one wins (Q8_K)
     got = dev.quantize(int(act), x)
-    want = np.stack([_core.quantize(int(act), row) for row in x])
+    want = np.stack([_testing.quantize(int(act), row) for row in x])
     np.testing.assert_array_equal(got, want)
 
 
@@ -244,7 +245,7 @@ def test_rope_matches_the_cpu(dev, neox, n_rot):
     pos = np.array([0, 1, 17, 1000], np.int32)
     factors = (1.0 + rng.random(n_rot // 2)).astype(np.float32) if n_rot == 32 else None
     got = dev.rope(x, pos, n_rot, 10000.0, freq_scale=0.5, neox=neox, freq_factors=factors)
-    rotate = _core.rope_rotate_neox if neox else _core.rope_rotate
+    rotate = _testing.rope_rotate_neox if neox else _testing.rope_rotate
     want = np.stack([rotate(x[t], rope_cs(int(pos[t]), n_rot, 10000.0, 0.5, factors))
                      for t in range(n)])
     # Angles up to 500 rad: float32 angle rounding alone is ~3e-5 there.
@@ -257,15 +258,15 @@ def test_swiglu_and_geglu_match_the_cpu(dev):
     gate = (rng.standard_normal(3000) * 4).astype(np.float32)
     gate[:4] = [-12.0, 12.0, 0.0, -10.5]  # the clamps at |g| > 10
     up = rng.standard_normal(3000).astype(np.float32)
-    np.testing.assert_allclose(dev.swiglu(gate, up), _core.swiglu(gate, up), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dev.swiglu(gate, up), _testing.swiglu(gate, up), rtol=1e-5, atol=1e-6)
     # The CPU rounds gate to F16 for its table lookup: an F16 ulp of gate (2^-11 relative) times
     # gelu's slope (<= 1.13) times |up|.
-    cpu = _core.geglu(gate, up)
+    cpu = _testing.geglu(gate, up)
     bound = 1.2 * np.abs(gate) * 2.0 ** -10 * np.abs(up) + 1e-6
     assert np.all(np.abs(dev.geglu(gate, up) - cpu) <= bound)
     if HAS_AVX2:  # the kernels the device mirrors: ggml's expf polynomial, the FMA-built F16 table
-        np.testing.assert_array_equal(dev.swiglu(gate, up), _core.swiglu(gate, up, isa="avx2"))
-        np.testing.assert_array_equal(dev.geglu(gate, up), _core.geglu(gate, up, isa="avx2"))
+        np.testing.assert_array_equal(dev.swiglu(gate, up), _testing.swiglu(gate, up, isa="avx2"))
+        np.testing.assert_array_equal(dev.geglu(gate, up), _testing.geglu(gate, up, isa="avx2"))
 
 
 def test_add_is_exact(dev):
@@ -296,7 +297,7 @@ def cpu_stored_bytes(type_: T, rows: np.ndarray) -> np.ndarray:
     if type_ == T.F16:
         return flat.astype(np.float16).view(np.uint8)  # numpy rounds to nearest even, as the core
     q = np.zeros((1, rows.shape[1], rows.shape[2]), np.float32)
-    blob = _core.kv_cache_attention(q, rows, rows, pos0=rows.shape[0] - 1, type_k=type_name(type_),
+    blob = _testing.kv_cache_attention(q, rows, rows, pos0=rows.shape[0] - 1, type_k=type_name(type_),
                                     type_v=type_name(type_))[1]
     return blob[:blob.size // 2].reshape(rows.shape[0], -1)
 
@@ -313,7 +314,7 @@ def cpu_attention_f16(q, k_raw, v_raw, shape, pos0, window, scale) -> np.ndarray
         first = max(0, last - window + 1) if window > 0 else 0
         for h in range(n_head):
             hk = h // (n_head // n_head_kv)
-            out[t, h] = _core.attn_f16_row(q[t, h], np.ascontiguousarray(k16[first:last + 1, hk]),
+            out[t, h] = _testing.attn_f16_row(q[t, h], np.ascontiguousarray(k16[first:last + 1, hk]),
                                            np.ascontiguousarray(v16[first:last + 1, hk]), scale, isa="avx2")
     return out
 
@@ -357,7 +358,7 @@ def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
     k = rng.standard_normal((n_kv, n_head_kv, head_dim)).astype(np.float32)
     v = rng.standard_normal((n_kv, n_head_kv, head_dim)).astype(np.float32)
     name = _core.type_info(int(kv))["name"]
-    cpu, _, _ = _core.attention_kv(q, k, v, type_k=name, type_v=name)  # last position over all rows
+    cpu, _, _ = _testing.attention_kv(q, k, v, type_k=name, type_v=name)  # last position over all rows
     got, _, _ = dev.attention(q[None], k, v, pos0=n_kv - 1, scale=1.0 / np.sqrt(head_dim),
                               type_k=int(kv), type_v=int(kv))
     # Quantized caches: the CPU rounds Q to 8 bits (for integer dot products), the device attends
@@ -375,7 +376,7 @@ def test_attention_matches_the_cpu_kernel_for_a_decode_step(dev, head_dim, kv):
 
 def oracle_over_cpu_rows(q, k_floats, v_floats, pos0, window):
     """causal_attention over the rows as the CPU cache's attention sees them (dequantized,
-    un-rotated, un-centered: _core.kv_cache_attention's K and V)."""
+    un-rotated, un-centered: _testing.kv_cache_attention's K and V)."""
     return causal_attention(q, k_floats, v_floats, pos0, window)
 
 
@@ -396,7 +397,7 @@ def test_rotated_f16_keys_are_the_cpus_bits(dev, head_dim):
     q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)
     k, v = kv_rows(rng, pos0 + n, n_head_kv, head_dim)
     isa = "avx2" if HAS_AVX2 else None
-    cpu, blob, k_floats, v_floats = _core.kv_cache_attention(q, k, v, pos0, "f16", "f16", rotate_k=True, isa=isa)
+    cpu, blob, k_floats, v_floats = _testing.kv_cache_attention(q, k, v, pos0, "f16", "f16", rotate_k=True, isa=isa)
     got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T.F16), int(T.F16), rotate_k=True, chunk=32)
     np.testing.assert_array_equal(dev_blob, blob)
     assert not np.array_equal(blob[:k.size * 2], k.astype(np.float16).view(np.uint8).ravel())  # K was rotated
@@ -432,7 +433,7 @@ def test_centered_cache_stores_the_cpus_bytes_and_attends_over_them(dev, types, 
     q = rng.standard_normal((n, n_head, head_dim)).astype(np.float32)
     k, v = kv_rows(rng, pos0 + n, n_head_kv, head_dim)
     tk, tv = types
-    cpu, blob, k_floats, v_floats = _core.kv_cache_attention(q, k, v, pos0, tk, tv, rotate_k=rotate, center_k=True,
+    cpu, blob, k_floats, v_floats = _testing.kv_cache_attention(q, k, v, pos0, tk, tv, rotate_k=rotate, center_k=True,
                                                              window=window)
     got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T[tk.upper()]), int(T[tv.upper()]), rotate_k=rotate,
                                            center_k=True, window=window, chunk=chunk)
@@ -464,14 +465,14 @@ def test_a_compile_error_carries_the_build_log(dev):
 
 def test_binaries_are_cached_on_disk_and_reused(device_index, tmp_path):
     library = opencl_library()
-    first = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    first = _testing.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     first.build_program("twice", GOOD_SOURCE)
     first.build_program("twice", GOOD_SOURCE)  # in memory the second time
     assert (first.programs_compiled, first.programs_loaded) == (1, 0)
     path = first.binary_path("twice", GOOD_SOURCE)
     assert os.path.dirname(path) == str(tmp_path) and os.path.getsize(path) > 0
 
-    second = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    second = _testing.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     second.build_program("twice", GOOD_SOURCE)
     assert (second.programs_compiled, second.programs_loaded) == (0, 1)
 
@@ -482,23 +483,23 @@ def test_binaries_are_cached_on_disk_and_reused(device_index, tmp_path):
 
 def test_a_corrupt_binary_is_rebuilt_from_source(device_index, tmp_path):
     library = opencl_library()
-    first = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    first = _testing.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     first.build_program("twice", GOOD_SOURCE)
     path = first.binary_path("twice", GOOD_SOURCE)
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
     open(path, "wb").write(bytes(data))
 
-    second = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    second = _testing.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     second.build_program("twice", GOOD_SOURCE)
     assert (second.programs_compiled, second.programs_loaded) == (1, 0)
-    third = _core.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
+    third = _testing.OpenCLDevice(device_index, library=library, cache_dir=str(tmp_path))
     third.build_program("twice", GOOD_SOURCE)
     assert third.programs_loaded == 1  # the rebuilt binary replaced the corrupt one
 
 
 def test_without_a_cache_folder_nothing_is_written(device_index):
-    d = _core.OpenCLDevice(device_index, library=opencl_library())
+    d = _testing.OpenCLDevice(device_index, library=opencl_library())
     d.build_program("twice", GOOD_SOURCE)
     assert d.binary_path("twice", GOOD_SOURCE) == "" and d.programs_compiled == 1
 
@@ -507,12 +508,12 @@ def test_without_a_cache_folder_nothing_is_written(device_index):
 
 def test_a_device_index_out_of_range_is_a_clear_error(device_index):
     with pytest.raises(_core.EdgeInferError, match=r"OpenCL device 99 does not exist .*edgeinfer devices"):
-        _core.OpenCLDevice(99, library=opencl_library())
+        _testing.OpenCLDevice(99, library=opencl_library())
 
 
 def test_no_library_is_a_clear_error():
     with pytest.raises(_core.EdgeInferError, match=r"cannot open an OpenCL device: no OpenCL library"):
-        _core.OpenCLDevice(0, library="/nonexistent/libOpenCL.so")
+        _testing.OpenCLDevice(0, library="/nonexistent/libOpenCL.so")
 
 
 def test_the_device_reports_what_it_is(dev, opencl_devices):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from edgeinfer import _core
+from edgeinfer import _testing
 from support.numpy_reference import gelu_tanh
 
 ISAS = _core.available_isas()
@@ -51,8 +52,8 @@ def swiglu_exact(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("n", [1, 15, 16, 1536, 1536 + 13])  # 1536: SmolLM2's n_ff; odd tails
 def test_swiglu_every_isa_matches_scalar(isa, n):
     gate, up = swiglu_inputs(n, seed=n)
-    ref = _core.swiglu(gate, up, isa="scalar")
-    got = _core.swiglu(gate, up, isa=isa)
+    ref = _testing.swiglu(gate, up, isa="scalar")
+    got = _testing.swiglu(gate, up, isa=isa)
     assert np.all(np.abs(got.astype(np.float64) - ref) <= 8 * ulp(ref) + 1e-30)
 
 
@@ -60,13 +61,13 @@ def test_swiglu_every_isa_matches_scalar(isa, n):
 def test_swiglu_is_silu_times_up(isa):
     gate, up = swiglu_inputs(1536 + 13, seed=7)
     want = swiglu_exact(gate, up)
-    got = _core.swiglu(gate, up, isa=isa).astype(np.float64)
+    got = _testing.swiglu(gate, up, isa=isa).astype(np.float64)
     assert np.all(np.abs(got - want) <= 2.0**-20 * np.abs(want) + 1e-30)
 
 
 def test_swiglu_in_the_table_of_every_isa_handles_empty_input():
     for isa in ISAS:
-        assert _core.swiglu(np.zeros(0, np.float32), np.zeros(0, np.float32), isa=isa).shape == (0,)
+        assert _testing.swiglu(np.zeros(0, np.float32), np.zeros(0, np.float32), isa=isa).shape == (0,)
 
 
 # ---- RoPE rotation -----------------------------------------------------------------------
@@ -98,7 +99,7 @@ ROPE_SHAPES = [(9, 64, 64), (3, 64, 64), (4, 256, 256), (2, 64, 36), (2, 64, 6)]
 @pytest.mark.parametrize("n_heads,head_dim,n_rot", ROPE_SHAPES)
 def test_rope_rotate_is_the_rotation(isa, n_heads, head_dim, n_rot):
     x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=37, seed=head_dim + n_rot)
-    got = _core.rope_rotate(x, cs, isa=isa).astype(np.float64)
+    got = _testing.rope_rotate(x, cs, isa=isa).astype(np.float64)
     xd, c, s = x.astype(np.float64), cs[0::2].astype(np.float64), cs[1::2].astype(np.float64)
     want = xd.copy()
     want[:, 0:n_rot:2] = xd[:, 0:n_rot:2] * c - xd[:, 1:n_rot:2] * s
@@ -111,8 +112,8 @@ def test_rope_rotate_is_the_rotation(isa, n_heads, head_dim, n_rot):
 @pytest.mark.parametrize("n_heads,head_dim,n_rot", ROPE_SHAPES)
 def test_rope_rotate_every_isa_matches_scalar(isa, n_heads, head_dim, n_rot):
     x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=1000, seed=n_heads)
-    ref = _core.rope_rotate(x, cs, isa="scalar").astype(np.float64)
-    got = _core.rope_rotate(x, cs, isa=isa).astype(np.float64)
+    ref = _testing.rope_rotate(x, cs, isa="scalar").astype(np.float64)
+    got = _testing.rope_rotate(x, cs, isa=isa).astype(np.float64)
     assert np.all(np.abs(got - ref) <= rope_bound(x, cs, n_rot))
 
 
@@ -126,7 +127,7 @@ def test_simd_rope_rounds_like_gccs_vfmaddsub(isa):
     want = np.empty_like(x)
     want[:, 0::2] = (x0 * c - (x[:, 1::2] * cs[1::2]).astype(np.float64)).astype(np.float32)
     want[:, 1::2] = (x0 * s + (x[:, 1::2] * cs[0::2]).astype(np.float64)).astype(np.float32)
-    assert np.array_equal(_core.rope_rotate(x, cs, isa=isa), want)
+    assert np.array_equal(_testing.rope_rotate(x, cs, isa=isa), want)
 
 
 # ---- attention row -----------------------------------------------------------------------
@@ -159,7 +160,7 @@ ATTN_SHAPES = [(64, 1), (64, 7), (64, 100), (80, 33), (256, 40)]  # 80: vector b
 def test_attention_row_is_softmax_attention(isa, head_dim, n_kv):
     q, k, v = attn_inputs(head_dim, n_kv, seed=head_dim * 1000 + n_kv)
     scale = 1.0 / np.sqrt(head_dim)
-    got = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa=isa).astype(np.float64)
+    got = _testing.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa=isa).astype(np.float64)
     assert np.all(np.abs(got - attn_exact(q, k, v, scale)) <= attn_bound(v))
 
 
@@ -168,22 +169,22 @@ def test_attention_row_is_softmax_attention(isa, head_dim, n_kv):
 def test_attention_row_every_isa_matches_scalar(isa, head_dim, n_kv):
     q, k, v = attn_inputs(head_dim, n_kv, seed=n_kv)
     scale = 1.0 / np.sqrt(head_dim)
-    ref = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa="scalar").astype(np.float64)
-    got = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa=isa).astype(np.float64)
+    ref = _testing.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa="scalar").astype(np.float64)
+    got = _testing.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), scale, isa=isa).astype(np.float64)
     assert np.all(np.abs(got - ref) <= 2 * attn_bound(v))
 
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_attention_over_one_position_returns_its_value(isa):
     q, k, v = attn_inputs(64, 1, seed=1)
-    got = _core.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), 0.125, isa=isa)
+    got = _testing.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), 0.125, isa=isa)
     assert np.array_equal(got, v[0].astype(np.float32))
 
 
 def test_attention_rejects_mismatched_shapes():
     q, k, v = attn_inputs(64, 3, seed=2)
     with pytest.raises(_core.EdgeInferError, match="head_dim"):
-        _core.attn_f16_row(q[:32], k.view(np.uint16), v.view(np.uint16), 0.125)
+        _testing.attn_f16_row(q[:32], k.view(np.uint16), v.view(np.uint16), 0.125)
 
 
 # ---- GEGLU (ggml's F16 GELU table) --------------------------------------------------------
@@ -208,7 +209,7 @@ def geglu_inputs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("n", [1, 9, 2048 + 7])  # 2048: Gemma 3 270M's n_ff
 def test_geglu_is_table_gelu_times_up(isa, n):
     gate, up = geglu_inputs(n, seed=n)
-    got = _core.geglu(gate, up, isa=isa).astype(np.float64)
+    got = _testing.geglu(gate, up, isa=isa).astype(np.float64)
     g16 = gate.astype(np.float16).astype(np.float64)
     want = gelu_tanh(g16) * up
     want = np.where(gate <= -10, 0.0, np.where(gate >= 10, gate.astype(np.float64) * up, want))
@@ -220,14 +221,14 @@ def test_geglu_is_table_gelu_times_up(isa, n):
 @pytest.mark.parametrize("isa", ISAS)
 def test_geglu_every_isa_matches_scalar(isa):
     gate, up = geglu_inputs(4096, seed=5)
-    ref = _core.geglu(gate, up, isa="scalar").astype(np.float64)
-    got = _core.geglu(gate, up, isa=isa).astype(np.float64)
+    ref = _testing.geglu(gate, up, isa="scalar").astype(np.float64)
+    got = _testing.geglu(gate, up, isa=isa).astype(np.float64)
     assert np.all(np.abs(got - ref) <= 2.0**-10 * np.abs(ref) + 1e-30)
 
 
 def test_geglu_depends_on_the_gate_only_through_its_f16_value():
     gate = np.array([1.0, np.nextafter(np.float32(1.0), np.float32(2.0))], dtype=np.float32)
-    out = _core.geglu(gate, np.ones(2, np.float32))
+    out = _testing.geglu(gate, np.ones(2, np.float32))
     assert out[0] == out[1]
 
 
@@ -251,7 +252,7 @@ NEOX_SHAPES = [(4, 256, 256), (1, 256, 256), (2, 64, 32), (2, 64, 6)]  # Gemma 3
 @pytest.mark.parametrize("n_heads,head_dim,n_rot", NEOX_SHAPES)
 def test_rope_rotate_neox_is_the_rotation(isa, n_heads, head_dim, n_rot):
     x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=37, seed=head_dim + n_rot)
-    got = _core.rope_rotate_neox(x, cs, isa=isa).astype(np.float64)
+    got = _testing.rope_rotate_neox(x, cs, isa=isa).astype(np.float64)
     half = n_rot // 2
     xd, c, s = x.astype(np.float64), cs[0::2].astype(np.float64), cs[1::2].astype(np.float64)
     want = xd.copy()
@@ -265,8 +266,8 @@ def test_rope_rotate_neox_is_the_rotation(isa, n_heads, head_dim, n_rot):
 @pytest.mark.parametrize("n_heads,head_dim,n_rot", NEOX_SHAPES)
 def test_rope_rotate_neox_every_isa_matches_scalar(isa, n_heads, head_dim, n_rot):
     x, cs = rope_inputs(n_heads, head_dim, n_rot, pos=1000, seed=n_heads)
-    ref = _core.rope_rotate_neox(x, cs, isa="scalar").astype(np.float64)
-    got = _core.rope_rotate_neox(x, cs, isa=isa).astype(np.float64)
+    ref = _testing.rope_rotate_neox(x, cs, isa="scalar").astype(np.float64)
+    got = _testing.rope_rotate_neox(x, cs, isa=isa).astype(np.float64)
     assert np.all(np.abs(got - ref) <= neox_bound(x, cs, n_rot))
 
 
@@ -280,4 +281,4 @@ def test_simd_rope_neox_fuses_the_x0_products(isa):
     want = np.empty_like(x)
     want[:, :128] = (x0 * c - (x[:, 128:] * cs[1::2]).astype(np.float64)).astype(np.float32)
     want[:, 128:] = (x0 * s + (x[:, 128:] * cs[0::2]).astype(np.float64)).astype(np.float32)
-    assert np.array_equal(_core.rope_rotate_neox(x, cs, isa=isa), want)
+    assert np.array_equal(_testing.rope_rotate_neox(x, cs, isa=isa), want)

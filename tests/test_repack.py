@@ -22,6 +22,7 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
 from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
@@ -58,10 +59,10 @@ def test_packed_gemm_is_bit_identical_across_isas(m, n, k):
     rng = np.random.default_rng([m, n, k])
     w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
-    ref = _core.gemm(int(T.Q4_0), w, m, act, "scalar", order="packed")
+    ref = _testing.gemm(int(T.Q4_0), w, m, act, "scalar", order="packed")
     assert ref.shape == (n, m)
     for isa in isas_with_gemm(T.Q4_0, "packed"):
-        got = _core.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
+        got = _testing.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
         assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (isa, np.abs(got - ref).max())
 
 
@@ -75,10 +76,10 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
     w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
     # Each table that has the packed kernel (the selected one may not: AVX-512 keeps its own).
-    got = _core.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
-    by_vec_dot = _core.gemm(int(T.Q4_0), w, m, act, isa, by_vec_dot=True)
+    got = _testing.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
+    by_vec_dot = _testing.gemm(int(T.Q4_0), w, m, act, isa, by_vec_dot=True)
     deq_w = np.stack([_core.dequantize(int(T.Q4_0), w.reshape(m, -1)[r], k) for r in range(m)]).astype(np.float64)
-    deq_a = np.stack([_core.dequantize(int(T.Q8_0), _core.quantize(int(T.Q8_0), act[c]), k)
+    deq_a = np.stack([_core.dequantize(int(T.Q8_0), _testing.quantize(int(T.Q8_0), act[c]), k)
                       for c in range(n)]).astype(np.float64)
     nb = k // 32
     terms = np.einsum("rbe,cbe->crb", deq_w.reshape(m, nb, 32), deq_a.reshape(n, nb, 32))  # [n][m][nb]
@@ -97,8 +98,8 @@ def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, m, n, k):
     rng = np.random.default_rng([m, n, k, int(qtype)])
     w = random_blocks(qtype, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
-    got = _core.gemm(int(qtype), w, m, act, "avx2", order="packed")
-    ref = _core.gemm(int(qtype), w, m, act, "avx2", by_vec_dot=True)
+    got = _testing.gemm(int(qtype), w, m, act, "avx2", order="packed")
+    ref = _testing.gemm(int(qtype), w, m, act, "avx2", by_vec_dot=True)
     assert got.shape == (n, m)
     assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), np.abs(got - ref).max()
 
@@ -106,9 +107,9 @@ def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, m, n, k):
 def test_packed_order_rejects_partial_groups():
     w = np.zeros(20 * 18, np.uint8)
     with pytest.raises(Exception, match="16 rows"):
-        _core.gemm(int(T.Q4_0), w, 20, np.zeros((1, 32), np.float32), "scalar", order="packed")
+        _testing.gemm(int(T.Q4_0), w, 20, np.zeros((1, 32), np.float32), "scalar", order="packed")
     with pytest.raises(Exception, match="per-output"):
-        _core.gemm(int(T.Q4_0), np.zeros(16 * 18, np.uint8), 16, np.zeros((1, 32), np.float32), "scalar",
+        _testing.gemm(int(T.Q4_0), np.zeros(16 * 18, np.uint8), 16, np.zeros((1, 32), np.float32), "scalar",
                    by_vec_dot=True, order="packed")
 
 

@@ -1,10 +1,11 @@
-// Kernel-level entry points, for tests and tools: which ISA was selected, and each table entry
-// (dequantize a row, quantize a row, one dot product) run through a chosen ISA's table. The
-// forward pass never comes through here; it calls the kernel table directly.
+// Kernel table entries one call each, for tests: an activation quantizer, a dot product in each of
+// the float orders the matmul uses, and each GEMM entry, through a chosen ISA's table, so that every
+// ISA can be compared with the scalar reference. The forward pass calls the table directly.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,77 +13,20 @@
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
 #include "quant/types.h"
-#include "table_arg.h"
+#include "shared/row_checks.h"
+#include "shared/table_arg.h"
 
 namespace py = pybind11;
+using bindings::Bytes;
+using bindings::check_bytes;
+using bindings::check_row;
+using bindings::entry;
+using bindings::Floats;
 
-namespace {
-
-using Bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
-using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
-
-const ei::TypeInfo& checked_type(uint32_t type) {
-    if (!ei::type_known(type)) throw ei::Error("unknown ggml type id " + std::to_string(type));
-    return ei::type_info(type);
-}
-
-// n must be a whole number of blocks of `type`.
-void check_row(uint32_t type, int64_t n) {
-    const ei::TypeInfo& ti = checked_type(type);
-    if (n < 0 || n % ti.block_size != 0)
-        throw ei::Error(std::string("row length ") + std::to_string(n) + " is not a multiple of the " + ti.name +
-                        " block size " + std::to_string(ti.block_size));
-}
-
-void check_bytes(uint32_t type, int64_t n, const Bytes& raw, const char* what) {
-    const size_t need = ei::row_bytes(type, n);
-    if ((size_t)raw.size() != need)
-        throw ei::Error(std::string(what) + ": " + std::to_string(raw.size()) + " bytes given, a " +
-                        ei::type_info(type).name + " row of " + std::to_string(n) + " needs " + std::to_string(need));
-}
-
-const ei::TypeKernels& entry(const ei::KernelTable& t, uint32_t type) {
-    checked_type(type);
-    return t.types[type];
-}
-
-}  // namespace
-
-void register_kernels(py::module_& m) {
-    m.def("isa", [] { return std::string(ei::isa_name(ei::selected_isa())); },
-          "Name of the kernel set in use: the best this CPU runs, or EDGEINFER_ISA's choice "
-          "(read once; raises EdgeInferError if it names an ISA this machine cannot run).");
-
-    m.def("available_isas", [] {
-        std::vector<std::string> out;
-        for (ei::Isa i : {ei::Isa::scalar, ei::Isa::avx2, ei::Isa::avx512, ei::Isa::neon})
-            if (ei::isa_available(i)) out.push_back(ei::isa_name(i));
-        return out;
-    }, "Every ISA whose kernels this build has and this CPU runs, lowest first.");
-
-    m.def("type_info", [](uint32_t type) {
-        const ei::TypeInfo& ti = checked_type(type);
-        py::dict d;
-        d["name"] = ti.name;
-        d["block_size"] = ti.block_size;
-        d["type_size"] = ti.type_size;
-        return d;
-    }, py::arg("type"), "Block geometry of a ggml type id: dict(name, block_size, type_size).");
-
+void register_kernel_entries(py::module_& m) {
     m.def("vec_dot_type", [](uint32_t type) {
         return entry(ei::kernels_for(ei::Isa::scalar), type).vec_dot_type;
     }, py::arg("type"), "The type activations are converted to for dot products with weights of `type`.");
-
-    m.def("dequantize", [](uint32_t type, const Bytes& raw, int64_t n, const py::object& isa) {
-        const ei::TypeKernels& k = entry(table_for(isa), type);
-        if (!k.to_float) throw ei::Error(std::string("no to_float kernel for ") + ei::type_info(type).name);
-        check_row(type, n);
-        check_bytes(type, n, raw, "dequantize");
-        py::array_t<float> out(n);
-        k.to_float(raw.data(), out.mutable_data(), n);
-        return out;
-    }, py::arg("type"), py::arg("raw"), py::arg("n"), py::arg("isa") = py::none(),
-       "Dequantize a row of n elements stored as `type` (uint8 array of its blocks) to float32.");
 
     m.def("quantize", [](uint32_t type, const Floats& x, const py::object& isa) {
         const ei::TypeKernels& k = entry(table_for(isa), type);

@@ -1,19 +1,20 @@
-// OpenCL from Python: device discovery for `edgeinfer devices` (gpu/opencl_loader.h), and an
-// opened device whose ops run one call each on numpy arrays, for tests that compare every device
-// op with the CPU reference (llama.cpp's test-backend-ops is the model). The forward pass calls
-// the ops on device buffers directly, never through here.
+// An opened OpenCL device whose ops run one call each on numpy arrays, for tests that compare every
+// device op with the CPU reference (llama.cpp's test-backend-ops is the model), and the block
+// layouts the host and the device compiler see. The forward pass calls the ops on device buffers
+// directly, never through here.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "cpu/kernels.h"
 #include "gpu/block_layouts.h"
 #include "gpu/device_kv.h"
 #include "gpu/kernel_sources.h"
@@ -21,10 +22,10 @@
 #include "gpu/ops.h"
 #include "gpu/program_cache.h"
 #include "gpu/runtime.h"
-#include "cpu/kernels.h"
 #include "kv/kv_cache.h"
 #include "layers/cpu_blocks.h"
 #include "quant/types.h"
+#include "shared/opencl_info.h"
 
 namespace py = pybind11;
 
@@ -70,36 +71,20 @@ private:
     std::unique_ptr<ei::cl::DeviceOps> ops_;
 };
 
-py::dict info_dict(const ei::cl::DeviceInfo& d) {
-    py::dict row;
-    row["platform"] = d.platform;
-    row["platform_vendor"] = d.platform_vendor;
-    row["platform_version"] = d.platform_version;
-    row["name"] = d.name;
-    row["vendor"] = d.vendor;
-    row["type"] = d.type;
-    row["compute_units"] = d.compute_units;
-    row["global_mem_bytes"] = d.global_mem_bytes;
-    row["max_alloc_bytes"] = d.max_alloc_bytes;
-    row["opencl_version"] = d.opencl_version;
-    row["fp16"] = d.fp16;
-    return row;
-}
-
 py::list layouts_list(const std::vector<ei::cl::LayoutEntry>& entries) {
     py::list out;
     for (const auto& e : entries) out.append(py::make_tuple(e.block, e.field, e.value));
     return out;
 }
 
-void register_test_device(py::module_& m) {
+void register_opencl_device_class(py::module_& m) {
     py::class_<TestDevice>(m, "OpenCLDevice",
                            "An opened OpenCL device whose ops run one call each on numpy arrays (for tests;\n"
                            "the forward pass uses device buffers). index: as in `edgeinfer devices`.\n"
                            "cache_dir: folder for compiled program binaries ('' = memory only).")
         .def(py::init<int, const std::string&, const std::string&>(), py::arg("index") = 0,
              py::arg("library") = "", py::arg("cache_dir") = "")
-        .def_property_readonly("info", [](TestDevice& t) { return info_dict(t.dev().info()); })
+        .def_property_readonly("info", [](TestDevice& t) { return bindings::info_dict(t.dev().info()); })
         .def_property_readonly("driver_version", [](TestDevice& t) { return t.dev().driver_version(); })
         .def_property_readonly("programs_compiled", [](TestDevice& t) { return t.programs().compiled(); },
                                "Programs this device object compiled from source.")
@@ -280,36 +265,11 @@ void register_test_device(py::module_& m) {
 
 }  // namespace
 
-void register_gpu(py::module_& m) {
-    m.def(
-        "opencl_devices",
-        [](const std::string& library) {
-            ei::cl::DeviceList list;
-            {
-                py::gil_scoped_release nogil;  // drivers can take a while to enumerate
-                list = ei::cl::list_devices(library);
-            }
-            py::list devices;
-            for (const auto& d : list.devices) devices.append(info_dict(d));
-            return py::make_tuple(devices, list.reason);
-        },
-        py::arg("library") = "",
-        "(devices, reason): every OpenCL device as a dict {platform, platform_vendor,\n"
-        "platform_version, name, vendor, type, compute_units, global_mem_bytes, max_alloc_bytes,\n"
-        "opencl_version, fp16}, and why the list is empty ('' when it is not). `library` opens\n"
-        "that file instead of the default libOpenCL.so.1 / libOpenCL.so. No library, platform\n"
-        "or device is not an error; a failing OpenCL call raises EdgeInferError.");
-
+void register_opencl_device(py::module_& m) {
+    register_opencl_device_class(m);
     m.def("opencl_host_block_layouts", [] { return layouts_list(ei::cl::host_block_layouts()); },
           "[(block, field, bytes)]: sizeof ('' field) and field offsets of quant/blocks.h's structs, in the\n"
           "order of OpenCLDevice.block_layouts().");
     m.def("opencl_block_prelude", [] { return ei::cl::block_prelude(); },
           "The OpenCL C prelude generated from quant/blocks.h (block constants and structs).");
-    m.def("opencl_matmul_types", [] {
-        std::vector<std::string> names;
-        for (uint32_t t = 0; t < ei::TYPE_COUNT; ++t)
-            if (ei::cl::matmul_supports(t)) names.push_back(ei::type_info(t).name);
-        return names;
-    }, "Names of the weight types the OpenCL matmul takes (ggml's names: 'f32', 'q4_K', ...).");
-    register_test_device(m);
 }

@@ -9,6 +9,7 @@
 #include "cpu/kernels.h"
 #include "engine/context.h"
 #include "engine/state_file.h"
+#include "kv/centered_k.h"
 #include "model/model.h"
 
 namespace py = pybind11;
@@ -91,6 +92,8 @@ void kv_restore(Context& ctx, py::array_t<uint8_t, py::array::c_style> blob, int
 }  // namespace
 
 void register_model(py::module_& m) {
+    // F16 positions at the start of a centered cache (kv/centered_k.h), for memory estimates.
+    m.attr("kv_sink_rows") = ei::kSinkRows;
     py::class_<Model, std::shared_ptr<Model>>(m, "Model", "A loaded GGUF model (weights used in place from the mapping).")
         .def(py::init(&load_model), py::arg("path"))
         .def_property_readonly("gguf", [](const Model& self) { return self.file(); })

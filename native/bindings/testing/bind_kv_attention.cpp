@@ -14,7 +14,7 @@
 #include "kv/centered_k.h"
 #include "kv/kv_cache.h"
 #include "layers/cpu_blocks.h"
-#include "table_arg.h"
+#include "shared/table_arg.h"
 
 namespace py = pybind11;
 
@@ -109,9 +109,7 @@ py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, 
 
 }  // namespace
 
-void register_kv(py::module_& m) {
-    // F16 positions at the start of a centered cache (kv/centered_k.h), for memory estimates.
-    m.attr("kv_sink_rows") = ei::kSinkRows;
+void register_kv_attention(py::module_& m) {
     m.def("kv_cache_attention", &kv_cache_attention, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"),
           py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = false,
           py::arg("center_k") = false, py::arg("window") = 0, py::arg("isa") = py::none(),

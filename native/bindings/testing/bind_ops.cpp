@@ -12,7 +12,7 @@
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
 #include "layers/cpu_blocks.h"
-#include "table_arg.h"
+#include "shared/table_arg.h"
 
 namespace py = pybind11;
 

@@ -1,0 +1,30 @@
+// edgeinfer._testing: entry points for tests and measurement scripts only. Each runs one kernel,
+// one float op, one attention or one OpenCL device op on numpy arrays, with a chosen ISA's table,
+// so that every implementation can be compared with the scalar reference. The package never
+// imports this module; the forward pass calls the same code directly.
+#include <pybind11/pybind11.h>
+
+#include "shared/error_translation.h"
+
+namespace py = pybind11;
+
+void register_kernel_entries(py::module_& m);
+void register_ops(py::module_& m);
+void register_kv_attention(py::module_& m);
+void register_opencl_device(py::module_& m);
+
+PYBIND11_MODULE(_testing, m) {
+    m.doc() = "edgeinfer test-only entry points (kernels, ops and device ops one call at a time)";
+    // The same exception classes as the core's: a test catches EdgeInferError from either module.
+    py::module_ core = py::module_::import("edgeinfer._core");
+    // Kept for the life of the process (released, never decremented), as the core keeps them.
+    auto keep = [&core](const char* name) { return py::object(core.attr(name)).release(); };
+    static const bindings::ErrorClasses classes{keep("EdgeInferError"), keep("ModelFormatError"),
+                                                keep("ContextOverflowError"), keep("StateFileError")};
+    py::register_local_exception_translator(
+        [](std::exception_ptr p) { bindings::translate_core_error(classes, p); });
+    register_kernel_entries(m);
+    register_ops(m);
+    register_kv_attention(m);
+    register_opencl_device(m);
+}
