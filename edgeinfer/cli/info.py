@@ -15,9 +15,9 @@ from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.wording import flag_spelling
+from edgeinfer.errors import ModelFormatError
 from edgeinfer.gpu.model_plan import kv_row_bytes, plan_for_file
 from edgeinfer.gpu.placement import Placement, describe
-from edgeinfer.hparams import read_hparams
 from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.pull import resolve_model
 
@@ -68,16 +68,18 @@ def summarize(gguf: Any) -> dict:
 
 def kv_bytes_per_token(gguf: Any) -> dict[str, int] | None:
     """KV cache bytes per token for each cache type (K and V of the same type), from the
-    hyper-parameters; None if the file lacks them."""
-    dims = read_hparams(gguf).kv_dims()
-    if dims is None:
+    hyper-parameters as the core reads them; None if the file lacks them (or has ones the core
+    refuses)."""
+    try:
+        hparams = gguf.hparams()
+    except ModelFormatError:
         return None
-    n_layer, k_dim, v_dim = dims
+    n_layer, kv_width = hparams["n_layer"], hparams["kv_width"]
     out = {}
     for name in KV_CACHE_TYPES:
-        k, v = kv_row_bytes(name, k_dim), kv_row_bytes(name, v_dim)
-        if k is not None and v is not None:
-            out[name] = n_layer * (k + v)
+        row = kv_row_bytes(name, kv_width)
+        if row is not None:
+            out[name] = n_layer * 2 * row
     return out
 
 

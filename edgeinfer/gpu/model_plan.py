@@ -13,7 +13,6 @@ from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.gpu.devices import list_devices, opencl_library
 from edgeinfer.gpu.placement import Placement, model_costs, parse_gpu_layers, plan_placement
-from edgeinfer.hparams import read_hparams
 
 
 def kv_row_bytes(kv_type: str, dim: int) -> int | None:
@@ -37,10 +36,9 @@ def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096
                   kv_types: tuple[str, str] = ("f16", "f16"), require_gpu: bool = False) -> Placement:
     """The plan for `gpu_layers` (placement.parse_gpu_layers' syntax) on OpenCL device `device`
     for a model file (a _core.GgufFile), with a KV cache of n_ctx positions of kv_types."""
-    dims = read_hparams(gguf).kv_dims()
-    if dims is None:
-        raise EdgeInferError(f"{gguf.path}: no layer count / attention sizes in the metadata, so no placement plan")
-    n_layer, k_dim, v_dim = dims
+    hparams = gguf.hparams()  # the core's reading: a file it cannot size raises ModelFormatError
+    n_layer, k_dim = hparams["n_layer"], hparams["kv_width"]
+    v_dim = k_dim
     k_row, v_row = kv_row_bytes(kv_types[0], k_dim), kv_row_bytes(kv_types[1], v_dim)
     if k_row is None or v_row is None:
         raise EdgeInferError(f"KV rows of {k_dim}/{v_dim} values do not fit {kv_types[0]}/{kv_types[1]} blocks")

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from gguf import GGMLQuantizationType as T
+from gguf import Keys
 from gguf import LlamaFileType as FT
 
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.hparams import FileHParams
 
 # preset name -> (general.file_type, default tensor type)
 PRESETS: dict[str, tuple[FT, T]] = {
@@ -92,7 +92,9 @@ class QuantizeOptions:
 
 @dataclass
 class ModelShape:
-    """The hyper-parameters the presets look at."""
+    """The hyper-parameters the presets look at. Read from the file's metadata here, not by the core,
+    because a file of any architecture can be quantized, as with llama.cpp's quantizer, including
+    ones the core does not run yet (whose heads may be listed per layer)."""
     arch: str
     n_layer: int
     n_head: int
@@ -104,11 +106,22 @@ class ModelShape:
         return self.n_head // self.n_head_kv if self.n_head_kv else 0
 
     @classmethod
-    def from_hparams(cls, h: FileHParams) -> "ModelShape":
-        """The shape of a file's model (edgeinfer.hparams.read_hparams); per-layer head counts
-        count by their first layer's, as llama.cpp's presets do."""
-        return cls(arch=h.arch, n_layer=h.n_layer, n_head=h.n_head[0] if h.n_head else 0,
-                   n_head_kv=h.n_head_kv[0] if h.n_head_kv else 0, n_expert=h.n_expert)
+    def from_metadata(cls, gguf: Any) -> "ModelShape":
+        """The shape in `gguf`'s metadata (a _core.GgufFile, or anything with its ``get(key)``), 0
+        where it says nothing; per-layer head counts count by their first layer's, as llama.cpp's
+        presets do."""
+        arch = gguf.get(Keys.General.ARCHITECTURE) or ""
+
+        def get(key: str, default: int = 0) -> int:
+            value = gguf.get(key.format(arch=arch))
+            if isinstance(value, list):
+                value = value[0] if value else None
+            return default if value is None else int(value)
+
+        n_head = get(Keys.Attention.HEAD_COUNT)
+        return cls(arch=arch, n_layer=get(Keys.LLM.BLOCK_COUNT), n_head=n_head,
+                   n_head_kv=get(Keys.Attention.HEAD_COUNT_KV, n_head),
+                   n_expert=get(Keys.LLM.EXPERT_COUNT))
 
 
 @dataclass

@@ -17,7 +17,6 @@ from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.hparams import read_hparams
 from edgeinfer.output_file import check_output_path
 from edgeinfer.quantize.plan import (PLAIN, PRESETS, ModelShape, QuantizeOptions, TensorInfo, TensorPlan,
                                      make_plan)
@@ -68,7 +67,7 @@ def _to_float(raw: np.ndarray, qtype: int, n: int) -> np.ndarray:
 
 def plan_file(src: _core.GgufFile, options: QuantizeOptions) -> list[TensorPlan]:
     tensors = [TensorInfo(t["name"], list(t["shape"]), T(t["type"])) for t in src.tensors()]
-    return make_plan(tensors, ModelShape.from_hparams(read_hparams(src)), options)
+    return make_plan(tensors, ModelShape.from_metadata(src), options)
 
 
 def quantize_file(

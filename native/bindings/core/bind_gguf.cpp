@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "arch/hparams.h"
 #include "gguf/gguf.h"
 #include "quant/types.h"
 
@@ -102,6 +103,32 @@ void register_gguf(py::module_& m) {
                  return out;
              },
              "All metadata as a dict (arrays become lists; large vocabularies take a moment).")
+        .def("hparams",
+             [](const GgufFile& f) {
+                 const ei::HParams hp = ei::read_hparams(f);
+                 py::dict d;
+                 d["arch"] = decode_utf8(hp.arch);
+                 d["n_ctx_train"] = hp.n_ctx_train;
+                 d["n_embd"] = hp.n_embd;
+                 d["n_layer"] = hp.n_layer;
+                 d["n_head"] = hp.n_head;
+                 d["n_head_kv"] = hp.n_head_kv;
+                 d["head_dim"] = hp.head_dim;
+                 d["n_ff"] = hp.n_ff;
+                 d["n_rot"] = hp.n_rot;
+                 d["norm_eps"] = hp.norm_eps;
+                 d["rope_freq_base"] = hp.rope_freq_base;
+                 d["rope_freq_base_swa"] = hp.rope_freq_base_swa;
+                 d["rope_freq_scale"] = hp.rope_freq_scale;
+                 d["q_width"] = hp.q_width();
+                 d["kv_width"] = hp.kv_width();
+                 return d;
+             },
+             "The hyper-parameters every decoder shares, read as the core reads them when it loads the\n"
+             "model (arch/hparams.h), without loading it: a dict with arch, n_ctx_train, n_embd, n_layer,\n"
+             "n_head, n_head_kv, head_dim, n_ff, n_rot, norm_eps, rope_freq_base, rope_freq_base_swa,\n"
+             "rope_freq_scale, q_width and kv_width (values per K or V row). Raises ModelFormatError\n"
+             "if a key is missing or invalid.")
         .def("get",
              [](const GgufFile& f, const std::string& key, py::object fallback) {
                  const GgufValue* v = f.find(key);
