@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.wording import Ref, Wording
 
 TOP_K = 1024
 FORMAT = "edgeinfer-kld-base/1"
@@ -124,8 +125,8 @@ class Comparer:
 
     def result(self) -> KLDResult:
         if self.pos != len(self.targets):
-            raise EdgeInferError(f"scored {self.pos} tokens, the base file has {len(self.targets)} "
-                                 "(different text, chunk size or --chunks)")
+            raise EdgeInferError(Wording(f"scored {self.pos} tokens, the base file has {len(self.targets)} "
+                                         "(different text, chunk size or ", Ref("n_chunks"), ")"))
         kld = np.concatenate(self.klds)
         same = np.concatenate(self.same).astype(np.float64)
         n = len(kld)

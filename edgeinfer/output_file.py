@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.wording import Ref, Wording
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -33,7 +34,7 @@ def check_output_path(out: str | os.PathLike, inputs: Iterable[str | os.PathLike
         if not out.is_file():
             raise EdgeInferError(f"{out} exists and is not a regular file; write the output to another path")
         if not force:
-            raise EdgeInferError(f"{out} already exists; pass --force to overwrite it")
+            raise EdgeInferError(Wording(f"{out} already exists; pass ", Ref("force", True), " to overwrite it"))
     folder = out.parent
     if not folder.exists():
         raise EdgeInferError(f"cannot write {out}: the folder {folder} does not exist")

@@ -147,13 +147,23 @@ def test_notes_name_the_api_keyword_and_the_cli_its_flag():
     assert p.as_dict(flag_spelling)["notes"] == ["--gpu-layers 0: every layer runs on the CPU."]
 
 
+# The commands whose messages can name each setting (placement: every command that loads a model).
+COMMANDS_OF = {"gpu_layers": ("run", "chat", "serve", "info"), "device": ("run", "chat", "serve", "info"),
+               "require_gpu": ("run", "chat", "serve", "info"), "n_ctx": ("run", "chat", "serve", "info"),
+               "force": ("quantize", "convert"), "n_chunks": ("perplexity",), "tensor_types": ("quantize",)}
+
+
 def test_every_flag_the_messages_name_is_one_the_commands_take():
     from edgeinfer.cli.args import build_parser
 
-    for command in ("run", "chat", "serve", "info"):
-        for flag in FLAGS.values():
-            args = [flag] if flag == "--require-gpu" else [flag, "1"]
-            build_parser().parse_args([command] + ["--prompt", "x"] * (command == "run") + args)
+    assert set(COMMANDS_OF) == set(FLAGS)
+    positional = {"run": ["--prompt", "x"], "quantize": ["in.gguf", "out.gguf", "Q8_0"], "convert": ["hf", "out.gguf"],
+                  "perplexity": ["-f", "text.txt"]}
+    for name, commands in COMMANDS_OF.items():
+        flag = FLAGS[name]
+        args = [flag] if flag in ("--require-gpu", "--force") else [flag, "1"]
+        for command in commands:
+            build_parser().parse_args([command] + positional.get(command, []) + args)
 
 
 def test_auto_fits_the_last_layers_within_the_margin_and_explains():

@@ -225,6 +225,17 @@ def test_an_existing_output_is_refused_without_force_and_replaced_with_it(tiny_f
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q8.gguf"]
 
 
+def test_the_api_names_its_own_arguments_and_the_cli_its_flags(tiny_f32, tmp_path):
+    out = tmp_path / "q8.gguf"
+    out.write_bytes(b"keep me")
+    with pytest.raises(EdgeInferError, match=r"already exists; pass force=True to overwrite it"):
+        quantize_file(tiny_f32, out, QuantizeOptions("Q8_0"))
+    with pytest.raises(EdgeInferError, match=r"^tensor_types rule 'ffn_down' is not REGEX=TYPE$"):
+        parse_tensor_type("ffn_down")
+    assert_cli_refused(quantize_cli(str(tiny_f32), str(tmp_path / "b.gguf"), "Q8_0", "--tensor-type", "(=q8_0"),
+                       "--tensor-type rule '(=q8_0': bad regular expression")
+
+
 def test_the_input_is_never_the_output_even_with_force(tiny_f32, tmp_path):
     before = tiny_f32.read_bytes()
     assert_cli_refused(quantize_cli(str(tiny_f32), str(tiny_f32), "Q8_0", "--force"), f"{tiny_f32} is the input")

@@ -1,12 +1,13 @@
 """The library's messages in the command line's words: a setting the library names by its
 `Model.load` keyword (``gpu_layers='auto'``) is named by the flag that sets it here
-(``--gpu-layers auto``); see edgeinfer/gpu/wording.py."""
+(``--gpu-layers auto``); see edgeinfer/wording.py."""
 from __future__ import annotations
 
-from edgeinfer.gpu.wording import DEVICE_LIST, Ref, spelled
+from edgeinfer.wording import DEVICE_LIST, Ref, spelled
 
 # Model.load keyword -> the flag that sets it (edgeinfer/cli/args.py).
-FLAGS = {"gpu_layers": "--gpu-layers", "device": "--device", "require_gpu": "--require-gpu", "n_ctx": "-c"}
+FLAGS = {"gpu_layers": "--gpu-layers", "device": "--device", "require_gpu": "--require-gpu", "n_ctx": "-c",
+         "force": "--force", "n_chunks": "--chunks", "tensor_types": "--tensor-type"}
 
 
 def flag_spelling(ref: Ref) -> str:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.gpu.wording import DEVICE_LIST, Ref, Spelling, Wording, keyword_spelling, spelled
+from edgeinfer.wording import DEVICE_LIST, Ref, Spelling, Wording, keyword_spelling, spelled
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2

@@ -20,6 +20,7 @@ from gguf import LlamaFileType as FT
 
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.wording import Ref, Wording
 
 # preset name -> (general.file_type, default tensor type)
 PRESETS: dict[str, tuple[FT, T]] = {
@@ -73,11 +74,11 @@ def parse_tensor_type(spec: str) -> tuple[re.Pattern[str], T]:
     """'attn_v=q8_0' -> (regex searched in tensor names, type), like llama-quantize's --tensor-type."""
     pattern, sep, type_name = spec.rpartition("=")
     if not sep or not pattern:
-        raise EdgeInferError(f"--tensor-type expects REGEX=TYPE, got {spec!r}")
+        raise EdgeInferError(Wording("", Ref("tensor_types"), f" rule {spec!r} is not REGEX=TYPE"))
     try:
         return re.compile(pattern), parse_type(type_name)
     except re.error as exc:
-        raise EdgeInferError(f"--tensor-type {spec!r}: bad regular expression ({exc})") from None
+        raise EdgeInferError(Wording("", Ref("tensor_types"), f" rule {spec!r}: bad regular expression ({exc})")) from None
 
 
 @dataclass

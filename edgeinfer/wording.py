@@ -1,8 +1,9 @@
 """Messages that name the reader's own settings.
 
-A placement error or note tells its reader which setting to change. Someone calling the Python API
-set it as a `Model.load` keyword (``gpu_layers='auto'``, ``device=3``); someone at the command line
-as a flag (``--gpu-layers auto``, ``--device 3``). So such a message is written once, as text and
+An error or note (a placement that does not fit, an output file that exists) tells its reader
+which setting to change. Someone calling the Python API set it as a keyword argument
+(``Model.load(gpu_layers='auto')``, ``quantize_file(..., force=True)``); someone at the command line
+as a flag (``--gpu-layers auto``, ``--force``). So such a message is written once, as text and
 `Ref`s, and each interface spells the refs its own way: the message *is* the API's wording (a
 str, so it prints, compares and joins like one), and ``message.spelled(spell)`` gives another
 interface's (the CLI's is edgeinfer/cli/wording.py).
