@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -203,18 +202,6 @@ def markdown(cells: list[Cell]) -> str:
     return "\n".join(rows)
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
-
-
 def int_list(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
 
@@ -236,16 +223,17 @@ def main() -> int:
     worker = LlamaCppWorker(py)
     try:
         from edgeinfer import _core
+        from edgeinfer.machine import machine_summary
         info = worker.call(cmd="load", model=args.model[0], n_threads=1, n_ctx=16, n_batch=16)
         log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-        log(f"[bench_compare] machine: {machine()}")
+        log(f"[bench_compare] machine: {machine_summary()}")
         log(f"[bench_compare] edgeinfer isa={_core.isa()}; llama-cpp-python {info['version']}: {info['system_info']}")
         cells = compare(args.model, args.threads, args.n_prompt, args.n_gen, args.repetitions, args.batch_size,
                         worker, log)
     finally:
         worker.close()
     if args.json:
-        print(json.dumps({"machine": machine(), "edgeinfer_isa": _core.isa(), "llamacpp": info,
+        print(json.dumps({"machine": machine_summary(), "edgeinfer_isa": _core.isa(), "llamacpp": info,
                           "cells": [c.summary() for c in cells]}, indent=2))
     else:
         print(markdown(cells))

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -42,18 +41,9 @@ from support.fuzz_runner import MEMORY_LIMIT, is_failure, run_variants  # noqa: 
 from support.model_fuzz import make_model_bases, variant  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
+from edgeinfer.machine import cpu_name  # noqa: E402
 
 OUTCOMES = ["ok", "format_error", "error", "other", "crash", "hang", "batch_death"]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def default_smollm2() -> Path | None:

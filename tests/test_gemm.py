@@ -61,6 +61,38 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     assert (np.abs(fast - ref) <= bound).all()
 
 
+# -- one weight row against a few activation rows (vec_dot_cols: decode batches) ---------------------------
+
+# Column counts: each remainder after passes of 8, whole passes, and more than one pass.
+COLUMN_COUNTS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19]
+
+
+def test_the_x86_tables_have_columns_kernels_for_the_32_element_types():
+    expected = [isa for isa in ("avx2", "avx512") if isa in _core.available_isas()]
+    for qtype in GEMM_TYPES:
+        assert isas_with_gemm(qtype, "columns") == expected, qtype.name
+
+
+@pytest.mark.parametrize("qtype", GEMM_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n", COLUMN_COUNTS)
+def test_columns_kernel_is_bit_identical_to_vec_dot(qtype, n):
+    """So a token decoded in a batch gets exactly the logits it gets decoded alone."""
+    m, k = 5, 576
+    rng = np.random.default_rng([int(qtype), n])
+    w = random_blocks(qtype, m * k, rng)
+    act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
+    act[0, :7] = 0.0
+    if n > 2:
+        act[2] = 0.0
+    isas = isas_with_gemm(qtype, "columns")
+    if not isas:
+        pytest.skip("no ISA with a columns kernel on this machine")
+    for isa in isas:
+        got = _testing.gemm(int(qtype), w, m, act, isa, order="columns")
+        want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order="columns")
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
+
+
 # -- the k-quant GEMMs (gemm_ggml_repack / gemm_ggml_tiled) against their per-output orders ----------------
 
 KQUANT_ORDERS = [(T.Q4_K, "repacked_gemm"), (T.Q4_K, "tiled"), (T.Q5_K, "tiled"), (T.Q6_K, "tiled")]

@@ -24,7 +24,7 @@ std::shared_ptr<Model> load_model(const std::string& path) {
 }
 
 void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, bool all_logits,
-            const py::object& logits_from) {
+            const py::object& logits_from, bool as_single_steps) {
     if (tokens.ndim() != 1) throw ei::Error("tokens must be a 1-D sequence of ids");
     const int32_t* data = tokens.data();
     const int64_t n = tokens.shape(0);
@@ -34,7 +34,7 @@ void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::f
         first = logits_from.cast<int64_t>();
     }
     py::gil_scoped_release release;
-    ctx.decode(data, n, first);
+    ctx.decode(data, n, first, as_single_steps ? ei::BatchOrder::per_row : ei::BatchOrder::llama_cpp);
 }
 
 // [rows][n_vocab] float32 view of the context's logits; the array owns a reference to the buffer.
@@ -132,9 +132,12 @@ void register_model(py::module_& m) {
              "a quantized K centered on the mean of the first keys, kept in F16 (None: where it pays, a q4_0 K).\n"
              "gpu_layers: layers to run on OpenCL device gpu_device (edgeinfer.gpu.placement plans them; F16 KV only).")
         .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
+             py::arg("as_single_steps") = false,
              "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
              "kept for the last token, for every token (all_logits), or for tokens[logits_from:] "
-             "(len(tokens): none).")
+             "(len(tokens): none). as_single_steps: every token's logits and cache rows exactly as "
+             "decoding the tokens one call at a time gives them (a decode batch: drafted tokens, "
+             "several sequences); else llama.cpp's order for a batch of this size (a prompt).")
         .def_property_readonly("logits", &logits_view,
                                "Logits of the last decode, [rows, n_vocab] float32, a read-only zero-copy view.")
         .def_property_readonly("n_past", &Context::n_past)

@@ -47,6 +47,7 @@ struct ForwardBatch {
     int64_t pos0;           // position of tokens[0]; the cache holds positions < pos0
     int64_t first_logit;    // logits for tokens first_logit..n-1 (n: none, the batch only fills the cache)
     float* logits;          // [n - first_logit][n_vocab]
+    BatchOrder order = BatchOrder::llama_cpp;  // how the rows are computed (cpu/batch_order.h)
 };
 
 class ArchModel {

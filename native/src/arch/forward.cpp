@@ -28,7 +28,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     };
     const int64_t fused_width = M.fused_width();
     float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
-    CpuLayerOps ops(env.pool, env.kt, env.kv, env.matmul_scratch, s.norm_eps, fused);
+    CpuLayerOps ops(env.pool, env.kt, env.kv, env.matmul_scratch, s.norm_eps, fused, b.order);
 
     embed_tokens(env.kt, M.tok_embd, b.tokens, n, a.x);
     if (M.embed_scale > 0.0f) scale_inplace(a.x, M.embed_scale, n * d);  // ggml_scale(inpL, ...)
@@ -53,7 +53,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     const int64_t m = n - r0;
     if (m == 0) return;  // no logits wanted: the cache is all this batch was for
     rms_norm(a.x + r0 * d, M.output_norm, a.h, m, d, s.norm_eps);
-    matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch);
+    matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch, b.order);
     if (M.final_softcap > 0.0f) {
         // ggml_scale(1/c), ggml_tanh, ggml_scale(c)
         const float c = M.final_softcap;

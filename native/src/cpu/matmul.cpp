@@ -15,6 +15,9 @@ constexpr int64_t kGemmMinTokens = 4;
 // From this many activation rows ggml-cpu multiplies k-quant weights it has not repacked with
 // its tiled GEMM (tiled.cpp), whose float order vec_dot_ggml_tiled reproduces.
 constexpr int64_t kTiledMinBatch = 8;
+// Up to this many activation rows a batch streams each weight row once for all of them
+// (column_dots); from there the tiled GEMM's panel packing pays for itself.
+constexpr int64_t kColumnDotsMaxTokens = 8;
 // Row tasks per pool thread (dynamic balancing; each task costs one atomic claim).
 constexpr int64_t kTasksPerThread = 4;
 // How far ahead of the row being multiplied a decode requests the weight bytes it will need.
@@ -45,6 +48,7 @@ struct MatmulPlan {
         tiled_gemm,     // a prompt chunk through the ISA's tiled GEMM (vec_dot's bits)
         ggml_order,     // one dot per output in the order ggml's repacked or tiled GEMM sums in,
                         // the columns that order's GEMM covers through it
+        column_dots,    // a decode batch: each weight row once for every column, vec_dot's bits
         row_dots,       // one vec_dot per output (decode, and what has no GEMM)
     } kind;
     VecDotFn dot = nullptr;        // ggml_order / row_dots: the per-output dot
@@ -54,19 +58,26 @@ struct MatmulPlan {
     int64_t n_by_gemm = 0;         // ggml_order: leading columns order_gemm takes
 };
 
-MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n) {
+MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n, BatchOrder order) {
+    // The packed kernels have one float chain per output, whatever the batch.
     if (W.packed && wk.gemm_16row_groups) return {MatmulPlan::packed_groups};
-    if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
+    const bool per_row = order == BatchOrder::per_row;
     // llama.cpp repacks such weights into interleaved 8-row blocks at load time (ggml-cpu's
     // CPU_REPACK buffer) and multiplies them with its GEMV/GEMM; the per-row dot in that order
     // gives the same floats without moving the memory. Its GEMM takes the activation rows in
     // whole groups of 4, the GEMV the n % 4 left over. k-quant weights it has not repacked go
     // through its tiled GEMM from kTiledMinBatch rows.
     const bool repack_order = wk.vec_dot_ggml_repack && W.rows() % 8 == 0;
-    const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch;
-    if (!repack_order && !tiled_order) return {MatmulPlan::row_dots, wk.vec_dot};
+    const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch && !per_row;
+    if (!repack_order && !tiled_order) {
+        // vec_dot's order for any batch: through the kernel that suits the batch's size.
+        if (wk.vec_dot_cols && n > 1 && n <= kColumnDotsMaxTokens) return {MatmulPlan::column_dots};
+        if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
+        return {MatmulPlan::row_dots, wk.vec_dot};
+    }
     MatmulPlan p{MatmulPlan::ggml_order};
     p.dot = repack_order ? wk.vec_dot_ggml_repack : wk.vec_dot_ggml_tiled;
+    if (per_row) return p;  // every row in the GEMV's order: a one-row batch's
     p.dot_grouped = repack_order && wk.vec_dot_ggml_repack_gemm ? wk.vec_dot_ggml_repack_gemm : p.dot;
     p.n_grouped = n - n % 4;
     p.order_gemm = repack_order ? wk.gemm_ggml_repack : wk.gemm_ggml_tiled;
@@ -124,6 +135,22 @@ void run_tiled_gemm(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a
     }, tasks);
 }
 
+// A decode batch: each thread streams its weight rows once, kPrefetchBytes ahead, each row
+// multiplied with every activation row while it is in L1.
+void run_column_dots(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
+    const Tensor& W = a.W;
+    const int64_t K = W.cols(), M = W.rows();
+    const uint8_t* w_end = W.row(M);
+    pool.run([&](int ith, int nth) {
+        int64_t r0, r1;
+        task_rows(M, ith, nth, &r0, &r1);
+        for (int64_t r = r0; r < r1; ++r) {
+            prefetch_span(W.row(r) + kPrefetchBytes, W.row(r + 1) + kPrefetchBytes, w_end);
+            wk.vec_dot_cols(K, a.n, &a.y[r], (size_t)M, W.row(r), a.act, a.act_row);
+        }
+    }, row_tasks(pool, M));
+}
+
 // One dot per output. Decode streams each row once, kPrefetchBytes ahead of the dot products; a
 // batch takes rows in small tiles so a tile stays in L1/L2 while every activation row passes
 // over it, after the columns the plan's GEMM covers.
@@ -159,7 +186,7 @@ void run_dots(ThreadPool& pool, const MatmulPlan& p, const MatmulArgs& a) {
 }  // namespace
 
 void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
-            MatmulScratch& scratch) {
+            MatmulScratch& scratch, BatchOrder order) {
     const TypeKernels& wk = kt.types[W.type];
     const TypeKernels& ak = kt.types[wk.vec_dot_type];
     if (!wk.vec_dot || (wk.vec_dot_type != TYPE_F32 && !ak.from_float))
@@ -185,10 +212,11 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     }
 
     const MatmulArgs args{W, act, act_row, n, y};
-    const MatmulPlan plan = plan_matmul(wk, W, n);
+    const MatmulPlan plan = plan_matmul(wk, W, n, order);
     switch (plan.kind) {
         case MatmulPlan::packed_groups: return run_packed_groups(pool, wk, args);
         case MatmulPlan::tiled_gemm: return run_tiled_gemm(pool, wk, args);
+        case MatmulPlan::column_dots: return run_column_dots(pool, wk, args);
         case MatmulPlan::ggml_order:
         case MatmulPlan::row_dots: return run_dots(pool, plan, args);
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "cpu/batch_order.h"
 #include "cpu/kernels.h"
 #include "cpu/tensor.h"
 
@@ -20,9 +21,10 @@ struct MatmulScratch {
     std::vector<uint8_t> act;
 };
 
-// x: [n][W.cols()] floats; y: [n][W.rows()] floats.
+// x: [n][W.cols()] floats; y: [n][W.rows()] floats. `order`: llama.cpp's for a batch of n rows,
+// or each row's as a one-row matmul computes it (cpu/batch_order.h).
 void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
-            MatmulScratch& scratch);
+            MatmulScratch& scratch, BatchOrder order = BatchOrder::llama_cpp);
 
 // Bytes of one activation row converted for W (what matmul stores per row in the scratch).
 size_t matmul_act_row_bytes(const KernelTable& kt, const Tensor& W);

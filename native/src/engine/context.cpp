@@ -48,7 +48,7 @@ void Context::sync_offloaded_kv(int64_t n) const {
     if (offload_) offload_->sync_kv_to_host(std::min(n, n_past_));
 }
 
-void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit) {
+void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order) {
     if (n <= 0) throw Error("decode needs at least one token");
     if (first_logit < 0 || first_logit > n)
         throw Error("first logit row " + std::to_string(first_logit) + " is outside 0.." + std::to_string(n));
@@ -72,7 +72,7 @@ void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit) {
         // This chunk's rows from first_logit on (all of them, some, or none: chunk).
         const int64_t first = std::clamp<int64_t>(first_logit - done, 0, chunk);
         float* out = logits_->data() + std::max<int64_t>(0, done - first_logit) * n_vocab;
-        model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, first, out});
+        model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, first, out, order});
         n_past_ += chunk;
         done += chunk;
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "cpu/batch_order.h"
 #include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -36,7 +37,9 @@ public:
     // logits() holds one row for each of tokens[first_logit..n) (n - 1: the last token's only;
     // n: none). Rows before first_logit are not computed past the last layer's K/V.
     // Throws ContextOverflowError (nothing changed) if the tokens do not fit, Error for a bad id.
-    void decode(const int32_t* tokens, int64_t n, int64_t first_logit);
+    // order: llama.cpp's for this batch (a prompt), or per_row: every token as decoding it alone
+    // would give (cpu/batch_order.h; the CPU's layers: offloaded ones compute as the device does).
+    void decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order = BatchOrder::llama_cpp);
 
     // Logits of the last decode: [n_logit_rows][n_vocab]. The buffer is shared so a caller's
     // zero-copy view stays valid after later decodes (which use a fresh buffer when they must grow).

@@ -100,7 +100,14 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
 }  // namespace
 
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
-                      const KvCache& kv, int64_t layer, const AttentionShape& s, float* out) {
+                      const KvCache& kv, int64_t layer, const AttentionShape& s, float* out, BatchOrder order) {
+    if (order == BatchOrder::per_row && n > 1) {
+        // Row by row: how positions are split over threads (and whether the tiled kernel runs)
+        // depends on the batch, and so would the floats. A decode batch has few rows.
+        const int64_t stride = s.n_head * s.head_dim;
+        for (int64_t t = 0; t < n; ++t) attention_cached(pool, kt, q + t * stride, 1, pos0 + t, kv, layer, s, out + t * stride);
+        return;
+    }
     // A centered K holds (k - mu) / s past its sink rows: the scores need q * s (plus q . mu,
     // which `centered` adds to the partial results). kv/centered_attention.h
     CenteredAttention centered(kv, layer, q, n, s.n_head, s.head_dim, s.scale);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cpu/batch_order.h"
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
 #include "kv/kv_cache.h"
@@ -39,9 +40,12 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
 // attention_f16 (llama.cpp's exact path); a cache with a Q8_0/Q4_0 K to the span kernel where
 // the table has one (kt.ops.attn_kvq_span: grouped heads, integer scores, split-KV), else to
 // ggml's one-row kernel for quantized K/V (kt.ops.attn_kvq_row); both read the blocks in place.
-// A rotated K (KvCache::k_rotated) gets Q rotated alike first. (layers/cpu_attention.cpp)
+// A rotated K (KvCache::k_rotated) gets Q rotated alike first. With BatchOrder::per_row each query
+// row is computed as a one-row batch at its position would compute it (the split of positions
+// into spans, the tiled kernel's threshold). (layers/cpu_attention.cpp)
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
-                      const KvCache& kv, int64_t layer, const AttentionShape& s, float* out);
+                      const KvCache& kv, int64_t layer, const AttentionShape& s, float* out,
+                      BatchOrder order = BatchOrder::llama_cpp);
 
 // out[i] = silu(gate[i]) * up[i] over n values (in place allowed: out may equal gate).
 void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);

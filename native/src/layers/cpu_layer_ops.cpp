@@ -11,13 +11,13 @@ void CpuLayerOps::rms_norm(const float* x, const float* w, float* out, int64_t r
 }
 
 void CpuLayerOps::matmul(const Tensor& W, const float* x, int64_t n, float* y) {
-    ei::matmul(pool_, kt_, W, x, n, y, scratch_);
+    ei::matmul(pool_, kt_, W, x, n, y, scratch_, order_);
 }
 
 void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b,
                                int64_t wb, float* c, int64_t wc) {
     const int64_t stride = wa + wb + wc;
-    ei::matmul(pool_, kt_, W, x, n, fused_, scratch_);
+    ei::matmul(pool_, kt_, W, x, n, fused_, scratch_, order_);
     for (int64_t t = 0; t < n; ++t) {
         const float* row = fused_ + t * stride;
         std::memcpy(a + t * wa, row, sizeof(float) * wa);
@@ -28,7 +28,7 @@ void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float
 
 void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate,
                                    float* /*up*/) {
-    ei::matmul(pool_, kt_, W, x, n, fused_, scratch_);
+    ei::matmul(pool_, kt_, W, x, n, fused_, scratch_, order_);
     for (int64_t t = 0; t < n; ++t) glu(gelu, fused_ + t * 2 * ff, fused_ + t * 2 * ff + ff, gate + t * ff, ff);
 }
 
@@ -50,7 +50,7 @@ void CpuLayerOps::kv_store(int il, int64_t pos0, int64_t n, const float* k, cons
 }
 
 void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out) {
-    attention_cached(pool_, kt_, q, m, pos0, kv_, il, s, out);
+    attention_cached(pool_, kt_, q, m, pos0, kv_, il, s, out, order_);
 }
 
 void CpuLayerOps::glu(bool gelu, const float* gate, const float* up, float* out, int64_t count) {

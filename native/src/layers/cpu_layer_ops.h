@@ -21,9 +21,10 @@ public:
     using Weights = CpuLayerWeights;
 
     // fused: scratch of at least [n][max(q_width + 2 kv_width, 2 n_ff)] floats for fused projections.
+    // order: how the rows of this batch are computed (cpu/batch_order.h).
     CpuLayerOps(ThreadPool& pool, const KernelTable& kt, KvCache& kv, MatmulScratch& scratch, float norm_eps,
-                float* fused)
-        : pool_(pool), kt_(kt), kv_(kv), scratch_(scratch), eps_(norm_eps), fused_(fused) {}
+                float* fused, BatchOrder order)
+        : pool_(pool), kt_(kt), kv_(kv), scratch_(scratch), eps_(norm_eps), fused_(fused), order_(order) {}
 
     static bool present(const Tensor& t) { return t.present(); }
     static bool present(const float* v) { return v != nullptr; }
@@ -52,6 +53,7 @@ private:
     MatmulScratch& scratch_;
     float eps_;
     float* fused_;
+    BatchOrder order_;
     std::vector<int32_t> pos_;
 };
 

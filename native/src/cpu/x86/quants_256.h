@@ -215,6 +215,92 @@ void vec_dot_q8_0_q8_0_256(int64_t n, float* s, const void* vx, const void* vy) 
     *s = hsum_float_8(acc);
 }
 
+// ---- several activation rows at once (decode batches) -------------------------------------
+// The dot products above for NC activation rows: each weight block is loaded and unpacked once,
+// then every column goes through exactly its vec_dot's operations (same integers, same float
+// products, FMAs and reduction, in the same order), so each result is bit-identical to vec_dot's.
+
+// The 32 weight values of a block as int8 (signed types) or u8 (q4_1 / q5_1), as the vec_dots unpack them.
+inline __m256i unpack_q4_0(const block_q4_0& b) { return _mm256_sub_epi8(bytes_from_nibbles_32(b.qs), _mm256_set1_epi8(8)); }
+inline __m256i unpack_q5_0(const block_q5_0& b) {
+    const __m256i hi = _mm256_andnot_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(bytes_from_nibbles_32(b.qs), hi);
+}
+inline __m256i unpack_q8_0(const block_q8_0& b) { return _mm256_loadu_si256((const __m256i*)b.qs); }
+inline __m256i unpack_q4_1(const block_q4_1& b) { return bytes_from_nibbles_32(b.qs); }
+inline __m256i unpack_q5_1(const block_q5_1& b) {
+    const __m256i hi = _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(bytes_from_nibbles_32(b.qs), hi);
+}
+
+// Signed weights against q8_0 activations (q4_0, q5_0, q8_0).
+template <int NC, typename Block, __m256i (*Unpack)(const Block&)>
+void dot_cols_signed_256(int64_t n, float* s, size_t s_stride, const void* vx, const void* vy, size_t y_stride) {
+    const Block* x = (const Block*)vx;
+    const uint8_t* y0 = (const uint8_t*)vy;
+    __m256 acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const __m256i qx = Unpack(x[i]);
+        for (int c = 0; c < NC; ++c) {
+            const block_q8_0& y = ((const block_q8_0*)(y0 + c * y_stride))[i];
+            const __m256 d = set1_fp16_product(x[i].d, y.d);
+            acc[c] = _mm256_fmadd_ps(d, mul_sum_i8_pairs_float(qx, _mm256_loadu_si256((const __m256i*)y.qs)), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) s[c * s_stride] = hsum_float_8(acc[c]);
+}
+
+// Unsigned weights with a minimum against q8_1 activations (q4_1, q5_1). q5_1's vec_dot scales by
+// dx * dy as a vector product and q4_1's by the scalar product: the same rounded float either way.
+template <int NC, typename Block, __m256i (*Unpack)(const Block&)>
+void dot_cols_min_256(int64_t n, float* s, size_t s_stride, const void* vx, const void* vy, size_t y_stride) {
+    const Block* x = (const Block*)vx;
+    const uint8_t* y0 = (const uint8_t*)vy;
+    __m256 acc[NC];
+    float summs[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps(), summs[c] = 0.0f;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        const __m256i qx = Unpack(x[i]);
+        const float m = h2f(x[i].m);
+        for (int c = 0; c < NC; ++c) {
+            const block_q8_1& y = ((const block_q8_1*)(y0 + c * y_stride))[i];
+            summs[c] = std::fma(m, h2f(y.s), summs[c]);
+            const __m256 d = set1_fp16_product(x[i].d, y.d);
+            acc[c] = _mm256_fmadd_ps(d, mul_sum_us8_pairs_float(qx, _mm256_loadu_si256((const __m256i*)y.qs)), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) s[c * s_stride] = hsum_float_8(acc[c]) + summs[c];
+}
+
+// A VecDotColsFn from a kernel templated on the column count: passes of kDotColsMax, then the rest.
+template <template <int> class K>
+void dot_cols_dispatch(int64_t n, int64_t n_cols, float* s, size_t s_stride, const void* x, const void* y,
+                       size_t y_stride) {
+    for (; n_cols >= kDotColsMax; n_cols -= kDotColsMax) {
+        K<kDotColsMax>::run(n, s, s_stride, x, y, y_stride);
+        s += kDotColsMax * s_stride;
+        y = (const uint8_t*)y + kDotColsMax * y_stride;
+    }
+    switch (n_cols) {
+        case 1: return K<1>::run(n, s, s_stride, x, y, y_stride);
+        case 2: return K<2>::run(n, s, s_stride, x, y, y_stride);
+        case 3: return K<3>::run(n, s, s_stride, x, y, y_stride);
+        case 4: return K<4>::run(n, s, s_stride, x, y, y_stride);
+        case 5: return K<5>::run(n, s, s_stride, x, y, y_stride);
+        case 6: return K<6>::run(n, s, s_stride, x, y, y_stride);
+        case 7: return K<7>::run(n, s, s_stride, x, y, y_stride);
+        default: return;
+    }
+}
+static_assert(kDotColsMax == 8, "dot_cols_dispatch lists the remainders 1..7");
+
+template <int NC> struct ColsQ4_0 { static constexpr auto run = dot_cols_signed_256<NC, block_q4_0, unpack_q4_0>; };
+template <int NC> struct ColsQ5_0 { static constexpr auto run = dot_cols_signed_256<NC, block_q5_0, unpack_q5_0>; };
+template <int NC> struct ColsQ8_0 { static constexpr auto run = dot_cols_signed_256<NC, block_q8_0, unpack_q8_0>; };
+template <int NC> struct ColsQ4_1 { static constexpr auto run = dot_cols_min_256<NC, block_q4_1, unpack_q4_1>; };
+template <int NC> struct ColsQ5_1 { static constexpr auto run = dot_cols_min_256<NC, block_q5_1, unpack_q5_1>; };
+
 // ---- float types ---------------------------------------------------------------------------
 // As ggml_vec_dot_f32/f16 with 256-bit vectors: four 8-lane FMA accumulators over steps of 32,
 // reduced pairwise, the tail (n % 32) summed in double.
@@ -284,6 +370,11 @@ inline void fill_kernels_256(KernelTable& t) {
     t.types[TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_256;
     t.types[TYPE_Q5_1].vec_dot = vec_dot_q5_1_q8_1_256;
     t.types[TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_256;
+    t.types[TYPE_Q4_0].vec_dot_cols = dot_cols_dispatch<ColsQ4_0>;
+    t.types[TYPE_Q4_1].vec_dot_cols = dot_cols_dispatch<ColsQ4_1>;
+    t.types[TYPE_Q5_0].vec_dot_cols = dot_cols_dispatch<ColsQ5_0>;
+    t.types[TYPE_Q5_1].vec_dot_cols = dot_cols_dispatch<ColsQ5_1>;
+    t.types[TYPE_Q8_0].vec_dot_cols = dot_cols_dispatch<ColsQ8_0>;
     t.types[TYPE_Q8_0].from_float = from_float_q8_0_256;
     t.types[TYPE_Q8_1].from_float = from_float_q8_1_256;
 }

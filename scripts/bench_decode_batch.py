@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""What a decode step of n tokens costs against a step of one: the small-batch path that parallel
+requests and speculative verification stand on (issue 22 asks n=4 <= 1.3x and n=8 <= 1.6x).
+
+For each model and n: the context holds `--depth` tokens; one `decode` call of n new tokens with
+logits for every row (a verifier and a batch of sequences both need them all) is timed, then the
+cache is cut back to the depth. Rounds alternate the n values so that drift on a shared host
+touches each alike; the report is the median time per call and its ratio to n=1's.
+
+    python scripts/bench_decode_batch.py [MODEL ...] [-n 1,2,4,8] [-t 2] [--depth 200] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from edgeinfer import _core  # noqa: E402
+from edgeinfer.machine import cpu_name  # noqa: E402
+from edgeinfer.pull import resolve_model  # noqa: E402
+
+
+def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int, reps: int) -> dict:
+    model = _core.Model(path)
+    ctx = _core.Context(model, n_ctx=depth + max(sizes) + 8, n_threads=n_threads)
+    rng = np.random.default_rng(0)
+    # Fixed ids from the lower vocabulary (no tokenizer involved, as `edgeinfer bench`).
+    prompt = rng.integers(100, min(model.n_vocab, 20000), depth).astype(np.int32)
+    new = rng.integers(100, min(model.n_vocab, 20000), max(sizes)).astype(np.int32)
+    ctx.decode(prompt)
+    for n in sizes:  # warm-up: first touches of scratch and weights
+        ctx.decode(new[:n], all_logits=True)
+        ctx.truncate(depth)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for r in range(rounds):
+        order = sizes if r % 2 == 0 else sizes[::-1]
+        for n in order:
+            best = float("inf")
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                ctx.decode(new[:n], all_logits=True)
+                best = min(best, time.perf_counter() - t0)
+                ctx.truncate(depth)
+            times[n].append(best)
+    median = {n: statistics.median(v) for n, v in times.items()}
+    base = median[sizes[0]] if sizes[0] == 1 else None
+    return {
+        "model": Path(path).name, "isa": _core.isa(), "n_threads": n_threads, "depth": depth,
+        "ms": {n: median[n] * 1e3 for n in sizes},
+        "ratio_to_one": {n: median[n] / base for n in sizes} if base else None,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*", default=["smollm2-135m-instruct", "gemma3-270m"])
+    ap.add_argument("-n", default="1,2,4,8", help="tokens per decode call (default: 1,2,4,8)")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--depth", type=int, default=200, help="tokens cached before each call (default: 200)")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=5, help="calls per round; the fastest counts (default: 5)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    sizes = sorted({int(s) for s in args.n.split(",")})
+    results = [measure(str(resolve_model(m)), sizes, args.threads, args.depth, args.rounds, args.reps)
+               for m in args.models]
+    if args.json:
+        print(json.dumps({"cpu": cpu_name(), "results": results}, indent=2))
+        return 0
+    print(f"CPU: {cpu_name()}, {args.threads} threads, depth {args.depth}")
+    for r in results:
+        print(f"{r['model']} ({r['isa']})")
+        for n in sizes:
+            ratio = f"  {r['ratio_to_one'][n]:.2f}x one token" if r["ratio_to_one"] else ""
+            print(f"  n={n:<3} {r['ms'][n]:8.2f} ms{ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
