@@ -3,8 +3,9 @@
 requests and speculative verification stand on (issue 22 asks n=4 <= 1.3x and n=8 <= 1.6x).
 
 For each model and n: the context holds `--depth` tokens; one `decode` call of n new tokens with
-logits for every row (a verifier and a batch of sequences both need them all) is timed, then the
-cache is cut back to the depth. Rounds alternate the n values so that drift on a shared host
+logits for every row (a verifier and a batch of sequences both need them all), each token computed
+as it would be decoded alone (as_single_steps, what decode batches use), is timed, then the cache is
+cut back to the depth. Rounds alternate the n values so that drift on a shared host
 touches each alike; the report is the median time per call and its ratio to n=1's.
 
     python scripts/bench_decode_batch.py [MODEL ...] [-n 1,2,4,8] [-t 2] [--depth 200] [--json]
@@ -27,7 +28,8 @@ from edgeinfer.machine import cpu_name  # noqa: E402
 from edgeinfer.pull import resolve_model  # noqa: E402
 
 
-def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int, reps: int) -> dict:
+def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int, reps: int,
+            single_steps: bool) -> dict:
     model = _core.Model(path)
     ctx = _core.Context(model, n_ctx=depth + max(sizes) + 8, n_threads=n_threads)
     rng = np.random.default_rng(0)
@@ -36,7 +38,7 @@ def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int
     new = rng.integers(100, min(model.n_vocab, 20000), max(sizes)).astype(np.int32)
     ctx.decode(prompt)
     for n in sizes:  # warm-up: first touches of scratch and weights
-        ctx.decode(new[:n], all_logits=True)
+        ctx.decode(new[:n], all_logits=True, as_single_steps=single_steps)
         ctx.truncate(depth)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for r in range(rounds):
@@ -45,7 +47,7 @@ def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int
             best = float("inf")
             for _ in range(reps):
                 t0 = time.perf_counter()
-                ctx.decode(new[:n], all_logits=True)
+                ctx.decode(new[:n], all_logits=True, as_single_steps=single_steps)
                 best = min(best, time.perf_counter() - t0)
                 ctx.truncate(depth)
             times[n].append(best)
@@ -53,6 +55,7 @@ def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int
     base = median[sizes[0]] if sizes[0] == 1 else None
     return {
         "model": Path(path).name, "isa": _core.isa(), "n_threads": n_threads, "depth": depth,
+        "order": "single steps" if single_steps else "prompt",
         "ms": {n: median[n] * 1e3 for n in sizes},
         "ratio_to_one": {n: median[n] / base for n in sizes} if base else None,
     }
@@ -66,17 +69,19 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=200, help="tokens cached before each call (default: 200)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--reps", type=int, default=5, help="calls per round; the fastest counts (default: 5)")
+    ap.add_argument("--prompt-order", action="store_true",
+                    help="llama.cpp's order for the batch (as a prompt chunk), not each token's as decoded alone")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = sorted({int(s) for s in args.n.split(",")})
-    results = [measure(str(resolve_model(m)), sizes, args.threads, args.depth, args.rounds, args.reps)
-               for m in args.models]
+    results = [measure(str(resolve_model(m)), sizes, args.threads, args.depth, args.rounds, args.reps,
+                       not args.prompt_order) for m in args.models]
     if args.json:
         print(json.dumps({"cpu": cpu_name(), "results": results}, indent=2))
         return 0
     print(f"CPU: {cpu_name()}, {args.threads} threads, depth {args.depth}")
     for r in results:
-        print(f"{r['model']} ({r['isa']})")
+        print(f"{r['model']} ({r['isa']}, {r['order']} order)")
         for n in sizes:
             ratio = f"  {r['ratio_to_one'][n]:.2f}x one token" if r["ratio_to_one"] else ""
             print(f"  n={n:<3} {r['ms'][n]:8.2f} ms{ratio}")

@@ -61,35 +61,36 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     assert (np.abs(fast - ref) <= bound).all()
 
 
-# -- one weight row against a few activation rows (vec_dot_cols: decode batches) ---------------------------
+# -- the small-batch GEMM (gemm_small_batch: decode batches) ---------------------------
 
 # Column counts: each remainder after passes of 8, whole passes, and more than one pass.
 COLUMN_COUNTS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19]
 
 
-def test_the_x86_tables_have_columns_kernels_for_the_32_element_types():
+def test_the_x86_tables_have_small_batch_gemms_for_the_32_element_types():
     expected = [isa for isa in ("avx2", "avx512") if isa in _core.available_isas()]
     for qtype in GEMM_TYPES:
-        assert isas_with_gemm(qtype, "columns") == expected, qtype.name
+        assert isas_with_gemm(qtype, "small_batch") == expected, qtype.name
 
 
 @pytest.mark.parametrize("qtype", GEMM_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("n", COLUMN_COUNTS)
-def test_columns_kernel_is_bit_identical_to_vec_dot(qtype, n):
+@pytest.mark.parametrize("m", [1, 7, 16])
+def test_small_batch_gemm_is_bit_identical_to_vec_dot(qtype, m, n):
     """So a token decoded in a batch gets exactly the logits it gets decoded alone."""
-    m, k = 5, 576
-    rng = np.random.default_rng([int(qtype), n])
+    k = 576
+    rng = np.random.default_rng([int(qtype), m, n])
     w = random_blocks(qtype, m * k, rng)
     act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
     act[0, :7] = 0.0
     if n > 2:
         act[2] = 0.0
-    isas = isas_with_gemm(qtype, "columns")
+    isas = isas_with_gemm(qtype, "small_batch")
     if not isas:
-        pytest.skip("no ISA with a columns kernel on this machine")
+        pytest.skip("no ISA with a small-batch GEMM on this machine")
     for isa in isas:
-        got = _testing.gemm(int(qtype), w, m, act, isa, order="columns")
-        want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order="columns")
+        got = _testing.gemm(int(qtype), w, m, act, isa, order="small_batch")
+        want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order="small_batch")
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
 
 

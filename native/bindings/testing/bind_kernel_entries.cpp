@@ -100,10 +100,9 @@ void register_kernel_entries(py::module_& m) {
         } else if (order == "tiled") {
             gemm = k.gemm_ggml_tiled;
             dot = k.vec_dot_ggml_tiled;
-        } else if (order == "columns") {  // one weight row against every column (vec_dot_cols)
+        } else if (order == "small_batch") {  // the decode-batch GEMM: weights streamed once
+            gemm = k.gemm_small_batch;
             dot = k.vec_dot;
-            if (!by_vec_dot && !k.vec_dot_cols)
-                throw ei::Error("no columns kernel for " + std::string(ei::type_info(type).name) + " in this table");
         } else if (order == "packed") {  // weights repacked into 16-row groups first (cpu/repack.h)
             gemm = k.gemm_16row_groups;
             dot = k.vec_dot;  // only its activation type is used: there is no per-output form
@@ -111,9 +110,9 @@ void register_kernel_entries(py::module_& m) {
             if (gemm && !ei::packed_layout_supported(type, m, kk))
                 throw ei::Error("gemm: the packed layout needs whole groups of 16 rows (m = " + std::to_string(m) + ")");
         } else {
-            throw ei::Error("gemm: order must be vec_dot, repacked_gemm, tiled, packed or columns, not " + order);
+            throw ei::Error("gemm: order must be vec_dot, small_batch, repacked_gemm, tiled or packed, not " + order);
         }
-        if (!by_vec_dot && !gemm && order != "columns")
+        if (!by_vec_dot && !gemm)
             throw ei::Error("no " + order + " gemm kernel for " + ei::type_info(type).name + " in this table");
         if (!dot || !t.types[k.vec_dot_type].from_float)
             throw ei::Error("no " + order + " dot product for " + ei::type_info(type).name);
@@ -124,8 +123,6 @@ void register_kernel_entries(py::module_& m) {
         if (by_vec_dot) {
             for (int64_t c = 0; c < n; ++c)
                 for (int64_t r = 0; r < m; ++r) dot(kk, &y[c * m + r], w.data() + r * w_row, a.data() + c * a_row);
-        } else if (order == "columns") {
-            for (int64_t r = 0; r < m; ++r) k.vec_dot_cols(kk, n, y + r, (size_t)m, w.data() + r * w_row, a.data(), a_row);
         } else if (order == "packed") {
             const std::shared_ptr<const uint8_t> packed = ei::make_packed(type, w.data(), w_row, m, kk);
             gemm(kk, m, n, packed.get(), ei::packed_group_bytes(type, kk), a.data(), a_row, y, m);
@@ -138,7 +135,7 @@ void register_kernel_entries(py::module_& m) {
        "[n, m] = act [n, k] times the m weight rows (bytes of `type`), activations quantized with "
        "the table's from_float; by the table's GEMM entry for `order` (vec_dot: gemm; repacked_gemm: "
        "gemm_ggml_repack; tiled: gemm_ggml_tiled; packed: the weights repacked into 16-row groups, then "
-       "gemm_16row_groups; columns: "
-       "vec_dot_cols, each weight row against every column), or (by_vec_dot) one call per output of the per-output "
+       "gemm_16row_groups; small_batch: "
+       "gemm_small_batch, the decode-batch GEMM), or (by_vec_dot) one call per output of the per-output "
        "function in that order (vec_dot, vec_dot_ggml_repack_gemm, vec_dot_ggml_tiled).");
 }

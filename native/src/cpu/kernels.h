@@ -24,13 +24,9 @@ using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
 // gemm_ggml_tiled below, to vec_dot_ggml_repack_gemm / vec_dot_ggml_tiled).
 using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                         size_t a_stride, float* y, int64_t ldy);
-// One weight row against a few activation rows (a decode batch): s[c * s_stride] = vec_dot(n, x,
-// activation row c at y + c * y_stride) for c < n_cols, bit for bit, each weight block loaded and
-// unpacked once for all the columns.
-using VecDotColsFn = void (*)(int64_t n, int64_t n_cols, float* s, size_t s_stride, const void* x, const void* y,
-                              size_t y_stride);
-// Columns a VecDotColsFn takes per pass over the row (more are done in passes of this many).
-constexpr int64_t kDotColsMax = 8;
+// Activation rows a small-batch GEMM (TypeKernels::gemm_small_batch) takes in one pass over the
+// weights; a batch of more is done in passes of this many.
+constexpr int64_t kSmallBatchMax = 8;
 
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
@@ -61,10 +57,11 @@ struct TypeKernels {
     // packed_group_bytes, m a multiple of 16. Set for the types the loader repacks when this
     // table is used.
     GemmFn gemm_16row_groups = nullptr;
-    // vec_dot for up to kDotColsMax activation rows at once (decode batches: several sequences'
-    // tokens, or drafted tokens being verified). Same floats as vec_dot for every column, so a
-    // token decoded in a batch gets exactly the logits it gets decoded alone.
-    VecDotColsFn vec_dot_cols = nullptr;
+    // A GEMM for a decode batch (up to kSmallBatchMax activation rows: several sequences' tokens,
+    // or drafted tokens being verified): each weight block read once, straight from the weights,
+    // and applied to every activation row. Every output bit-identical to vec_dot's, so a token
+    // decoded in a batch gets exactly the logits it gets decoded alone.
+    GemmFn gemm_small_batch = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------

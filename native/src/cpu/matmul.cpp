@@ -15,9 +15,9 @@ constexpr int64_t kGemmMinTokens = 4;
 // From this many activation rows ggml-cpu multiplies k-quant weights it has not repacked with
 // its tiled GEMM (tiled.cpp), whose float order vec_dot_ggml_tiled reproduces.
 constexpr int64_t kTiledMinBatch = 8;
-// Up to this many activation rows a batch streams each weight row once for all of them
-// (column_dots); from there the tiled GEMM's panel packing pays for itself.
-constexpr int64_t kColumnDotsMaxTokens = 8;
+// Up to this many activation rows the small-batch GEMM (weights streamed once, straight from
+// memory) beats the tiled GEMM (rows unpacked into a buffer, columns in panels of 8).
+constexpr int64_t kSmallBatchMaxTokens = kSmallBatchMax;
 // Row tasks per pool thread (dynamic balancing; each task costs one atomic claim).
 constexpr int64_t kTasksPerThread = 4;
 // How far ahead of the row being multiplied a decode requests the weight bytes it will need.
@@ -48,7 +48,7 @@ struct MatmulPlan {
         tiled_gemm,     // a prompt chunk through the ISA's tiled GEMM (vec_dot's bits)
         ggml_order,     // one dot per output in the order ggml's repacked or tiled GEMM sums in,
                         // the columns that order's GEMM covers through it
-        column_dots,    // a decode batch: each weight row once for every column, vec_dot's bits
+        small_batch,    // a decode batch: the weights streamed once for every row, vec_dot's bits
         row_dots,       // one vec_dot per output (decode, and what has no GEMM)
     } kind;
     VecDotFn dot = nullptr;        // ggml_order / row_dots: the per-output dot
@@ -71,7 +71,7 @@ MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n, BatchO
     const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch && !per_row;
     if (!repack_order && !tiled_order) {
         // vec_dot's order for any batch: through the kernel that suits the batch's size.
-        if (wk.vec_dot_cols && n > 1 && n <= kColumnDotsMaxTokens) return {MatmulPlan::column_dots};
+        if (wk.gemm_small_batch && n > 1 && n <= kSmallBatchMaxTokens) return {MatmulPlan::small_batch};
         if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
         return {MatmulPlan::row_dots, wk.vec_dot};
     }
@@ -135,19 +135,16 @@ void run_tiled_gemm(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a
     }, tasks);
 }
 
-// A decode batch: each thread streams its weight rows once, kPrefetchBytes ahead, each row
-// multiplied with every activation row while it is in L1.
-void run_column_dots(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
+// A decode batch through the small-batch GEMM: each thread streams its slice of the weights once
+// for all the activation rows (several tasks a thread, for balance, as a one-token decode).
+void run_small_batch(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
     const Tensor& W = a.W;
-    const int64_t K = W.cols(), M = W.rows();
-    const uint8_t* w_end = W.row(M);
+    const int64_t M = W.rows();
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
         task_rows(M, ith, nth, &r0, &r1);
-        for (int64_t r = r0; r < r1; ++r) {
-            prefetch_span(W.row(r) + kPrefetchBytes, W.row(r + 1) + kPrefetchBytes, w_end);
-            wk.vec_dot_cols(K, a.n, &a.y[r], (size_t)M, W.row(r), a.act, a.act_row);
-        }
+        if (r1 > r0)
+            wk.gemm_small_batch(W.cols(), r1 - r0, a.n, W.row(r0), W.row_bytes, a.act, a.act_row, a.y + r0, M);
     }, row_tasks(pool, M));
 }
 
@@ -216,7 +213,7 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     switch (plan.kind) {
         case MatmulPlan::packed_groups: return run_packed_groups(pool, wk, args);
         case MatmulPlan::tiled_gemm: return run_tiled_gemm(pool, wk, args);
-        case MatmulPlan::column_dots: return run_column_dots(pool, wk, args);
+        case MatmulPlan::small_batch: return run_small_batch(pool, wk, args);
         case MatmulPlan::ggml_order:
         case MatmulPlan::row_dots: return run_dots(pool, plan, args);
     }

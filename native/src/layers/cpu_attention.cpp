@@ -101,9 +101,11 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
 
 void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                       const KvCache& kv, int64_t layer, const AttentionShape& s, float* out, BatchOrder order) {
-    if (order == BatchOrder::per_row && n > 1) {
-        // Row by row: how positions are split over threads (and whether the tiled kernel runs)
-        // depends on the batch, and so would the floats. A decode batch has few rows.
+    const bool f16_rows = kv.type_k() == TYPE_F16 && kv.type_v() == TYPE_F16 && n < kAttnTileMinRows;
+    if (order == BatchOrder::per_row && n > 1 && !f16_rows) {
+        // Row by row: how positions are split into spans over threads (and whether the tiled
+        // kernel runs) depends on the batch, and so would the floats. (An F16 cache's short
+        // batches already run the one-row kernel row by row.) A decode batch has few rows.
         const int64_t stride = s.n_head * s.head_dim;
         for (int64_t t = 0; t < n; ++t) attention_cached(pool, kt, q + t * stride, 1, pos0 + t, kv, layer, s, out + t * stride);
         return;

@@ -38,6 +38,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -88,12 +89,14 @@ inline __m256i bytes_from_bits_32(const uint8_t* p) {
 struct Q4_1 {
     using block = block_q4_1;
     static constexpr bool kSigned = false, kMin = true;
+    static_assert(offsetof(block_q4_1, m) == offsetof(block_q4_1, d) + 2, "d and m are adjacent halves");
     static __m256i q(const block& b) { return bytes_from_nibbles_32(b.qs); }
     static float m(const block& b) { return h2f(b.m); }
 };
 struct Q5_1 {
     using block = block_q5_1;
     static constexpr bool kSigned = false, kMin = true;
+    static_assert(offsetof(block_q5_1, m) == offsetof(block_q5_1, d) + 2, "d and m are adjacent halves");
     static __m256i q(const block& b) {
         const __m256i hi = _mm256_and_si256(bytes_from_bits_32(b.qh), _mm256_set1_epi8(0x10));
         return _mm256_or_si256(bytes_from_nibbles_32(b.qs), hi);
@@ -179,6 +182,34 @@ void unpack_row(const uint8_t* w, int64_t nb, RowBlock* out) {
     }
 }
 
+// The scales of column pair p of a panel block (d8: its 8 column scales) in a pair's lanes:
+// lane j takes column 2p + j / 8's.
+inline __m512 pair_scales(__m512 d8, int p) {
+    const __m512i select = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+    return _mm512_permutexvar_ps(select, d8);
+}
+
+// The outputs of an R x (2 NP) register tile: column 2p of row r in the low half of acc[r][p],
+// column 2p + 1 in the high half, each reduced as hsum_float_8 does, the minimum term added last.
+template <class W, int R, int NP>
+void store_tile(const __m512 (&acc)[R][NP], const __m256 (&summs)[R], int nc, float* y, int64_t ldy) {
+    for (int r = 0; r < R; ++r) {
+        alignas(32) float sm[8];
+        _mm256_store_ps(sm, summs[r]);
+        for (int p = 0; p < NP; ++p) {
+            const int c0 = 2 * p;
+            if (c0 < nc) {
+                const float v = hsum_float_8(_mm512_castps512_ps256(acc[r][p]));
+                y[c0 * ldy + r] = W::kMin ? v + sm[c0] : v;
+            }
+            if (c0 + 1 < nc) {
+                const float v = hsum_float_8(_mm512_extractf32x8_ps(acc[r][p], 1));
+                y[(c0 + 1) * ldy + r] = W::kMin ? v + sm[c0 + 1] : v;
+            }
+        }
+    }
+}
+
 // ---- the register tile: R weight rows x 8 columns -------------------------------------------
 
 template <class W, int R>
@@ -189,17 +220,11 @@ void tile(const RowBlock* const* rows, int64_t nb, const PanelBlock* pan, int nc
         summs[r] = _mm256_setzero_ps();
         for (int p = 0; p < kCols / 2; ++p) acc[r][p] = _mm512_setzero_ps();
     }
-    // Lane j of pair p takes column 2p + j / 8.
-    const __m512i dsel[4] = {
-        _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-        _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2),
-        _mm512_set_epi32(5, 5, 5, 5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 4),
-        _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 6)};
     for (int64_t i = 0; i < nb; ++i) {
         const PanelBlock& pb = pan[i];
         const __m512 d8 = _mm512_castps256_ps512(_mm256_loadu_ps(pb.d));
         __m512 dy[kCols / 2];
-        for (int p = 0; p < kCols / 2; ++p) dy[p] = _mm512_permutexvar_ps(dsel[p], d8);
+        for (int p = 0; p < kCols / 2; ++p) dy[p] = pair_scales(d8, p);
         for (int r = 0; r < R; ++r) {
             const RowBlock& b = rows[r][i];
             const __m512i qx = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i*)b.q));
@@ -214,21 +239,7 @@ void tile(const RowBlock* const* rows, int64_t nb, const PanelBlock* pan, int nc
             }
         }
     }
-    for (int r = 0; r < R; ++r) {
-        alignas(32) float sm[8];
-        _mm256_store_ps(sm, summs[r]);
-        for (int p = 0; p < kCols / 2; ++p) {
-            const int c0 = 2 * p;
-            if (c0 < nc) {
-                const float v = hsum_float_8(_mm512_castps512_ps256(acc[r][p]));
-                y[c0 * ldy + r] = W::kMin ? v + sm[c0] : v;
-            }
-            if (c0 + 1 < nc) {
-                const float v = hsum_float_8(_mm512_extractf32x8_ps(acc[r][p], 1));
-                y[(c0 + 1) * ldy + r] = W::kMin ? v + sm[c0 + 1] : v;
-            }
-        }
-    }
+    store_tile<W, R, kCols / 2>(acc, summs, nc, y, ldy);
 }
 
 // All panels packed first; then per tile of 4 weight rows, the rows unpacked once and applied
@@ -267,6 +278,105 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
     }
 }
 
+// ---- decode batches: up to 8 columns, the weights streamed once ---------------------------------
+// A batch of a few tokens cannot amortize unpacking rows into a buffer or a panel's padding to 8
+// columns over many columns, so here the panel holds only the column pairs there are (NP), the
+// weight rows are read straight from memory, R at a time (R consecutive rows are one contiguous
+// stream), each block unpacked in registers and applied to every pair. Same float operations per
+// output as tile() above, hence as vec_dot.
+
+template <class W, int R, int NP>
+void small_tile(const uint8_t* w, size_t w_stride, int64_t nb, const PanelBlock* pan, int nc, float* y, int64_t ldy) {
+    using block = typename W::block;
+    constexpr size_t kPrefetchBytes = 4096;
+    const block* x[R];
+    for (int r = 0; r < R; ++r) x[r] = (const block*)(w + r * w_stride);
+    __m512 acc[R][NP];
+    __m256 summs[R];
+    for (int r = 0; r < R; ++r) {
+        summs[r] = _mm256_setzero_ps();
+        for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; ++i) {
+        // The weights are read once, from DRAM: request them a few KiB ahead of use, as matmul's
+        // one-token decode does (a prefetch changes no result, and past the end is harmless).
+        for (int r = 0; r < R; ++r) __builtin_prefetch((const uint8_t*)&x[r][i] + kPrefetchBytes, 0, 3);
+        const PanelBlock& pb = pan[i];
+        const __m512 d8 = _mm512_castps256_ps512(_mm256_loadu_ps(pb.d));
+        __m512 dy[NP];
+        __m512i qy[NP];
+        for (int p = 0; p < NP; ++p) {
+            dy[p] = pair_scales(d8, p);
+            qy[p] = _mm512_loadu_si512((const void*)pb.qs[2 * p]);
+        }
+        const __m256 s8 = W::kMin ? _mm256_loadu_ps(pb.s) : _mm256_setzero_ps();
+        for (int r = 0; r < R; ++r) {
+            const block& b = x[r][i];
+            const __m256i q = W::q(b);
+            const __m512i qx = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+            __m512 dx;
+            __m256 mx = _mm256_setzero_ps();
+            if (W::kMin) {
+                // d and m are adjacent halves: both converted by one instruction (exact, as h2f).
+                uint32_t dm;
+                std::memcpy(&dm, &b.d, 4);
+                const __m128 dmf = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm));
+                dx = _mm512_broadcastss_ps(dmf);
+                mx = _mm256_permutexvar_ps(_mm256_set1_epi32(1), _mm256_castps128_ps256(dmf));
+            } else {
+                dx = _mm512_set1_ps(h2f(b.d));
+            }
+            __m512i base = _mm512_setzero_si512();
+            if (W::kSigned) {
+                const __m256i c = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                   _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8((char)0x80), q));
+                base = _mm512_inserti64x4(_mm512_castsi256_si512(c), c, 1);
+            }
+            if (W::kMin) summs[r] = _mm256_fmadd_ps(mx, s8, summs[r]);
+            for (int p = 0; p < NP; ++p) {
+                const __m512i isum = W::kSigned ? _mm512_dpbusd_epi32(base, qy[p], qx) : _mm512_dpbusd_epi32(base, qx, qy[p]);
+                acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[p]), _mm512_cvtepi32_ps(isum), acc[r][p]);
+            }
+        }
+    }
+    store_tile<W, R, NP>(acc, summs, nc, y, ldy);
+}
+
+template <class W, int NP>
+void small_batch_pass(const uint8_t* w, size_t w_stride, int64_t m, int64_t nb, const PanelBlock* pan, int nc,
+                      float* y, int64_t ldy) {
+    constexpr int R = 4;
+    int64_t r = 0;
+    for (; r + R <= m; r += R) small_tile<W, R, NP>(w + r * w_stride, w_stride, nb, pan, nc, y + r, ldy);
+    switch (m - r) {
+        case 3: small_tile<W, 3, NP>(w + r * w_stride, w_stride, nb, pan, nc, y + r, ldy); break;
+        case 2: small_tile<W, 2, NP>(w + r * w_stride, w_stride, nb, pan, nc, y + r, ldy); break;
+        case 1: small_tile<W, 1, NP>(w + r * w_stride, w_stride, nb, pan, nc, y + r, ldy); break;
+        default: break;
+    }
+}
+
+template <class W>
+void gemm_small_batch(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride,
+                      float* y, int64_t ldy) {
+    const int64_t nb = k / 32;
+    thread_local std::vector<PanelBlock> panel;
+    if ((int64_t)panel.size() < nb) panel.resize(nb);
+    const uint8_t* wb = static_cast<const uint8_t*>(w);
+    for (int64_t c0 = 0; c0 < n; c0 += kCols) {
+        const int nc = (int)std::min<int64_t>(kCols, n - c0);
+        pack_panel<W::kMin, W::kSigned>(static_cast<const uint8_t*>(a) + c0 * a_stride, a_stride, nb, nc, panel.data());
+        float* yc = y + c0 * ldy;
+        switch ((nc + 1) / 2) {
+            case 1: small_batch_pass<W, 1>(wb, w_stride, m, nb, panel.data(), nc, yc, ldy); break;
+            case 2: small_batch_pass<W, 2>(wb, w_stride, m, nb, panel.data(), nc, yc, ldy); break;
+            case 3: small_batch_pass<W, 3>(wb, w_stride, m, nb, panel.data(), nc, yc, ldy); break;
+            default: small_batch_pass<W, 4>(wb, w_stride, m, nb, panel.data(), nc, yc, ldy); break;
+        }
+    }
+}
+static_assert(kCols == kSmallBatchMax, "a small batch is one panel");
+
 }  // namespace
 
 void fill_gemm_avx512(KernelTable& t) {
@@ -275,6 +385,11 @@ void fill_gemm_avx512(KernelTable& t) {
     t.types[TYPE_Q5_0].gemm = gemm<Q5_0>;
     t.types[TYPE_Q5_1].gemm = gemm<Q5_1>;
     t.types[TYPE_Q8_0].gemm = gemm<Q8_0>;
+    t.types[TYPE_Q4_0].gemm_small_batch = gemm_small_batch<Q4_0>;
+    t.types[TYPE_Q4_1].gemm_small_batch = gemm_small_batch<Q4_1>;
+    t.types[TYPE_Q5_0].gemm_small_batch = gemm_small_batch<Q5_0>;
+    t.types[TYPE_Q5_1].gemm_small_batch = gemm_small_batch<Q5_1>;
+    t.types[TYPE_Q8_0].gemm_small_batch = gemm_small_batch<Q8_0>;
 }
 
 }  // namespace ei

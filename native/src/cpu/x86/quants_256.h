@@ -22,6 +22,7 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -273,27 +274,36 @@ void dot_cols_min_256(int64_t n, float* s, size_t s_stride, const void* vx, cons
     for (int c = 0; c < NC; ++c) s[c * s_stride] = hsum_float_8(acc[c]) + summs[c];
 }
 
-// A VecDotColsFn from a kernel templated on the column count: passes of kDotColsMax, then the rest.
+// gemm_small_batch from a kernel templated on the column count: each weight row against every
+// activation row (in passes of kSmallBatchMax), the next rows requested ahead as matmul's decode does.
 template <template <int> class K>
-void dot_cols_dispatch(int64_t n, int64_t n_cols, float* s, size_t s_stride, const void* x, const void* y,
-                       size_t y_stride) {
-    for (; n_cols >= kDotColsMax; n_cols -= kDotColsMax) {
-        K<kDotColsMax>::run(n, s, s_stride, x, y, y_stride);
-        s += kDotColsMax * s_stride;
-        y = (const uint8_t*)y + kDotColsMax * y_stride;
-    }
-    switch (n_cols) {
-        case 1: return K<1>::run(n, s, s_stride, x, y, y_stride);
-        case 2: return K<2>::run(n, s, s_stride, x, y, y_stride);
-        case 3: return K<3>::run(n, s, s_stride, x, y, y_stride);
-        case 4: return K<4>::run(n, s, s_stride, x, y, y_stride);
-        case 5: return K<5>::run(n, s, s_stride, x, y, y_stride);
-        case 6: return K<6>::run(n, s, s_stride, x, y, y_stride);
-        case 7: return K<7>::run(n, s, s_stride, x, y, y_stride);
-        default: return;
+void gemm_small_batch_256(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                          size_t a_stride, float* y, int64_t ldy) {
+    constexpr size_t kPrefetchBytes = 4096, kLine = 64;
+    const uint8_t* wb = (const uint8_t*)w;
+    const uint8_t* end = wb + m * w_stride;
+    for (int64_t c0 = 0; c0 < n; c0 += kSmallBatchMax) {
+        const int64_t nc = std::min<int64_t>(kSmallBatchMax, n - c0);
+        const uint8_t* ac = (const uint8_t*)a + c0 * a_stride;
+        for (int64_t r = 0; r < m; ++r) {
+            const uint8_t* row = wb + r * w_stride;
+            for (const uint8_t* p = row + kPrefetchBytes; p < std::min(row + w_stride + kPrefetchBytes, end); p += kLine)
+                __builtin_prefetch(p, 0, 3);
+            float* yr = y + c0 * ldy + r;
+            switch (nc) {
+                case 1: K<1>::run(k, yr, ldy, row, ac, a_stride); break;
+                case 2: K<2>::run(k, yr, ldy, row, ac, a_stride); break;
+                case 3: K<3>::run(k, yr, ldy, row, ac, a_stride); break;
+                case 4: K<4>::run(k, yr, ldy, row, ac, a_stride); break;
+                case 5: K<5>::run(k, yr, ldy, row, ac, a_stride); break;
+                case 6: K<6>::run(k, yr, ldy, row, ac, a_stride); break;
+                case 7: K<7>::run(k, yr, ldy, row, ac, a_stride); break;
+                default: K<8>::run(k, yr, ldy, row, ac, a_stride); break;
+            }
+        }
     }
 }
-static_assert(kDotColsMax == 8, "dot_cols_dispatch lists the remainders 1..7");
+static_assert(kSmallBatchMax == 8, "gemm_small_batch_256 lists the column counts 1..8");
 
 template <int NC> struct ColsQ4_0 { static constexpr auto run = dot_cols_signed_256<NC, block_q4_0, unpack_q4_0>; };
 template <int NC> struct ColsQ5_0 { static constexpr auto run = dot_cols_signed_256<NC, block_q5_0, unpack_q5_0>; };
@@ -370,11 +380,11 @@ inline void fill_kernels_256(KernelTable& t) {
     t.types[TYPE_Q5_0].vec_dot = vec_dot_q5_0_q8_0_256;
     t.types[TYPE_Q5_1].vec_dot = vec_dot_q5_1_q8_1_256;
     t.types[TYPE_Q8_0].vec_dot = vec_dot_q8_0_q8_0_256;
-    t.types[TYPE_Q4_0].vec_dot_cols = dot_cols_dispatch<ColsQ4_0>;
-    t.types[TYPE_Q4_1].vec_dot_cols = dot_cols_dispatch<ColsQ4_1>;
-    t.types[TYPE_Q5_0].vec_dot_cols = dot_cols_dispatch<ColsQ5_0>;
-    t.types[TYPE_Q5_1].vec_dot_cols = dot_cols_dispatch<ColsQ5_1>;
-    t.types[TYPE_Q8_0].vec_dot_cols = dot_cols_dispatch<ColsQ8_0>;
+    t.types[TYPE_Q4_0].gemm_small_batch = gemm_small_batch_256<ColsQ4_0>;
+    t.types[TYPE_Q4_1].gemm_small_batch = gemm_small_batch_256<ColsQ4_1>;
+    t.types[TYPE_Q5_0].gemm_small_batch = gemm_small_batch_256<ColsQ5_0>;
+    t.types[TYPE_Q5_1].gemm_small_batch = gemm_small_batch_256<ColsQ5_1>;
+    t.types[TYPE_Q8_0].gemm_small_batch = gemm_small_batch_256<ColsQ8_0>;
     t.types[TYPE_Q8_0].from_float = from_float_q8_0_256;
     t.types[TYPE_Q8_1].from_float = from_float_q8_1_256;
 }
