@@ -37,6 +37,24 @@ void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::f
     ctx.decode(data, n, first, as_single_steps ? ei::BatchOrder::per_row : ei::BatchOrder::llama_cpp);
 }
 
+void decode_sequences(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens,
+                      py::array_t<int32_t, py::array::c_style | py::array::forcecast> seq_ids, const py::object& logits) {
+    if (tokens.ndim() != 1 || seq_ids.ndim() != 1 || tokens.shape(0) != seq_ids.shape(0))
+        throw ei::Error("tokens and seq_ids must be 1-D sequences of the same length");
+    std::vector<uint8_t> want;
+    if (!logits.is_none()) {
+        auto flags = logits.cast<py::array_t<bool, py::array::c_style | py::array::forcecast>>();
+        if (flags.ndim() != 1 || flags.shape(0) != tokens.shape(0))
+            throw ei::Error("logits must be one flag per token");
+        want.assign(flags.data(), flags.data() + flags.shape(0));
+    }
+    const int32_t* t = tokens.data();
+    const int32_t* s = seq_ids.data();
+    const int64_t n = tokens.shape(0);
+    py::gil_scoped_release release;
+    ctx.decode_sequences(t, s, want.empty() ? nullptr : want.data(), n);
+}
+
 // [rows][n_vocab] float32 view of the context's logits; the array owns a reference to the buffer.
 py::array logits_view(const Context& ctx) {
     auto* keep = new std::shared_ptr<std::vector<float>>(ctx.logits_buffer());
@@ -116,21 +134,24 @@ void register_model(py::module_& m) {
         .def(py::init([](std::shared_ptr<Model> model, int64_t n_ctx, int n_threads, int64_t n_batch,
                          const std::string& type_k, const std::string& type_v, std::optional<bool> rotate_k,
                          std::optional<bool> center_k, const std::vector<int>& gpu_layers, int gpu_device,
-                         const std::string& opencl_library, const std::string& opencl_cache_dir) {
+                         const std::string& opencl_library, const std::string& opencl_cache_dir, int n_seq) {
                  const uint32_t tk = ei::kv_type_from_name(type_k), tv = ei::kv_type_from_name(type_v);
                  const bool rk = rotate_k.value_or(ei::kv_rotate_k_by_default(tk));
                  const bool ck = center_k.value_or(ei::kv_center_k_by_default(tk));
                  const ei::cl::OffloadRequest offload{gpu_layers, gpu_device, opencl_library, opencl_cache_dir};
                  py::gil_scoped_release release;
-                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv, rk, ck, offload);
+                 return new Context(std::move(model), n_ctx, n_threads, n_batch, tk, tv, rk, ck, offload, n_seq);
              }),
              py::arg("model"), py::arg("n_ctx") = 2048, py::arg("n_threads") = 0, py::arg("n_batch") = 512,
              py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = py::none(),
              py::arg("center_k") = py::none(), py::arg("gpu_layers") = std::vector<int>{}, py::arg("gpu_device") = 0,
-             py::arg("opencl_library") = "", py::arg("opencl_cache_dir") = "", py::keep_alive<1, 2>(),
+             py::arg("opencl_library") = "", py::arg("opencl_cache_dir") = "", py::arg("n_seq") = 1,
+             py::keep_alive<1, 2>(),
              "rotate_k: store K head vectors Hadamard-rotated (None: where it pays, a q4_0 K). center_k: store "
              "a quantized K centered on the mean of the first keys, kept in F16 (None: where it pays, a q4_0 K).\n"
-             "gpu_layers: layers to run on OpenCL device gpu_device (edgeinfer.gpu.placement plans them; F16 KV only).")
+             "gpu_layers: layers to run on OpenCL device gpu_device (edgeinfer.gpu.placement plans them; F16 KV only).\n"
+             "n_seq: sequences held (parallel requests), each with its own cache of n_ctx positions; the\n"
+             "single-sequence methods work on sequence 0.")
         .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
              py::arg("as_single_steps") = false,
              "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
@@ -138,6 +159,17 @@ void register_model(py::module_& m) {
              "(len(tokens): none). as_single_steps: every token's logits and cache rows exactly as "
              "decoding the tokens one call at a time gives them (a decode batch: drafted tokens, "
              "several sequences); else llama.cpp's order for a batch of this size (a prompt).")
+        .def("decode_sequences", &decode_sequences, py::arg("tokens"), py::arg("seq_ids"), py::arg("logits") = py::none(),
+             "One forward over tokens of several sequences: tokens[i] follows sequence seq_ids[i]'s cached "
+             "positions and its earlier tokens here. Logits for the tokens flagged in `logits` (None: each "
+             "sequence's last token), in token order. Each token is computed exactly as decoding it alone "
+             "would (as_single_steps). Checked first: on an error nothing changed.")
+        .def_property_readonly("n_seq", &Context::n_seq)
+        .def("seq_n_past", &Context::seq_n_past, py::arg("seq"))
+        .def("seq_truncate", &Context::seq_truncate, py::arg("seq"), py::arg("n"),
+             "Forget sequence seq's positions >= n.")
+        .def("seq_copy", &Context::seq_copy, py::arg("src"), py::arg("dst"), py::arg("n"),
+             "Sequence dst becomes a copy of the first n positions of sequence src (a shared prefix).")
         .def_property_readonly("logits", &logits_view,
                                "Logits of the last decode, [rows, n_vocab] float32, a read-only zero-copy view.")
         .def_property_readonly("n_past", &Context::n_past)

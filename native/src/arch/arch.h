@@ -14,6 +14,7 @@
 #include "cpu/matmul.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
+#include "layers/cpu_layer_ops.h"
 #include "layers/device_layers.h"
 #include "arch/hparams.h"
 #include "cpu/tensor.h"
@@ -48,6 +49,12 @@ struct ForwardBatch {
     int64_t first_logit;    // logits for tokens first_logit..n-1 (n: none, the batch only fills the cache)
     float* logits;          // [n - first_logit][n_vocab]
     BatchOrder order = BatchOrder::llama_cpp;  // how the rows are computed (cpu/batch_order.h)
+    // A batch of several sequences: the runs of rows and their caches (layers/cpu_layer_ops.h);
+    // then logits are for the rows listed in logit_rows (ascending), not from first_logit on.
+    const SequenceRun* runs = nullptr;
+    size_t n_runs = 0;
+    const int64_t* logit_rows = nullptr;
+    int64_t n_logit_rows = 0;
 };
 
 class ArchModel {

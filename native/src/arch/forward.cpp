@@ -2,6 +2,7 @@
 // backend the placement chose, the output head. llama.cpp's graph order throughout, so that the
 // logits are its bits.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     const int64_t fused_width = M.fused_width();
     float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
     CpuLayerOps ops(env.pool, env.kt, env.kv, env.matmul_scratch, s.norm_eps, fused, b.order);
+    ops.set_sequence_runs(b.runs, b.n_runs);
+    if (b.runs && env.device) throw Error("a batch of several sequences cannot run offloaded layers");
 
     embed_tokens(env.kt, M.tok_embd, b.tokens, n, a.x);
     if (M.embed_scale > 0.0f) scale_inplace(a.x, M.embed_scale, n * d);  // ggml_scale(inpL, ...)
@@ -47,12 +50,18 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
             if (il == last_layer) r0 = b.first_logit;
             continue;
         }
-        if (il == last_layer) r0 = b.first_logit;
+        if (il == last_layer && !b.runs) r0 = b.first_logit;
         decoder_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, il, n, b.pos0, r0);
     }
-    const int64_t m = n - r0;
+    const float* last = a.x + r0 * d;
+    int64_t m = n - r0;
+    if (b.runs) {  // the rows whose logits are wanted, gathered
+        m = b.n_logit_rows;
+        for (int64_t i = 0; i < m; ++i) std::memcpy(a.out + i * d, a.x + b.logit_rows[i] * d, sizeof(float) * d);
+        last = a.out;
+    }
     if (m == 0) return;  // no logits wanted: the cache is all this batch was for
-    rms_norm(a.x + r0 * d, M.output_norm, a.h, m, d, s.norm_eps);
+    rms_norm(last, M.output_norm, a.h, m, d, s.norm_eps);
     matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch, b.order);
     if (M.final_softcap > 0.0f) {
         // ggml_scale(1/c), ggml_tanh, ggml_scale(c)

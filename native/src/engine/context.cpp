@@ -32,7 +32,7 @@ std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadR
 }  // namespace
 
 Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch, uint32_t type_k,
-                 uint32_t type_v, bool rotate_k, bool center_k, const cl::OffloadRequest& offload)
+                 uint32_t type_v, bool rotate_k, bool center_k, const cl::OffloadRequest& offload, int n_seq)
     : model_(std::move(model)),
       n_batch_(std::max<int64_t>(1, n_batch)),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
@@ -40,7 +40,16 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
           model_->hparams().head_dim, type_k, type_v, rotate_k, center_k),
       offload_(make_offload(*model_, offload, n_ctx, n_batch_, kv_)),
       env_{pool_, kernels(), kv_, {}, {}, offload_.get()},
-      logits_(std::make_shared<std::vector<float>>()) {}
+      logits_(std::make_shared<std::vector<float>>()) {
+    if (n_seq < 1 || n_seq > 256) throw Error("n_seq must be in 1..256, got " + std::to_string(n_seq));
+    if (n_seq > 1 && offload_) throw Error("several sequences (n_seq > 1) cannot run with layers offloaded to a GPU yet");
+    const HParams& hp = model_->hparams();
+    for (int s = 1; s < n_seq; ++s) {
+        more_kv_.push_back(std::make_unique<KvCache>(kernels(), hp.n_layer, n_ctx, hp.kv_width(), hp.head_dim, type_k,
+                                                     type_v, rotate_k, center_k));
+        more_past_.push_back(0);
+    }
+}
 
 Context::~Context() = default;
 

@@ -28,9 +28,11 @@ public:
     // offload: layers to run on an OpenCL device (gpu/offload.h; empty: none). Their KV cache lives
     // on the device in type_k/type_v (a rotated or centered K is refused with offload); the host
     // cache keeps a staging copy of their rows (sync_offloaded_kv).
+    // n_seq: sequences the context holds (parallel requests), each with its own cache of n_ctx
+    // positions; sequence 0 is the one every single-sequence call below works on.
     Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch = 512,
             uint32_t type_k = TYPE_F16, uint32_t type_v = TYPE_F16, bool rotate_k = false, bool center_k = false,
-            const cl::OffloadRequest& offload = {});
+            const cl::OffloadRequest& offload = {}, int n_seq = 1);
     ~Context();
 
     // Runs tokens[0..n) at positions n_past() .. n_past()+n-1 and keeps their K/V. Afterwards
@@ -77,6 +79,22 @@ public:
     // The OpenCL offload, or nullptr when every layer runs on the CPU.
     const cl::Offload* offload() const { return offload_.get(); }
 
+    // ---- several sequences (engine/context_sequences.cpp) ------------------------------------
+    int n_seq() const { return 1 + (int)more_kv_.size(); }
+    int64_t seq_n_past(int seq) const;
+    // Forgets sequence seq's positions >= n (n clamped to [0, its n_past]).
+    void seq_truncate(int seq, int64_t n);
+    // Sequence dst becomes a copy of the first n positions of sequence src (a shared prefix).
+    void seq_copy(int src, int dst, int64_t n);
+    // One forward over tokens of several sequences: tokens[i] goes to sequence seq_ids[i], after
+    // that sequence's cached positions and its earlier tokens in this batch (a sequence's tokens
+    // need not be adjacent). Logits for the rows whose want_logits[i] is set (nullptr: the last
+    // token of each sequence present), in row order. Every token is computed as decoding it alone
+    // would compute it (BatchOrder::per_row): what one sequence generates never depends on what
+    // else shares its batch. Everything is checked first (ids, sequences, room in each cache:
+    // ContextOverflowError naming the sequence); on an error nothing has changed.
+    void decode_sequences(const int32_t* tokens, const int32_t* seq_ids, const uint8_t* want_logits, int64_t n);
+
 private:
     std::shared_ptr<const Model> model_;
     int64_t n_batch_;
@@ -87,6 +105,12 @@ private:
     std::shared_ptr<std::vector<float>> logits_;
     int64_t n_logit_rows_ = 0;
     int64_t n_past_ = 0;
+    // Sequences 1 .. n_seq - 1: their caches and cached position counts.
+    std::vector<std::unique_ptr<KvCache>> more_kv_;
+    std::vector<int64_t> more_past_;
+    KvCache& seq_kv(int seq) { return seq == 0 ? kv_ : *more_kv_[(size_t)seq - 1]; }
+    int64_t& seq_past(int seq) { return seq == 0 ? n_past_ : more_past_[(size_t)seq - 1]; }
+    void check_seq(int seq, const char* what) const;
 };
 
 }  // namespace ei

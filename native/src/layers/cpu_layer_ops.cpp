@@ -38,7 +38,12 @@ void CpuLayerOps::add_rows(float* y, const float* bias, int64_t rows, int64_t wi
 
 void CpuLayerOps::rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c) {
     pos_.resize((size_t)n);
-    for (int64_t t = 0; t < n; ++t) pos_[t] = (int32_t)(pos0 + t);
+    if (runs_) {
+        for (size_t i = 0; i < n_runs_; ++i)
+            for (int64_t t = 0; t < runs_[i].n; ++t) pos_[runs_[i].row0 + t] = (int32_t)(runs_[i].pos0 + t);
+    } else {
+        for (int64_t t = 0; t < n; ++t) pos_[t] = (int32_t)(pos0 + t);
+    }
     if (c.rope_neox) rope_neox(kt_, x, n, heads, head_dim, pos_.data(), c.rope);
     else rope_norm(kt_, x, n, heads, head_dim, pos_.data(), c.rope);
 }
@@ -46,11 +51,23 @@ void CpuLayerOps::rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int
 void CpuLayerOps::scale(float* x, float s, int64_t count) { scale_inplace(x, s, count); }
 
 void CpuLayerOps::kv_store(int il, int64_t pos0, int64_t n, const float* k, const float* v) {
-    kv_.store(il, pos0, n, k, v);
+    if (!runs_) return kv_.store(il, pos0, n, k, v);
+    for (size_t i = 0; i < n_runs_; ++i) {
+        const SequenceRun& r = runs_[i];
+        const int64_t w = r.kv->width();
+        r.kv->store(il, r.pos0, r.n, k + r.row0 * w, v + r.row0 * w);
+    }
 }
 
 void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out) {
-    attention_cached(pool_, kt_, q, m, pos0, kv_, il, s, out, order_);
+    if (!runs_) return attention_cached(pool_, kt_, q, m, pos0, kv_, il, s, out, order_);
+    // Every row goes on in a batch of sequences (m is the whole batch: the forward asks for no
+    // row skipping), each run attending over its own sequence's cache.
+    const int64_t w = s.n_head * s.head_dim;
+    for (size_t i = 0; i < n_runs_; ++i) {
+        const SequenceRun& r = runs_[i];
+        attention_cached(pool_, kt_, q + r.row0 * w, r.n, r.pos0, *r.kv, il, s, out + r.row0 * w, order_);
+    }
 }
 
 void CpuLayerOps::glu(bool gelu, const float* gate, const float* up, float* out, int64_t count) {

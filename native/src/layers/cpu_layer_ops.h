@@ -15,6 +15,13 @@ namespace ei {
 
 using CpuLayerWeights = LayerWeights<Tensor, const float*>;
 
+// Rows [row0, row0 + n) of a batch of several sequences: one sequence's tokens at positions
+// pos0 .. pos0 + n - 1 of its own cache.
+struct SequenceRun {
+    KvCache* kv;
+    int64_t row0, n, pos0;
+};
+
 class CpuLayerOps {
 public:
     using Buf = float*;
@@ -25,6 +32,10 @@ public:
     CpuLayerOps(ThreadPool& pool, const KernelTable& kt, KvCache& kv, MatmulScratch& scratch, float norm_eps,
                 float* fused, BatchOrder order)
         : pool_(pool), kt_(kt), kv_(kv), scratch_(scratch), eps_(norm_eps), fused_(fused), order_(order) {}
+
+    // A batch of several sequences (runs cover every row, in order): positions, cached rows and
+    // attention per run, each in its sequence's cache; the layer's pos0 and kv are then unused.
+    void set_sequence_runs(const SequenceRun* runs, size_t n_runs) { runs_ = runs, n_runs_ = n_runs; }
 
     static bool present(const Tensor& t) { return t.present(); }
     static bool present(const float* v) { return v != nullptr; }
@@ -54,6 +65,8 @@ private:
     float eps_;
     float* fused_;
     BatchOrder order_;
+    const SequenceRun* runs_ = nullptr;
+    size_t n_runs_ = 0;
     std::vector<int32_t> pos_;
 };
 

@@ -1,0 +1,97 @@
+"""Several sequences in one context (parallel requests): each has its own cache, a batch mixes
+their tokens, and what a sequence computes never depends on what shares its batch. Checked on
+both real models against each sequence decoded alone, token by token (the one-row order every
+row of a sequence batch is computed in), bit for bit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgeinfer import _core
+
+pytestmark = pytest.mark.realmodel
+
+
+@pytest.fixture(scope="module", params=["smollm2_path", "gemma3_path"])
+def model(request):
+    return _core.Model(str(request.getfixturevalue(request.param)))
+
+
+def ids(seed: int, n: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(100, 20000, n).astype(np.int32)
+
+
+def alone(model, tokens: np.ndarray, kv_type: str = "f16") -> np.ndarray:
+    """Every token's logits, decoding the sequence one token per call."""
+    ctx = _core.Context(model, n_ctx=96, n_threads=2, type_k=kv_type, type_v=kv_type)
+    rows = []
+    for t in tokens:
+        ctx.decode(np.array([t], np.int32))
+        rows.append(np.array(ctx.logits[-1]))
+    return np.stack(rows)
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+@pytest.mark.parametrize("kv_type", ["f16", "q4_0"])
+def test_interleaved_sequences_get_the_logits_each_gets_alone(model, kv_type):
+    a, b, c = ids(1, 30), ids(2, 12), ids(3, 20)
+    want = [alone(model, a, kv_type), alone(model, b, kv_type), alone(model, c, kv_type)]
+    ctx = _core.Context(model, n_ctx=96, n_threads=2, type_k=kv_type, type_v=kv_type, n_seq=3)
+    # A prompt chunk of one sequence beside single tokens of the others, then a step of all three.
+    ctx.decode_sequences(np.concatenate([a[:25], b[:1], c[:3]]), np.array([0] * 25 + [1] + [2] * 3, np.int32),
+                         logits=np.ones(29, bool))
+    got = np.array(ctx.logits)
+    assert same_bits(got[:25], want[0][:25]) and same_bits(got[25:26], want[1][:1]) and same_bits(got[26:], want[2][:3])
+    assert [ctx.seq_n_past(s) for s in range(3)] == [25, 1, 3]
+    # A sequence's tokens need not be adjacent; default logits: each sequence's last token.
+    ctx.decode_sequences(np.array([c[3], a[25], b[1], c[4]], np.int32), np.array([2, 0, 1, 2], np.int32))
+    got = np.array(ctx.logits)
+    assert got.shape[0] == 3
+    assert same_bits(got[0], want[0][25]) and same_bits(got[1], want[1][1]) and same_bits(got[2], want[2][4])
+
+
+def test_a_copied_prefix_continues_like_the_original(model):
+    shared, end_a, end_b = ids(4, 16), ids(5, 4), ids(6, 4)
+    ctx = _core.Context(model, n_ctx=64, n_threads=2, n_seq=2)
+    ctx.decode_sequences(shared, np.zeros(16, np.int32))
+    ctx.seq_copy(0, 1, 16)
+    ctx.decode_sequences(np.concatenate([end_a, end_b]), np.array([0] * 4 + [1] * 4, np.int32),
+                         logits=np.ones(8, bool))
+    got = np.array(ctx.logits)
+    assert same_bits(got[:4], alone(model, np.concatenate([shared, end_a]))[16:])
+    assert same_bits(got[4:], alone(model, np.concatenate([shared, end_b]))[16:])
+
+
+def test_a_truncated_sequence_is_reused_and_the_others_are_untouched(model):
+    a, b, other = ids(7, 10), ids(8, 10), ids(9, 6)
+    ctx = _core.Context(model, n_ctx=64, n_threads=2, n_seq=2)
+    ctx.decode_sequences(np.concatenate([a, other]), np.array([0] * 10 + [1] * 6, np.int32))
+    ctx.seq_truncate(1, 0)  # a finished request's slot, emptied
+    assert ctx.seq_n_past(1) == 0 and ctx.seq_n_past(0) == 10
+    ctx.decode_sequences(np.concatenate([b, a[:1]]), np.array([1] * 10 + [0], np.int32), logits=np.ones(11, bool))
+    got = np.array(ctx.logits)
+    assert same_bits(got[:10], alone(model, b))
+    assert same_bits(got[10], alone(model, np.concatenate([a, a[:1]]))[10])
+
+
+def test_bad_batches_are_refused_and_change_nothing(model):
+    ctx = _core.Context(model, n_ctx=8, n_threads=2, n_seq=2)
+    ctx.decode_sequences(ids(10, 6), np.zeros(6, np.int32))
+    with pytest.raises(_core.ContextOverflowError, match="sequence 0: 6 cached \\+ 3 new tokens exceed its context size of 8"):
+        ctx.decode_sequences(ids(11, 4), np.array([1, 0, 0, 0], np.int32))
+    with pytest.raises(_core.EdgeInferError, match="sequence id 2 at index 1 is outside 0..1"):
+        ctx.decode_sequences(ids(12, 2), np.array([0, 2], np.int32))
+    with pytest.raises(_core.EdgeInferError, match="token id -1 at index 0"):
+        ctx.decode_sequences(np.array([-1], np.int32), np.array([1], np.int32))
+    with pytest.raises(_core.EdgeInferError, match="same length"):
+        ctx.decode_sequences(ids(13, 2), np.array([0], np.int32))
+    with pytest.raises(_core.EdgeInferError, match="seq_copy: sequence 1 has 0 cached positions, not 3"):
+        ctx.seq_copy(1, 0, 3)
+    with pytest.raises(_core.EdgeInferError, match="sequence 5 is outside 0..1"):
+        ctx.seq_truncate(5, 0)
+    assert [ctx.seq_n_past(s) for s in range(2)] == [6, 0]
+    with pytest.raises(_core.EdgeInferError, match="n_seq must be in 1..256"):
+        _core.Context(model, n_ctx=8, n_seq=0)
