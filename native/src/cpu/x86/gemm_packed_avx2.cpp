@@ -112,7 +112,7 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = n == 1 && g + 1 < groups ? w_stride : 0;  // decode: the next group
+        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);
             for (int c = 0; c < nc; ++c) {
@@ -239,8 +239,9 @@ void gemv_half_q5_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int
 }
 
 // From this many columns the tiled GEMM (rows unpacked once, 4 x 2 register tiles) is faster
-// than one GEMV pass per column; it computes the same bits.
-constexpr int64_t kTiledMinCols = 4;
+// than one GEMV pass per column over a group held in L1; it computes the same bits. Below it (a
+// decode batch) each group is read from memory once, ahead of use, for all the columns.
+constexpr int64_t kTiledMinCols = kSmallBatchMax + 1;
 
 template <uint32_t Type>
 void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
@@ -257,7 +258,7 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
     }
     for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = n == 1 && g + 1 < groups ? w_stride : 0;  // decode: the next group
+        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
         for (int64_t c = 0; c < n; ++c) {
             for (int h = 0; h < 2; ++h) {
                 float* out = y + c * ldy + g * kPackRows + h * kHalf;
