@@ -23,6 +23,7 @@ from edgeinfer import _core
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
+from edgeinfer.speculative import DraftStats, PromptLookup
 
 if TYPE_CHECKING:  # llguidance is slow to import (docs/PERFORMANCE.md): only grammars pay for it
     from edgeinfer.constrain import GrammarMatcher
@@ -92,19 +93,24 @@ class GenerationResult:
     content: str | None = None                        # Model.chat with tools: the text before the calls
     tool_calls: list = field(default_factory=list)    # Model.chat with tools: edgeinfer.tools.ToolCall
     context_shifts: int = 0                           # times the context was shifted (policy "shift")
+    drafts: DraftStats | None = None                  # speculative decoding's drafts (when it was on)
     timings: Timings = field(default_factory=Timings)
 
 
 def generate_step(
     cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
-    context_overflow: str = "stop", n_keep: int = 0,
+    context_overflow: str = "stop", n_keep: int = 0, lookup: PromptLookup | None = None,
 ) -> Generator[int | TakenBack, None, None]:
     """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG).
+    Before each yield, stats["logits"] is the row the token was drawn from (a view, valid until
+    the next step).
 
     When the context is full, `context_overflow` decides: "stop", or "shift" (keep the first
     n_keep cached tokens, drop the oldest half of the rest, re-rotate the kept keys, go on).
     When the sampler raises Backtrack(n), the last n tokens leave the KV cache, TakenBack(n) is
-    yielded and the sampler is asked again at the earlier place (never across a context shift)."""
+    yielded and the sampler is asked again at the earlier place (never across a context shift).
+    With `lookup`, tokens are guessed from earlier text and checked in one decode call
+    (edgeinfer.speculative): the same tokens come out; the sampler must not raise Backtrack."""
     if context_overflow not in CONTEXT_OVERFLOW_POLICIES:
         raise ValueError(f"context_overflow must be one of {CONTEXT_OVERFLOW_POLICIES}, got {context_overflow!r}")
     n_ctx = cache.ctx.n_ctx
@@ -122,29 +128,40 @@ def generate_step(
     stats["prompt_s"] = time.perf_counter() - t0
     stats["prompt_decoded"] = len(prompt) - reused
     history = list(prompt)
+    if lookup is not None:
+        lookup.extend(history)
     t_gen = time.perf_counter()
     n = 0
     since_shift = 0   # generated tokens in the cache that a context shift has not moved
+    # Tokens drawn but not yielded yet: (token, the logits it was drawn from, whether it is in the
+    # cache already): the accepted guesses of a checked draft, then the token after them.
+    ready: list[tuple[int, np.ndarray, bool]] = []
     while n < max_tokens:
-        try:
-            token = sampler(cache.ctx.logits[-1], history)
-        except Backtrack as back:
-            if not 0 < back.n <= since_shift:
-                raise EdgeInferError(f"cannot take back {back.n} generated token(s): "
-                                     f"{since_shift} can be (a context shift moved the others)") from None
-            del history[-back.n:]
-            n -= back.n
-            since_shift -= back.n
-            cache.take_back(back.n)
-            yield TakenBack(back.n)
-            continue
+        if not ready:
+            try:
+                ready.append((sampler(cache.ctx.logits[-1], history), cache.ctx.logits[-1], False))
+            except Backtrack as back:
+                if not 0 < back.n <= since_shift:
+                    raise EdgeInferError(f"cannot take back {back.n} generated token(s): "
+                                         f"{since_shift} can be (a context shift moved the others)") from None
+                del history[-back.n:]
+                n -= back.n
+                since_shift -= back.n
+                cache.take_back(back.n)
+                yield TakenBack(back.n)
+                continue
+        token, stats["logits"], in_cache = ready.pop(0)
         n += 1
         stats["gen_s"] = time.perf_counter() - t_gen
         stats["generated"] = n
         yield token
         history.append(token)
+        if lookup is not None:
+            lookup.extend([token])
         if n >= max_tokens:
             break
+        if in_cache:
+            continue
         if cache.ctx.n_past >= n_ctx:
             n_discard = (cache.ctx.n_past - n_keep) // 2
             if context_overflow != "shift" or n_discard <= 0:
@@ -152,9 +169,38 @@ def generate_step(
             cache.shift(n_keep, n_discard)
             stats["shifts"] = stats.get("shifts", 0) + 1
             since_shift = 0
-        cache.decode([token])
-        since_shift += 1
+        # Guesses must fit in the context and in max_tokens (the row after them gives one more).
+        draft = lookup.draft(min(n_ctx - cache.ctx.n_past - 1, max_tokens - n - 1)) if lookup else []
+        if draft:
+            ready = _check_draft(cache, sampler, history, token, draft)
+            lookup.verified(len(draft), len(ready) - 1)
+            since_shift += len(ready)
+        else:
+            cache.decode([token])
+            since_shift += 1
     stats["gen_s"] = time.perf_counter() - t_gen
+
+
+def _check_draft(cache: PromptCache, sampler: Sampler, history: list[int], token: int,
+                 draft: list[int]) -> list[tuple[int, np.ndarray, bool]]:
+    """Decodes `token` and the guessed tokens after it in one call, each row as plain decoding
+    would compute it; asks the sampler for each row's token in turn and stops at the first that
+    differs from the guess. Returns (token, the logits it was drawn from, in the cache) for the
+    accepted guesses (in the cache) and the token after them (not); the cache keeps `token` and
+    the accepted guesses."""
+    cache.decode([token] + draft, all_logits=True, as_single_steps=True)
+    rows = cache.ctx.logits
+    picked: list[tuple[int, np.ndarray, bool]] = []
+    context = list(history)
+    for i in range(len(draft) + 1):
+        tok = sampler(rows[i], context)
+        if i == len(draft) or tok != draft[i]:
+            picked.append((tok, rows[i], False))
+            break
+        picked.append((tok, rows[i], True))
+        context.append(tok)
+    cache.drop(len(draft) - (len(picked) - 1))
+    return picked
 
 
 def _call_deferred(on_token: TokenHook | None, deferred: list[tuple[int, np.ndarray]], n: int) -> None:
@@ -189,6 +235,7 @@ def stream_generate(
     n_keep: int = 0,
     on_token: TokenHook | None = None,
     matcher: GrammarMatcher | None = None,
+    speculative: bool = False,
 ) -> Generator[str, None, GenerationResult]:
     """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
     `context_overflow` / `n_keep`: see generate_step.
@@ -200,7 +247,11 @@ def stream_generate(
 
     `matcher` constrains the tokens to a grammar (see edgeinfer.constrain.matcher). Generation
     ends with finish_reason "stop" when the grammar is complete: at an end-of-generation token the
-    grammar accepts, or right after the token that leaves the grammar nothing more to allow."""
+    grammar accepts, or right after the token that leaves the grammar nothing more to allow.
+
+    `speculative`: guess tokens from earlier text and check them in one decode call
+    (edgeinfer.speculative): the same tokens, sooner when the text repeats its prompt. Not with a
+    matcher (its tokens are checked one at a time)."""
     if matcher is not None:
         sampler = matcher.wrap(sampler)
     # A matcher that may take tokens back (uniqueItems) makes the loop keep, per token, where the
@@ -217,7 +268,8 @@ def stream_generate(
     text = ""      # all text decoded so far
     emitted = 0    # how much of `text` has been yielded
     finish = "length"
-    for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep):
+    lookup = PromptLookup() if speculative and matcher is None else None
+    for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, lookup):
         if isinstance(token, TakenBack):
             del result.tokens[-token.n:]
             if on_token is not None:   # a taken-back token was never final: its call is still here
@@ -233,9 +285,9 @@ def stream_generate(
             break
         if on_token is not None:
             if revocable:
-                deferred.append((token, np.array(cache.ctx.logits[-1])))
+                deferred.append((token, np.array(stats["logits"])))
             else:
-                on_token(token, cache.ctx.logits[-1])
+                on_token(token, stats["logits"])
         if revocable:
             checkpoints.append((len(text), decoder.getstate()))
         result.tokens.append(token)
@@ -279,6 +331,7 @@ def stream_generate(
     result.finish_reason = finish
     result.cached_tokens = stats.get("cached_tokens", 0)
     result.context_shifts = stats.get("shifts", 0)
+    result.drafts = lookup.stats if lookup is not None else None
     prompt_s = stats.get("prompt_s", 0.0)
     gen_s = stats.get("gen_s", 0.0)
     n_gen = stats.get("generated", 0)

@@ -197,6 +197,7 @@ class Model:
         grammar: str | None = None,
         matcher: GrammarMatcher | None = None,
         repeat_last_n: int | None = None,
+        speculative: bool = False,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -221,7 +222,12 @@ class Model:
         No special token appears in the text; the grammar's end ends generation with finish_reason
         "stop" (max_tokens can still cut it first: "length"). An invalid schema or grammar raises
         ValueError with the compiler's message. `matcher` is a constraint compiled beforehand
-        (`compile_constraint`), used once; special tokens its grammar names appear in the text."""
+        (`compile_constraint`), used once; special tokens its grammar names appear in the text.
+
+        `speculative=True` guesses tokens from earlier text (prompt lookup) and checks several in one
+        decode call: exactly the tokens plain decoding gives, for the same seed too, sooner when the
+        answer repeats the prompt (GenerationResult.drafts counts guesses and hits). Not used with
+        a constraint."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -245,7 +251,7 @@ class Model:
             n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
         return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
                                context_overflow=context_overflow, n_keep=n_keep, on_token=on_token,
-                               matcher=matcher)
+                               matcher=matcher, speculative=speculative)
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
         """Runs generate() to the end and returns its result."""

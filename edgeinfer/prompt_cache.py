@@ -88,10 +88,12 @@ class PromptCache:
         self._exact = best_len
         return best_len
 
-    def decode(self, ids: Sequence[int], all_logits: bool = False, logits_from: int | None = None) -> None:
+    def decode(self, ids: Sequence[int], all_logits: bool = False, logits_from: int | None = None,
+               as_single_steps: bool = False) -> None:
         """Decodes ids after the cached tokens; logits for the last id, every id (all_logits) or
-        ids[logits_from:] (see _core.Context.decode)."""
-        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits, logits_from)
+        ids[logits_from:]; as_single_steps: each id as decoding it alone would give it (see
+        _core.Context.decode)."""
+        self.ctx.decode(np.asarray(ids, dtype=np.int32), all_logits, logits_from, as_single_steps)
         exact = self._exact == len(self.tokens)
         self.tokens.extend(int(i) for i in ids)
         if exact:
@@ -108,6 +110,18 @@ class PromptCache:
         del self.tokens[keep - 1:]
         self._exact = min(self._exact, keep - 1)
         self.decode([last])
+
+    def drop(self, n: int) -> None:
+        """Forgets the last n cached tokens (guesses that were wrong); unlike take_back, the logits
+        are left as they are: the caller has the rows it needs."""
+        if n < 0 or n > len(self.tokens):
+            raise ValueError(f"cannot drop {n} of {len(self.tokens)} cached tokens")
+        if n == 0:
+            return
+        keep = len(self.tokens) - n
+        self.ctx.truncate(keep)
+        del self.tokens[keep:]
+        self._exact = min(self._exact, keep)
 
     def shift(self, n_keep: int, n_discard: int) -> None:
         """Context shift: drops cached positions [n_keep, n_keep + n_discard) (see Context.shift)."""
