@@ -171,24 +171,30 @@ def generate_step(
             since_shift = 0
         # Guesses must fit in the context and in max_tokens (the row after them gives one more).
         draft = lookup.draft(min(n_ctx - cache.ctx.n_past - 1, max_tokens - n - 1)) if lookup else []
+        t_call = time.perf_counter()
         if draft:
-            ready = _check_draft(cache, sampler, history, token, draft)
+            ready, seconds = _check_draft(cache, sampler, history, token, draft)
+            lookup.timed(1 + len(draft), seconds)
             lookup.verified(len(draft), len(ready) - 1)
             since_shift += len(ready)
         else:
             cache.decode([token])
+            if lookup is not None:
+                lookup.timed(1, time.perf_counter() - t_call)
             since_shift += 1
     stats["gen_s"] = time.perf_counter() - t_gen
 
 
 def _check_draft(cache: PromptCache, sampler: Sampler, history: list[int], token: int,
-                 draft: list[int]) -> list[tuple[int, np.ndarray, bool]]:
+                 draft: list[int]) -> tuple[list[tuple[int, np.ndarray, bool]], float]:
     """Decodes `token` and the guessed tokens after it in one call, each row as plain decoding
     would compute it; asks the sampler for each row's token in turn and stops at the first that
     differs from the guess. Returns (token, the logits it was drawn from, in the cache) for the
-    accepted guesses (in the cache) and the token after them (not); the cache keeps `token` and
-    the accepted guesses."""
+    accepted guesses (in the cache) and the token after them (not), and the decode call's seconds;
+    the cache keeps `token` and the accepted guesses."""
+    t0 = time.perf_counter()
     cache.decode([token] + draft, all_logits=True, as_single_steps=True)
+    seconds = time.perf_counter() - t0
     rows = cache.ctx.logits
     picked: list[tuple[int, np.ndarray, bool]] = []
     context = list(history)
@@ -200,7 +206,7 @@ def _check_draft(cache: PromptCache, sampler: Sampler, history: list[int], token
         picked.append((tok, rows[i], True))
         context.append(tok)
     cache.drop(len(draft) - (len(picked) - 1))
-    return picked
+    return picked, seconds
 
 
 def _call_deferred(on_token: TokenHook | None, deferred: list[tuple[int, np.ndarray]], n: int) -> None:
@@ -235,7 +241,7 @@ def stream_generate(
     n_keep: int = 0,
     on_token: TokenHook | None = None,
     matcher: GrammarMatcher | None = None,
-    speculative: bool = False,
+    speculative: bool = True,
 ) -> Generator[str, None, GenerationResult]:
     """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
     `context_overflow` / `n_keep`: see generate_step.

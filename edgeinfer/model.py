@@ -197,7 +197,7 @@ class Model:
         grammar: str | None = None,
         matcher: GrammarMatcher | None = None,
         repeat_last_n: int | None = None,
-        speculative: bool = False,
+        speculative: bool = True,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -224,9 +224,10 @@ class Model:
         ValueError with the compiler's message. `matcher` is a constraint compiled beforehand
         (`compile_constraint`), used once; special tokens its grammar names appear in the text.
 
-        `speculative=True` guesses tokens from earlier text (prompt lookup) and checks several in one
-        decode call: exactly the tokens plain decoding gives, for the same seed too, sooner when the
-        answer repeats the prompt (GenerationResult.drafts counts guesses and hits). Not used with
+        `speculative` (on by default) guesses tokens from earlier text (prompt lookup) and checks
+        several in one decode call, as many as pay on this model and CPU (none when guessing does
+        not pay): exactly the tokens plain decoding gives, for the same seed too, sooner when the
+        answer repeats earlier text (GenerationResult.drafts counts guesses and hits). Not used with
         a constraint."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:

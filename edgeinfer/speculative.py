@@ -14,8 +14,12 @@ same order, so even a seeded random sampler draws the same numbers and the same 
 guess only costs the rows computed after it.
 
 Drafting pays only when guesses are often right: a verifying call of k + 1 tokens costs more than
-one step (docs/PERFORMANCE.md), so `PromptLookup` drafts only on an n-gram match, sizes its drafts
-by how many were accepted lately, and pauses when they keep failing.
+one step, by how much depends on the model and the CPU (docs/PERFORMANCE.md). So `PromptLookup`
+times the decode calls it sees, keeps a running rate of accepted guesses, and drafts the k that
+maximises expected tokens per second: with a per-token acceptance a, a draft of k yields
+(1 - a^(k+1)) / (1 - a) tokens for the cost of a (k + 1)-row call, against 1 token for a one-row
+call. When no k beats plain steps it drafts nothing, except a small draft now and then to notice
+when guessing starts to pay (text that begins to repeat its prompt).
 """
 from __future__ import annotations
 
@@ -25,8 +29,8 @@ from typing import Sequence
 # n-gram sizes looked up, longest first: a longer match is a better guess.
 NGRAM_SIZES = (4, 3, 2)
 MAX_DRAFT = 8          # tokens a draft holds at most (the small-batch decode takes up to 8 rows at best speed)
-PAUSE_AFTER = 8        # verifying calls whose drafts all failed in a row before drafting pauses
-PAUSE_TOKENS = 32      # tokens generated plainly during a pause
+EXPLORE_EVERY = 32     # while drafting does not pay, one small draft this often, to notice when it would
+SMOOTHING = 0.2        # weight of the newest observation in the running acceptance and cost estimates
 
 
 @dataclass
@@ -52,9 +56,9 @@ class PromptLookup:
     _tokens: list[int] = field(default_factory=list)
     # n -> {n-gram: end of its latest occurrence that has a continuation}
     _index: dict[int, dict[tuple[int, ...], int]] = field(default_factory=lambda: {n: {} for n in NGRAM_SIZES})
-    _size: int = 4          # the next draft's length: grows while drafts are accepted whole
-    _failed_in_a_row: int = 0
-    _paused_for: int = 0
+    _accept: float = 0.6    # running share of drafted tokens accepted
+    _cost: dict[int, float] = field(default_factory=dict)   # rows -> running seconds of a decode call
+    _explore_in: int = 0
 
     def extend(self, tokens: Sequence[int]) -> None:
         for t in tokens:
@@ -66,12 +70,9 @@ class PromptLookup:
             self._tokens.append(int(t))
 
     def draft(self, limit: int) -> list[int]:
-        """Up to min(limit, the current draft size) guessed tokens to follow the history; [] when
-        nothing earlier matches its end, or while paused."""
-        if self._paused_for > 0:
-            self._paused_for -= 1
-            return []
-        k = min(limit, self._size, self.max_draft)
+        """Up to `limit` guessed tokens to follow the history, as many as pay; [] when nothing
+        earlier matches its end or guessing does not pay."""
+        k = min(limit, self._size())
         if k <= 0:
             return []
         end = len(self._tokens)
@@ -83,17 +84,50 @@ class PromptLookup:
                 return self._tokens[at:at + k]
         return []
 
+    def timed(self, rows: int, seconds: float) -> None:
+        """Records how long a decode call of `rows` tokens took."""
+        old = self._cost.get(rows)
+        self._cost[rows] = seconds if old is None else old + SMOOTHING * (seconds - old)
+
     def verified(self, drafted: int, accepted: int) -> None:
         """Records a check of `drafted` guessed tokens of which the first `accepted` were right."""
         self.stats.drafts += 1
         self.stats.drafted += drafted
         self.stats.accepted += accepted
-        if accepted == drafted:
-            self._size = min(self.max_draft, 2 * self._size)
-            self._failed_in_a_row = 0
-        else:
-            self._size = max(1, accepted + 1)
-            self._failed_in_a_row = self._failed_in_a_row + 1 if accepted == 0 else 0
-            if self._failed_in_a_row >= PAUSE_AFTER:
-                self._paused_for = PAUSE_TOKENS
-                self._failed_in_a_row = 0
+        self._accept += SMOOTHING * (accepted / drafted - self._accept)
+
+    def _call_cost(self, rows: int) -> float | None:
+        """Seconds of a decode call of `rows` tokens: measured, or interpolated between the
+        nearest measured sizes (a call costs more with every row), None before any is measured."""
+        if rows in self._cost:
+            return self._cost[rows]
+        below = max((r for r in self._cost if r < rows), default=None)
+        above = min((r for r in self._cost if r > rows), default=None)
+        if below is None and above is None:
+            return None
+        if below is None:
+            return self._cost[above]
+        if above is None:   # beyond what was measured: the last measured step per row, continued
+            slope = (self._cost[below] - self._cost[1]) / (below - 1) if below > 1 and 1 in self._cost else 0.0
+            return self._cost[below] + max(slope, 0.1 * self._cost[below] / below) * (rows - below)
+        f = (rows - below) / (above - below)
+        return self._cost[below] + f * (self._cost[above] - self._cost[below])
+
+    def _size(self) -> int:
+        """The draft length that maximises expected tokens per second (0: plain steps pay best)."""
+        one = self._call_cost(1)
+        if one is None:
+            return 2   # nothing timed yet: a small first draft
+        a = min(self._accept, 0.99)
+        best_k, best_rate = 0, 1.0 / one
+        for k in range(1, self.max_draft + 1):
+            cost = self._call_cost(k + 1)
+            expected = (1.0 - a ** (k + 1)) / (1.0 - a)
+            if cost and expected / cost > best_rate:
+                best_k, best_rate = k, expected / cost
+        if best_k == 0:
+            self._explore_in -= 1
+            if self._explore_in <= 0:
+                self._explore_in = EXPLORE_EVERY
+                return 2
+        return best_k

@@ -158,12 +158,12 @@ def test_run_streams_pieces_to_stdout_and_timings_to_stderr(fake_model_file, cap
 def test_run_passes_options_through(fake_model_file, capsys):
     main(["run", str(fake_model_file), "-p", "hi", "-n", "7", "--temp", "0", "--top-k", "5",
           "--top-p", "0.5", "--min-p", "0.1", "--seed", "3", "--stop", "\n", "-t", "2",
-          "-c", "256", "--repeat-penalty", "1.1"])
+          "-c", "256", "--repeat-penalty", "1.1", "--no-speculative"])
     m = FakeModel.last
     assert (m.n_ctx, m.n_threads, m.prompt) == (256, 2, "hi")
     assert m.generate_kwargs == dict(max_tokens=7, temperature=0.0, top_k=5, top_p=0.5,
                                      min_p=0.1, seed=3, stop=["\n"], repeat_penalty=1.1,
-                                     context_overflow="stop", n_keep=None)
+                                     context_overflow="stop", n_keep=None, speculative=False)
     assert m.cache_types == ("f16", "f16")
 
 

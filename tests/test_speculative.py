@@ -9,7 +9,7 @@ import pytest
 from support.cli import run_cli
 
 from edgeinfer.model import Model
-from edgeinfer.speculative import PAUSE_AFTER, PromptLookup
+from edgeinfer.speculative import EXPLORE_EVERY, PromptLookup
 
 # Grounded prompts: the answer repeats spans of the prompt, so guesses are often right.
 CODE = """def total_price(items, tax_rate):
@@ -75,31 +75,42 @@ def test_max_tokens_and_stop_strings_cut_where_plain_decoding_does(model):
 def test_lookup_drafts_the_continuation_of_the_latest_match():
     lookup = PromptLookup()
     lookup.extend([1, 2, 3, 4, 5, 9, 2, 3, 4])
-    assert lookup.draft(8) == [5, 9, 2, 3][:4]   # "2 3 4" was followed by 5 9 2 3 ...; first draft size 4
-    lookup.verified(4, 4)                         # all right: the next draft may be twice as long
+    assert lookup.draft(8) == [5, 9]              # "2 3 4" was followed by 5 9 ...; nothing timed yet: 2
+    lookup.timed(1, 0.010)                        # calls cost 10 ms + 1 ms a row; guesses usually right
+    for rows in range(2, 10):
+        lookup.timed(rows, 0.010 + 0.001 * (rows - 1))
+    for _ in range(10):
+        lookup.verified(4, 4)
     lookup.extend([5, 9, 2, 3, 4])
-    assert lookup.draft(8) == [5, 9, 2, 3, 4]     # the latest "2 3 4" (as far as the text goes)
+    assert lookup.draft(8) == [5, 9, 2, 3, 4]     # the latest "2 3 4", as far as the text goes
     assert lookup.draft(2) == [5, 9]              # never past the limit
     lookup.extend([7])
     assert lookup.draft(8) == []                  # "4 7" never occurred before
 
 
-def test_lookup_pauses_when_drafts_keep_failing():
+def test_lookup_drafts_only_what_pays():
     lookup = PromptLookup()
-    lookup.extend([1, 2, 1, 2, 1, 2])
-    for _ in range(PAUSE_AFTER):
-        assert lookup.draft(8)
+    lookup.extend(list(range(10, 30)) * 2)         # its end matches 20 tokens back
+    lookup.timed(1, 0.010)
+    for rows in range(2, 10):                     # every extra row costs as much as a step
+        lookup.timed(rows, 0.010 * rows)
+    for _ in range(20):
         lookup.verified(2, 0)
-    assert lookup.draft(8) == []                  # paused
-    assert lookup.stats.drafts == PAUSE_AFTER and lookup.stats.accepted == 0
+    drafts = [len(lookup.draft(8)) for _ in range(2 * EXPLORE_EVERY)]
+    assert drafts.count(0) == 2 * EXPLORE_EVERY - 2 and max(drafts) == 2   # a small probe now and then
+    for _ in range(30):                           # now an extra row is nearly free, and guesses hit
+        for rows in range(2, 10):
+            lookup.timed(rows, 0.010 + 0.0005 * (rows - 1))
+        lookup.verified(8, 8)
+    assert len(lookup.draft(8)) == 8
 
 
 @pytest.mark.realmodel
-def test_run_speculative_prints_the_same_text_and_its_drafts(smollm2_path):
+def test_run_prints_the_same_text_with_and_without_speculation(smollm2_path):
     question = "Repeat exactly: one two three four five six seven eight nine ten one two three four five six"
     common = ["run", str(smollm2_path), "--chat", question, "-n", "40", "--temp", "0", "-t", "2"]
-    plain = run_cli(*common)
-    spec = run_cli(*common, "--speculative")
+    plain = run_cli(*common, "--no-speculative")
+    spec = run_cli(*common)
     assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
     assert spec.stdout == plain.stdout
     assert re.search(r"drafted \d+ tokens, \d+ accepted", spec.stderr)

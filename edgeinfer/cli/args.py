@@ -126,9 +126,9 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add_sampling_options(p)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
-    p.add_argument("--speculative", action="store_true",
-                   help="guess tokens from earlier text (prompt lookup) and check several per decode call: "
-                        "the same output, sooner when it repeats the prompt")
+    p.add_argument("--no-speculative", action="store_true",
+                   help="decode one token per step (default: guess tokens from earlier text and check "
+                        "several per decode call where that pays; the output is the same)")
     constrain = p.add_mutually_exclusive_group()
     constrain.add_argument("--json-schema", metavar="FILE",
                            help="constrain the output to JSON that validates against the JSON Schema "

@@ -80,7 +80,7 @@ def format_stats(result: Any, load_ms: float) -> str:
     gen = f"generated {len(result.tokens)} tokens"
     parts.append(gen + (f" @ {gen_tok_s:.1f} tok/s" if gen_tok_s is not None else ""))
     drafts = getattr(result, "drafts", None)
-    if drafts is not None:
+    if drafts is not None and drafts.drafted:
         parts.append(f"drafted {drafts.drafted} tokens, {drafts.accepted} accepted")
     parts.append(f"finish: {result.finish_reason}")
     return " · ".join(parts)
@@ -104,7 +104,7 @@ def _start(args: argparse.Namespace, model: Any) -> Any:
     options = dict(
         max_tokens=args.n_predict, **sampling_options(args), stop=args.stop,
         context_overflow="shift" if getattr(args, "context_shift", False) else "stop",
-        n_keep=getattr(args, "keep", None), speculative=args.speculative, **_constraint(args),
+        n_keep=getattr(args, "keep", None), speculative=not args.no_speculative, **_constraint(args),
     )
     if args.chat is not None:
         stderr.print(f"chat template: {model.chat_template.origin}", style="dim", soft_wrap=True)
