@@ -485,6 +485,17 @@ def test_metrics_are_prometheus_text(server):
     assert metric(server, "generated_tokens_total") > 0 and metric(server, "prompt_cache_hit_tokens_total") > 0
 
 
+def test_metrics_count_speculative_guesses(server, client):
+    before = metric(server, "draft_tokens_total"), metric(server, "draft_tokens_accepted_total")
+    words = "one two three four five six seven eight nine ten eleven twelve"
+    r = client.chat.completions.create(model=ALIAS, temperature=0, max_tokens=40,
+                                       messages=[{"role": "user", "content": f"Repeat exactly: {words} {words}"}])
+    assert r.choices[0].message.content
+    drafted = metric(server, "draft_tokens_total") - before[0]
+    accepted = metric(server, "draft_tokens_accepted_total") - before[1]
+    assert drafted > 0 and 0 < accepted <= drafted
+
+
 # --- API key and the prompt cache on disk ---------------------------------------------------------
 
 KEY = "sk-test-123"

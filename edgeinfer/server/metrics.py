@@ -24,6 +24,8 @@ class _Totals:
     prompt_tokens_decoded: int = 0
     prompt_cache_hit_tokens: int = 0
     generated_tokens: int = 0
+    drafted_tokens: int = 0              # tokens guessed by speculative decoding (edgeinfer.speculative)
+    accepted_tokens: int = 0             # of those, the ones the model confirmed
     prompt_seconds: float = 0.0
     generation_seconds: float = 0.0
     last_prompt_tok_s: float = 0.0
@@ -47,10 +49,13 @@ class Metrics:
             return dict(self._responses)
 
     def record_generation(self, prompt_tokens: int, cached_tokens: int, generated: int, prompt_s: float,
-                          gen_s: float, prompt_tok_s: float, gen_tok_s: float) -> None:
+                          gen_s: float, prompt_tok_s: float, gen_tok_s: float, drafted: int = 0,
+                          accepted: int = 0) -> None:
         with self._lock:
             t = self._t
             t.requests_ok += 1
+            t.drafted_tokens += drafted
+            t.accepted_tokens += accepted
             t.prompt_tokens += prompt_tokens
             t.prompt_tokens_decoded += prompt_tokens - cached_tokens
             t.prompt_cache_hit_tokens += cached_tokens
@@ -102,6 +107,10 @@ class Metrics:
         metric("prompt_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prompt cache.",
                [("", t.prompt_cache_hit_tokens)])
         metric("generated_tokens_total", "counter", "Generated tokens.", [("", t.generated_tokens)])
+        metric("draft_tokens_total", "counter", "Tokens guessed by speculative decoding (prompt lookup).",
+               [("", t.drafted_tokens)])
+        metric("draft_tokens_accepted_total", "counter", "Guessed tokens the model confirmed.",
+               [("", t.accepted_tokens)])
         metric("prompt_seconds_total", "counter", "Time spent in prefill.", [("", float(t.prompt_seconds))])
         metric("generation_seconds_total", "counter", "Time spent generating.",
                [("", float(t.generation_seconds))])

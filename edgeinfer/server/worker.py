@@ -265,8 +265,10 @@ class Engine:
             return
         end = time.perf_counter()
         t = result.timings
+        drafts = result.drafts
         self.metrics.record_generation(result.prompt_tokens, result.cached_tokens, len(result.tokens),
-                                       t.prompt_ms / 1e3, t.gen_ms / 1e3, t.prompt_tok_s, t.gen_tok_s)
+                                       t.prompt_ms / 1e3, t.gen_ms / 1e3, t.prompt_tok_s, t.gen_tok_s,
+                                       drafts.drafted if drafts else 0, drafts.accepted if drafts else 0)
         ttft = (first_token_at or end) - job.accepted_at
         job.emit(Finished(result, pending.copy(), ttft * 1e3, (started - job.accepted_at) * 1e3))
         if self.prompt_store is not None and job.keep_prefix:
