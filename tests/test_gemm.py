@@ -94,6 +94,25 @@ def test_small_batch_gemm_is_bit_identical_to_vec_dot(qtype, m, n):
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
 
 
+KQUANT_SMALL_BATCH = [(T.Q6_K, "small_batch"), (T.Q4_K, "small_batch_repacked")]
+
+
+@pytest.mark.parametrize("qtype,order", KQUANT_SMALL_BATCH, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("n", COLUMN_COUNTS)
+def test_kquant_small_batch_gemm_is_bit_identical_to_its_one_row_order(qtype, order, n):
+    """Q6_K against vec_dot, Q4_K against the repacked GEMV's dot (its one-row order)."""
+    m, k = 5, 512
+    rng = np.random.default_rng([int(qtype), n])
+    w = random_blocks(qtype, m * k, rng)
+    act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
+    isas = isas_with_gemm(qtype, order)
+    assert isas == [isa for isa in ("avx2", "avx512") if isa in _core.available_isas()]
+    for isa in isas:
+        got = _testing.gemm(int(qtype), w, m, act, isa, order=order)
+        want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order=order)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
+
+
 # -- the k-quant GEMMs (gemm_ggml_repack / gemm_ggml_tiled) against their per-output orders ----------------
 
 KQUANT_ORDERS = [(T.Q4_K, "repacked_gemm"), (T.Q4_K, "tiled"), (T.Q5_K, "tiled"), (T.Q6_K, "tiled")]

@@ -103,6 +103,9 @@ void register_kernel_entries(py::module_& m) {
         } else if (order == "small_batch") {  // the decode-batch GEMM: weights streamed once
             gemm = k.gemm_small_batch;
             dot = k.vec_dot;
+        } else if (order == "small_batch_repacked") {  // the same in the repacked GEMV's order
+            gemm = k.gemm_small_batch_ggml_repack;
+            dot = k.vec_dot_ggml_repack;
         } else if (order == "packed") {  // weights repacked into 16-row groups first (cpu/repack.h)
             gemm = k.gemm_16row_groups;
             dot = k.vec_dot;  // only its activation type is used: there is no per-output form
@@ -110,7 +113,8 @@ void register_kernel_entries(py::module_& m) {
             if (gemm && !ei::packed_layout_supported(type, m, kk))
                 throw ei::Error("gemm: the packed layout needs whole groups of 16 rows (m = " + std::to_string(m) + ")");
         } else {
-            throw ei::Error("gemm: order must be vec_dot, small_batch, repacked_gemm, tiled or packed, not " + order);
+            throw ei::Error("gemm: order must be vec_dot, small_batch, small_batch_repacked, repacked_gemm, tiled or "
+                            "packed, not " + order);
         }
         if (!by_vec_dot && !gemm)
             throw ei::Error("no " + order + " gemm kernel for " + ei::type_info(type).name + " in this table");

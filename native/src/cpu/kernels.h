@@ -62,6 +62,9 @@ struct TypeKernels {
     // and applied to every activation row. Every output bit-identical to vec_dot's, so a token
     // decoded in a batch gets exactly the logits it gets decoded alone.
     GemmFn gemm_small_batch = nullptr;
+    // The same for the order of vec_dot_ggml_repack (the GEMV of the weights ggml repacks), which
+    // is a one-row matmul's order for those types: bit-identical to vec_dot_ggml_repack.
+    GemmFn gemm_small_batch_ggml_repack = nullptr;
 };
 
 // ---- float ops of the residual path (ggml-cpu's vec.h / vec.cpp / ops.cpp kernels) --------

@@ -51,6 +51,7 @@ struct MatmulPlan {
         small_batch,    // a decode batch: the weights streamed once for every row, vec_dot's bits
         row_dots,       // one vec_dot per output (decode, and what has no GEMM)
     } kind;
+    GemmFn batch_gemm = nullptr;   // small_batch: gemm_small_batch or its ggml-repack-order twin
     VecDotFn dot = nullptr;        // ggml_order / row_dots: the per-output dot
     VecDotFn dot_grouped = nullptr;  // ggml_order: the dot of the columns in ggml's 4-row groups
     GemmFn order_gemm = nullptr;   // ggml_order: the GEMM in that order, or null
@@ -71,10 +72,15 @@ MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n, BatchO
     const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch && !per_row;
     if (!repack_order && !tiled_order) {
         // vec_dot's order for any batch: through the kernel that suits the batch's size.
-        if (wk.gemm_small_batch && n > 1 && n <= kSmallBatchMaxTokens) return {MatmulPlan::small_batch};
+        if (wk.gemm_small_batch && n > 1 && n <= kSmallBatchMaxTokens)
+            return {MatmulPlan::small_batch, wk.gemm_small_batch};
         if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
-        return {MatmulPlan::row_dots, wk.vec_dot};
+        return {MatmulPlan::row_dots, nullptr, wk.vec_dot};
     }
+    // Every row in the repacked GEMV's order (a one-row batch's; llama.cpp's too for fewer than
+    // 4 rows): the small-batch GEMM in that order reads the weights once for all of them.
+    if (repack_order && (per_row || n < 4) && wk.gemm_small_batch_ggml_repack && n > 1 && n <= kSmallBatchMaxTokens)
+        return {MatmulPlan::small_batch, wk.gemm_small_batch_ggml_repack};
     MatmulPlan p{MatmulPlan::ggml_order};
     p.dot = repack_order ? wk.vec_dot_ggml_repack : wk.vec_dot_ggml_tiled;
     if (per_row) return p;  // every row in the GEMV's order: a one-row batch's
@@ -137,14 +143,14 @@ void run_tiled_gemm(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a
 
 // A decode batch through the small-batch GEMM: each thread streams its slice of the weights once
 // for all the activation rows (several tasks a thread, for balance, as a one-token decode).
-void run_small_batch(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
+void run_small_batch(ThreadPool& pool, const MatmulPlan& p, const MatmulArgs& a) {
     const Tensor& W = a.W;
     const int64_t M = W.rows();
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
         task_rows(M, ith, nth, &r0, &r1);
         if (r1 > r0)
-            wk.gemm_small_batch(W.cols(), r1 - r0, a.n, W.row(r0), W.row_bytes, a.act, a.act_row, a.y + r0, M);
+            p.batch_gemm(W.cols(), r1 - r0, a.n, W.row(r0), W.row_bytes, a.act, a.act_row, a.y + r0, M);
     }, row_tasks(pool, M));
 }
 
@@ -213,7 +219,7 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
     switch (plan.kind) {
         case MatmulPlan::packed_groups: return run_packed_groups(pool, wk, args);
         case MatmulPlan::tiled_gemm: return run_tiled_gemm(pool, wk, args);
-        case MatmulPlan::small_batch: return run_small_batch(pool, wk, args);
+        case MatmulPlan::small_batch: return run_small_batch(pool, plan, args);
         case MatmulPlan::ggml_order:
         case MatmulPlan::row_dots: return run_dots(pool, plan, args);
     }

@@ -188,20 +188,35 @@ void vec_dot_q3_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) 
     *s = hsum_float_8(acc);
 }
 
-inline void q4_K_block_ints(const block_q4_K& x, const block_q8_K& y, __m256i* sumi_out, __m128i* mprod) {
+// A q4_K super-block's weight side, unpacked once (a decode batch applies it to several columns).
+struct Q4KWeights {
+    __m256i scales_mins;  // 8 scales then 8 mins, int16
+    __m256i scales;       // the 8 scales in both halves
+    __m256i q[8];         // 32-element chunk 2j: the low nibbles of bytes 32j.., chunk 2j + 1 the high
+};
+
+inline Q4KWeights q4_K_unpack(const block_q4_K& x) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const __m256i scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x.scales));
-    *mprod = mins_dot_bsums_k4(scales_mins, y.bsums);
-    const __m256i scales = scales_half(scales_mins, 0);
-    __m256i sumi = _mm256_setzero_si256();
+    Q4KWeights w;
+    w.scales_mins = _mm256_cvtepu8_epi16(unpack_scales_mins_k4(x.scales));
+    w.scales = scales_half(w.scales_mins, 0);
     for (int j = 0; j < 4; j++) {  // 64 elements: 32 low nibbles, then 32 high nibbles
         const __m256i bits = _mm256_loadu_si256((const __m256i*)(x.qs + 32 * j));
-        const __m256i lo = _mm256_and_si256(bits, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-        sumi = _mm256_add_epi32(sumi, dot_scaled(lo, y.qs + 64 * j, scales_one(scales, 2 * j)));
-        sumi = _mm256_add_epi32(sumi, dot_scaled(hi, y.qs + 64 * j + 32, scales_one(scales, 2 * j + 1)));
+        w.q[2 * j] = _mm256_and_si256(bits, m4);
+        w.q[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
     }
+    return w;
+}
+
+inline void q4_K_ints(const Q4KWeights& w, const block_q8_K& y, __m256i* sumi_out, __m128i* mprod) {
+    *mprod = mins_dot_bsums_k4(w.scales_mins, y.bsums);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) sumi = _mm256_add_epi32(sumi, dot_scaled(w.q[c], y.qs + 32 * c, scales_one(w.scales, c)));
     *sumi_out = sumi;
+}
+
+inline void q4_K_block_ints(const block_q4_K& x, const block_q8_K& y, __m256i* sumi_out, __m128i* mprod) {
+    q4_K_ints(q4_K_unpack(x), y, sumi_out, mprod);
 }
 
 void vec_dot_q4_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
@@ -316,21 +331,23 @@ void vec_dot_q5_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) 
     *s = hsum_float_8(acc) + summs;
 }
 
-inline __m256i q6_K_block_ints(const block_q6_K& x, const block_q8_K& y) {
+// A q6_K super-block's weight side, unpacked once (a decode batch applies it to several columns).
+struct Q6KWeights {
+    __m256i sc16;      // the 16 scales, int16
+    __m256i scale[8];  // chunk 4h + k's scale pair (scales_pair)
+    __m256i q[8];      // chunk 4h + k's 32 values, 0..63
+};
+
+inline Q6KWeights q6_K_unpack(const block_q6_K& x) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i m3 = _mm256_set1_epi8(3);
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x.scales));
-    // The -32 offset, per 16-element sub-block from the activation block sums: int32 lane k
-    // gets 32 * (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) (ggml: madd(scales, bsums) << 5,
-    // subtracted once per super-block), not the per-element offsets of the lane's products.
-    const __m256i offs = _mm256_slli_epi32(_mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i*)y.bsums)), 5);
-    __m256i sumi = _mm256_setzero_si256();
+    Q6KWeights w;
+    w.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)x.scales));
     for (int h = 0; h < 2; h++) {
-        const __m256i half = scales_half(sc16, h);
+        const __m256i half = scales_half(w.sc16, h);
         const __m256i lo1 = _mm256_loadu_si256((const __m256i*)(x.ql + 64 * h));
         const __m256i lo2 = _mm256_loadu_si256((const __m256i*)(x.ql + 64 * h + 32));
         const __m256i hb = _mm256_loadu_si256((const __m256i*)(x.qh + 32 * h));
-        const int8_t* q8 = y.qs + 128 * h;
         // chunk k: low nibbles of lo1, lo2, then high nibbles; top 2 bits from bits 2k of hb
         const __m256i q[4] = {
             _mm256_and_si256(lo1, m4),
@@ -340,15 +357,28 @@ inline __m256i q6_K_block_ints(const block_q6_K& x, const block_q8_K& y) {
         };
         for (int k = 0; k < 4; k++) {
             const __m256i top = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), m3), 4);
-            const __m256i qx = _mm256_or_si256(q[k], top);
-            const __m256i qy = _mm256_loadu_si256((const __m256i*)(q8 + 32 * k));
-            // q * q8 with q unsigned (0..63), pairwise in int16 (|pair| <= 63 * 127 * 2)
-            const __m256i p16 = _mm256_maddubs_epi16(qx, qy);
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scales_pair(half, k), p16));
+            w.q[4 * h + k] = _mm256_or_si256(q[k], top);
+            w.scale[4 * h + k] = scales_pair(half, k);
         }
+    }
+    return w;
+}
+
+inline __m256i q6_K_ints(const Q6KWeights& w, const block_q8_K& y) {
+    // The -32 offset, per 16-element sub-block from the activation block sums: int32 lane k
+    // gets 32 * (sc[2k] bsums[2k] + sc[2k+1] bsums[2k+1]) (ggml: madd(scales, bsums) << 5,
+    // subtracted once per super-block), not the per-element offsets of the lane's products.
+    const __m256i offs = _mm256_slli_epi32(_mm256_madd_epi16(w.sc16, _mm256_loadu_si256((const __m256i*)y.bsums)), 5);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i*)(y.qs + 32 * c));
+        // q * q8 with q unsigned (0..63), pairwise in int16 (|pair| <= 63 * 127 * 2)
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(w.scale[c], _mm256_maddubs_epi16(w.q[c], qy)));
     }
     return _mm256_sub_epi32(sumi, offs);
 }
+
+inline __m256i q6_K_block_ints(const block_q6_K& x, const block_q8_K& y) { return q6_K_ints(q6_K_unpack(x), y); }
 
 void vec_dot_q6_K_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q6_K* x = (const block_q6_K*)vx;
@@ -412,6 +442,51 @@ void vec_dot_tiled_256(int64_t n, float* s, const void* vx, const void* vy) {
     *s = acc;
 }
 
+// ---- decode batches: several activation rows per weight row ---------------------------------
+// The q6_K vec_dot and the q4_K repacked GEMV for NC columns: each super-block's weights unpacked
+// once (Q6KWeights, Q4KWeights), each column's integers and floats exactly its own call's.
+
+template <int NC>
+void q6_K_cols_256(int64_t n, float* s, size_t s_stride, const void* vx, const void* vy, size_t y_stride) {
+    const block_q6_K* x = (const block_q6_K*)vx;
+    const uint8_t* y0 = (const uint8_t*)vy;
+    __m256 acc[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const Q6KWeights w = q6_K_unpack(x[i]);
+        const float dx = h2f(x[i].d);
+        for (int c = 0; c < NC; ++c) {
+            const block_q8_K& y = ((const block_q8_K*)(y0 + c * y_stride))[i];
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(y.d * dx), _mm256_cvtepi32_ps(q6_K_ints(w, y)), acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) s[c * s_stride] = hsum_float_8(acc[c]);
+}
+
+template <int NC>
+void q4_K_repacked_cols_256(int64_t n, float* s, size_t s_stride, const void* vx, const void* vy, size_t y_stride) {
+    const block_q4_K* x = (const block_q4_K*)vx;
+    const uint8_t* y0 = (const uint8_t*)vy;
+    float acc[NC], acc_m[NC];
+    for (int c = 0; c < NC; ++c) acc[c] = acc_m[c] = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const Q4KWeights w = q4_K_unpack(x[i]);
+        const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+        for (int c = 0; c < NC; ++c) {
+            const block_q8_K& y = ((const block_q8_K*)(y0 + c * y_stride))[i];
+            __m256i sumi;
+            __m128i mprod;
+            q4_K_ints(w, y, &sumi, &mprod);
+            acc[c] = std::fma((float)hsum_i32_8(sumi), d * y.d, acc[c]);
+            acc_m[c] = std::fma((float)sum_i32_4(mprod), dmin * y.d, acc_m[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) s[c * s_stride] = acc[c] - acc_m[c];
+}
+
+template <int NC> struct ColsQ6_K { static constexpr auto run = q6_K_cols_256<NC>; };
+template <int NC> struct ColsQ4_KRepacked { static constexpr auto run = q4_K_repacked_cols_256<NC>; };
+
 // The entries this file accelerates (dequantization and the Q8_K quantizer stay scalar: ggml's
 // x86 quantize_row_q8_K is the scalar reference too).
 inline void fill_kernels_kquants_256(KernelTable& t) {
@@ -420,6 +495,8 @@ inline void fill_kernels_kquants_256(KernelTable& t) {
     t.types[TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_256;
     t.types[TYPE_Q4_K].vec_dot_ggml_repack = vec_dot_q4_K_q8_K_repacked_256;
     t.types[TYPE_Q4_K].vec_dot_ggml_repack_gemm = vec_dot_q4_K_q8_K_repacked_gemm_256;
+    t.types[TYPE_Q4_K].gemm_small_batch_ggml_repack = gemm_small_batch_256<ColsQ4_KRepacked>;
+    t.types[TYPE_Q6_K].gemm_small_batch = gemm_small_batch_256<ColsQ6_K>;
     t.types[TYPE_Q5_K].vec_dot = vec_dot_q5_K_q8_K_256;
     t.types[TYPE_Q6_K].vec_dot = vec_dot_q6_K_q8_K_256;
     t.types[TYPE_Q2_K].vec_dot_ggml_tiled = vec_dot_tiled_256<block_q2_K>;
