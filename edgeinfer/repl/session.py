@@ -197,7 +197,12 @@ class ChatSession:
                               self.model.context.n_past, self.model.n_ctx, dropped)
             self.last_stats = stats
             return stats
-        gen = self.model.generate(ids, **self.settings.generate_kwargs())
+        drawn = [0]   # tokens the answer has so far (speculation may have decoded a few more)
+
+        def count(token: int, logits: Any) -> None:
+            drawn[0] += 1
+
+        gen = self.model.generate(ids, on_token=count, **self.settings.generate_kwargs())
         pieces: list[str] = []
         t_first: float | None = None
         result = None
@@ -228,9 +233,9 @@ class ChatSession:
             stats = TurnStats(result.finish_reason, len(result.tokens), result.prompt_tokens,
                               cached, ttft, t.gen_tok_s, total, n_past, self.model.n_ctx, dropped)
         else:
-            # Stopped after a piece: generate_step had sampled n tokens and decoded all but the
-            # last, so the KV cache holds the prompt and n - 1 of them.
-            n = max(1, n_past - len(ids) + 1)
+            # Stopped after a piece: the tokens drawn so far (the KV cache may hold more: guesses
+            # already checked, or fewer: the last token is decoded only when the next is wanted).
+            n = max(1, drawn[0])
             gen_s = total - (t_first - t0)
             stats = TurnStats("cancelled", n, len(ids), cached, t_first - t0,
                               (n - 1) / gen_s if gen_s > 0 and n > 1 else 0.0, total, n_past,
