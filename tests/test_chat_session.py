@@ -57,8 +57,9 @@ def test_second_turn_prefills_only_the_new_message(model):
     assert second.context_used == model.context.n_past <= model.n_ctx
 
 
-def test_stopping_keeps_the_partial_answer_and_the_next_turn_reuses_it(model):
-    s = new_session(model)
+@pytest.mark.parametrize("speculative", [False, True])
+def test_stopping_keeps_the_partial_answer_and_the_next_turn_reuses_it(model, speculative):
+    s = new_session(model, speculative=speculative)
     s.settings.max_tokens = 64
     count = 0
 
@@ -70,7 +71,12 @@ def test_stopping_keeps_the_partial_answer_and_the_next_turn_reuses_it(model):
     text, stats = drain(s.ask("Write a long story about a dragon.", stop))
     assert stats.finish == "cancelled" and stats.tokens >= 3
     assert s.messages[-1] == {"role": "assistant", "content": text} and text
-    assert stats.context_used == stats.prompt_tokens + stats.tokens - 1
+    # The cache holds the answer's tokens but the last (decoded only when the next is wanted), and
+    # with speculation perhaps a few checked guesses past it (the next prompt's prefix match drops them).
+    if speculative:
+        assert stats.context_used >= stats.prompt_tokens + stats.tokens - 1
+    else:
+        assert stats.context_used == stats.prompt_tokens + stats.tokens - 1
     _, next_turn = drain(s.ask("Shorter, please."))
     assert next_turn.cached_tokens >= stats.prompt_tokens
 

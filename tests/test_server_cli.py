@@ -26,6 +26,9 @@ def test_options_reach_the_config(monkeypatch):
     assert config.model_id == "mine" and {"mine", "smollm2", "smollm2-135m-instruct"} <= config.accepted_model_ids
     assert (config.api_key, config.n_ctx, config.cache_type_k, config.max_tokens_limit) == ("k", 512, "q8_0", 16)
     assert config.sampling.temperature == 0.2 and config.cors_origins == ("http://a",)
+    assert config.speculative   # on unless --no-speculative
+    off = make_config(build_parser().parse_args(["serve", "--no-speculative"]), Path("x.gguf"))
+    assert not off.speculative
 
 
 def test_api_key_from_the_environment(monkeypatch):

@@ -97,6 +97,13 @@ def add_sampling_options(p: argparse.ArgumentParser) -> None:
                            help=f"{HELP[name]} (default: %(default)s)")
 
 
+def add_speculation_option(p: argparse.ArgumentParser) -> None:
+    """--no-speculative (Model.generate's speculative=False)."""
+    p.add_argument("--no-speculative", action="store_true",
+                   help="decode one token per step (default: guess tokens from earlier text and check "
+                        "several per decode call where that pays; the output is the same)")
+
+
 def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
     """The sampling options parsed by add_sampling_options, as SamplingParams / Model.generate
     keyword arguments."""
@@ -126,9 +133,7 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add_sampling_options(p)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
-    p.add_argument("--no-speculative", action="store_true",
-                   help="decode one token per step (default: guess tokens from earlier text and check "
-                        "several per decode call where that pays; the output is the same)")
+    add_speculation_option(p)
     constrain = p.add_mutually_exclusive_group()
     constrain.add_argument("--json-schema", metavar="FILE",
                            help="constrain the output to JSON that validates against the JSON Schema "
@@ -173,6 +178,7 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     p.add_argument("--single", action="store_true",
                    help="with piped input: the whole input is one message")
     p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
+    add_speculation_option(p)
     add_gpu_options(p)
     p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
 
@@ -262,6 +268,7 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--prompt-cache-size", type=_byte_size, default=DEFAULT_PROMPT_CACHE_BYTES, metavar="SIZE",
                    help="most bytes --prompt-cache-dir may hold, e.g. 512M or 2G; least recently used out "
                         "first (default: 1G)")
+    add_speculation_option(p)
     add_gpu_options(p)
 
 

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
         out = Renderer(stderr, answer_file=sys.stdout)
         options = ChatOptions(show_stats=False)
     session = ChatSession(model, system=system, settings=settings_from_args(args), notify=out.notice,
-                          progress=out.progress)
+                          progress=out.progress, speculative=not args.no_speculative)
     ctx = CommandContext(session, options, model_name)
     if interactive:
         return run_interactive(ctx, out, history=None if args.no_history else chat_history_file())

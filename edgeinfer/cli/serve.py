@@ -47,7 +47,7 @@ def make_config(args: argparse.Namespace, path: Path):
         cors_origins=tuple(args.cors_origin), max_queue=args.max_queue, max_body_bytes=args.max_body,
         prompt_cache_dir=Path(args.prompt_cache_dir).expanduser() if args.prompt_cache_dir else None,
         prompt_state_min_tokens=args.prompt_cache_min, prompt_cache_max_bytes=args.prompt_cache_size,
-        gpu=gpu_options(args),
+        gpu=gpu_options(args), speculative=not args.no_speculative,
     )
 
 

@@ -95,6 +95,7 @@ class ChatSession:
     notify: Callable[[str], None] = lambda text: None
     progress: Callable[[int, int], None] = lambda done, total: None
     last_stats: TurnStats | None = None
+    speculative: bool = True    # Model.generate's speculative (prompt lookup; same answers)
 
     # --- the conversation ------------------------------------------------------------------------
     def conversation(self) -> list[Message]:
@@ -202,7 +203,8 @@ class ChatSession:
         def count(token: int, logits: Any) -> None:
             drawn[0] += 1
 
-        gen = self.model.generate(ids, on_token=count, **self.settings.generate_kwargs())
+        gen = self.model.generate(ids, on_token=count, speculative=self.speculative,
+                                  **self.settings.generate_kwargs())
         pieces: list[str] = []
         t_first: float | None = None
         result = None

@@ -35,6 +35,7 @@ class ServerConfig:
     prompt_state_min_tokens: int = DEFAULT_PROMPT_STATE_MIN_TOKENS
     prompt_cache_max_bytes: int = DEFAULT_PROMPT_CACHE_BYTES
     gpu: dict | None = None                         # Model.load's gpu_layers / device / require_gpu
+    speculative: bool = True                        # Model.generate's speculative (prompt lookup)
 
 
 def model_ids(path: Path, requested: str | None, alias: str | None) -> tuple[str, frozenset[str]]:

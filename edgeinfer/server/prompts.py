@@ -197,7 +197,7 @@ def generation_options(req: SamplingFields, requested_max: int | None, n_prompt:
         check_token_ids(list(logit_bias), model.n_vocab, "logit_bias")
     stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
     return dict(max_tokens=max_tokens, **sampling, stop=stop, logit_bias=logit_bias,
-                **constraint(req, model, tools))
+                speculative=config.speculative, **constraint(req, model, tools))
 
 
 def system_prefix_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model,
