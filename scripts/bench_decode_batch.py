@@ -8,7 +8,11 @@ as it would be decoded alone (as_single_steps, what decode batches use), is time
 cut back to the depth. Rounds alternate the n values so that drift on a shared host
 touches each alike; the report is the median time per call and its ratio to n=1's.
 
-    python scripts/bench_decode_batch.py [MODEL ...] [-n 1,2,4,8] [-t 2] [--depth 200] [--json]
+    python scripts/bench_decode_batch.py [MODEL ...] [-n 1,2,4,8] [-t 2] [--depth 200] [--llamacpp] [--json]
+
+--llamacpp measures llama.cpp's llama_decode of the same ids the same way, side by side (the
+llama-cpp-python build of scripts/bench_compare.py, in its venv; llama.cpp computes a batch in its
+own order for that size, which is what it gives its parallel slots and draft verification).
 """
 from __future__ import annotations
 
@@ -61,6 +65,24 @@ def measure(path: str, sizes: list[int], n_threads: int, depth: int, rounds: int
     }
 
 
+def measure_llamacpp(worker, path: str, sizes: list[int], n_threads: int, depth: int, rounds: int, reps: int) -> dict:
+    """The same calls through llama.cpp (scripts/bench_llamacpp_worker.py): the same ids, the
+    fastest of `reps` calls a round, the median over rounds."""
+    n_vocab = _core.Model(path).n_vocab
+    rng = np.random.default_rng(0)
+    prompt = [int(i) for i in rng.integers(100, min(n_vocab, 20000), depth)]
+    new = [int(i) for i in rng.integers(100, min(n_vocab, 20000), max(sizes))]
+    info = worker.call(cmd="load", model=path, n_threads=n_threads, n_ctx=depth + max(sizes) + 8, n_batch=512)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for r in range(rounds):
+        for n in (sizes if r % 2 == 0 else sizes[::-1]):
+            times[n].append(worker.call(cmd="batch", prompt=prompt, ids=new[:n], reps=reps)["ns"] / 1e9)
+    median = {n: statistics.median(v) for n, v in times.items()}
+    base = median[sizes[0]] if sizes[0] == 1 else None
+    return {"model": Path(path).name, "llamacpp": info.get("version", "?"), "ms": {n: median[n] * 1e3 for n in sizes},
+            "ratio_to_one": {n: median[n] / base for n in sizes} if base else None}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="*", default=["smollm2-135m-instruct", "gemma3-270m"])
@@ -71,20 +93,38 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5, help="calls per round; the fastest counts (default: 5)")
     ap.add_argument("--prompt-order", action="store_true",
                     help="llama.cpp's order for the batch (as a prompt chunk), not each token's as decoded alone")
+    ap.add_argument("--llamacpp", action="store_true", help="measure llama.cpp side by side (see above)")
+    ap.add_argument("--llamacpp-python", metavar="PATH",
+                    help="the Python of another llama-cpp-python build to measure (default: bench_compare's venv)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = sorted({int(s) for s in args.n.split(",")})
-    results = [measure(str(resolve_model(m)), sizes, args.threads, args.depth, args.rounds, args.reps,
-                       not args.prompt_order) for m in args.models]
+    paths = [str(resolve_model(m)) for m in args.models]
+    results = [measure(p, sizes, args.threads, args.depth, args.rounds, args.reps, not args.prompt_order) for p in paths]
+    theirs = []
+    if args.llamacpp:
+        from bench_compare import LlamaCppWorker, default_venv, ensure_llamacpp
+        python = Path(args.llamacpp_python) if args.llamacpp_python else \
+            ensure_llamacpp(default_venv(), "llama-cpp-python==0.3.36")
+        worker = LlamaCppWorker(python)
+        try:
+            theirs = [measure_llamacpp(worker, p, sizes, args.threads, args.depth, args.rounds, args.reps)
+                      for p in paths]
+        finally:
+            worker.close()
     if args.json:
-        print(json.dumps({"cpu": cpu_name(), "results": results}, indent=2))
+        print(json.dumps({"cpu": cpu_name(), "results": results, "llamacpp": theirs}, indent=2))
         return 0
     print(f"CPU: {cpu_name()}, {args.threads} threads, depth {args.depth}")
-    for r in results:
-        print(f"{r['model']} ({r['isa']}, {r['order']} order)")
+    for i, r in enumerate(results):
+        print(f"{r['model']} ({r['isa']}, {r['order']} order)" + ("   | llama.cpp" if theirs else ""))
         for n in sizes:
             ratio = f"  {r['ratio_to_one'][n]:.2f}x one token" if r["ratio_to_one"] else ""
-            print(f"  n={n:<3} {r['ms'][n]:8.2f} ms{ratio}")
+            other = ""
+            if theirs:
+                t = theirs[i]
+                other = f"   | {t['ms'][n]:8.2f} ms" + (f"  {t['ratio_to_one'][n]:.2f}x" if t["ratio_to_one"] else "")
+            print(f"  n={n:<3} {r['ms'][n]:8.2f} ms{ratio}{other}")
     return 0
 
 

@@ -4,6 +4,10 @@ llama_cpp, never edgeinfer). Speaks JSON lines on stdin/stdout:
   {"cmd": "load", "model": PATH, "n_threads": T, "n_ctx": C, "n_batch": B}   -> {"ok": true, "info": ...}
   {"cmd": "pp", "ids": [...]}   one llama_decode of all ids from an empty KV cache  -> {"ns": N}
   {"cmd": "tg", "ids": [...]}   one single-token llama_decode per id, from empty    -> {"ns": N}
+  {"cmd": "batch", "prompt": [...], "ids": [...], "reps": R}
+                                the fastest of R llama_decode calls of all ids after the prompt
+                                is cached, logits for every row (scripts/bench_decode_batch.py)
+                                                                                   -> {"ns": N}
   {"cmd": "quit"}
 
 Only the low-level C API is used (llama_batch_get_one + llama_decode), so no tokenizer or sampler
@@ -67,6 +71,34 @@ class Engine:
         L.llama_synchronize(self.ctx)
         return time.perf_counter_ns() - start
 
+    def batch(self, prompt, ids, reps):
+        L.llama_memory_clear(self.mem, True)
+        self._decode(prompt)
+        n = len(ids)
+        batch = L.llama_batch_init(n, 0, 1)
+        try:
+            for i, tok in enumerate(ids):
+                batch.token[i] = tok
+                batch.pos[i] = len(prompt) + i
+                batch.n_seq_id[i] = 1
+                batch.seq_id[i][0] = 0
+                batch.logits[i] = 1
+            batch.n_tokens = n
+            best = None
+            for rep in range(reps + 1):  # the first call warms up
+                start = time.perf_counter_ns()
+                rc = L.llama_decode(self.ctx, batch)
+                L.llama_synchronize(self.ctx)
+                ns = time.perf_counter_ns() - start
+                if rc != 0:
+                    raise RuntimeError(f"llama_decode returned {rc}")
+                L.llama_memory_seq_rm(self.mem, 0, len(prompt), -1)  # back to the cached prompt
+                if rep > 0:
+                    best = ns if best is None else min(best, ns)
+        finally:
+            L.llama_batch_free(batch)
+        return best
+
     def close(self):
         L.llama_free(self.ctx)
         L.llama_model_free(self.model)
@@ -89,6 +121,8 @@ def main():
                 out = {"ns": engine.pp(msg["ids"])}
             elif msg["cmd"] == "tg":
                 out = {"ns": engine.tg(msg["ids"])}
+            elif msg["cmd"] == "batch":
+                out = {"ns": engine.batch(msg["prompt"], msg["ids"], msg["reps"])}
             elif msg["cmd"] == "quit":
                 break
             else:
