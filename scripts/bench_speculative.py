@@ -28,8 +28,8 @@ PROMPTS = Path(__file__).resolve().parent / "data" / "grounded_prompts.json"
 
 
 def answer(model: Model, prompt: str, speculative: bool, max_tokens: int):
-    model._cache.reset()            # both runs decode the whole prompt alike
-    model._cache.clear_snapshots()
+    model.prompt_cache.reset()            # both runs decode the whole prompt alike
+    model.prompt_cache.clear_snapshots()
     gen = model.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0,
                      speculative=speculative)
     try:

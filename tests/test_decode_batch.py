@@ -1,8 +1,8 @@
 """A decode call of a few new tokens with as_single_steps (the batch parallel requests and
 speculative verification are made of) gives each token exactly the logits it gets decoded alone,
 on every ISA, with an F16 or a quantized KV cache: each matmul computes every row in its one-row
-order (vec_dot's, through vec_dot_cols where the table has it; the GEMV order of the types llama.cpp
-repacks), and attention runs row by row as a single step does."""
+order (vec_dot's, through the small-batch GEMMs where the table has them; the GEMV order of the
+types llama.cpp repacks), and attention runs row by row as a single step does."""
 from __future__ import annotations
 
 import json

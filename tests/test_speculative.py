@@ -33,8 +33,8 @@ def model(request):
 def fresh(model):
     """An empty prompt cache, so both runs decode the prompt alike (a reused prefix leaves its last
     token to a one-token step, whose logits may round differently from the prompt batch's)."""
-    model._cache.reset()
-    model._cache.clear_snapshots()
+    model.prompt_cache.reset()
+    model.prompt_cache.clear_snapshots()
 
 
 def run(model, prompt, speculative, **kwargs):
@@ -68,7 +68,7 @@ def test_max_tokens_and_stop_strings_cut_where_plain_decoding_does(model):
         for speculative in (False, True):
             outs.append(run(model, prompt, speculative, temperature=0, **kwargs))
             # What the prompt cache says it holds is what the context holds (wrong guesses dropped).
-            assert len(model._cache.tokens) == model._cache.ctx.n_past
+            assert len(model.prompt_cache.tokens) == model.prompt_cache.ctx.n_past
         assert outs[0].tokens == outs[1].tokens and outs[0].text == outs[1].text
 
 

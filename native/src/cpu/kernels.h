@@ -25,7 +25,8 @@ using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
 using GemmFn = void (*)(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                         size_t a_stride, float* y, int64_t ldy);
 // Activation rows a small-batch GEMM (TypeKernels::gemm_small_batch) takes in one pass over the
-// weights; a batch of more is done in passes of this many.
+// weights; a batch of more is done in passes of this many. matmul uses it up to this many rows:
+// beyond, the tiled GEMM's unpacked row tiles and 8-column panels pay for themselves.
 constexpr int64_t kSmallBatchMax = 8;
 
 struct TypeKernels {

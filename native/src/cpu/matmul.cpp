@@ -15,9 +15,6 @@ constexpr int64_t kGemmMinTokens = 4;
 // From this many activation rows ggml-cpu multiplies k-quant weights it has not repacked with
 // its tiled GEMM (tiled.cpp), whose float order vec_dot_ggml_tiled reproduces.
 constexpr int64_t kTiledMinBatch = 8;
-// Up to this many activation rows the small-batch GEMM (weights streamed once, straight from
-// memory) beats the tiled GEMM (rows unpacked into a buffer, columns in panels of 8).
-constexpr int64_t kSmallBatchMaxTokens = kSmallBatchMax;
 // Row tasks per pool thread (dynamic balancing; each task costs one atomic claim).
 constexpr int64_t kTasksPerThread = 4;
 // How far ahead of the row being multiplied a decode requests the weight bytes it will need.
@@ -72,14 +69,14 @@ MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n, BatchO
     const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch && !per_row;
     if (!repack_order && !tiled_order) {
         // vec_dot's order for any batch: through the kernel that suits the batch's size.
-        if (wk.gemm_small_batch && n > 1 && n <= kSmallBatchMaxTokens)
+        if (wk.gemm_small_batch && n > 1 && n <= kSmallBatchMax)
             return {MatmulPlan::small_batch, wk.gemm_small_batch};
         if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
         return {MatmulPlan::row_dots, nullptr, wk.vec_dot};
     }
     // Every row in the repacked GEMV's order (a one-row batch's; llama.cpp's too for fewer than
     // 4 rows): the small-batch GEMM in that order reads the weights once for all of them.
-    if (repack_order && (per_row || n < 4) && wk.gemm_small_batch_ggml_repack && n > 1 && n <= kSmallBatchMaxTokens)
+    if (repack_order && (per_row || n < 4) && wk.gemm_small_batch_ggml_repack && n > 1 && n <= kSmallBatchMax)
         return {MatmulPlan::small_batch, wk.gemm_small_batch_ggml_repack};
     MatmulPlan p{MatmulPlan::ggml_order};
     p.dot = repack_order ? wk.vec_dot_ggml_repack : wk.vec_dot_ggml_tiled;
