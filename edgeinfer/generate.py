@@ -101,6 +101,16 @@ def generate_step(
     cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
     context_overflow: str = "stop", n_keep: int = 0, lookup: PromptLookup | None = None,
 ) -> Generator[int | TakenBack, None, None]:
+    """_steps(), as one generation of the cache's context (PromptCache.generating: parallel
+    generations wait for each other's decodes only while they are in progress)."""
+    with cache.generating():
+        yield from _steps(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, lookup)
+
+
+def _steps(
+    cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
+    context_overflow: str = "stop", n_keep: int = 0, lookup: PromptLookup | None = None,
+) -> Generator[int | TakenBack, None, None]:
     """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG).
     Before each yield, stats["logits"] is the row the token was drawn from (a view, valid until
     the next step).

@@ -15,7 +15,8 @@ import dataclasses
 from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_chat_template,
                                      template_for_vocab)
 from edgeinfer.generate import GenerationResult, TokenHook, make_token_picker, stream_generate
-from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache
+from edgeinfer.parallel import StepBatcher
+from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache, SnapshotStore
 from edgeinfer.sampling import DEFAULTS
 from edgeinfer.text_check import require_valid_text
 from edgeinfer.threads import resolve_n_threads
@@ -57,7 +58,13 @@ class Model:
                  snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET):
         self._core = core
         self._ctx = ctx
-        self._cache = PromptCache(ctx, snapshot_budget=snapshot_budget)
+        if ctx.n_seq == 1:
+            self._caches = [PromptCache(ctx, snapshot_budget=snapshot_budget)]
+        else:   # parallel generations: one cache per sequence, decoding in shared steps
+            self.batcher = StepBatcher(ctx)
+            snapshots = SnapshotStore(snapshot_budget)
+            self._caches = [PromptCache(self.batcher.sequence(i), snapshots=snapshots) for i in range(ctx.n_seq)]
+        self._cache = self._caches[0]
         self.path = path
         self._metadata: dict[str, Any] | None = None
         self.placement = None  # edgeinfer.gpu.placement.Placement when loaded with gpu_layers
@@ -67,7 +74,7 @@ class Model:
         cls, path: str | os.PathLike, n_ctx: int | None = 2048, n_threads: int | None = None, n_batch: int = 512,
         cache_type_k: str = "f16", cache_type_v: str = "f16", snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
         cache_rotate_k: bool | None = None, cache_center_k: bool | None = None, gpu_layers: str | int | None = None,
-        device: int = 0, require_gpu: bool = False,
+        device: int = 0, require_gpu: bool = False, n_parallel: int = 1,
     ) -> "Model":
         """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
         context of `n_ctx` positions (clamped to the model's trained context with a warning;
@@ -84,13 +91,20 @@ class Model:
         A request that cannot be met raises edgeinfer.gpu.placement.PlacementError (an
         EdgeInferError) whose `param` names the keyword at fault.
         Offloaded layers keep their KV cache on the device, in the same format (types, rotation,
-        centering) as the CPU's layers."""
+        centering) as the CPU's layers.
+        n_parallel: generations that can run at once, each in its own thread with its own cache
+        of n_ctx positions (`prompt_caches`; generate's `prompt_cache`), sharing each decode step
+        (edgeinfer.parallel); the KV memory grows n_parallel times. Not with gpu_layers yet."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
         for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
             if value not in KV_CACHE_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(KV_CACHE_TYPES)}, got {value!r}")
+        if not 1 <= n_parallel <= 256:
+            raise ValueError(f"n_parallel must be in 1..256, got {n_parallel}")
+        if n_parallel > 1 and gpu_layers not in (None, 0, "0"):
+            raise ValueError("n_parallel > 1 cannot run with gpu_layers yet (parallel sequences are CPU-only)")
         core = _core.Model(os.fsencode(path))   # bytes: a file name need not be UTF-8
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         placement, offload = None, {}
@@ -100,7 +114,7 @@ class Model:
                                               (cache_type_k, cache_type_v), require_gpu)
         ctx = _core.Context(core, n_ctx=n_ctx, n_threads=resolve_n_threads(n_threads, stacklevel=2), n_batch=n_batch,
                             type_k=cache_type_k, type_v=cache_type_v, rotate_k=cache_rotate_k,
-                            center_k=cache_center_k, **offload)
+                            center_k=cache_center_k, n_seq=n_parallel, **offload)
         model = cls(core, ctx, path, snapshot_budget=snapshot_budget)
         model.placement = placement
         return model
@@ -130,7 +144,10 @@ class Model:
     isa = property(lambda self: _core.isa())
     vocab = property(lambda self: self._core.vocab)
     context = property(lambda self: self._ctx, doc="The native context (KV cache + logits).")
-    prompt_cache = property(lambda self: self._cache, doc="The prompt cache over the context.")
+    prompt_cache = property(lambda self: self._cache, doc="The prompt cache over the context (its first sequence).")
+    prompt_caches = property(lambda self: list(self._caches),
+                             doc="A prompt cache per sequence (n_parallel of them); the first is prompt_cache.")
+    n_parallel = property(lambda self: len(self._caches))
     cache_type_k = property(lambda self: self._ctx.type_k)
     cache_type_v = property(lambda self: self._ctx.type_v)
     cache_rotate_k = property(lambda self: self._ctx.rotate_k, doc="True if K is stored Hadamard-rotated.")
@@ -198,6 +215,7 @@ class Model:
         matcher: GrammarMatcher | None = None,
         repeat_last_n: int | None = None,
         speculative: bool = True,
+        prompt_cache: PromptCache | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -228,7 +246,10 @@ class Model:
         several in one decode call, as many as pay on this model and CPU (none when guessing does
         not pay): exactly the tokens plain decoding gives, for the same seed too, sooner when the
         answer repeats earlier text (GenerationResult.drafts counts guesses and hits). Not used with
-        a constraint."""
+        a constraint.
+
+        `prompt_cache`: one of `prompt_caches` to generate in (a model loaded with n_parallel > 1
+        runs one generation per cache at once, from as many threads); default `prompt_cache`."""
         ids = self.tokenize(prompt, add_special=add_special) if isinstance(prompt, str) else [int(i) for i in prompt]
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
@@ -250,7 +271,10 @@ class Model:
         if n_keep is None:
             bos = self._core.vocab.bos
             n_keep = 1 if ids and bos >= 0 and ids[0] == bos else 0
-        return stream_generate(self._core, self._cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
+        cache = self._cache if prompt_cache is None else prompt_cache
+        if not any(cache is c for c in self._caches):
+            raise ValueError("prompt_cache must be one of this model's prompt_caches")
+        return stream_generate(self._core, cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
                                context_overflow=context_overflow, n_keep=n_keep, on_token=on_token,
                                matcher=matcher, speculative=speculative)
 

@@ -12,11 +12,16 @@ snapshotted when a prompt is about to throw away a sizeable part of it.
 
 After a context shift the cached K/V no longer equal what a fresh decode of the remaining tokens
 would give (they saw the dropped tokens), so only the kept head (`n_keep`) stays reusable.
+
+The snapshots live in a `SnapshotStore`, which several caches may share: the server's slots
+(edgeinfer.parallel) each have a cache over their own sequence of one context, and a snapshot
+made by one restores into any other (every sequence's cache has the same format).
 """
 from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -47,17 +52,67 @@ class Snapshot:
         return int(self.kv.nbytes)
 
 
+class SnapshotStore:
+    """KV snapshots of token prefixes, least recently used first, within `budget` bytes (0 = none)."""
+
+    def __init__(self, budget: int = DEFAULT_SNAPSHOT_BUDGET):
+        self.budget = budget
+        self._items: OrderedDict[tuple[int, ...], Snapshot] = OrderedDict()
+
+    def best_match(self, prompt: Sequence[int], limit: int, better_than: int) -> tuple[Snapshot | None, int]:
+        """The snapshot sharing the longest prefix (more than `better_than` tokens, at most `limit`)
+        with `prompt`, marked most recently used, and that length; (None, better_than) if none."""
+        best, best_len = None, better_than
+        for snap in self._items.values():
+            n = common_prefix(snap.tokens, prompt, limit)
+            if n > best_len:
+                best, best_len = snap, n
+        if best is not None:
+            self._items.move_to_end(best.tokens)   # most recently used (evicted last)
+        return best, best_len
+
+    def covers(self, key: tuple[int, ...]) -> bool:
+        """Whether a snapshot holds `key` or a longer prefix starting with it (marked used)."""
+        n = len(key)
+        for other in self._items:
+            if len(other) >= n and other[:n] == key:
+                self._items.move_to_end(other)
+                return True
+        return False
+
+    def add(self, key: tuple[int, ...], kv: np.ndarray) -> None:
+        # Snapshots that are prefixes of this one serve no prompt better: drop them.
+        for other in [t for t in self._items if len(t) < len(key) and key[:len(t)] == t]:
+            del self._items[other]
+        self._items[key] = Snapshot(key, kv)
+        while self._items and self.nbytes > self.budget:
+            self._items.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.nbytes for s in self._items.values())
+
+    @property
+    def keys(self) -> list[tuple[int, ...]]:
+        return list(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
 class PromptCache:
-    """What a context's KV cache holds (`tokens`: ids at positions 0..n_past-1), plus an LRU of
-    snapshots of other prefixes within `snapshot_budget` bytes (0 = no snapshots)."""
+    """What a context's KV cache holds (`tokens`: ids at positions 0..n_past-1), plus snapshots of
+    other prefixes: a store of its own within `snapshot_budget` bytes (0 = no snapshots), or
+    `snapshots`, a store shared with other caches over the same context's sequences.
+    `ctx` is a _core.Context (its sequence 0), a _core.Sequence, or anything with their
+    single-sequence API (edgeinfer.parallel.BatchedSequence)."""
 
     def __init__(self, ctx: _core.Context, snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
-                 min_snapshot_tokens: int = DEFAULT_MIN_SNAPSHOT_TOKENS):
+                 min_snapshot_tokens: int = DEFAULT_MIN_SNAPSHOT_TOKENS, snapshots: SnapshotStore | None = None):
         self.ctx = ctx
         self.tokens: list[int] = []
-        self.snapshot_budget = snapshot_budget
+        self.store = snapshots if snapshots is not None else SnapshotStore(snapshot_budget)
         self.min_snapshot_tokens = min_snapshot_tokens
-        self._snapshots: OrderedDict[tuple[int, ...], Snapshot] = OrderedDict()
         self._exact = 0       # tokens[:_exact] hold the K/V a fresh decode would give
         self.restored_from_snapshot = False  # whether the last prepare() restored a snapshot
 
@@ -68,14 +123,8 @@ class PromptCache:
         there are logits to sample from."""
         limit = len(prompt) - 1
         live = common_prefix(self.tokens[:self._exact], prompt, limit)
-        best, best_len = None, live
-        for snap in self._snapshots.values():
-            n = common_prefix(snap.tokens, prompt, limit)
-            if n > best_len:
-                best, best_len = snap, n
+        best, best_len = self.store.best_match(prompt, limit, live)
         self.restored_from_snapshot = False
-        if best is not None:
-            self._snapshots.move_to_end(best.tokens)   # most recently used (evicted last)
         if self._exact - live >= self.min_snapshot_tokens:
             self.snapshot()   # the prompt would throw away a sizeable part of the live context
         if best is not None:
@@ -98,6 +147,13 @@ class PromptCache:
         self.tokens.extend(int(i) for i in ids)
         if exact:
             self._exact = len(self.tokens)
+
+    def generating(self) -> AbstractContextManager:
+        """Entered around a generation's decoding. Over a BatchedSequence (parallel generations,
+        edgeinfer.parallel) the other sequences' steps wait for this one's decodes inside it;
+        over a plain context it does nothing."""
+        engaged = getattr(self.ctx, "engaged", None)
+        return engaged() if engaged is not None else nullcontext()
 
     def take_back(self, n: int) -> None:
         """Forgets the last n cached tokens; the logits become those after the token before them
@@ -144,35 +200,33 @@ class PromptCache:
         """Keeps a copy of the live context's reusable prefix; False if it is too small, too big
         for the budget, or already covered by a snapshot."""
         n = self._exact
-        if n < self.min_snapshot_tokens or self.ctx.kv_bytes_for(n) > self.snapshot_budget:
+        if n < self.min_snapshot_tokens or self.ctx.kv_bytes_for(n) > self.store.budget:
             return False
         key = tuple(self.tokens[:n])
-        for other in self._snapshots:
-            if len(other) >= n and other[:n] == key:
-                self._snapshots.move_to_end(other)
-                return False
-        # Snapshots that are prefixes of this one serve no prompt better: drop them.
-        for other in [t for t in self._snapshots if len(t) < n and key[:len(t)] == t]:
-            del self._snapshots[other]
-        self._snapshots[key] = Snapshot(key, self.ctx.kv_snapshot(n))
-        self._evict()
+        if self.store.covers(key):
+            return False
+        self.store.add(key, self.ctx.kv_snapshot(n))
         return True
 
-    def _evict(self) -> None:
-        while self._snapshots and self.snapshot_bytes > self.snapshot_budget:
-            self._snapshots.popitem(last=False)
+    @property
+    def snapshot_budget(self) -> int:
+        return self.store.budget
+
+    @snapshot_budget.setter
+    def snapshot_budget(self, budget: int) -> None:
+        self.store.budget = budget
 
     @property
     def snapshot_bytes(self) -> int:
-        return sum(s.nbytes for s in self._snapshots.values())
+        return self.store.nbytes
 
     @property
     def snapshots(self) -> list[tuple[int, ...]]:
         """Token prefixes held as snapshots, least recently used first."""
-        return list(self._snapshots)
+        return self.store.keys
 
     def clear_snapshots(self) -> None:
-        self._snapshots.clear()
+        self.store.clear()
 
     # --- saved states on disk --------------------------------------------------------------------
     def save(self, path: str | os.PathLike, n: int | None = None) -> int:

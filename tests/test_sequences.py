@@ -45,7 +45,7 @@ def test_interleaved_sequences_get_the_logits_each_gets_alone(model, kv_type):
                          logits=np.ones(29, bool))
     got = np.array(ctx.logits)
     assert same_bits(got[:25], want[0][:25]) and same_bits(got[25:26], want[1][:1]) and same_bits(got[26:], want[2][:3])
-    assert [ctx.seq_n_past(s) for s in range(3)] == [25, 1, 3]
+    assert [ctx.sequence(s).n_past for s in range(3)] == [25, 1, 3]
     # A sequence's tokens need not be adjacent; default logits: each sequence's last token.
     ctx.decode_sequences(np.array([c[3], a[25], b[1], c[4]], np.int32), np.array([2, 0, 1, 2], np.int32))
     got = np.array(ctx.logits)
@@ -69,8 +69,8 @@ def test_a_truncated_sequence_is_reused_and_the_others_are_untouched(model):
     a, b, other = ids(7, 10), ids(8, 10), ids(9, 6)
     ctx = _core.Context(model, n_ctx=64, n_threads=2, n_seq=2)
     ctx.decode_sequences(np.concatenate([a, other]), np.array([0] * 10 + [1] * 6, np.int32))
-    ctx.seq_truncate(1, 0)  # a finished request's slot, emptied
-    assert ctx.seq_n_past(1) == 0 and ctx.seq_n_past(0) == 10
+    ctx.sequence(1).truncate(0)  # a finished request's slot, emptied
+    assert ctx.sequence(1).n_past == 0 and ctx.n_past == 10
     ctx.decode_sequences(np.concatenate([b, a[:1]]), np.array([1] * 10 + [0], np.int32), logits=np.ones(11, bool))
     got = np.array(ctx.logits)
     assert same_bits(got[:10], alone(model, b))
@@ -91,7 +91,38 @@ def test_bad_batches_are_refused_and_change_nothing(model):
     with pytest.raises(_core.EdgeInferError, match="seq_copy: sequence 1 has 0 cached positions, not 3"):
         ctx.seq_copy(1, 0, 3)
     with pytest.raises(_core.EdgeInferError, match="sequence 5 is outside 0..1"):
-        ctx.seq_truncate(5, 0)
-    assert [ctx.seq_n_past(s) for s in range(2)] == [6, 0]
+        ctx.sequence(5)
+    assert [ctx.sequence(s).n_past for s in range(2)] == [6, 0]
     with pytest.raises(_core.EdgeInferError, match="n_seq must be in 1..256"):
         _core.Context(model, n_ctx=8, n_seq=0)
+
+
+def test_a_sequence_decodes_a_prompt_as_sequence_zero_does(model, tmp_path):
+    """The single-sequence API on another sequence (a server slot's prompt, its prefix snapshots,
+    its context shift, its saved state) gives what sequence 0 gives, and leaves sequence 0 alone."""
+    prompt, more = ids(14, 40), ids(15, 3)
+    ref = _core.Context(model, n_ctx=64, n_threads=2, n_batch=16)
+    ref.decode(prompt, all_logits=True)
+    want_prompt = np.array(ref.logits)
+    ctx = _core.Context(model, n_ctx=64, n_threads=2, n_batch=16, n_seq=3)
+    ctx.decode(ids(16, 5))
+    seq = ctx.sequence(2)
+    seq.decode(prompt, all_logits=True)
+    assert same_bits(np.array(seq.logits), want_prompt)
+    assert (seq.n_past, ctx.n_past, ctx.sequence(1).n_past) == (40, 5, 0)
+    # A snapshot of one sequence restores into another; a saved state loads into a third.
+    ctx.sequence(1).kv_restore(seq.kv_snapshot(40), 40, 30)
+    seq.save_state(str(tmp_path / "s.eistate"), prompt)
+    ctx.sequence(0).truncate(0)
+    assert ctx.load_state(str(tmp_path / "s.eistate")) == prompt.tolist()
+    ref.shift(1, 10)
+    seq.shift(1, 10)
+    ref.decode(more, all_logits=True)
+    want_more = np.array(ref.logits)
+    for s in (seq, ctx.sequence(0)):
+        if s is not seq:
+            s.shift(1, 10)
+        s.decode(more, all_logits=True)
+        assert same_bits(np.array(s.logits), want_more)
+    ctx.sequence(1).decode(prompt[30:32], all_logits=True)
+    assert same_bits(np.array(ctx.logits), want_prompt[30:32])

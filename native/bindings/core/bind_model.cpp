@@ -23,8 +23,19 @@ std::shared_ptr<Model> load_model(const std::string& path) {
     return std::make_shared<Model>(path);
 }
 
-void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens, bool all_logits,
-            const py::object& logits_from, bool as_single_steps) {
+// One sequence of a Context (Context.sequence(i)): the single-sequence API on its cache. The
+// Context object itself offers the same API on sequence 0.
+struct SequenceRef {
+    Context* ctx;
+    int seq;
+};
+Context& context_of(Context& c) { return c; }
+Context& context_of(SequenceRef& r) { return *r.ctx; }
+int seq_of(const Context&) { return 0; }
+int seq_of(const SequenceRef& r) { return r.seq; }
+
+void decode(Context& ctx, int seq, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens,
+            bool all_logits, const py::object& logits_from, bool as_single_steps) {
     if (tokens.ndim() != 1) throw ei::Error("tokens must be a 1-D sequence of ids");
     const int32_t* data = tokens.data();
     const int64_t n = tokens.shape(0);
@@ -34,7 +45,7 @@ void decode(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::f
         first = logits_from.cast<int64_t>();
     }
     py::gil_scoped_release release;
-    ctx.decode(data, n, first, as_single_steps ? ei::BatchOrder::per_row : ei::BatchOrder::llama_cpp);
+    ctx.decode(data, n, first, as_single_steps ? ei::BatchOrder::per_row : ei::BatchOrder::llama_cpp, seq);
 }
 
 void decode_sequences(Context& ctx, py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens,
@@ -66,20 +77,20 @@ py::array logits_view(const Context& ctx) {
     return view;
 }
 
-void save_state(const Context& ctx, const std::string& path,
+void save_state(const Context& ctx, int seq, const std::string& path,
                 py::array_t<int32_t, py::array::c_style | py::array::forcecast> tokens) {
     if (tokens.ndim() != 1) throw ei::Error("tokens must be a 1-D sequence of ids");
     const int32_t* data = tokens.data();
     const int64_t n = tokens.shape(0);
     py::gil_scoped_release release;
-    ei::save_state(ctx, path, data, n);
+    ei::save_state(ctx, path, data, n, seq);
 }
 
-py::list load_state(Context& ctx, const std::string& path) {
+py::list load_state(Context& ctx, int seq, const std::string& path) {
     std::vector<int32_t> tokens;
     {
         py::gil_scoped_release release;
-        tokens = ei::load_state(ctx, path);
+        tokens = ei::load_state(ctx, path, seq);
     }
     py::list out(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) out[i] = tokens[i];
@@ -88,23 +99,76 @@ py::list load_state(Context& ctx, const std::string& path) {
 
 // A copy of the KV rows of positions [0, n) as a 1-D uint8 array (the snapshot owns its memory:
 // the live cache keeps changing).
-py::array_t<uint8_t> kv_snapshot(const Context& ctx, int64_t n) {
-    if (n < 0 || n > ctx.n_past())
-        throw ei::Error("cannot snapshot " + std::to_string(n) + " positions: " + std::to_string(ctx.n_past()) +
+py::array_t<uint8_t> kv_snapshot(const Context& ctx, int seq, int64_t n) {
+    if (n < 0 || n > ctx.n_past(seq))
+        throw ei::Error("cannot snapshot " + std::to_string(n) + " positions: " + std::to_string(ctx.n_past(seq)) +
                         " are cached");
     py::array_t<uint8_t> out((py::ssize_t)ctx.kv_rows_bytes(n));
     uint8_t* dst = out.mutable_data();
     py::gil_scoped_release release;
-    ctx.copy_kv_out(n, dst);
+    ctx.copy_kv_out(n, dst, seq);
     return out;
 }
 
-void kv_restore(Context& ctx, py::array_t<uint8_t, py::array::c_style> blob, int64_t n_stored, int64_t n_use) {
+void kv_restore(Context& ctx, int seq, py::array_t<uint8_t, py::array::c_style> blob, int64_t n_stored,
+                int64_t n_use) {
     if (blob.ndim() != 1) throw ei::StateError("a KV snapshot is a 1-D uint8 array");
     const uint8_t* src = blob.data();
     const size_t size = (size_t)blob.shape(0);
     py::gil_scoped_release release;
-    ctx.restore_kv(n_stored, n_use, src, size);
+    ctx.restore_kv(n_stored, n_use, src, size, seq);
+}
+
+// The single-sequence API, defined once for Context (sequence 0) and for SequenceRef.
+template <class T>
+void def_sequence_api(py::class_<T>& cls) {
+    using Tokens = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+    cls.def("decode",
+            [](T& self, Tokens tokens, bool all_logits, const py::object& logits_from, bool as_single_steps) {
+                decode(context_of(self), seq_of(self), tokens, all_logits, logits_from, as_single_steps);
+            },
+            py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
+            py::arg("as_single_steps") = false,
+            "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
+            "kept for the last token, for every token (all_logits), or for tokens[logits_from:] "
+            "(len(tokens): none). as_single_steps: every token's logits and cache rows exactly as "
+            "decoding the tokens one call at a time gives them (a decode batch: drafted tokens, "
+            "several sequences); else llama.cpp's order for a batch of this size (a prompt).")
+        .def_property_readonly("logits", [](T& self) { return logits_view(context_of(self)); },
+                               "Logits of the context's last decode (whichever sequence it was for), "
+                               "[rows, n_vocab] float32, a read-only zero-copy view.")
+        .def_property_readonly("n_past", [](T& self) { return context_of(self).n_past(seq_of(self)); })
+        .def_property_readonly("n_ctx", [](T& self) { return context_of(self).n_ctx(); })
+        .def_property_readonly("n_batch", [](T& self) { return context_of(self).n_batch(); })
+        .def("truncate", [](T& self, int64_t n) { context_of(self).truncate(n, seq_of(self)); }, py::arg("n"),
+             "Forget cached positions >= n.")
+        .def("shift",
+             [](T& self, int64_t n_keep, int64_t n_discard) {
+                 py::gil_scoped_release release;
+                 context_of(self).shift(n_keep, n_discard, seq_of(self));
+             },
+             py::arg("n_keep"), py::arg("n_discard"),
+             "Drop positions [n_keep, n_keep + n_discard), move the rest down and re-rotate their keys.")
+        .def("kv_bytes_for", [](T& self, int64_t n) { return context_of(self).kv_rows_bytes(n); }, py::arg("n"),
+             "Bytes of a KV snapshot of n positions.")
+        .def("kv_snapshot", [](T& self, int64_t n) { return kv_snapshot(context_of(self), seq_of(self), n); },
+             py::arg("n"), "A copy of the KV rows of positions [0, n) as a uint8 array (for kv_restore).")
+        .def("kv_restore",
+             [](T& self, py::array_t<uint8_t, py::array::c_style> blob, int64_t n_stored, int64_t n_use) {
+                 kv_restore(context_of(self), seq_of(self), blob, n_stored, n_use);
+             },
+             py::arg("blob"), py::arg("n_stored"), py::arg("n_use"),
+             "Restore positions [0, n_use) from a kv_snapshot(n_stored) blob (of any sequence of this "
+             "context); n_past becomes n_use.")
+        .def("save_state",
+             [](T& self, const std::string& path, Tokens tokens) {
+                 save_state(context_of(self), seq_of(self), path, tokens);
+             },
+             py::arg("path"), py::arg("tokens"), "Write tokens and the KV rows of their positions to `path` (atomically).")
+        .def("load_state",
+             [](T& self, const std::string& path) { return load_state(context_of(self), seq_of(self), path); },
+             py::arg("path"),
+             "Restore a saved state (StateFileError, nothing changed, if it does not fit); returns its tokens.");
 }
 
 }  // namespace
@@ -130,7 +194,8 @@ void register_model(py::module_& m) {
                                "64-bit hash of the GGUF header, metadata and tensor table (and file size).")
         .def_property_readonly("load_ms", &Model::load_ms);
 
-    py::class_<Context>(m, "Context", "Decoding state over a Model: KV cache, thread pool, logits.")
+    py::class_<Context> context(m, "Context", "Decoding state over a Model: KV cache, thread pool, logits.");
+    context
         .def(py::init([](std::shared_ptr<Model> model, int64_t n_ctx, int n_threads, int64_t n_batch,
                          const std::string& type_k, const std::string& type_v, std::optional<bool> rotate_k,
                          std::optional<bool> center_k, const std::vector<int>& gpu_layers, int gpu_device,
@@ -152,49 +217,36 @@ void register_model(py::module_& m) {
              "gpu_layers: layers to run on OpenCL device gpu_device (edgeinfer.gpu.placement plans them; F16 KV only).\n"
              "n_seq: sequences held (parallel requests), each with its own cache of n_ctx positions; the\n"
              "single-sequence methods work on sequence 0.")
-        .def("decode", &decode, py::arg("tokens"), py::arg("all_logits") = false, py::arg("logits_from") = py::none(),
-             py::arg("as_single_steps") = false,
-             "Run tokens after the cached ones (one native call; the GIL is released). Logits are "
-             "kept for the last token, for every token (all_logits), or for tokens[logits_from:] "
-             "(len(tokens): none). as_single_steps: every token's logits and cache rows exactly as "
-             "decoding the tokens one call at a time gives them (a decode batch: drafted tokens, "
-             "several sequences); else llama.cpp's order for a batch of this size (a prompt).")
         .def("decode_sequences", &decode_sequences, py::arg("tokens"), py::arg("seq_ids"), py::arg("logits") = py::none(),
              "One forward over tokens of several sequences: tokens[i] follows sequence seq_ids[i]'s cached "
              "positions and its earlier tokens here. Logits for the tokens flagged in `logits` (None: each "
              "sequence's last token), in token order. Each token is computed exactly as decoding it alone "
              "would (as_single_steps). Checked first: on an error nothing changed.")
         .def_property_readonly("n_seq", &Context::n_seq)
-        .def("seq_n_past", &Context::seq_n_past, py::arg("seq"))
-        .def("seq_truncate", &Context::seq_truncate, py::arg("seq"), py::arg("n"),
-             "Forget sequence seq's positions >= n.")
+        .def("sequence",
+             [](Context& self, int seq) {
+                 if (seq < 0 || seq >= self.n_seq())
+                     throw ei::Error("sequence " + std::to_string(seq) + " is outside 0.." +
+                                     std::to_string(self.n_seq() - 1));
+                 return SequenceRef{&self, seq};
+             },
+             py::arg("seq"), py::keep_alive<0, 1>(),
+             "Sequence seq as an object with the single-sequence API (decode, logits, n_past, truncate, "
+             "shift, kv_snapshot, kv_restore, save_state, load_state) on its own cache.")
         .def("seq_copy", &Context::seq_copy, py::arg("src"), py::arg("dst"), py::arg("n"),
              "Sequence dst becomes a copy of the first n positions of sequence src (a shared prefix).")
-        .def_property_readonly("logits", &logits_view,
-                               "Logits of the last decode, [rows, n_vocab] float32, a read-only zero-copy view.")
-        .def_property_readonly("n_past", &Context::n_past)
-        .def_property_readonly("n_ctx", &Context::n_ctx)
-        .def_property_readonly("n_batch", &Context::n_batch)
         .def_property_readonly("n_threads", &Context::n_threads)
         .def_property_readonly("kv_bytes", &Context::kv_bytes)
-        .def("truncate", &Context::truncate, py::arg("n"), "Forget cached positions >= n.")
         .def_property_readonly("type_k", [](const Context& c) { return ei::kv_type_name(c.kv().type_k()); })
         .def_property_readonly("type_v", [](const Context& c) { return ei::kv_type_name(c.kv().type_v()); })
         .def_property_readonly("rotate_k", [](const Context& c) { return c.kv().k_rotated(); })
         .def_property_readonly("center_k", [](const Context& c) { return c.kv().k_centered(); })
-        .def_property_readonly("kv_bytes_per_token", [](const Context& c) { return c.kv().bytes_per_token(); })
-        .def("shift", &Context::shift, py::arg("n_keep"), py::arg("n_discard"),
-             py::call_guard<py::gil_scoped_release>(),
-             "Drop positions [n_keep, n_keep + n_discard), move the rest down and re-rotate their keys.")
-        .def("kv_bytes_for", &Context::kv_rows_bytes, py::arg("n"), "Bytes of a KV snapshot of n positions.")
-        .def("kv_snapshot", &kv_snapshot, py::arg("n"),
-             "A copy of the KV rows of positions [0, n) as a uint8 array (for kv_restore).")
-        .def("kv_restore", &kv_restore, py::arg("blob"), py::arg("n_stored"), py::arg("n_use"),
-             "Restore positions [0, n_use) from a kv_snapshot(n_stored) blob; n_past becomes n_use.")
-        .def("save_state", &save_state, py::arg("path"), py::arg("tokens"),
-             "Write tokens and the KV rows of their positions to `path` (atomically).")
-        .def("load_state", &load_state, py::arg("path"),
-             "Restore a saved state (StateFileError, nothing changed, if it does not fit); returns its tokens.");
+        .def_property_readonly("kv_bytes_per_token", [](const Context& c) { return c.kv().bytes_per_token(); });
+    def_sequence_api(context);
+
+    py::class_<SequenceRef> sequence(m, "Sequence", "One sequence of a Context (Context.sequence(i)).");
+    sequence.def_property_readonly("seq", [](const SequenceRef& r) { return r.seq; });
+    def_sequence_api(sequence);
 
     m.def("physical_cores", &ei::physical_core_count);
     m.def("supported_architectures", &ei::supported_architectures,

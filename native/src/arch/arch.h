@@ -27,7 +27,7 @@ namespace ei {
 struct ForwardEnv {
     ThreadPool& pool;
     const KernelTable& kt;
-    KvCache& kv;
+    KvCache* kv;   // the cache of the sequence being decoded (Context::decode points it)
     MatmulScratch matmul_scratch;
     std::vector<std::vector<float>> buffers;
     // Layers on another backend (layers/device_layers.h), or nullptr: a forward runs each range

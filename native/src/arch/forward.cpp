@@ -29,7 +29,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     };
     const int64_t fused_width = M.fused_width();
     float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
-    CpuLayerOps ops(env.pool, env.kt, env.kv, env.matmul_scratch, s.norm_eps, fused, b.order);
+    CpuLayerOps ops(env.pool, env.kt, *env.kv, env.matmul_scratch, s.norm_eps, fused, b.order);
     ops.set_sequence_runs(b.runs, b.n_runs);
     if (b.runs && env.device) throw Error("a batch of several sequences cannot run offloaded layers");
 
@@ -40,7 +40,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     // the rows whose logits are wanted go on (llama.cpp's inp_out_ids). A device range takes
     // every row through, the last layer's too.
     const int last_layer = hp_.n_layer - 1;
-    const int64_t n_ctx = env.kv.n_ctx();
+    const int64_t n_ctx = env.kv->n_ctx();
     int64_t r0 = 0;
     for (int il = 0; il <= last_layer; ++il) {
         if (env.device && env.device->on_device(il)) {

@@ -39,7 +39,7 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
       kv_(kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(),
           model_->hparams().head_dim, type_k, type_v, rotate_k, center_k),
       offload_(make_offload(*model_, offload, n_ctx, n_batch_, kv_)),
-      env_{pool_, kernels(), kv_, {}, {}, offload_.get()},
+      env_{pool_, kernels(), &kv_, {}, {}, offload_.get()},
       logits_(std::make_shared<std::vector<float>>()) {
     if (n_seq < 1 || n_seq > 256) throw Error("n_seq must be in 1..256, got " + std::to_string(n_seq));
     if (n_seq > 1 && offload_) throw Error("several sequences (n_seq > 1) cannot run with layers offloaded to a GPU yet");
@@ -57,12 +57,14 @@ void Context::sync_offloaded_kv(int64_t n) const {
     if (offload_) offload_->sync_kv_to_host(std::min(n, n_past_));
 }
 
-void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order) {
+void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order, int seq) {
+    check_seq(seq, "decode");
     if (n <= 0) throw Error("decode needs at least one token");
     if (first_logit < 0 || first_logit > n)
         throw Error("first logit row " + std::to_string(first_logit) + " is outside 0.." + std::to_string(n));
-    if (n_past_ + n > n_ctx())
-        throw ContextOverflowError("context overflow: " + std::to_string(n_past_) + " cached + " + std::to_string(n) +
+    int64_t& past = seq_past(seq);
+    if (past + n > n_ctx())
+        throw ContextOverflowError("context overflow: " + std::to_string(past) + " cached + " + std::to_string(n) +
                                    " new tokens exceed the context size of " + std::to_string(n_ctx()));
     const int64_t n_vocab = this->n_vocab();
     for (int64_t i = 0; i < n; ++i)
@@ -76,57 +78,86 @@ void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit, Batc
     // so a view never sees its values change or its memory go away.
     if (logits_->size() < need || logits_.use_count() > 1) logits_ = std::make_shared<std::vector<float>>(need);
 
+    // The forward reads the cache the environment points at: this sequence's, for this call
+    // (back to sequence 0's afterwards, even when the forward throws).
+    struct PointKv {
+        ForwardEnv& env;
+        KvCache* home;
+        ~PointKv() { env.kv = home; }
+    } point{env_, &kv_};
+    env_.kv = &seq_kv(seq);
     for (int64_t done = 0; done < n;) {
         const int64_t chunk = std::min(n_batch_, n - done);
         // This chunk's rows from first_logit on (all of them, some, or none: chunk).
         const int64_t first = std::clamp<int64_t>(first_logit - done, 0, chunk);
         float* out = logits_->data() + std::max<int64_t>(0, done - first_logit) * n_vocab;
-        model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, n_past_, first, out, order});
-        n_past_ += chunk;
+        model_->arch().forward(env_, ForwardBatch{tokens + done, chunk, past, first, out, order});
+        past += chunk;
         done += chunk;
     }
     n_logit_rows_ = rows;
 }
 
-void Context::truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
+int64_t Context::n_past(int seq) const {
+    check_seq(seq, "n_past");
+    return seq_past(seq);
+}
 
-void Context::shift(int64_t n_keep, int64_t n_discard) {
-    if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > n_past_)
+const KvCache& Context::kv(int seq) const {
+    check_seq(seq, "kv");
+    return seq_kv(seq);
+}
+
+void Context::truncate(int64_t n, int seq) {
+    check_seq(seq, "truncate");
+    int64_t& past = seq_past(seq);
+    past = std::clamp<int64_t>(n, 0, past);
+}
+
+void Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
+    check_seq(seq, "shift");
+    int64_t& past = seq_past(seq);
+    if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > past)
         throw Error("cannot shift: n_keep=" + std::to_string(n_keep) + ", n_discard=" + std::to_string(n_discard) +
-                    " with " + std::to_string(n_past_) + " cached positions");
+                    " with " + std::to_string(past) + " cached positions");
     const ArchModel& arch = model_->arch();
     const KernelTable& kt = env_.kt;
+    KvCache& kv = seq_kv(seq);
     const int32_t delta = (int32_t)-n_discard;
     // Probe first, so an architecture without a shift throws before anything moves.
-    if (n_keep + n_discard < n_past_) {
-        std::vector<float> probe((size_t)kv_.width(), 0.0f);
-        arch.rotate_cached_keys(kt, 0, probe.data(), 1, delta, kv_.n_ctx());
+    if (n_keep + n_discard < past) {
+        std::vector<float> probe((size_t)kv.width(), 0.0f);
+        arch.rotate_cached_keys(kt, 0, probe.data(), 1, delta, kv.n_ctx());
     }
-    // Offloaded layers are shifted on the host copy of their rows, then sent back.
-    sync_offloaded_kv(n_past_);
-    kv_.shift(n_past_, n_keep, n_discard,
-              [&](int64_t layer, float* rows, int64_t m) { arch.rotate_cached_keys(kt, layer, rows, m, delta, kv_.n_ctx()); });
-    n_past_ -= n_discard;
-    if (offload_) offload_->sync_kv_to_device(n_past_);
+    // Offloaded layers (sequence 0 only) are shifted on the host copy of their rows, then sent back.
+    if (seq == 0) sync_offloaded_kv(past);
+    kv.shift(past, n_keep, n_discard,
+             [&](int64_t layer, float* rows, int64_t m) { arch.rotate_cached_keys(kt, layer, rows, m, delta, kv.n_ctx()); });
+    past -= n_discard;
+    if (offload_ && seq == 0) offload_->sync_kv_to_device(past);
 }
 
-void Context::copy_kv_out(int64_t n, uint8_t* dst) const {
-    sync_offloaded_kv(n);
-    if (n < 0 || n > n_past_)
-        throw Error("cannot copy " + std::to_string(n) + " KV positions: " + std::to_string(n_past_) + " are cached");
-    kv_.copy_rows_out(n, dst);
+void Context::copy_kv_out(int64_t n, uint8_t* dst, int seq) const {
+    check_seq(seq, "copy_kv_out");
+    if (seq == 0) sync_offloaded_kv(n);
+    if (n < 0 || n > seq_past(seq))
+        throw Error("cannot copy " + std::to_string(n) + " KV positions: " + std::to_string(seq_past(seq)) +
+                    " are cached");
+    seq_kv(seq).copy_rows_out(n, dst);
 }
 
-void Context::restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size) {
+void Context::restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size, int seq) {
+    check_seq(seq, "restore_kv");
     if (n_stored < 0 || n_use < 0 || n_use > n_stored || n_use > n_ctx())
         throw StateError("cannot restore " + std::to_string(n_use) + " of " + std::to_string(n_stored) +
                          " KV positions into a context of " + std::to_string(n_ctx()));
-    if (size != kv_.rows_bytes(n_stored))
+    KvCache& kv = seq_kv(seq);
+    if (size != kv.rows_bytes(n_stored))
         throw StateError("a KV snapshot of " + std::to_string(n_stored) + " positions for this context has " +
-                         std::to_string(kv_.rows_bytes(n_stored)) + " bytes, not " + std::to_string(size));
-    kv_.copy_rows_in(n_stored, n_use, src);
-    if (offload_) offload_->sync_kv_to_device(n_use);
-    n_past_ = n_use;
+                         std::to_string(kv.rows_bytes(n_stored)) + " bytes, not " + std::to_string(size));
+    kv.copy_rows_in(n_stored, n_use, src);
+    if (offload_ && seq == 0) offload_->sync_kv_to_device(n_use);
+    seq_past(seq) = n_use;
 }
 
 }  // namespace ei

@@ -35,13 +35,18 @@ public:
             const cl::OffloadRequest& offload = {}, int n_seq = 1);
     ~Context();
 
-    // Runs tokens[0..n) at positions n_past() .. n_past()+n-1 and keeps their K/V. Afterwards
+    // Every single-sequence call below takes the sequence it works on (`seq`, default 0: the only
+    // one of a context made with n_seq = 1). A sequence's calls never touch another's cache.
+
+    // Runs tokens[0..n) at positions n_past(seq) .. n_past(seq)+n-1 and keeps their K/V. Afterwards
     // logits() holds one row for each of tokens[first_logit..n) (n - 1: the last token's only;
     // n: none). Rows before first_logit are not computed past the last layer's K/V.
     // Throws ContextOverflowError (nothing changed) if the tokens do not fit, Error for a bad id.
     // order: llama.cpp's for this batch (a prompt), or per_row: every token as decoding it alone
     // would give (cpu/batch_order.h; the CPU's layers: offloaded ones compute as the device does).
-    void decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order = BatchOrder::llama_cpp);
+    // A sequence's decode runs the same code on its own cache, so it gives what sequence 0 gives.
+    void decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order = BatchOrder::llama_cpp,
+                int seq = 0);
 
     // Logits of the last decode: [n_logit_rows][n_vocab]. The buffer is shared so a caller's
     // zero-copy view stays valid after later decodes (which use a fresh buffer when they must grow).
@@ -49,27 +54,28 @@ public:
     int64_t n_logit_rows() const { return n_logit_rows_; }
     int64_t n_vocab() const { return model_->hparams().n_vocab; }
 
-    int64_t n_past() const { return n_past_; }
+    int64_t n_past(int seq = 0) const;
     // Forgets positions >= n (for reusing a common prefix). n is clamped to [0, n_past].
-    void truncate(int64_t n);
+    void truncate(int64_t n, int seq = 0);
 
     // Context overflow: drops positions [n_keep, n_keep + n_discard) and moves the later ones down,
     // re-rotating their keys by -n_discard positions (the architecture's RoPE). Throws Error
     // (nothing changed) unless 0 <= n_keep, 0 < n_discard and n_keep + n_discard <= n_past.
-    void shift(int64_t n_keep, int64_t n_discard);
+    void shift(int64_t n_keep, int64_t n_discard, int seq = 0);
 
     // KV rows of positions [0, n) as one blob (prefix snapshots): its size, a copy out (n <=
     // n_past), and a restore from a blob of n_stored positions that keeps its first n_use
     // (n_past = n_use). restore_kv throws StateError (nothing changed) if the blob's size is not
-    // the one this cache makes or the positions do not fit.
+    // the one this cache makes or the positions do not fit. Every sequence's cache has the same
+    // format, so a blob from one restores into any other.
     size_t kv_rows_bytes(int64_t n) const { return kv_.rows_bytes(n); }
-    void copy_kv_out(int64_t n, uint8_t* dst) const;
-    void restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size);
+    void copy_kv_out(int64_t n, uint8_t* dst, int seq = 0) const;
+    void restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, size_t size, int seq = 0);
 
-    // The host KV cache. With offloaded layers their rows live on the device: call
-    // sync_offloaded_kv(n) before reading positions [0, n) of those layers here (copy_kv_out and
-    // shift do; the forward never needs it).
-    const KvCache& kv() const { return kv_; }
+    // A sequence's host KV cache. With offloaded layers (sequence 0 only) their rows live on the
+    // device: call sync_offloaded_kv(n) before reading positions [0, n) of those layers here
+    // (copy_kv_out and shift do; the forward never needs it).
+    const KvCache& kv(int seq = 0) const;
     void sync_offloaded_kv(int64_t n) const;
     int64_t n_ctx() const { return kv_.n_ctx(); }
     int64_t n_batch() const { return n_batch_; }
@@ -81,9 +87,6 @@ public:
 
     // ---- several sequences (engine/context_sequences.cpp) ------------------------------------
     int n_seq() const { return 1 + (int)more_kv_.size(); }
-    int64_t seq_n_past(int seq) const;
-    // Forgets sequence seq's positions >= n (n clamped to [0, its n_past]).
-    void seq_truncate(int seq, int64_t n);
     // Sequence dst becomes a copy of the first n positions of sequence src (a shared prefix).
     void seq_copy(int src, int dst, int64_t n);
     // One forward over tokens of several sequences: tokens[i] goes to sequence seq_ids[i], after
@@ -109,7 +112,9 @@ private:
     std::vector<std::unique_ptr<KvCache>> more_kv_;
     std::vector<int64_t> more_past_;
     KvCache& seq_kv(int seq) { return seq == 0 ? kv_ : *more_kv_[(size_t)seq - 1]; }
+    const KvCache& seq_kv(int seq) const { return seq == 0 ? kv_ : *more_kv_[(size_t)seq - 1]; }
     int64_t& seq_past(int seq) { return seq == 0 ? n_past_ : more_past_[(size_t)seq - 1]; }
+    int64_t seq_past(int seq) const { return seq == 0 ? n_past_ : more_past_[(size_t)seq - 1]; }
     void check_seq(int seq, const char* what) const;
 };
 

@@ -17,25 +17,13 @@ void Context::check_seq(int seq, const char* what) const {
                     std::to_string(n_seq() - 1));
 }
 
-int64_t Context::seq_n_past(int seq) const {
-    check_seq(seq, "seq_n_past");
-    return seq == 0 ? n_past_ : more_past_[(size_t)seq - 1];
-}
-
-void Context::seq_truncate(int seq, int64_t n) {
-    check_seq(seq, "seq_truncate");
-    if (seq == 0) return truncate(n);
-    int64_t& past = seq_past(seq);
-    past = std::clamp<int64_t>(n, 0, past);
-}
-
 void Context::seq_copy(int src, int dst, int64_t n) {
     check_seq(src, "seq_copy");
     check_seq(dst, "seq_copy");
     if (n < 0 || n > seq_past(src))
         throw Error("seq_copy: sequence " + std::to_string(src) + " has " + std::to_string(seq_past(src)) +
                     " cached positions, not " + std::to_string(n));
-    if (src == dst) return seq_truncate(dst, n);
+    if (src == dst) return truncate(n, dst);
     std::vector<uint8_t> rows(seq_kv(src).rows_bytes(n));
     seq_kv(src).copy_rows_out(n, rows.data());
     seq_kv(dst).copy_rows_in(n, n, rows.data());
@@ -97,7 +85,9 @@ void Context::decode_sequences(const int32_t* tokens, const int32_t* seq_ids, co
         b.logit_rows = logit_rows.data();
         b.n_logit_rows = (int64_t)logit_rows.size();
         model_->arch().forward(env_, b);
-        for (int s = 0; s < n_seq(); ++s) seq_past(s) = next[(size_t)s];
+        // Only the sequences in this batch are written: the owners of the others may read theirs meanwhile.
+        for (int s = 0; s < n_seq(); ++s)
+            if (count[(size_t)s]) seq_past(s) = next[(size_t)s];
         out_row += (int64_t)logit_rows.size();
         done += chunk;
     }

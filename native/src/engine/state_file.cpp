@@ -104,13 +104,13 @@ uint64_t model_fingerprint(const Model& model) {
     return h;
 }
 
-void save_state(const Context& ctx, const std::string& path, const int32_t* tokens, int64_t n_tokens) {
+void save_state(const Context& ctx, const std::string& path, const int32_t* tokens, int64_t n_tokens, int seq) {
     if (!host_is_little_endian()) throw Error("state files are little-endian; this host is not");
-    if (n_tokens < 0 || n_tokens > ctx.n_past())
+    if (n_tokens < 0 || n_tokens > ctx.n_past(seq))
         throw Error("cannot save " + std::to_string(n_tokens) + " tokens: the context holds " +
-                    std::to_string(ctx.n_past()));
-    ctx.sync_offloaded_kv(n_tokens);  // rows of layers on an OpenCL device into the host cache
-    const KvCache& kv = ctx.kv();
+                    std::to_string(ctx.n_past(seq)));
+    if (seq == 0) ctx.sync_offloaded_kv(n_tokens);  // rows of layers on an OpenCL device into the host cache
+    const KvCache& kv = ctx.kv(seq);
     const HParams& hp = ctx.model().hparams();
     StateHeader h{};
     std::memcpy(h.magic, kMagic, sizeof kMagic);
@@ -243,7 +243,7 @@ void check_fits(const std::string& path, const StateHeader& h, const Context& ct
 
 }  // namespace
 
-std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
+std::vector<int32_t> load_state(Context& ctx, const std::string& path, int seq) {
     const StateBytes s = read_state_file(path);
     validate_checksum(path, s);
     const StateHeader& h = s.header;
@@ -254,7 +254,7 @@ std::vector<int32_t> load_state(Context& ctx, const std::string& path) {
     for (int32_t t : tokens)
         if (t < 0 || t >= ctx.n_vocab()) fail(path, "token id " + std::to_string(t) + " is outside the vocabulary");
     ctx.restore_kv((int64_t)h.n_tokens, (int64_t)h.n_tokens, data + tokens.size() * sizeof(int32_t),
-                   (size_t)h.kv_bytes);
+                   (size_t)h.kv_bytes, seq);
     return tokens;
 }
 

@@ -33,12 +33,12 @@ uint64_t hash64(const void* data, size_t n, uint64_t seed = 0);
 // of the tensor data (all of it up to 1 MiB, else 256 spans of 256 bytes spread over it).
 uint64_t model_fingerprint(const Model& model);
 
-// Writes tokens[0..n_tokens) and the KV rows of those positions (n_tokens <= ctx.n_past()).
-// Throws Error if the file cannot be written (the target is then left as it was).
-void save_state(const Context& ctx, const std::string& path, const int32_t* tokens, int64_t n_tokens);
+// Writes tokens[0..n_tokens) and the KV rows of those positions of sequence `seq` (n_tokens <=
+// ctx.n_past(seq)). Throws Error if the file cannot be written (the target is then left as it was).
+void save_state(const Context& ctx, const std::string& path, const int32_t* tokens, int64_t n_tokens, int seq = 0);
 
-// Restores a saved state into ctx (n_past = its token count) and returns its tokens.
-// Throws StateError (ctx unchanged) for a missing, corrupt, truncated or foreign file.
-std::vector<int32_t> load_state(Context& ctx, const std::string& path);
+// Restores a saved state into sequence `seq` of ctx (its n_past = the token count) and returns
+// its tokens. Throws StateError (ctx unchanged) for a missing, corrupt, truncated or foreign file.
+std::vector<int32_t> load_state(Context& ctx, const std::string& path, int seq = 0);
 
 }  // namespace ei
