@@ -20,6 +20,7 @@ from edgeinfer.prompt_cache import DEFAULT_SNAPSHOT_BUDGET, PromptCache, Snapsho
 from edgeinfer.sampling import DEFAULTS
 from edgeinfer.text_check import require_valid_text
 from edgeinfer.threads import resolve_n_threads
+from edgeinfer.wording import Ref, Wording
 
 if TYPE_CHECKING:  # llguidance and the tool layer load on first use
     from edgeinfer.constrain import GrammarMatcher
@@ -102,9 +103,10 @@ class Model:
             if value not in KV_CACHE_TYPES:
                 raise ValueError(f"{name} must be one of {', '.join(KV_CACHE_TYPES)}, got {value!r}")
         if not 1 <= n_parallel <= 256:
-            raise ValueError(f"n_parallel must be in 1..256, got {n_parallel}")
+            raise ValueError(Wording("", Ref("n_parallel"), f" must be in 1..256, got {n_parallel}"))
         if n_parallel > 1 and gpu_layers not in (None, 0, "0"):
-            raise ValueError("n_parallel > 1 cannot run with gpu_layers yet (parallel sequences are CPU-only)")
+            raise ValueError(Wording("", Ref("n_parallel"), " > 1 cannot run with ", Ref("gpu_layers"),
+                                     " yet (parallel sequences run on the CPU only)"))
         core = _core.Model(os.fsencode(path))   # bytes: a file name need not be UTF-8
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         placement, offload = None, {}

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.realmodel
 ALIAS = "smol"
 N_CTX = 1024
 MAX_TOKENS_LIMIT = 64   # the server's -n: keeps every request (and the fuzzer's) short
+PARALLEL = 4            # the server's default --parallel
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,12 @@ def test_models_list_and_retrieve(client):
 
 
 def test_health_and_unprefixed_routes(server):
-    assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
+    health = httpx.get(f"{server.url}/health").json()
+    assert health["status"] == "ok"
+    # The default: 4 slots, each with the whole context; /v1/models says so too.
+    assert (health["slots_total"], health["n_ctx_per_slot"]) == (PARALLEL, N_CTX) and health["slots_idle"] <= PARALLEL
+    card = httpx.get(f"{server.url}/v1/models").json()["data"][0]
+    assert (card["n_ctx"], card["parallel"]) == (N_CTX, PARALLEL)
     bare = openai.OpenAI(base_url=server.url, api_key="x", max_retries=0)   # base URL without /v1
     reply = bare.chat.completions.create(model=ALIAS, messages=ask("Hi"), max_tokens=2)
     assert reply.choices[0].message.content
@@ -398,51 +404,86 @@ def test_second_turn_reuses_the_first_from_the_prompt_cache(client):
           f"prompt {t2['prompt_ms']:.0f} ms, TTFT {t2['ttft_ms']:.0f} ms")
 
 
-def test_concurrent_streams_complete_in_arrival_order_without_interleaving(server, client):
-    n = 8
-    prompts = [f"Write the number {i} in words." for i in range(n)]
-    expected = [client.chat.completions.create(model=ALIAS, messages=ask(p), max_tokens=8, temperature=0)
-                .choices[0].message.content for p in prompts]
+def stream_chat(server, prompt: str, max_tokens: int, **extra) -> dict:
+    """One streamed chat request on its own client: its text, finish reason, usage and the
+    times of its first and last pieces."""
+    own = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=60)
+    out: dict = {"text": []}
+    for chunk in own.chat.completions.create(model=ALIAS, messages=ask(prompt), max_tokens=max_tokens,
+                                             stream=True, stream_options={"include_usage": True}, **extra):
+        if chunk.choices and chunk.choices[0].delta.content:
+            out["text"].append(chunk.choices[0].delta.content)
+            out.setdefault("first", time.perf_counter())
+        if chunk.choices and chunk.choices[0].finish_reason:
+            out["finish"] = chunk.choices[0].finish_reason
+            out["last"] = time.perf_counter()
+        if chunk.usage:
+            out["usage"] = chunk.usage
+    out["text"] = "".join(out["text"])
+    return out
+
+
+def test_concurrent_streams_are_correct_complete_and_independent(server, client):
+    """Twice as many streams as slots at once: each answer is the one the request gets alone
+    (greedy), complete, with its own usage; they run side by side, the rest wait for a slot."""
+    n = 2 * PARALLEL
+    prompts = [f"Write the number {i} in words, then count from 1 to {i + 3}." for i in range(n)]
+    expected = [client.chat.completions.create(model=ALIAS, messages=ask(p), max_tokens=24, temperature=0)
+                for p in prompts]
     results: list[dict] = [{} for _ in range(n)]
 
-    def stream(i: int) -> None:
-        own = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=60)
-        text, times = [], []
-        for chunk in own.chat.completions.create(model=ALIAS, messages=ask(prompts[i]), max_tokens=8,
-                                                 temperature=0, stream=True, stream_options={"include_usage": True}):
-            if chunk.choices and chunk.choices[0].delta.content:
-                text.append(chunk.choices[0].delta.content)
-                times.append(time.perf_counter())
-            if chunk.choices and chunk.choices[0].finish_reason:
-                results[i]["finish"] = chunk.choices[0].finish_reason
-                results[i]["last"] = time.perf_counter()
-            if chunk.usage:
-                results[i]["usage"] = chunk.usage
-        results[i].update(text="".join(text), first=times[0])
+    def run(i: int) -> None:
+        results[i] = stream_chat(server, prompts[i], 24, temperature=0)
 
-    def accepted() -> float:   # requests the engine has taken in: in flight or finished
-        return metric(server, "requests_in_flight") + sum(
-            metric(server, f'requests_total{{outcome="{o}"}}') for o in ("ok", "cancelled", "error"))
-
-    threads = []
-    base = accepted()
-    for i in range(n):   # one after the other, each queued before the next is sent: a known arrival order
-        threads.append(threading.Thread(target=stream, args=(i,)))
-        threads[-1].start()
-        deadline = time.monotonic() + 10
-        while accepted() < base + i + 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.002)
-    started = time.perf_counter()   # the HTTP side answers while the engine works through the queue
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    started = time.perf_counter()   # the HTTP side answers while the engine works
     assert httpx.get(f"{server.url}/health").status_code == 200
-    assert time.perf_counter() - started < 0.5   # while the engine still has 1-2 s of queued work
+    assert time.perf_counter() - started < 0.5
     for t in threads:
         t.join(120)
-    for i in range(n):
-        assert results[i]["text"] == expected[i] and results[i]["finish"] and results[i]["usage"]
-    for i in range(1, n):   # FIFO, one at a time: each starts after the previous one finished
-        assert results[i]["first"] > results[i - 1]["last"], (i, results)
+    for got, want in zip(results, expected):
+        assert got["text"] == want.choices[0].message.content and got["finish"] == want.choices[0].finish_reason
+        assert got["usage"].completion_tokens == want.usage.completion_tokens
+        assert got["usage"].prompt_tokens == want.usage.prompt_tokens
+    # Side by side: some stream began before another one ended.
+    assert any(a["first"] < b["last"] and b["first"] < a["last"]
+               for i, a in enumerate(results) for b in results[i + 1:])
     assert metric(server, "requests_in_flight") == 0 and metric(server, "queue_depth") == 0
+    assert metric(server, "decode_step_rows_total") > metric(server, "decode_steps_total")   # shared steps
+
+
+def test_a_slot_freed_by_a_disconnect_is_reused_while_the_others_stream(server):
+    """Every slot busy with a long answer; one client leaves; a new request gets its slot and
+    finishes while the other long answers are still streaming."""
+    long_body = {"prompt": "Here is a very long list of fruits: apple, pear,", "max_tokens": MAX_TOKENS_LIMIT,
+                 "temperature": 1.0, "logit_bias": {"2": -100, "0": -100}, "stream": True}   # no end-of-text
+    ends: dict[int, float] = {}
+
+    def long_stream(i: int) -> None:
+        with httpx.stream("POST", f"{server.url}/v1/completions", json=long_body, timeout=60) as r:
+            for _ in r.iter_lines():
+                pass
+        ends[i] = time.perf_counter()
+
+    others = [threading.Thread(target=long_stream, args=(i,)) for i in range(PARALLEL - 1)]
+    for t in others:
+        t.start()
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=long_body, timeout=60) as r:
+        lines = r.iter_lines()
+        for _ in range(4):
+            next(lines)
+        deadline = time.monotonic() + 10
+        while metric(server, 'slot_busy{slot="0"}') + sum(
+                metric(server, f'slot_busy{{slot="{i}"}}') for i in range(1, PARALLEL)) < PARALLEL:
+            assert time.monotonic() < deadline, "the long answers never filled every slot"
+            time.sleep(0.01)
+    reply = stream_chat(server, "Say hi.", 4, temperature=0)   # the dropped stream's slot
+    assert reply["text"] and reply["finish"]
+    for t in others:
+        t.join(120)
+    assert len(ends) == PARALLEL - 1 and reply["last"] < min(ends.values())
 
 
 def test_client_dropped_mid_stream_cancels_its_generation(server, client):

@@ -23,7 +23,11 @@ from support.api_errors import api_error
 
 class ScriptedModel:
     """generate() yields `n_tokens` pieces, calling on_token before each, optionally waiting on
-    `gate` first; it records the prompts it was given, in order."""
+    `gate` first; it records the prompts it was given, in order. One slot (no prompt cache)."""
+
+    n_ctx = 64
+    prompt_caches = [None]
+    n_parallel = 1
 
     def __init__(self, gate: threading.Event | None = None):
         self.gate = gate
@@ -81,6 +85,35 @@ def test_jobs_run_one_at_a_time_in_arrival_order():
     for events in results:
         assert [e.text for e in events if isinstance(e, Piece)] == ["t0 ", "t1 ", "t2 "]
         assert isinstance(events[-1], Finished) and events[-1].result.tokens == [100, 101, 102]
+    engine.shutdown()
+
+
+def test_with_two_slots_two_jobs_run_at_once_and_the_third_waits_for_a_free_one():
+    gate = threading.Event()
+    model = ScriptedModel(gate)
+    model.prompt_caches = [None, None]
+    engine = make_engine(model, max_queue=8)
+    assert engine.wait_ready(5) and engine.n_slots == 2
+
+    async def main():
+        jobs = [GenerationJob([i], {"max_tokens": 2}) for i in range(3)]
+        for job in jobs:
+            engine.submit(job)
+        while len(model.prompts) < 2:   # both slots took a job and wait on the gate
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.05)
+        assert sorted(model.prompts) == [[0], [1]] and engine.queue_depth == 1 and engine.idle_slots == 0
+        gate.set()
+        return [await drain(job) for job in jobs]
+
+    results = asyncio.run(main())
+    assert sorted(model.prompts[:2]) == [[0], [1]] and model.prompts[2] == [2]
+    assert all(isinstance(events[-1], Finished) for events in results)
+    assert engine.idle_slots == 2 and engine.in_flight == 0
+    text = engine.metrics.render(engine.in_flight, engine.queue_depth, True, engine.slot_states())
+    assert 'edgeinfer_slot_busy{slot="1"} 0' in text and "edgeinfer_slots 2" in text
+    assert sum(int(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("edgeinfer_slot_requests_total{")) == 3
     engine.shutdown()
 
 

@@ -18,7 +18,7 @@ def make_store(model: Model, root, min_tokens: int = 32, max_bytes: int = DEFAUL
 
 def serve(model: Model, store: PromptStateStore, prompt: list[int]):
     """What the engine does for one request."""
-    saved = store.before_generate(prompt)
+    saved = store.before_generate(model.prompt_cache, prompt)
     return saved, model.complete(prompt, max_tokens=3, temperature=0)
 
 
@@ -84,8 +84,8 @@ def test_the_system_prefix_is_saved_after_the_first_request(tiny_llama_path, tmp
     store = make_store(model, tmp_path)
     prompt = SHARED + [60, 61]
     serve(model, store, prompt)
-    assert store.after_generate(prompt, keep=len(SHARED)).name == state_name(SHARED)
-    assert store.after_generate(prompt, keep=10) is None      # shorter than min_tokens
+    assert store.after_generate(model.prompt_cache, prompt, keep=len(SHARED)).name == state_name(SHARED)
+    assert store.after_generate(model.prompt_cache, prompt, keep=10) is None      # shorter than min_tokens
     fresh = Model.load(tiny_llama_path, n_ctx=128)
     assert make_store(fresh, tmp_path).load_all() == 1
     fresh.prompt_cache.reset()
@@ -97,7 +97,7 @@ def test_the_last_conversation_is_saved_at_shutdown(tiny_llama_path, tmp_path):
     store = make_store(model, tmp_path)
     prompt = SHARED + [60, 61]
     _, result = serve(model, store, prompt)
-    saved = store.save_live()
+    saved = store.save_live(model.prompt_cache)
     conversation = prompt + result.tokens[:-1]   # the last token was sampled, never decoded
     assert saved.name == state_name(conversation)
     fresh = Model.load(tiny_llama_path, n_ctx=128)

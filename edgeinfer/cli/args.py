@@ -13,7 +13,7 @@ from edgeinfer import __version__
 from edgeinfer.catalog import default_model_name, known_names
 from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.sampling import DEFAULTS, HELP, parse_option
-from edgeinfer.server.config import DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
+from edgeinfer.server.config import DEFAULT_PARALLEL, DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
 
 MODEL_HELP = "a .gguf file or a known model name ({names}); default: {default}"
 
@@ -234,8 +234,8 @@ def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[common], help="serve a model over an OpenAI-compatible HTTP API",
                        description="A local OpenAI-compatible server (/v1/chat/completions, /v1/completions, "
-                                   "/v1/models, /health, /metrics, /tokenize, /detokenize). One model, one "
-                                   "request in the engine at a time, the rest queued in order.")
+                                   "/v1/models, /health, /metrics, /tokenize, /detokenize). One model; --parallel "
+                                   "requests run at once, sharing each decode step, the rest queued in order.")
     _add_model(p)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; anything but loopback exposes the model to the network "
@@ -256,8 +256,11 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("-n", "--n-predict", type=_positive_int, default=None, metavar="N",
                    help="tokens per request at most; larger max_tokens are clamped (default: the context)")
     add_sampling_options(p)
+    p.add_argument("-np", "--parallel", type=_positive_int, default=None, metavar="N",
+                   help=f"requests run at once, each with a context of --ctx-size tokens of its own (the KV "
+                        f"cache's memory grows N times) (default: {DEFAULT_PARALLEL}; 1 with --gpu-layers)")
     p.add_argument("--max-queue", type=_positive_int, default=32, metavar="N",
-                   help="requests that may wait for the engine; more get 503 (default: %(default)s)")
+                   help="requests that may wait for a free slot; more get 503 (default: %(default)s)")
     p.add_argument("--max-body", type=_positive_int, default=8 * 1024 * 1024, metavar="BYTES",
                    help="largest request body accepted (default: %(default)s)")
     p.add_argument("--prompt-cache-dir", metavar="DIR",

@@ -34,6 +34,15 @@ def bind_warning(host: str, has_api_key: bool) -> str | None:
             + ("" if has_api_key else " by anyone, without a key (consider --api-key)"))
 
 
+def parallel_slots(args: argparse.Namespace) -> int:
+    """--parallel, else the default: parallel slots run on the CPU only, so 1 with offload."""
+    from edgeinfer.server.config import DEFAULT_PARALLEL
+
+    if args.parallel is not None:
+        return args.parallel
+    return 1 if gpu_options(args) else DEFAULT_PARALLEL
+
+
 def make_config(args: argparse.Namespace, path: Path):
     from edgeinfer.server.config import ServerConfig, model_ids
 
@@ -47,7 +56,7 @@ def make_config(args: argparse.Namespace, path: Path):
         cors_origins=tuple(args.cors_origin), max_queue=args.max_queue, max_body_bytes=args.max_body,
         prompt_cache_dir=Path(args.prompt_cache_dir).expanduser() if args.prompt_cache_dir else None,
         prompt_state_min_tokens=args.prompt_cache_min, prompt_cache_max_bytes=args.prompt_cache_size,
-        gpu=gpu_options(args), speculative=not args.no_speculative,
+        gpu=gpu_options(args), speculative=not args.no_speculative, parallel=parallel_slots(args),
     )
 
 
@@ -69,12 +78,16 @@ def main(args: argparse.Namespace) -> int:
             warnings.simplefilter("always")
             model = Model.load(config.model_path, n_ctx=config.n_ctx, n_threads=config.n_threads,
                                cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v,
-                               **(config.gpu or {}))
+                               n_parallel=config.parallel, **(config.gpu or {}))
         for note in notes:
             stderr.print(f"note: {in_flags(note.message)}", style="yellow", soft_wrap=True)
         print_placement(model, (config.cache_type_k, config.cache_type_v))
         stderr.print(f"model {config.model_id!r} loaded: n_ctx={model.n_ctx}, {model.n_threads} threads, "
                      f"{model.kv_summary()}", style="dim", soft_wrap=True)
+        slots = model.n_parallel
+        stderr.print(f"{slots} parallel slot{'s' * (slots > 1)}: each request has {model.n_ctx} tokens of context "
+                     f"({model.kv_bytes * slots / 2**20:.1f} MiB of KV cache in all); more requests wait in a "
+                     f"queue of {config.max_queue}", style="dim", soft_wrap=True)
         return model
 
     def make_store(model: Model) -> PromptStateStore:

@@ -106,7 +106,7 @@ def make_router(config: ServerConfig, engine: Engine, include_in_schema: bool) -
         model = engine.require_model()
         created = int(config.model_path.stat().st_mtime) if config.model_path.exists() else 0
         return s.ModelCard(id=config.model_id, created=created, n_ctx=model.n_ctx, n_params=model.n_params,
-                           arch=model.arch)
+                           arch=model.arch, parallel=engine.n_slots)
 
     @router.get("/models", response_model=s.ModelList, summary="The served model")
     async def list_models() -> s.ModelList:
@@ -121,14 +121,18 @@ def make_router(config: ServerConfig, engine: Engine, include_in_schema: bool) -
                 summary="200 once the model is loaded, 503 before")
     async def health() -> Any:
         status = engine.state.value
+        ready = engine.state is EngineState.READY
         body = s.Health(status=status, model=config.model_id,
-                        detail=None if engine.error is None else str(engine.error))
-        code = 200 if engine.state is EngineState.READY else 503
+                        detail=None if engine.error is None else str(engine.error),
+                        slots_total=engine.n_slots if ready else None, slots_idle=engine.idle_slots if ready else None,
+                        n_ctx_per_slot=engine.model.n_ctx if ready else None)
+        code = 200 if ready else 503
         return JSONResponse(body.model_dump(exclude_none=True), status_code=code)
 
     @router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
     async def metrics() -> PlainTextResponse:
-        text = engine.metrics.render(engine.in_flight, engine.queue_depth, engine.state is EngineState.READY)
+        text = engine.metrics.render(engine.in_flight, engine.queue_depth, engine.state is EngineState.READY,
+                                     engine.slot_states(), engine.step_stats())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @router.post("/tokenize", response_model=s.TokenizeResponse, summary="Text to token ids")

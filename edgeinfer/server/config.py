@@ -14,6 +14,10 @@ DEFAULT_MAX_QUEUE = 32                 # requests waiting for the engine; more g
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_PROMPT_STATE_MIN_TOKENS = 64   # shared prefixes shorter than this are not saved
 DEFAULT_PROMPT_CACHE_BYTES = 1 << 30   # --prompt-cache-dir's size at most
+# Requests run at once. A desktop's apps send a few at a time (a chat's answer, its title and
+# tags; an editor's completions beside a chat), and up to about 4 rows a decode step costs
+# little more than one (docs/PERFORMANCE.md), as llama-server's default of 4 slots assumes too.
+DEFAULT_PARALLEL = 4
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class ServerConfig:
     prompt_cache_max_bytes: int = DEFAULT_PROMPT_CACHE_BYTES
     gpu: dict | None = None                         # Model.load's gpu_layers / device / require_gpu
     speculative: bool = True                        # Model.generate's speculative (prompt lookup)
+    parallel: int = 1                               # slots: requests run at once (Model.load's n_parallel)
 
 
 def model_ids(path: Path, requested: str | None, alias: str | None) -> tuple[str, frozenset[str]]:

@@ -1,15 +1,17 @@
 """Counters for ``GET /metrics``, in Prometheus' text exposition format.
 
-The worker thread records each finished generation; the HTTP side records rejections, and
-`StatusCountMiddleware` (outermost) the status of every answer, 401 and 413 included. Gauges
-that describe the present (queue depth, requests in flight) are read from the engine when the
-metrics are rendered, so they cannot drift.
+The slots' threads record each finished generation (in all and per slot); the HTTP side records
+rejections, and `StatusCountMiddleware` (outermost) the status of every answer, 401 and 413
+included. Gauges that describe the present (queue depth, requests in flight, which slots are
+busy, the tokens each slot's context holds) and the decode-step counters are read from the engine
+when the metrics are rendered, so they cannot drift.
 """
 from __future__ import annotations
 
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 PREFIX = "edgeinfer_"
 
@@ -39,6 +41,8 @@ class Metrics:
         self._lock = threading.Lock()
         self._t = _Totals()
         self._responses: Counter[int] = Counter()   # HTTP status -> answers sent
+        self._slot_requests: Counter[int] = Counter()   # slot -> requests it finished
+        self._slot_tokens: Counter[int] = Counter()     # slot -> tokens it generated
 
     def record_response(self, status: int) -> None:
         with self._lock:
@@ -50,8 +54,10 @@ class Metrics:
 
     def record_generation(self, prompt_tokens: int, cached_tokens: int, generated: int, prompt_s: float,
                           gen_s: float, prompt_tok_s: float, gen_tok_s: float, drafted: int = 0,
-                          accepted: int = 0) -> None:
+                          accepted: int = 0, slot: int = 0) -> None:
         with self._lock:
+            self._slot_requests[slot] += 1
+            self._slot_tokens[slot] += generated
             t = self._t
             t.requests_ok += 1
             t.drafted_tokens += drafted
@@ -83,9 +89,13 @@ class Metrics:
         with self._lock:
             return _Totals(**vars(self._t))
 
-    def render(self, in_flight: int, queue_depth: int, model_loaded: bool) -> str:
-        """The Prometheus text for these counters and the engine's present state."""
+    def render(self, in_flight: int, queue_depth: int, model_loaded: bool,
+               slots: Sequence[tuple[int, bool, int]] = (), steps: Any = None) -> str:
+        """The Prometheus text for these counters and the engine's present state: `slots` as
+        (index, busy, tokens held) per slot, `steps` the batcher's StepStats (None: one slot)."""
         t = self.snapshot()
+        with self._lock:
+            slot_requests, slot_tokens = dict(self._slot_requests), dict(self._slot_tokens)
         lines: list[str] = []
 
         def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
@@ -121,4 +131,20 @@ class Metrics:
         metric("requests_in_flight", "gauge", "Requests queued or running in the engine.", [("", in_flight)])
         metric("queue_depth", "gauge", "Requests waiting for the engine.", [("", queue_depth)])
         metric("model_loaded", "gauge", "1 once the model is loaded.", [("", int(model_loaded))])
+        metric("slots", "gauge", "Requests the engine runs at once (--parallel).", [("", len(slots))])
+        metric("slot_busy", "gauge", "1 while a slot runs a request.",
+               [(f'{{slot="{i}"}}', int(busy)) for i, busy, _ in slots])
+        metric("slot_context_tokens", "gauge", "Tokens a slot's context holds (its conversation, reusable by the next).",
+               [(f'{{slot="{i}"}}', held) for i, _, held in slots])
+        metric("slot_requests_total", "counter", "Requests a slot finished.",
+               [(f'{{slot="{i}"}}', slot_requests.get(i, 0)) for i, _, _ in slots])
+        metric("slot_generated_tokens_total", "counter", "Tokens a slot generated.",
+               [(f'{{slot="{i}"}}', slot_tokens.get(i, 0)) for i, _, _ in slots])
+        if steps is not None:
+            metric("decode_steps_total", "counter", "Decode steps shared by the slots' generations.",
+                   [("", steps.steps)])
+            metric("decode_step_rows_total", "counter",
+                   "Tokens those steps carried (over decode_steps_total: the mean batch).", [("", steps.rows)])
+            metric("prompt_chunks_total", "counter", "Prompt chunks decoded between the steps.",
+                   [("", steps.prompt_chunks)])
         return "\n".join(lines) + "\n"

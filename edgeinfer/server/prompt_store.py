@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +32,7 @@ import numpy as np
 
 from edgeinfer.errors import EdgeInferError, StateFileError
 from edgeinfer.model import Model
+from edgeinfer.prompt_cache import PromptCache
 
 log = logging.getLogger("edgeinfer.server")
 
@@ -64,6 +66,7 @@ class PromptStateStore:
         self.min_tokens = max(1, min_tokens)
         self.max_bytes = max_bytes
         self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()   # the server's slots save from their own threads
 
     def files(self) -> list[Path]:
         """Saved states, least recently used first."""
@@ -100,11 +103,10 @@ class PromptStateStore:
         log.warning("prompt cache: %s failed its checks (%s); moved it to %s, and its prefix will be saved "
                     "again when next used", path, why, aside.name)
 
-    # --- the engine thread's hooks -------------------------------------------------------------------
-    def before_generate(self, prompt: Sequence[int]) -> Path | None:
+    # --- the slots' hooks (each on the prompt cache of the slot that serves the request) ----------
+    def before_generate(self, cache: PromptCache, prompt: Sequence[int]) -> Path | None:
         """Prepares the cache for `prompt`; when the prompt shares a long prefix with what was
         cached and then diverges, saves that prefix (returns its file)."""
-        cache = self.model.prompt_cache
         held = cache.reusable_tokens
         shared = cache.prepare(prompt)   # the cache now holds exactly prompt[:shared]
         prefix = tuple(prompt[:shared])
@@ -112,31 +114,34 @@ class PromptStateStore:
         diverged = shared < held or (cache.restored_from_snapshot and prefix not in cache.snapshots)
         if not diverged:
             return None
-        return self._save(prefix)
+        return self._save(cache, prefix)
 
-    def after_generate(self, prompt: Sequence[int], keep: int) -> Path | None:
+    def after_generate(self, cache: PromptCache, prompt: Sequence[int], keep: int) -> Path | None:
         """Saves the first `keep` tokens of the prompt just served (its system prefix) unless
         already saved. The cache still holds them: generation only appended."""
-        if keep <= 0 or self.model.prompt_cache.tokens[:keep] != list(prompt[:keep]):
+        if keep <= 0 or cache.tokens[:keep] != list(prompt[:keep]):
             return None
-        return self._save(tuple(prompt[:keep]))
+        return self._save(cache, tuple(prompt[:keep]))
 
-    def save_live(self) -> Path | None:
-        """Saves what the context holds (the last conversation); called at a clean shutdown."""
-        cache = self.model.prompt_cache
-        return self._save(tuple(cache.tokens[:cache.reusable_tokens]))
+    def save_live(self, cache: PromptCache) -> Path | None:
+        """Saves what a slot's context holds (its last conversation); called at a clean shutdown."""
+        return self._save(cache, tuple(cache.tokens[:cache.reusable_tokens]))
 
-    def _save(self, tokens: tuple[int, ...]) -> Path | None:
+    def _save(self, cache: PromptCache, tokens: tuple[int, ...]) -> Path | None:
         """Writes the cached KV rows of `tokens` (a prefix of what the cache holds), unless too
         short or already on disk; then trims the folder to its byte budget."""
         if len(tokens) < self.min_tokens:
             return None
+        with self._lock:
+            return self._write(cache, tokens)
+
+    def _write(self, cache: PromptCache, tokens: tuple[int, ...]) -> Path | None:
         path = self.folder / state_name(tokens)
         if path.exists():
             _touch(path)   # most recently used
             return path
         try:
-            self.model.prompt_cache.save(path, len(tokens))
+            cache.save(path, len(tokens))
         except (OSError, EdgeInferError) as exc:   # a full disk must not fail the request
             log.warning("prompt cache: could not save %s: %s", path, exc)
             return None

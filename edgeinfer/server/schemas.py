@@ -347,9 +347,10 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "edgeinfer"
-    n_ctx: int
+    n_ctx: int = Field(..., description="The context of each request: every slot has n_ctx positions of its own.")
     n_params: int
     arch: str
+    parallel: int = Field(1, description="Requests run at once (slots); more wait in a queue.")
 
 
 class ModelList(BaseModel):
@@ -361,6 +362,9 @@ class Health(BaseModel):
     status: Literal["ok", "loading", "error"]
     model: str
     detail: str | None = None
+    slots_total: int | None = Field(None, description="Requests run at once (once loaded).")
+    slots_idle: int | None = Field(None, description="Slots free for a new request.")
+    n_ctx_per_slot: int | None = Field(None, description="Context positions each request has.")
 
 
 # --- tokenizer -------------------------------------------------------------------------------

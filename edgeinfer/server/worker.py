@@ -1,13 +1,19 @@
-"""The engine thread: the only code that touches the model's context.
+"""The engine: the model's slots and the threads that generate in them.
 
-Requests become `GenerationJob`s in a FIFO queue; one thread takes them in order and runs each
-to the end, so generations never interleave inside the engine, while the asyncio side stays free
-to accept, validate and stream. Each job carries an asyncio queue that the thread feeds with
-events (`Piece`, `Finished`, `Failed`) through the event loop's thread-safe call.
+Requests become `GenerationJob`s in a FIFO queue. The engine thread loads the model, then hands
+each job, in order, to a free slot: one of the model's `n_parallel` sequences, each with its own
+prompt cache and its own thread running the ordinary generation loop. The slots' decode calls
+share steps (edgeinfer.parallel): a job joins at the next step, a long prompt goes in chunks
+between the others' steps. A job goes to the free slot whose cached tokens share the longest
+prefix with its prompt (a conversation returns to its slot and reuses it), else to the one used
+least recently. The asyncio side stays free to accept, validate and stream; each job carries an
+asyncio queue that its slot's thread feeds with events (`Piece`, `Finished`, `Failed`) through
+the event loop's thread-safe call.
 
 Cancellation: `job.cancel()` sets a flag that the per-token hook checks before every decode
-step, so a client that goes away stops costing compute within one step. A job cancelled while
-still queued is skipped.
+step, so a client that goes away stops costing compute within one step and frees its slot. A
+job cancelled while still queued is skipped. A failure (a prompt over the context, a bad
+request the engine finds) ends its own job only.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import numpy as np
 
 from edgeinfer.generate import GenerationResult
 from edgeinfer.model import Model
+from edgeinfer.prompt_cache import PromptCache, common_prefix
 from edgeinfer.server.errors import APIError, from_exception
 from edgeinfer.server.logprobs import TokenLogprob, token_logprob
 from edgeinfer.server.metrics import Metrics
@@ -99,8 +106,29 @@ class EngineState(str, Enum):
     FAILED = "error"
 
 
+@dataclass(eq=False)
+class Slot:
+    """One of the model's sequences and the thread that generates in it."""
+    index: int
+    cache: PromptCache | None                 # the model's prompt cache for this sequence
+    job: GenerationJob | None = None          # the job it runs, None when free
+    last_used: float = 0.0
+    inbox: queue.Queue = field(default_factory=queue.Queue)
+
+    def reusable(self, prompt: list[int]) -> int:
+        """How many leading prompt tokens this slot's cache holds already."""
+        if self.cache is None:
+            return 0
+        return common_prefix(self.cache.tokens[:self.cache.reusable_tokens], prompt)
+
+    @property
+    def context_tokens(self) -> int:
+        return 0 if self.cache is None else len(self.cache.tokens)
+
+
 class Engine:
-    """Owns the model; `start()` loads it on the engine thread, then serves jobs in order."""
+    """Owns the model; `start()` loads it on the engine thread, then serves jobs in order, as
+    many at once as the model has slots (Model.n_parallel)."""
 
     def __init__(self, load: Callable[[], Model], metrics: Metrics, max_queue: int,
                  make_prompt_store: Callable[[Model], Any] | None = None,
@@ -116,12 +144,16 @@ class Engine:
         self.error: BaseException | None = None
         self.model: Model | None = None
         self.prompt_store: Any = None
+        self.slots: list[Slot] = []
         self._queue: queue.Queue[GenerationJob | None] = queue.Queue()
         self._submit_lock = threading.Lock()
-        self._current: GenerationJob | None = None
+        self._slot_free = threading.Condition(self._submit_lock)
+        self._placing: GenerationJob | None = None   # taken from the queue, waiting for a free slot
         self._in_flight = 0   # submitted and not yet done (queued or running)
         self._settled = threading.Event()   # set when loading has succeeded or failed
+        self._stopping = False
         self._thread = threading.Thread(target=self._run, name="edgeinfer-engine", daemon=True)
+        self._slot_threads: list[threading.Thread] = []
 
     # --- the HTTP side ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -146,7 +178,7 @@ class Engine:
         self.require_model()
         job.bind(asyncio.get_running_loop())
         with self._submit_lock:
-            if self._queue.qsize() >= self.max_queue:
+            if self.queue_depth >= self.max_queue:
                 self.metrics.record_rejected()
                 raise APIError(503, f"The server is busy: {self.max_queue} requests are already waiting. "
                                     f"Retry later.", type="server_error", code="queue_full",
@@ -154,38 +186,61 @@ class Engine:
             self._queue.put(job)
             self._in_flight += 1
 
-    def _done(self) -> None:
-        with self._submit_lock:
-            self._in_flight -= 1
-
     @property
     def queue_depth(self) -> int:
-        return self._queue.qsize()
+        """Jobs waiting for a slot."""
+        return self._queue.qsize() + (self._placing is not None)
 
     @property
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def n_slots(self) -> int:
+        return len(self.slots)
+
+    @property
+    def idle_slots(self) -> int:
+        with self._submit_lock:
+            return sum(slot.job is None for slot in self.slots)
+
+    def slot_states(self) -> list[tuple[int, bool, int]]:
+        """(index, busy, tokens its cache holds) per slot, for /metrics."""
+        with self._submit_lock:
+            return [(slot.index, slot.job is not None, slot.context_tokens) for slot in self.slots]
+
+    def step_stats(self) -> Any:
+        """The batcher's step counters (edgeinfer.parallel.StepStats), None with one slot."""
+        batcher = getattr(self.model, "batcher", None)
+        return None if batcher is None else batcher.stats
+
     def cancel_all(self) -> None:
-        """Fails the queued jobs and cancels the running one (its client gets an error event at
+        """Fails the queued jobs and cancels the running ones (their clients get an error event at
         the next token), so open streams end at once when the server is asked to stop."""
         with self._submit_lock:
+            self._stopping = True
+            waiting = [self._placing] if self._placing is not None else []
             while True:
                 try:
                     job = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if job is not None:
-                    job.cancel()
-                    job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error",
-                                             code="shutting_down")))
-                    self._in_flight -= 1
-            current = self._current
-            if current is not None:
-                current.cancel()
+                    waiting.append(job)
+            for job in waiting:
+                job.cancel()
+                job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error",
+                                         code="shutting_down")))
+                self._in_flight -= 1
+            self._placing = None
+            for slot in self.slots:
+                if slot.job is not None:
+                    slot.job.cancel()
+            self._slot_free.notify_all()
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        """cancel_all(), then stops the engine thread."""
+        """cancel_all(), then stops the engine and slot threads (saving the slots' conversations
+        to the prompt store, when there is one)."""
         self.cancel_all()
         self._queue.put(None)
         if self._thread.is_alive():
@@ -206,24 +261,79 @@ class Engine:
                 self._on_load_failure(exc)
             return
         self.model = model
+        self.slots = [Slot(i, cache) for i, cache in enumerate(model.prompt_caches)]
+        for slot in self.slots:
+            thread = threading.Thread(target=self._slot_loop, args=(slot,), name=f"edgeinfer-slot-{slot.index}",
+                                      daemon=True)
+            thread.start()
+            self._slot_threads.append(thread)
         self.state = EngineState.READY
         self._settled.set()
-        while True:
-            job = self._queue.get()
-            if job is None:
-                self._save_live()
-                return
-            self._current = job
-            try:
+        try:
+            while True:
+                job = self._queue.get()
+                if job is None:
+                    return
                 if job.cancelled.is_set():   # its client left while it waited
                     self.metrics.record_cancelled()
-                else:
-                    self._serve(job)
-            finally:
-                self._current = None
-                self._done()
+                    self._done()
+                    continue
+                self._place(job)
+        finally:
+            self._stop_slots()
 
-    def _serve(self, job: GenerationJob) -> None:
+    def _place(self, job: GenerationJob) -> None:
+        """Waits for a free slot and hands `job` to the best one (see the module doc)."""
+        with self._submit_lock:
+            self._placing = job
+            while not self._stopping and not job.cancelled.is_set() and all(s.job for s in self.slots):
+                self._slot_free.wait()
+            if self._placing is None:   # cancel_all failed it meanwhile
+                return
+            self._placing = None
+            if job.cancelled.is_set() or self._stopping:
+                self.metrics.record_cancelled()
+                self._in_flight -= 1
+                job.emit(Failed(APIError(503, "The server is shutting down.", type="server_error",
+                                         code="shutting_down")))   # nobody listens, unless stopping
+                return
+            free = [s for s in self.slots if s.job is None]
+            slot = max(free, key=lambda s: (s.reusable(job.prompt), -s.last_used))
+            slot.job = job
+        slot.inbox.put(job)
+
+    def _stop_slots(self) -> None:
+        for slot in self.slots:
+            slot.inbox.put(None)
+        for thread in self._slot_threads:
+            thread.join(5.0)
+        if self.prompt_store is not None:
+            for slot in self.slots:
+                self._store("save the last conversation", self.prompt_store.save_live, slot.cache)
+
+    def _done(self) -> None:
+        with self._submit_lock:
+            self._in_flight -= 1
+
+    # --- a slot's thread -------------------------------------------------------------------------
+    def _slot_loop(self, slot: Slot) -> None:
+        while True:
+            job = slot.inbox.get()
+            if job is None:
+                return
+            try:
+                if job.cancelled.is_set():
+                    self.metrics.record_cancelled()
+                else:
+                    self._serve(job, slot)
+            finally:
+                with self._submit_lock:
+                    slot.job = None
+                    slot.last_used = time.perf_counter()
+                    self._in_flight -= 1
+                    self._slot_free.notify_all()
+
+    def _serve(self, job: GenerationJob, slot: Slot) -> None:
         started = time.perf_counter()
         first_token_at: float | None = None
         pending: list[TokenLogprob] = []
@@ -239,8 +349,8 @@ class Engine:
 
         try:
             if self.prompt_store is not None:
-                self.prompt_store.before_generate(job.prompt)
-            gen = self.model.generate(job.prompt, on_token=on_token, **job.options)
+                self.prompt_store.before_generate(slot.cache, job.prompt)
+            gen = self.model.generate(job.prompt, on_token=on_token, prompt_cache=slot.cache, **job.options)
             while True:
                 try:
                     text = next(gen)
@@ -251,7 +361,7 @@ class Engine:
                 pending.clear()
         except GenerationCancelled:
             self.metrics.record_cancelled()
-            log.info("generation cancelled")
+            log.info("generation cancelled (slot %d)", slot.index)
             # Usually nobody listens any more; on shutdown this ends the client's stream.
             job.emit(Failed(APIError(503, "The generation was cancelled (the server is shutting down).",
                                      type="server_error", code="shutting_down")))
@@ -268,15 +378,13 @@ class Engine:
         drafts = result.drafts
         self.metrics.record_generation(result.prompt_tokens, result.cached_tokens, len(result.tokens),
                                        t.prompt_ms / 1e3, t.gen_ms / 1e3, t.prompt_tok_s, t.gen_tok_s,
-                                       drafts.drafted if drafts else 0, drafts.accepted if drafts else 0)
+                                       drafts.drafted if drafts else 0, drafts.accepted if drafts else 0,
+                                       slot=slot.index)
         ttft = (first_token_at or end) - job.accepted_at
         job.emit(Finished(result, pending.copy(), ttft * 1e3, (started - job.accepted_at) * 1e3))
         if self.prompt_store is not None and job.keep_prefix:
-            self._store("save the system prefix", self.prompt_store.after_generate, job.prompt, job.keep_prefix)
-
-    def _save_live(self) -> None:
-        if self.prompt_store is not None:
-            self._store("save the last conversation", self.prompt_store.save_live)
+            self._store("save the system prefix", self.prompt_store.after_generate, slot.cache, job.prompt,
+                        job.keep_prefix)
 
     @staticmethod
     def _store(what: str, action: Callable[..., Any], *args: Any) -> None:
