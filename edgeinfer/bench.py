@@ -5,6 +5,9 @@ measured separately, on fixed token ids (no tokenizer, no sampler).
   context, as any prompt is). tok/s = N / time.
 - ``tg<N>``: N single-token decodes from an empty context, each feeding a fixed id; only the
   last row's logits are computed (the same work as greedy generation minus the argmax).
+- ``tg<N> x<S>`` (``-np S``, as llama-batched-bench's ``-npl``): S sequences generating at once,
+  N steps of one decode call carrying a token of each (parallel requests, edgeinfer.parallel).
+  tok/s = S x N / time: the aggregate; how it grows with S is what a step of S rows costs.
 - ``@ d<D>`` (llama-bench's ``-d``): the test starts with D tokens already in the context (decoded
   once, untimed; each run truncates back to them), which is where the KV cache and attention
   cost show: e.g. ``tg32 @ d2048`` is generation speed at 2,048 tokens of context.
@@ -46,16 +49,19 @@ class BenchResult:
     type_k: str = "f16"  # KV cache types
     type_v: str = "f16"
     n_gpu_layers: int = 0  # layers offloaded to the OpenCL device (--gpu-layers)
+    n_parallel: int = 1  # sequences generating at once (tg only)
     samples_ns: list[int] = field(default_factory=list)
 
     @property
     def test(self) -> str:
         name = f"pp{self.n_prompt}" if self.n_prompt else f"tg{self.n_gen}"
+        if self.n_parallel > 1:
+            name += f" x{self.n_parallel}"
         return f"{name} @ d{self.n_depth}" if self.n_depth else name
 
     @property
     def n_tokens(self) -> int:
-        return self.n_prompt or self.n_gen
+        return self.n_prompt or self.n_gen * self.n_parallel
 
     @property
     def samples_ts(self) -> list[float]:
@@ -101,6 +107,20 @@ def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
     return time.perf_counter_ns() - start
 
 
+def time_parallel_generation(ctx: _core.Context, ids: np.ndarray, depth: int, n_seq: int) -> int:
+    """ns for len(ids) decode calls of one token for each of the first n_seq sequences of ctx
+    (each decodes the same ids after the same first `depth` positions, copied from sequence 0's)."""
+    for s in range(1, n_seq):
+        ctx.seq_copy(0, s, depth)
+    ctx.truncate(depth)
+    seq_ids = np.arange(n_seq, dtype=np.int32)
+    steps = [np.full(n_seq, t, dtype=np.int32) for t in ids]  # made before the clock starts
+    start = time.perf_counter_ns()
+    for step in steps:
+        ctx.decode_sequences(step, seq_ids)
+    return time.perf_counter_ns() - start
+
+
 def run_bench(
     path: str | Path,
     n_prompt: Sequence[int] = (512,),
@@ -114,21 +134,25 @@ def run_bench(
     type_v: Sequence[str] = ("f16",),
     n_depth: Sequence[int] = (0,),
     gpu: dict | None = None,
+    n_parallel: Sequence[int] = (1,),
 ) -> list[BenchResult]:
     """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every depth, for every KV
     cache type pair (each of type_k with each of type_v) and thread count (0 = physical cores; more
     than the usable CPUs: capped, with a warning; counts that come out equal run once).
     n_ctx None = just enough for the longest test. gpu: Model.load's gpu_layers / device /
-    require_gpu, planned for each KV type pair (without a device: a warning, and the CPU). Returns the results in run order, also
-    passing each to on_result as it completes."""
+    require_gpu, planned for each KV type pair (without a device: a warning, and the CPU).
+    n_parallel: for each S > 1, the tg tests again with S sequences at once (not with gpu).
+    Returns the results in run order, also passing each to on_result as it completes."""
     if repetitions < 1:
         raise ValueError("repetitions must be at least 1")
-    tests = [(p, 0) for p in n_prompt if p > 0] + [(0, g) for g in n_gen if g > 0]
+    if any(s < 1 for s in n_parallel):
+        raise ValueError("n_parallel values must be at least 1")
+    tests = [(p, 0, 1) for p in n_prompt if p > 0] + [(0, g, s) for g in n_gen if g > 0 for s in n_parallel]
     if not tests:
         raise ValueError("nothing to run: give a positive -p or -n")
     if not n_depth or any(d < 0 for d in n_depth):
         raise ValueError("depths must be 0 or more")
-    need = max(n_depth) + max(p + g for p, g in tests)
+    need = max(n_depth) + max(p + g for p, g, _ in tests)
     if n_ctx is None:
         n_ctx = need
     elif n_ctx < need:
@@ -152,19 +176,24 @@ def run_bench(
                 _, offload = plan_offload(model.gguf, str(gpu["gpu_layers"]), gpu.get("device", 0), n_ctx,
                                           (tk, tv), gpu.get("require_gpu", False))
             for t in thread_counts:
+                n_seq = max(n_parallel) if not offload else 1
                 ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv,
-                                    **offload)
+                                    n_seq=n_seq, **offload)
                 for d in n_depth:
                     ctx.truncate(0)
                     if d:
                         ctx.decode(ids[:d])  # the context the tests start from, decoded once
-                    for p, g in tests:
+                    for p, g, s in tests:
+                        if s > n_seq:
+                            continue
                         r = BenchResult(model=path.name, model_size=path.stat().st_size, n_params=model.n_params,
                                         isa=_core.isa(), n_threads=ctx.n_threads, n_batch=n_batch, n_ctx=n_ctx,
                                         n_prompt=p, n_gen=g, n_depth=d, type_k=tk, type_v=tv,
-                                        n_gpu_layers=len(offload.get("gpu_layers", ())))
+                                        n_gpu_layers=len(offload.get("gpu_layers", ())), n_parallel=s)
                         new = ids[d:d + p + g]
-                        run = ((lambda: time_prompt(ctx, new, d)) if p else (lambda: time_generation(ctx, new, d)))
+                        run = ((lambda: time_prompt(ctx, new, d)) if p else
+                               (lambda: time_generation(ctx, new, d)) if s == 1 else
+                               (lambda: time_parallel_generation(ctx, new, d, s)))
                         run()  # warm-up
                         r.samples_ns = [run() for _ in range(repetitions)]
                         results.append(r)
@@ -172,3 +201,4 @@ def run_bench(
                             on_result(r)
                 del ctx
     return results
+

@@ -44,6 +44,16 @@ def test_refuses_a_context_shorter_than_a_test(tiny_llama_path):
         run_bench(tiny_llama_path, n_prompt=[0], n_gen=[0], threads=[1], repetitions=1)
 
 
+def test_parallel_generation_tests_count_every_sequence_s_tokens(tiny_llama_path):
+    results = run_bench(tiny_llama_path, n_prompt=[8], n_gen=[4], threads=[1], repetitions=1, n_parallel=[1, 3],
+                        n_depth=[0, 5])
+    assert [r.test for r in results] == ["pp8", "tg4", "tg4 x3", "pp8 @ d5", "tg4 @ d5", "tg4 x3 @ d5"]
+    par = results[2]
+    assert (par.n_parallel, par.n_tokens) == (3, 12) and par.to_dict()["n_parallel"] == 3
+    with pytest.raises(ValueError, match="n_parallel values must be at least 1"):
+        run_bench(tiny_llama_path, n_prompt=[8], n_gen=[4], threads=[1], repetitions=1, n_parallel=[0])
+
+
 def test_token_ids_are_fixed_and_in_range():
     a, b = make_token_ids(100, 50), make_token_ids(100, 50)
     assert (a == b).all() and a.min() >= 0 and a.max() < 50 and str(a.dtype) == "int32"

@@ -223,6 +223,9 @@ def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="tokens per forward chunk (default: %(default)s)")
     p.add_argument("-d", "--n-depth", type=_int_list, default=[0], metavar="D[,D...]",
                    help="tokens already in the context when each test starts (default: 0)")
+    p.add_argument("-np", "--parallel", type=_int_list, default=[1], metavar="S[,S...]",
+                   help="also run the generation tests with S sequences at once, one decode call per "
+                        "step for all (parallel requests; like llama-batched-bench -npl) (default: 1)")
     p.add_argument("-ctk", "--ctk", "--cache-type-k", dest="cache_type_k", type=_kv_type_list, default=["f16"],
                    metavar="T[,T...]", help=f"KV cache types for K ({', '.join(KV_TYPES)}; default: f16)")
     p.add_argument("-ctv", "--ctv", "--cache-type-v", dest="cache_type_v", type=_kv_type_list, default=["f16"],

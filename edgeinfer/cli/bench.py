@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
         results = run_bench(path, n_prompt=args.n_prompt, n_gen=args.n_gen, threads=args.threads,
                             repetitions=args.repetitions, n_ctx=args.ctx_size, n_batch=args.batch_size,
                             on_result=progress, type_k=args.cache_type_k, type_v=args.cache_type_v,
-                            n_depth=args.n_depth, gpu=gpu_options(args))
+                            n_depth=args.n_depth, gpu=gpu_options(args), n_parallel=args.parallel)
     if args.json:
         print(json.dumps([r.to_dict() for r in results], indent=2))
     else:
