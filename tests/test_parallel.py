@@ -111,3 +111,21 @@ def test_parallel_settings_are_checked(smollm2_path):
     other = Model.load(smollm2_path, n_ctx=64, n_threads=2, n_parallel=2)
     with pytest.raises(ValueError, match="prompt_cache must be one of this model's"):
         model.generate("hi", prompt_cache=other.prompt_caches[1])
+
+
+def test_a_context_shift_in_one_slot_gives_what_it_gives_alone(smollm2_path):
+    """A slot whose generation outgrows its context shifts its own sequence only."""
+    alone = Model.load(smollm2_path, n_ctx=96, n_threads=2, n_batch=N_BATCH)
+    ban = {t: -100.0 for t in alone.vocab.eog_ids}
+    jobs = [dict(prompt=chat_ids(alone, PROMPTS[0]), max_tokens=140, temperature=0, context_overflow="shift",
+                 logit_bias=ban),
+            dict(prompt=chat_ids(alone, PROMPTS[2]), max_tokens=40, temperature=0)]
+    want = []
+    for job in jobs:
+        alone.prompt_cache.reset()
+        want.append(alone.complete(**job))
+    assert want[0].context_shifts > 0
+    model = Model.load(smollm2_path, n_ctx=96, n_threads=2, n_batch=N_BATCH, n_parallel=2)
+    got = run_threads(model, jobs)
+    assert [r.tokens for r in got] == [r.tokens for r in want]
+    assert got[0].context_shifts == want[0].context_shifts
