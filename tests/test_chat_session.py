@@ -226,6 +226,14 @@ def test_set_changes_the_setting(ctx, line, attr, value):
     assert not outcome.error and ctx.session.settings.get(attr) == value
 
 
+def test_speculative_decoding_is_turned_off_and_on(ctx):
+    assert ctx.session.speculative and "speculative decoding on" in run_command(ctx, "/speculative").text
+    assert run_command(ctx, "/speculative off").text == "speculative decoding off" and not ctx.session.speculative
+    assert run_command(ctx, "/speculative on").text == "speculative decoding on" and ctx.session.speculative
+    bad = run_command(ctx, "/speculative maybe")
+    assert bad.error and bad.text == "usage: /speculative [on|off]" and ctx.session.speculative
+
+
 @pytest.mark.parametrize("line, message", [
     ("/set temp hot", "/set temp: expected a number >= 0, got 'hot'"),
     ("/set temp nan", "/set temp: expected a number >= 0, got nan"),

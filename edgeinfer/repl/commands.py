@@ -151,6 +151,7 @@ def _show(ctx: CommandContext, arg: str) -> Outcome:
             f"{name}={'random' if s.get(attr) is None else s.get(attr)}"
             for name, (attr, _) in SETTABLE.items()),
         f"stats line     {'on' if ctx.options.show_stats else 'off'}",
+        f"speculative    {'on' if ctx.session.speculative else 'off'}",
     ]
     return Outcome("\n".join(lines))
 
@@ -166,6 +167,17 @@ def _stats(ctx: CommandContext, arg: str) -> Outcome:
     if last is None:
         return Outcome(f"no answer yet (stats line {state})")
     return Outcome(f"last answer: {format_stats(last)}\nstats line {state} (/stats on|off)")
+
+
+def _speculative(ctx: CommandContext, arg: str) -> Outcome:
+    if arg in ("on", "off"):
+        ctx.session.speculative = arg == "on"
+        return Outcome(f"speculative decoding {arg}")
+    if arg:
+        return Outcome("usage: /speculative [on|off]", error=True)
+    state = "on" if ctx.session.speculative else "off"
+    return Outcome(f"speculative decoding {state} (/speculative on|off): guessed tokens checked in one "
+                   f"pass, the same answers, sooner when they repeat earlier text")
 
 
 def _path_arg(arg: str, command: str) -> Path:
@@ -225,6 +237,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("load", "/load FILE", "load a saved conversation and resume it", _load),
     Command("regen", "/regen", "a new answer to the last message", _regen),
     Command("stats", "/stats [on|off]", "the last answer's figures; turn the stats line on/off", _stats),
+    Command("speculative", "/speculative [on|off]", "turn speculative decoding on/off (the same answers)",
+            _speculative),
     Command("bye", "/bye", "quit (also /exit, Ctrl-D)", _quit),
     Command("exit", "/exit", "quit", _quit),
 ]}
