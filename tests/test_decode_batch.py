@@ -1,5 +1,6 @@
 """A decode call of a few new tokens with as_single_steps (the batch parallel requests and
-speculative verification are made of) gives each token exactly the logits it gets decoded alone,
+speculative verification are made of) gives each token exactly the logits (and cached K/V rows) it
+gets decoded alone,
 on every ISA, with an F16 or a quantized KV cache: each matmul computes every row in its one-row
 order (vec_dot's, through the small-batch GEMMs where the table has them; the GEMV order of the
 types llama.cpp repacks), and attention runs row by row as a single step does."""
@@ -30,6 +31,7 @@ for t in new:
     ctx.decode(np.array([t], np.int32))
     alone.append(np.array(ctx.logits[-1]))
 alone = np.stack(alone)
+kv_alone = ctx.kv_snapshot(len(prompt) + len(new))   # every cached row, the batch's included
 differ = {}
 for n in (2, 3, 4, 5, 8, 9):
     ctx.truncate(len(prompt))
@@ -37,6 +39,8 @@ for n in (2, 3, 4, 5, 8, 9):
     batch = np.array(ctx.logits)
     if not np.array_equal(batch.view(np.uint32), alone[:n].view(np.uint32)):
         differ[n] = float(np.abs(batch - alone[:n]).max())
+if not np.array_equal(ctx.kv_snapshot(len(prompt) + len(new)), kv_alone):
+    differ["kv"] = "the cached K/V rows differ"
 print(json.dumps({"isa": _core.isa(), "differ": differ}))
 """
 
