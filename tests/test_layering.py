@@ -38,7 +38,7 @@ def test_the_library_never_imports_the_command_line():
 
 
 # What only tests call: one kernel, one float op, one attention or one device op per call.
-TEST_ENTRY_POINTS = ["vec_dot_type", "quantize", "vec_dot", "vec_dot_raw", "gemm", "attn_f16_row", "attention_f16",
+TEST_ENTRY_POINTS = ["vec_dot_type", "quantize", "vec_dot", "vec_dot_raw", "gemm", "attn_f16_row", "attn_f16_rows", "attention_f16",
                      "swiglu", "geglu", "rope_rotate", "rope_rotate_neox", "kv_cache_attention", "attention_kv",
                      "attention_kv_seconds", "OpenCLDevice", "opencl_host_block_layouts", "opencl_block_prelude"]
 

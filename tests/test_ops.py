@@ -175,6 +175,24 @@ def test_attention_row_every_isa_matches_scalar(isa, head_dim, n_kv):
 
 
 @pytest.mark.parametrize("isa", ISAS)
+def test_queries_attended_together_get_the_bits_each_gets_alone(isa):
+    """A GQA group or a batch's rows in one call (attn_f16_rows): each query over its own range
+    of positions (causal rows, a sliding window) is computed exactly as alone."""
+    head_dim, n_kv, m = 64, 50, 7
+    rng = np.random.default_rng(11)
+    q = (rng.standard_normal((m, head_dim)) * 2).astype(np.float32)
+    _, k, v = attn_inputs(head_dim, n_kv, seed=12)
+    first = [0, 0, 3, 10, 0, 40, 49]
+    last = [49, 20, 30, 10, 0, 49, 49]
+    got = _testing.attn_f16_rows(q, first, last, k.view(np.uint16), v.view(np.uint16), 0.125, isa=isa)
+    for j in range(m):
+        rows = slice(first[j], last[j] + 1)
+        alone = _testing.attn_f16_row(q[j], np.ascontiguousarray(k[rows]).view(np.uint16),
+                                      np.ascontiguousarray(v[rows]).view(np.uint16), 0.125, isa=isa)
+        assert np.array_equal(got[j].view(np.uint32), alone.view(np.uint32)), j
+
+
+@pytest.mark.parametrize("isa", ISAS)
 def test_attention_over_one_position_returns_its_value(isa):
     q, k, v = attn_inputs(64, 1, seed=1)
     got = _testing.attn_f16_row(q, k.view(np.uint16), v.view(np.uint16), 0.125, isa=isa)

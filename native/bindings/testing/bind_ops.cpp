@@ -3,6 +3,7 @@
 // calls the table directly, never through here.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cmath>
 #include <string>
@@ -39,13 +40,38 @@ void register_ops(py::module_& m) {
         std::vector<uint16_t> scratch(2 * d);
         {
             py::gil_scoped_release nogil;
-            t.ops.attn_f16_row(q.data(), k.data(), v.data(), d, 0, n_kv - 1, d, scale, scratch.data(),
-                               out.mutable_data());
+            const ei::AttnF16Query query{q.data(), out.mutable_data(), 0, n_kv - 1};
+            t.ops.attn_f16_rows(&query, 1, k.data(), v.data(), d, d, scale, scratch.data());
         }
         return out;
     }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("scale"), py::arg("isa") = py::none(),
        "One query row of flash attention over F16 K/V rows (uint16 bit patterns, [n_kv, head_dim]): "
        "softmax(scale * K q16) V with ggml's F16 rounding -> float32 [head_dim].");
+
+    m.def("attn_f16_rows", [](const Floats& q, const std::vector<int64_t>& first, const std::vector<int64_t>& last,
+                              const Halves& k, const Halves& v, float scale, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(q.ndim() == 2 && k.ndim() == 2 && v.ndim() == 2,
+                "attn_f16_rows: q is [n_queries, head_dim], k and v [n_kv, head_dim]");
+        const int64_t m = q.shape(0), d = q.shape(1), n_kv = k.shape(0);
+        require(m >= 1 && m <= ei::kAttnMaxQueries && (int64_t)first.size() == m && (int64_t)last.size() == m,
+                "attn_f16_rows: 1.." + std::to_string(ei::kAttnMaxQueries) + " queries, a first and last for each");
+        require(k.shape(1) == d && v.shape(0) == n_kv && v.shape(1) == d, "attn_f16_rows: k and v must be [n_kv, head_dim]");
+        for (int64_t j = 0; j < m; ++j)
+            require(0 <= first[j] && first[j] <= last[j] && last[j] < n_kv, "attn_f16_rows: positions outside k");
+        py::array_t<float> out({m, d});
+        std::vector<ei::AttnF16Query> queries;
+        for (int64_t j = 0; j < m; ++j) queries.push_back({q.data() + j * d, out.mutable_data() + j * d, first[j], last[j]});
+        std::vector<uint16_t> scratch(2 * d * m);
+        {
+            py::gil_scoped_release nogil;
+            t.ops.attn_f16_rows(queries.data(), m, k.data(), v.data(), d, d, scale, scratch.data());
+        }
+        return out;
+    }, py::arg("q"), py::arg("first"), py::arg("last"), py::arg("k"), py::arg("v"), py::arg("scale"),
+       py::arg("isa") = py::none(),
+       "Several queries over the same F16 K/V rows in one call, query j over positions first[j]..last[j] "
+       "-> float32 [n_queries, head_dim].");
 
     m.def("attention_f16", [](const Floats& q, const Halves& k, const Halves& v, int64_t window, bool tiled,
                               int n_threads, const py::object& isa) {

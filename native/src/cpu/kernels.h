@@ -75,12 +75,22 @@ struct TypeKernels {
 // polynomials and FMA contractions), and the scalar reference mirrors ggml built without SIMD.
 
 // One query row of flash attention over an F16 cache (ggml_compute_forward_flash_attn_ext_f16_one_chunk,
-// F16 K and V): positions first..last of K/V rows (k + ic * kv_stride, likewise v), head_dim
-// elements each; Q rounded to F16, KQ dot in ggml_vec_dot_f16's order, online softmax with expf,
-// V accumulated in F16; out = VKQ / S. scratch holds 2 * head_dim halves.
-using AttnF16RowFn = void (*)(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
-                              int64_t first, int64_t last, int64_t head_dim, float scale, uint16_t* scratch,
-                              float* out);
+// F16 K and V): positions first..last of the K/V rows; Q rounded to F16, KQ dot in
+// ggml_vec_dot_f16's order, online softmax with expf, V accumulated in F16; out = VKQ / S.
+struct AttnF16Query {
+    const float* q;         // [head_dim]
+    float* out;             // [head_dim]
+    int64_t first, last;    // the positions it attends to
+};
+// Queries that share their K/V rows (k + ic * kv_stride, likewise v; head_dim elements each): the
+// heads of a GQA group, the rows of a batch in one sequence. Each is computed exactly as it is
+// alone; one pass over the positions serves them all, so each K/V row is read from L1 by every
+// query after the first, and the queries are independent work the core can overlap.
+// At most kAttnMaxQueries a call; scratch holds 2 * head_dim * n_queries halves.
+constexpr int64_t kAttnMaxQueries = 32;
+using AttnF16RowsFn = void (*)(const AttnF16Query* queries, int64_t n_queries, const uint16_t* k,
+                               const uint16_t* v, int64_t kv_stride, int64_t head_dim, float scale,
+                               uint16_t* scratch);
 // out[i] = silu(gate[i]) * up[i] (ggml_vec_swiglu_f32); out may equal gate.
 using SwigluFn = void (*)(int64_t n, const float* gate, const float* up, float* out);
 // RoPE "normal" rotation of adjacent pairs (ggml's rotate_pairs): for each of n_heads rows of
@@ -170,7 +180,7 @@ inline size_t attn_f16_tile_scratch_floats(int64_t rows, int64_t head_dim) {
 }
 
 struct OpKernels {
-    AttnF16RowFn attn_f16_row = nullptr;
+    AttnF16RowsFn attn_f16_rows = nullptr;
     AttnF16TileFn attn_f16_tile = nullptr;  // prompt chunks of kAttnTileMinRows+ rows, where set
     AttnKvqRowFn attn_kvq_row = nullptr;
     AttnKvqSpanFn attn_kvq_span = nullptr;  // preferred over attn_kvq_row where set and supported

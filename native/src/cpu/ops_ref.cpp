@@ -32,9 +32,9 @@ struct ScalarF16Prims {
     static float sum_update(float S, float ms, float vs) { return S * ms + vs; }
 };
 
-void attn_f16_row_ref(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t first,
-                      int64_t last, int64_t head_dim, float scale, uint16_t* scratch, float* out) {
-    attend_row_f16<ScalarF16Prims>(q, k, v, kv_stride, first, last, head_dim, scale, scratch, out);
+void attn_f16_rows_ref(const AttnF16Query* queries, int64_t n_queries, const uint16_t* k, const uint16_t* v,
+                        int64_t kv_stride, int64_t head_dim, float scale, uint16_t* scratch) {
+    attend_rows_f16<ScalarF16Prims>(queries, n_queries, k, v, kv_stride, head_dim, scale, scratch);
 }
 
 // ggml_silu_f32(x) * g
@@ -86,7 +86,7 @@ void geglu_ref(int64_t n, const float* gate, const float* up, float* out) {
 }  // namespace
 
 void fill_ops_scalar(OpKernels& ops) {
-    ops.attn_f16_row = attn_f16_row_ref;
+    ops.attn_f16_rows = attn_f16_rows_ref;
     ops.swiglu = swiglu_ref;
     ops.rope_rotate = rope_rotate_ref;
     ops.rope_rotate_neox = rope_rotate_neox_ref;

@@ -84,35 +84,46 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
         }, n_tasks);
         return;
     }
-    const AttnF16RowFn attend = kt.ops.attn_f16_row;
-    auto attend_row_head = [&](int64_t t, int64_t h, uint16_t* scratch) {
-        const int64_t hk = h / group;
-        const int64_t last = pos0 + t;
-        const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
-        const int64_t off = (t * s.n_head + h) * s.head_dim;
-        attend(q + off, k + hk * s.head_dim, v + hk * s.head_dim, row_stride, first, last, s.head_dim, s.scale,
-               scratch, out + off);
+    // Every (row, head) is one query of the one-row kernel. The queries of a KV head share its
+    // rows, so they go to the kernel together (AttnF16RowsFn), ordered by KV head; tasks take
+    // contiguous runs of them of about equal cost (a causal row costs its position count).
+    struct Item {
+        int64_t hk, cost;
+        AttnF16Query query;
     };
-    if (n >= 2 * pool.size()) {
-        // A causal query row costs in proportion to its position, so contiguous ranges would
-        // leave most of a prompt's work to the thread with the last rows: tasks take rows
-        // round-robin (task i: rows i, i + n_tasks, ...), a few tasks per thread.
-        const int n_tasks = (int)std::min<int64_t>(n, 4 * pool.size());
-        pool.run([&](int task, int nt) {
-            std::vector<uint16_t> scratch(2 * s.head_dim);
-            for (int64_t t = task; t < n; t += nt)
-                for (int64_t h = 0; h < s.n_head; ++h) attend_row_head(t, h, scratch.data());
-        }, n_tasks);
-        return;
-    }
-    // Decode (a row or a few): the heads are the work to share.
-    const int64_t jobs = n * s.n_head;
-    pool.run([&](int ith, int nth) {
-        std::vector<uint16_t> scratch(2 * s.head_dim);
-        int64_t j0, j1;
-        ThreadPool::split(jobs, ith, nth, &j0, &j1);
-        for (int64_t j = j0; j < j1; ++j) attend_row_head(j / s.n_head, j % s.n_head, scratch.data());
-    });
+    std::vector<Item> items;
+    items.reserve((size_t)(n * s.n_head));
+    for (int64_t hk = 0; hk < s.n_head_kv; ++hk)
+        for (int64_t t = 0; t < n; ++t)
+            for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+                const int64_t last = pos0 + t;
+                const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
+                const int64_t off = (t * s.n_head + h) * s.head_dim;
+                items.push_back({hk, last - first + 1, {q + off, out + off, first, last}});
+            }
+    std::vector<int64_t> cost_before(items.size() + 1, 0);
+    for (size_t i = 0; i < items.size(); ++i) cost_before[i + 1] = cost_before[i] + items[i].cost;
+    const int n_tasks = (int)std::min<int64_t>((int64_t)items.size(), 2 * pool.size());
+    const AttnF16RowsFn attend = kt.ops.attn_f16_rows;
+    pool.run([&](int task, int nt) {
+        // This task's items: those whose cost midpoint falls in its share of the total.
+        const int64_t total = cost_before.back();
+        auto boundary = [&](int64_t share) {
+            const int64_t target = total * share / nt;
+            return (size_t)(std::lower_bound(cost_before.begin(), cost_before.end(), target) - cost_before.begin());
+        };
+        const size_t i0 = task == 0 ? 0 : boundary(task), i1 = task == nt - 1 ? items.size() : boundary(task + 1);
+        std::vector<AttnF16Query> batch;
+        std::vector<uint16_t> scratch((size_t)(2 * s.head_dim * kAttnMaxQueries));
+        for (size_t i = i0; i < i1;) {
+            const int64_t hk = items[i].hk;
+            batch.clear();
+            for (; i < i1 && items[i].hk == hk && (int64_t)batch.size() < kAttnMaxQueries; ++i)
+                batch.push_back(items[i].query);
+            attend(batch.data(), (int64_t)batch.size(), k + hk * s.head_dim, v + hk * s.head_dim, row_stride,
+                   s.head_dim, s.scale, scratch.data());
+        }
+    }, n_tasks);
 }
 
 void swiglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n) {

@@ -66,9 +66,9 @@ struct Avx2F16Prims {
     static float sum_update(float S, float ms, float vs) { return std::fma(S, ms, vs); }
 };
 
-void attn_f16_row_avx2(const float* q, const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t first,
-                       int64_t last, int64_t head_dim, float scale, uint16_t* scratch, float* out) {
-    attend_row_f16<Avx2F16Prims>(q, k, v, kv_stride, first, last, head_dim, scale, scratch, out);
+void attn_f16_rows_avx2(const AttnF16Query* queries, int64_t n_queries, const uint16_t* k, const uint16_t* v,
+                        int64_t kv_stride, int64_t head_dim, float scale, uint16_t* scratch) {
+    attend_rows_f16<Avx2F16Prims>(queries, n_queries, k, v, kv_stride, head_dim, scale, scratch);
 }
 
 inline __m256 silu8(__m256 x) {
@@ -89,7 +89,7 @@ void swiglu_avx2(int64_t n, const float* gate, const float* up, float* out) {
 }  // namespace
 
 void fill_ops_avx2(OpKernels& ops) {
-    ops.attn_f16_row = attn_f16_row_avx2;
+    ops.attn_f16_rows = attn_f16_rows_avx2;
     ops.swiglu = swiglu_avx2;
     ops.rope_rotate = rope_rotate_fma;
     ops.rope_rotate_neox = rope_rotate_neox_fma;
