@@ -22,7 +22,7 @@ import numpy as np
 from edgeinfer import _core
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.prompt_cache import PromptCache
-from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
+from edgeinfer.sampling import SamplingParams, TokenPicker
 from edgeinfer.speculative import DraftStats, PromptLookup
 
 if TYPE_CHECKING:  # llguidance is slow to import (docs/PERFORMANCE.md): only grammars pay for it
@@ -58,19 +58,9 @@ class TakenBack:
 TokenHook = Callable[[int, np.ndarray], None]
 
 
-def make_token_picker(params: SamplingParams, logit_bias: Mapping[int, float] | None = None) -> Sampler:
+def make_token_picker(params: SamplingParams, logit_bias: Mapping[int, float] | None = None) -> TokenPicker:
     """The logit bias and the history-dependent penalties followed by the sampler, as one function."""
-    sample = params.make_sampler()
-    processors = make_logit_bias_processor(logit_bias) + params.make_logits_processors()
-    if not processors:
-        return lambda logits, history: sample(logits)
-
-    def pick(logits: np.ndarray, history: Sequence[int]) -> int:
-        for process in processors:
-            logits = process(logits, history)
-        return sample(logits)
-
-    return pick
+    return TokenPicker(params, logit_bias)
 
 
 @dataclass
