@@ -365,9 +365,11 @@ class TokenPicker:
     ``picker(logits, history) -> token id``. `distribution` is what that call draws from, for the
     speculative rejection rule (edgeinfer.rejection), which draws with the same `rng`."""
 
-    def __init__(self, params: SamplingParams, logit_bias: Mapping[int, float] | None = None):
+    def __init__(self, params: SamplingParams, logit_bias: Mapping[int, float] | None = None,
+                 rng: np.random.Generator | None = None):
+        """`rng`: the generator to draw with (default: one seeded with params.seed)."""
         self.params = params
-        self.rng = np.random.default_rng(params.seed)
+        self.rng = rng if rng is not None else np.random.default_rng(params.seed)
         self._processors = make_logit_bias_processor(logit_bias) + params.make_logits_processors()
         self._sample = make_sampler(params.temperature, params.top_k, params.top_p, params.min_p, self.rng)
 
