@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, Generator, Mapping, Sequence
 import numpy as np
 
 from edgeinfer import _core
+from edgeinfer.draft_model import DraftModel
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import SamplingParams, TokenPicker
@@ -28,6 +29,7 @@ from edgeinfer.speculative import NO_DRAFT, Draft, Drafter, PromptLookup
 
 if TYPE_CHECKING:  # llguidance is slow to import (docs/PERFORMANCE.md): only grammars pay for it
     from edgeinfer.constrain import GrammarMatcher
+    from edgeinfer.model import Model
 
 __all__ = ["Backtrack", "GenerationResult", "PromptCache", "TakenBack", "Timings", "generate_step",
            "make_token_picker", "stream_generate", "CONTEXT_OVERFLOW_POLICIES"]
@@ -227,6 +229,20 @@ def judge_draft(rows: np.ndarray, draft: Draft, sampler: Sampler, history: Seque
     return out
 
 
+def _drafter(draft: DraftModel | Model | None, model_core: _core.Model, cache: PromptCache,
+             sampler: Sampler) -> Drafter:
+    """The drafter of one generation: prompt lookup, or the draft model, begun for it."""
+    if draft is None:
+        return PromptLookup()
+    if not isinstance(draft, DraftModel):
+        draft = DraftModel(draft)
+    if draft.model.prompt_cache is cache:
+        raise ValueError("the draft model is the model generating: it needs a context of its own "
+                         "(load the file again for it)")
+    draft.begin(model_core, sampler)
+    return draft
+
+
 def _call_deferred(on_token: TokenHook | None, deferred: list[tuple[int, np.ndarray]], n: int) -> None:
     """Makes the first n deferred on_token calls (their tokens are final)."""
     if on_token is None or n <= 0:
@@ -260,6 +276,7 @@ def stream_generate(
     on_token: TokenHook | None = None,
     matcher: GrammarMatcher | None = None,
     speculative: bool = True,
+    draft: DraftModel | Model | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
     `context_overflow` / `n_keep`: see generate_step.
@@ -273,9 +290,11 @@ def stream_generate(
     ends with finish_reason "stop" when the grammar is complete: at an end-of-generation token the
     grammar accepts, or right after the token that leaves the grammar nothing more to allow.
 
-    `speculative`: guess tokens from earlier text and check them in one decode call
-    (edgeinfer.speculative): the same tokens, sooner when the text repeats its prompt. Not with a
-    matcher (its tokens are checked one at a time)."""
+    `speculative`: guess tokens and check several in one decode call (edgeinfer.speculative),
+    from earlier text (prompt lookup), or with `draft` from a draft model (a DraftModel, or an
+    edgeinfer.Model wrapped in one for this generation; edgeinfer.draft_model): the same tokens,
+    or with a draft model sampling without a seed, the same distribution. Not with a matcher
+    (its tokens are checked one at a time)."""
     if matcher is not None:
         sampler = matcher.wrap(sampler)
     # A matcher that may take tokens back (uniqueItems) makes the loop keep, per token, where the
@@ -292,7 +311,7 @@ def stream_generate(
     text = ""      # all text decoded so far
     emitted = 0    # how much of `text` has been yielded
     finish = "length"
-    drafter = PromptLookup() if speculative and matcher is None else None
+    drafter = _drafter(draft, model_core, cache, sampler) if speculative and matcher is None else None
     for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, drafter):
         if isinstance(token, TakenBack):
             del result.tokens[-token.n:]

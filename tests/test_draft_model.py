@@ -1,0 +1,159 @@
+"""Speculative decoding with a draft model (edgeinfer.draft_model).
+
+- Sampling without a seed, the tokens follow the target's distribution: a chi-square test of the
+  first two tokens of many generations on the tiny model (support/chi_square.py; the rule alone:
+  tests/test_rejection.py).
+- Guesses chosen without randomness (greedy, seeded) give plain decoding's tokens: on the tiny
+  model with drafts of other weights and a context shift, and on both real models, each drafted
+  for by its own file with the target requantized to Q8_0 (our quantizer, a second or two).
+- A model of another vocabulary is refused with one clear error.
+"""
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from support.chi_square import fits
+from support.generation import drain
+from support.tiny_llama import TinyConfig
+
+from edgeinfer.draft_model import DraftModel, check_same_vocabulary
+from edgeinfer.errors import EdgeInferError
+from edgeinfer.generate import stream_generate
+from edgeinfer.model import Model
+from edgeinfer.sampling import SamplingParams, TokenPicker
+from edgeinfer.speculative import EXPLORE_EVERY, PromptLookup
+
+# ---- the tiny model -----------------------------------------------------------------------------
+
+PROMPT = [5, 6, 7, 8]
+
+
+def test_sampling_through_a_draft_model_follows_the_target_distribution(tiny_llama_file):
+    """The first two tokens of many short generations, their joint distribution against the one
+    plain decoding's logits give: the second token comes out of a checked draft (a fresh
+    DraftModel drafts before anything is timed). The draft is the target's weights in Q4_1, whose
+    guesses are kept about three times in four."""
+    target = Model.load(tiny_llama_file()[0], n_ctx=64, n_threads=1)
+    draft = Model.load(tiny_llama_file(TinyConfig(weight_type="Q4_1"))[0], n_ctx=64, n_threads=1)
+    params = SamplingParams(temperature=1.0, top_k=4, top_p=1.0, min_p=0.0)
+    first = TokenPicker(params).distribution(target.eval_logits(PROMPT)[-1], PROMPT)
+    joint = {}
+    for a, p_a in zip(first.ids, first.probs()):
+        second = TokenPicker(params).distribution(target.eval_logits(PROMPT + [int(a)])[-1], [])
+        joint.update({(int(a), int(b)): p_a * p_b for b, p_b in zip(second.ids, second.probs())})
+    seeds = np.random.default_rng(0)
+    n, kept = 4000, 0
+    counts = dict.fromkeys(joint, 0)
+    for _ in range(n):
+        picker = TokenPicker(params, rng=np.random.default_rng(seeds.integers(2**63)))
+        drafter = DraftModel(draft, seed=int(seeds.integers(2**63)))
+        _, result = drain(stream_generate(target._core, target.prompt_cache, PROMPT, picker, 3, draft=drafter))
+        counts[tuple(result.tokens[:2])] += 1   # a pair plain decoding could not give: KeyError
+        kept += result.drafts.accepted
+    assert 0.5 * n < kept < 0.95 * n   # guesses kept and guesses replaced, both tested
+    assert fits(np.array([counts[k] for k in joint]), np.array(list(joint.values())))
+
+
+def fresh(model: Model) -> Model:
+    """An empty prompt cache, so that every run decodes the prompt alike (a reused prefix leaves
+    its last token to a one-token step, whose logits may round differently from the prompt's)."""
+    model.prompt_cache.reset()
+    model.prompt_cache.clear_snapshots()
+    return model
+
+
+@pytest.mark.parametrize("draft_seed", [0, 1], ids=["same-weights", "other-weights"])
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.8, "seed": 7}], ids=["greedy", "seeded"])
+def test_greedy_and_seeded_output_is_plain_decodings_across_a_context_shift(tiny_llama_file, draft_seed, sampling):
+    """The draft's context is half the target's: its window of the history restarts too."""
+    target = Model.load(tiny_llama_file()[0], n_ctx=64, n_threads=2)
+    draft = DraftModel(Model.load(tiny_llama_file(seed=draft_seed)[0], n_ctx=32, n_threads=2), target)
+    common = dict(max_tokens=150, context_overflow="shift", **sampling)
+    plain = fresh(target).complete(PROMPT, speculative=False, **common)
+    spec = fresh(target).complete(PROMPT, draft=draft, **common)
+    assert spec.tokens == plain.tokens and spec.context_shifts == plain.context_shifts > 0
+    assert spec.drafts.drafted > 0 and spec.drafts.source == "draft model tiny.gguf"
+    if draft_seed == 0:   # not every guess: once the history outgrows the draft's context it sees less
+        assert spec.drafts.accepted > 0
+    for model in (target, draft.model):   # what each prompt cache says it holds, the context holds
+        assert len(model.prompt_cache.tokens) == model.context.n_past
+
+
+def test_sampling_without_a_seed_keeps_every_guess_of_the_target_itself(tiny_llama_path):
+    """p = q: min(1, p/q) = 1, every guess is kept."""
+    target = Model.load(tiny_llama_path, n_ctx=64, n_threads=2)
+    draft = DraftModel(Model.load(tiny_llama_path, n_ctx=64, n_threads=2), target, seed=0)
+    result = target.complete(PROMPT, max_tokens=40, temperature=1.0, draft=draft)
+    assert len(result.tokens) == 40 and result.drafts.drafted > 0
+    assert result.drafts.accepted == result.drafts.drafted
+    assert len(target.prompt_cache.tokens) == target.context.n_past
+
+
+def test_the_model_generating_cannot_be_its_own_draft(tiny_llama):
+    with pytest.raises(ValueError, match="needs a context of its own"):
+        tiny_llama.complete(PROMPT, max_tokens=4, draft=tiny_llama)
+
+
+def test_a_draft_pays_only_when_its_guesses_cost_less_than_they_save():
+    drafter = PromptLookup()
+    drafter.timed(1, 0.010)
+    for rows in range(2, 10):         # the check: each extra row a tenth of a step
+        drafter.timed(rows, 0.010 + 0.001 * (rows - 1))
+    for _ in range(20):               # three guesses in four kept
+        drafter.verified(4, 3)
+    assert drafter.draft_size(guess_cost=0.002) > 0            # a draft model a fifth of the target
+    sizes = [drafter.draft_size(guess_cost=0.010) for _ in range(EXPLORE_EVERY)]   # as costly as it
+    assert sizes.count(0) == EXPLORE_EVERY - 1                 # plain steps, and one probe
+
+
+def fake_model(name: str, texts: list[bytes], eos: int = 2) -> SimpleNamespace:
+    """What the vocabulary check reads of a model."""
+    vocab = SimpleNamespace(n_tokens=len(texts), bos=1, eos=eos, eog_ids=[eos], token_text=texts.__getitem__)
+    return SimpleNamespace(path=f"/models/{name}", n_vocab=len(texts), vocab=vocab)
+
+
+@pytest.mark.parametrize("draft, difference", [
+    (fake_model("draft.gguf", [b"<s>", b"</s>", b"<eot>", b"a", b"x"]), "token 4: 'b' in target.gguf, 'x' in draft.gguf"),
+    (fake_model("draft.gguf", [b"<s>", b"</s>", b"<eot>", b"a", b"b"], eos=1), "special token eos: 2 in target.gguf, 1 in draft.gguf"),
+])
+def test_the_vocabulary_check_names_both_files_and_the_first_difference(draft, difference):
+    target = fake_model("target.gguf", [b"<s>", b"</s>", b"<eot>", b"a", b"b"])
+    check_same_vocabulary(target, fake_model("same.gguf", [b"<s>", b"</s>", b"<eot>", b"a", b"b"]))
+    with pytest.raises(EdgeInferError, match=re.escape(f"draft.gguf cannot draft for target.gguf: their vocabularies "
+                                                       f"differ ({difference})")):
+        check_same_vocabulary(target, draft)
+
+
+# ---- the real models ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=["smollm2_path", "gemma3_path"])
+def target_and_draft(request, requantized):
+    """The model requantized to Q8_0 as the target, its own file as the draft."""
+    path = request.getfixturevalue(request.param)
+    target = Model.load(requantized(path, "Q8_0"), n_ctx=1024, n_threads=2)
+    return target, DraftModel.load(path, target)
+
+
+@pytest.mark.realmodel
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.8, "seed": 7}], ids=["greedy", "seeded"])
+def test_real_models_give_plain_decodings_tokens_with_a_draft_model(target_and_draft, sampling):
+    target, draft = target_and_draft
+    messages = [{"role": "user", "content": "Explain in three sentences why the sky is blue."}]
+    plain = fresh(target).chat_complete(messages, max_tokens=64, speculative=False, **sampling)
+    spec = fresh(target).chat_complete(messages, max_tokens=64, draft=draft, **sampling)
+    assert spec.tokens == plain.tokens and spec.text == plain.text
+    assert spec.drafts.accepted > 0 and spec.drafts.source == f"draft model {draft.model.path.name}"
+
+
+@pytest.mark.realmodel
+def test_a_model_of_another_vocabulary_is_refused(smollm2_path, gemma3_path):
+    target = Model.load(smollm2_path, n_ctx=256, n_threads=2)
+    expected = (f"{gemma3_path.name} cannot draft for {smollm2_path.name}: their vocabularies differ "
+                f"(size: 49152 tokens in {smollm2_path.name}, 262144 tokens in {gemma3_path.name})")
+    with pytest.raises(EdgeInferError, match=re.escape(expected)):
+        DraftModel.load(gemma3_path, target)
+    with pytest.raises(EdgeInferError, match=re.escape(expected)):   # a Model given to generate
+        target.complete("Hi", max_tokens=4, draft=Model.load(gemma3_path, n_ctx=256, n_threads=2))
