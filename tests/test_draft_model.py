@@ -6,7 +6,7 @@
 - Guesses chosen without randomness (greedy, seeded) give plain decoding's tokens: on the tiny
   model with drafts of other weights and a context shift, and on both real models, each drafted
   for by its own file with the target requantized to Q8_0 (our quantizer, a second or two).
-- A model of another vocabulary is refused with one clear error.
+- A model of another vocabulary is refused with one clear error; `run --draft` works end to end.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from support.chi_square import fits
+from support.cli import assert_clean_error, run_cli
 from support.generation import drain
 from support.tiny_llama import TinyConfig
 
@@ -157,3 +158,17 @@ def test_a_model_of_another_vocabulary_is_refused(smollm2_path, gemma3_path):
         DraftModel.load(gemma3_path, target)
     with pytest.raises(EdgeInferError, match=re.escape(expected)):   # a Model given to generate
         target.complete("Hi", max_tokens=4, draft=Model.load(gemma3_path, n_ctx=256, n_threads=2))
+
+
+@pytest.mark.realmodel
+def test_run_with_a_draft_model_prints_plain_decodings_text(smollm2_path, gemma3_path, requantized):
+    target = requantized(smollm2_path, "Q8_0")
+    common = ["run", str(target), "--chat", "Name three colours of the rainbow.", "-n", "32", "--temp", "0", "-t", "2"]
+    plain = run_cli(*common, "--no-speculative")
+    spec = run_cli(*common, "--draft", str(smollm2_path))
+    assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
+    assert spec.stdout == plain.stdout
+    assert re.search(rf"drafted \d+ tokens, [1-9]\d* accepted \(draft model {re.escape(smollm2_path.name)}\)",
+                     spec.stderr), spec.stderr
+    refused = run_cli(*common, "--draft", str(gemma3_path))
+    assert_clean_error(refused, f"{gemma3_path.name} cannot draft for {target.name}", "vocabularies differ")
