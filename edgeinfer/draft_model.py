@@ -18,8 +18,9 @@ kept), then decodes one guess at a time. The guesses are:
 Each guess costs a decode call of the draft model, so `draft_size` counts that cost (measured per
 guess) beside the check's, and drafts nothing where guessing does not pay.
 
-A `DraftModel` drafts for one generation at a time (its context follows that generation's
-history): a server decoding several streams at once needs one per stream.
+A `DraftModel` drafts for one generation at a time (its prompt cache follows that generation's
+history): generations running at once (edgeinfer.parallel) need one each, over a draft model
+loaded once per stream or once with n_parallel sequences, one of its prompt_caches each.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.prompt_cache import PromptCache
 from edgeinfer.sampling import TokenPicker
 from edgeinfer.speculative import MAX_DRAFT, NO_DRAFT, SMOOTHING, Draft, Drafter, DraftStats
 
@@ -82,11 +84,16 @@ class DraftModel(Drafter):
     """Guesses from `model`, an edgeinfer.Model with the vocabulary of the target (checked here
     when `target` is given, else when a generation begins). Pass it to Model.generate / chat as
     `draft=`; it keeps what it learns of costs and acceptance from one generation to the next.
-    `seed` seeds its own draws (the guesses of sampling without a seed)."""
+    `seed` seeds its own draws (the guesses of sampling without a seed); `prompt_cache` is the one
+    of the draft model's prompt_caches it drafts in (default: its prompt_cache)."""
 
-    def __init__(self, model: Model, target: Any = None, max_draft: int = MAX_DRAFT, seed: int | None = None):
+    def __init__(self, model: Model, target: Any = None, max_draft: int = MAX_DRAFT, seed: int | None = None,
+                 prompt_cache: PromptCache | None = None):
         super().__init__(max_draft=max_draft, stats=DraftStats(source=f"draft model {_file_name(model)}"))
+        if prompt_cache is not None and not any(prompt_cache is c for c in model.prompt_caches):
+            raise ValueError("prompt_cache must be one of the draft model's prompt_caches")
         self.model = model
+        self.cache = prompt_cache if prompt_cache is not None else model.prompt_cache   # where it drafts
         self._checked: set[int] = set()   # fingerprints of the targets whose vocabulary matched
         if target is not None:
             self._check(target)
@@ -130,7 +137,7 @@ class DraftModel(Drafter):
         if k <= 0:
             return NO_DRAFT
         t0 = time.perf_counter()
-        cache = self.model.prompt_cache
+        cache = self.cache
         reused = cache.prepare(window)
         cache.decode(window[reused:])
         vocab = self.model.vocab

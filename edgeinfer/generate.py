@@ -236,9 +236,9 @@ def _drafter(draft: DraftModel | Model | None, model_core: _core.Model, cache: P
         return PromptLookup()
     if not isinstance(draft, DraftModel):
         draft = DraftModel(draft)
-    if draft.model.prompt_cache is cache:
-        raise ValueError("the draft model is the model generating: it needs a context of its own "
-                         "(load the file again for it)")
+    if draft.cache is cache:
+        raise ValueError("the draft model drafts in the prompt cache that generates: it needs one of "
+                         "its own (load the file again for it)")
     draft.begin(model_core, sampler)
     return draft
 

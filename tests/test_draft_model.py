@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -94,8 +95,35 @@ def test_sampling_without_a_seed_keeps_every_guess_of_the_target_itself(tiny_lla
 
 
 def test_the_model_generating_cannot_be_its_own_draft(tiny_llama):
-    with pytest.raises(ValueError, match="needs a context of its own"):
+    with pytest.raises(ValueError, match="needs one of its own"):
         tiny_llama.complete(PROMPT, max_tokens=4, draft=tiny_llama)
+
+
+def test_parallel_generations_each_draft_in_a_sequence_of_one_draft_context(tiny_llama_file):
+    """Two threads generate at once (edgeinfer.parallel), each with a DraftModel over its own
+    sequence of a draft model loaded with n_parallel=2: each gets the tokens it gets alone."""
+    path = tiny_llama_file()[0]
+    prompts = [PROMPT, [9, 10, 11, 12, 13, 14]]
+    alone = Model.load(path, n_ctx=64, n_threads=2)
+    want = [fresh(alone).complete(p, max_tokens=30, temperature=0, speculative=False).tokens for p in prompts]
+    target = Model.load(path, n_ctx=64, n_threads=2, n_parallel=2)
+    draft = Model.load(tiny_llama_file(TinyConfig(weight_type="Q4_1"))[0], n_ctx=64, n_threads=2, n_parallel=2)
+    drafters = [DraftModel(draft, target, prompt_cache=cache) for cache in draft.prompt_caches]
+    got: list = [None, None]
+
+    def generate(i: int) -> None:
+        got[i] = target.complete(prompts[i], max_tokens=30, temperature=0, prompt_cache=target.prompt_caches[i],
+                                 draft=drafters[i])
+
+    threads = [threading.Thread(target=generate, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert [r.tokens for r in got] == want
+    assert all(r.drafts.accepted > 0 for r in got)
+    with pytest.raises(ValueError, match="one of the draft model's prompt_caches"):
+        DraftModel(alone, prompt_cache=draft.prompt_cache)
 
 
 def test_a_draft_pays_only_when_its_guesses_cost_less_than_they_save():
