@@ -24,7 +24,6 @@ loaded once per stream or once with n_parallel sequences, one of its prompt_cach
 """
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -85,7 +84,11 @@ class DraftModel(Drafter):
     when `target` is given, else when a generation begins). Pass it to Model.generate / chat as
     `draft=`; it keeps what it learns of costs and acceptance from one generation to the next.
     `seed` seeds its own draws (the guesses of sampling without a seed); `prompt_cache` is the one
-    of the draft model's prompt_caches it drafts in (default: its prompt_cache)."""
+    of the draft model's prompt_caches it drafts in (default: its prompt_cache).
+
+    >>> draft = DraftModel(Model.load(small_path, n_ctx=target.n_ctx, n_threads=target.n_threads), target)
+    >>> text = target.complete("...", draft=draft).text
+    """
 
     def __init__(self, model: Model, target: Any = None, max_draft: int = MAX_DRAFT, seed: int | None = None,
                  prompt_cache: PromptCache | None = None):
@@ -103,14 +106,6 @@ class DraftModel(Drafter):
         self._sample = False              # guesses drawn at random (else the most likely)
         self._rng = np.random.default_rng(seed)   # for the guesses drawn at random
         self._guess_cost = 0.0            # running seconds the draft model takes per guess
-
-    @classmethod
-    def load(cls, path: str | os.PathLike, target: Model, **load_kwargs: Any) -> "DraftModel":
-        """Loads the draft model at `path` with the target's context size and threads (unless
-        `load_kwargs`, Model.load's, say otherwise) and checks its vocabulary against `target`'s."""
-        from edgeinfer.model import Model   # model.py imports the generation loop, which imports this
-        model = Model.load(path, **{"n_ctx": target.n_ctx, "n_threads": target.n_threads, **load_kwargs})
-        return cls(model, target)
 
     def _check(self, target: Any) -> None:
         if target.fingerprint not in self._checked:

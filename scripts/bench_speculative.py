@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Speculative decoding (prompt lookup) against plain decoding on grounded prompts.
+"""Speculative decoding (prompt lookup, or a draft model) against plain decoding on grounded prompts.
 
 For each model and each prompt of scripts/data/grounded_prompts.json (code rewrites, summaries,
 field extraction, and free-form chat as the control): a greedy chat answer generated plainly and
 with `speculative=True`, each from an empty prompt cache, generation speed compared (the prompt's
 own decode is not in it). The two answers must be the same tokens (the script fails otherwise).
-Reports, per category, the median speed-up and the share of drafted tokens accepted.
+Reports, per category, the median speed-up and the share of drafted tokens accepted. With
+`--draft DRAFT`, the guesses come from that draft model (same vocabulary; its prompt cache is
+emptied before each answer too) instead of prompt lookup.
 
-    python scripts/bench_speculative.py [MODEL ...] [-t 2] [--max-tokens 160] [--rounds 2] [--json]
+    python scripts/bench_speculative.py [MODEL ...] [--draft DRAFT] [-t 2] [--max-tokens 160] [--rounds 2] [--json]
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edgeinfer import _core  # noqa: E402
+from edgeinfer.draft_model import DraftModel  # noqa: E402
 from edgeinfer.machine import cpu_name  # noqa: E402
 from edgeinfer.model import Model  # noqa: E402
 from edgeinfer.pull import resolve_model  # noqa: E402
@@ -27,11 +30,12 @@ from edgeinfer.pull import resolve_model  # noqa: E402
 PROMPTS = Path(__file__).resolve().parent / "data" / "grounded_prompts.json"
 
 
-def answer(model: Model, prompt: str, speculative: bool, max_tokens: int):
-    model.prompt_cache.reset()            # both runs decode the whole prompt alike
-    model.prompt_cache.clear_snapshots()
+def answer(model: Model, prompt: str, speculative: bool, max_tokens: int, draft: DraftModel | None = None):
+    for m in (model, draft.model) if draft is not None else (model,):
+        m.prompt_cache.reset()            # both runs decode the whole prompt alike
+        m.prompt_cache.clear_snapshots()
     gen = model.chat([{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0,
-                     speculative=speculative)
+                     speculative=speculative, draft=draft if speculative else None)
     try:
         while True:
             next(gen)
@@ -39,16 +43,18 @@ def answer(model: Model, prompt: str, speculative: bool, max_tokens: int):
         return stop.value
 
 
-def measure(path: str, prompts: dict, n_threads: int, max_tokens: int, rounds: int) -> dict:
+def measure(path: str, prompts: dict, n_threads: int, max_tokens: int, rounds: int, draft_path: str | None) -> dict:
     model = Model.load(path, n_ctx=2048, n_threads=n_threads)
-    out: dict = {"model": Path(path).name, "isa": _core.isa(), "categories": {}}
+    draft = DraftModel(Model.load(draft_path, n_ctx=2048, n_threads=n_threads), model) if draft_path else None
+    out: dict = {"model": Path(path).name, "draft": Path(draft_path).name if draft_path else None,
+                 "isa": _core.isa(), "categories": {}}
     for category, texts in prompts.items():
         rows = []
         for text in texts:
             plain_s, spec_s, res = [], [], None
             for _ in range(rounds):   # alternate, keep the best of each
                 plain = answer(model, text, False, max_tokens)
-                spec = answer(model, text, True, max_tokens)
+                spec = answer(model, text, True, max_tokens, draft)
                 if spec.tokens != plain.tokens:
                     raise SystemExit(f"{Path(path).name}: speculative answer differs from plain decoding for {text[:60]!r}")
                 plain_s.append(plain.timings.gen_ms)
@@ -70,6 +76,7 @@ def measure(path: str, prompts: dict, n_threads: int, max_tokens: int, rounds: i
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="*", default=["smollm2-135m-instruct", "gemma3-270m"])
+    ap.add_argument("--draft", metavar="DRAFT", help="guess with this draft model instead of prompt lookup")
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--rounds", type=int, default=2)
@@ -77,13 +84,15 @@ def main() -> int:
     args = ap.parse_args()
     data = json.loads(PROMPTS.read_text(encoding="utf-8"))
     prompts = {k: v for k, v in data.items() if isinstance(v, list)}
-    results = [measure(str(resolve_model(m)), prompts, args.threads, args.max_tokens, args.rounds) for m in args.models]
+    draft = str(resolve_model(args.draft)) if args.draft else None
+    results = [measure(str(resolve_model(m)), prompts, args.threads, args.max_tokens, args.rounds, draft)
+               for m in args.models]
     if args.json:
         print(json.dumps({"cpu": cpu_name(), "threads": args.threads, "results": results}, indent=2))
         return 0
     print(f"CPU: {cpu_name()}, {args.threads} threads, greedy, up to {args.max_tokens} tokens")
     for r in results:
-        print(f"{r['model']} ({r['isa']})")
+        print(f"{r['model']} ({r['isa']})" + (f", draft model {r['draft']}" if r["draft"] else ", prompt lookup"))
         for category, c in r["categories"].items():
             print(f"  {category:<10} {c['prompts']:>2} prompts  speed-up median {c['median_speedup']:.2f}x "
                   f"(min {c['min_speedup']:.2f}x)  accepted {100 * c['acceptance']:.0f}% of drafted tokens")

@@ -163,7 +163,7 @@ def target_and_draft(request, requantized):
     """The model requantized to Q8_0 as the target, its own file as the draft."""
     path = request.getfixturevalue(request.param)
     target = Model.load(requantized(path, "Q8_0"), n_ctx=1024, n_threads=2)
-    return target, DraftModel.load(path, target)
+    return target, DraftModel(Model.load(path, n_ctx=1024, n_threads=2), target)
 
 
 @pytest.mark.realmodel
@@ -182,10 +182,11 @@ def test_a_model_of_another_vocabulary_is_refused(smollm2_path, gemma3_path):
     target = Model.load(smollm2_path, n_ctx=256, n_threads=2)
     expected = (f"{gemma3_path.name} cannot draft for {smollm2_path.name}: their vocabularies differ "
                 f"(size: 49152 tokens in {smollm2_path.name}, 262144 tokens in {gemma3_path.name})")
+    gemma = Model.load(gemma3_path, n_ctx=256, n_threads=2)
     with pytest.raises(EdgeInferError, match=re.escape(expected)):
-        DraftModel.load(gemma3_path, target)
+        DraftModel(gemma, target)
     with pytest.raises(EdgeInferError, match=re.escape(expected)):   # a Model given to generate
-        target.complete("Hi", max_tokens=4, draft=Model.load(gemma3_path, n_ctx=256, n_threads=2))
+        target.complete("Hi", max_tokens=4, draft=gemma)
 
 
 @pytest.mark.realmodel

@@ -40,7 +40,7 @@ def load_draft(args: argparse.Namespace, model: Any) -> tuple[DraftModel | None,
     path = resolve_model(args.draft, reporter=RichReporter(stderr))
     start = time.perf_counter()
     with warnings_on_stderr():
-        draft = DraftModel.load(path, model)
+        draft = DraftModel(Model.load(path, n_ctx=model.n_ctx, n_threads=model.n_threads), model)
     return draft, (time.perf_counter() - start) * 1000.0
 
 
