@@ -127,6 +127,8 @@ class Drafter(ABC):
         one = self._call_cost(1)
         if one is None:
             return 2   # nothing timed yet: a small first draft
+        if 1 not in self._cost:
+            return 0   # then a plain step: what every draft must beat, measured, not guessed
         a = min(self._accept, 0.99)
         best_k, best_rate = 0, 1.0 / one
         for k in range(1, self.max_draft + 1):

@@ -160,21 +160,23 @@ def test_the_vocabulary_check_names_both_files_and_the_first_difference(draft, d
 
 @pytest.fixture(scope="module", params=["smollm2_path", "gemma3_path"])
 def target_and_draft(request, requantized):
-    """The model requantized to Q8_0 as the target, its own file as the draft."""
+    """The model requantized to Q8_0 as the target, its own file as the draft model."""
     path = request.getfixturevalue(request.param)
-    target = Model.load(requantized(path, "Q8_0"), n_ctx=1024, n_threads=2)
-    return target, DraftModel(Model.load(path, n_ctx=1024, n_threads=2), target)
+    return Model.load(requantized(path, "Q8_0"), n_ctx=1024, n_threads=2), Model.load(path, n_ctx=1024, n_threads=2)
 
 
 @pytest.mark.realmodel
 @pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.8, "seed": 7}], ids=["greedy", "seeded"])
 def test_real_models_give_plain_decodings_tokens_with_a_draft_model(target_and_draft, sampling):
-    target, draft = target_and_draft
+    target, draft_model = target_and_draft
+    draft = DraftModel(draft_model, target)   # new: it drafts 2 right after the prompt, before timing anything
     messages = [{"role": "user", "content": "Explain in three sentences why the sky is blue."}]
     plain = fresh(target).chat_complete(messages, max_tokens=64, speculative=False, **sampling)
     spec = fresh(target).chat_complete(messages, max_tokens=64, draft=draft, **sampling)
     assert spec.tokens == plain.tokens and spec.text == plain.text
-    assert spec.drafts.accepted > 0 and spec.drafts.source == f"draft model {draft.model.path.name}"
+    assert spec.drafts.drafted > 0 and spec.drafts.source == f"draft model {draft_model.path.name}"
+    if sampling["temperature"] == 0:   # the same model in another quantization: its most likely tokens
+        assert spec.drafts.accepted > 0
 
 
 @pytest.mark.realmodel

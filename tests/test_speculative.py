@@ -88,6 +88,17 @@ def test_lookup_drafts_the_continuation_of_the_latest_match():
     assert lookup.draft(8).tokens == []           # "4 7" never occurred before
 
 
+def test_after_the_first_draft_a_plain_step_is_timed_before_any_other():
+    lookup = PromptLookup()
+    lookup.extend([1, 2, 3, 1, 2, 3])
+    assert lookup.draft(8).tokens == [1, 2]       # nothing timed yet: a small draft
+    lookup.timed(3, 0.012)
+    lookup.verified(2, 2)
+    assert lookup.draft(8).tokens == []           # a plain step next: the time every draft must beat
+    lookup.timed(1, 0.010)
+    assert len(lookup.draft(8).tokens) > 0        # a 3-row call at 1.2 steps for 2 guesses mostly right
+
+
 def test_lookup_drafts_only_what_pays():
     lookup = PromptLookup()
     lookup.extend(list(range(10, 30)) * 2)         # its end matches 20 tokens back
