@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.prompt_cache import PromptCache
+from edgeinfer.prompt_cache import PromptCache, common_prefix
 from edgeinfer.sampling import TokenPicker
-from edgeinfer.speculative import MAX_DRAFT, NO_DRAFT, SMOOTHING, Draft, Drafter, DraftStats
+from edgeinfer.speculative import EXPLORE_EVERY, MAX_DRAFT, NO_DRAFT, SMOOTHING, Draft, Drafter, DraftStats
 
 if TYPE_CHECKING:
     from edgeinfer.model import Model
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 # A longer catch-up than this is a prefill (the prompt, or tokens emitted while nothing was
 # drafted), not part of what one more draft costs, so its time is not counted per guess.
 CATCH_UP_AS_A_STEP = 2
+# While drafting does not pay, a probe now and then checks whether it has started to (edgeinfer.
+# speculative); one that would first have to catch up with more tokens than this (the prompt, or
+# all that was emitted since the last probe and more) is skipped: a prefill is no cheap check.
+PROBE_CATCH_UP_LIMIT = 2 * EXPLORE_EVERY
 
 
 def _file_name(model: Any) -> str:
@@ -158,6 +162,10 @@ class DraftModel(Drafter):
             self._guess_cost = per_guess if not self._guess_cost else \
                 self._guess_cost + SMOOTHING * (per_guess - self._guess_cost)
         return Draft(tokens, proposals if self._sample else None)
+
+    def _probe_is_cheap(self) -> bool:
+        window = self._history[self._start:]
+        return len(window) - common_prefix(self.cache.tokens, window) <= PROBE_CATCH_UP_LIMIT
 
     def _window(self, k: int) -> list[int]:
         """The part of the history the draft context reads: all of it while it fits with k - 1

@@ -140,8 +140,13 @@ class Drafter(ABC):
             self._explore_in -= 1
             if self._explore_in <= 0:
                 self._explore_in = EXPLORE_EVERY
-                return 2
+                return 2 if self._probe_is_cheap() else 0
         return best_k
+
+    def _probe_is_cheap(self) -> bool:
+        """Whether a probe, a small draft made while drafting does not pay, costs little more than
+        its check (the drafters that must first catch up with the text say when it would not)."""
+        return True
 
 
 @dataclass

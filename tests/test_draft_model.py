@@ -156,6 +156,23 @@ def test_the_vocabulary_check_names_both_files_and_the_first_difference(draft, d
         check_same_vocabulary(target, draft)
 
 
+def test_while_drafting_does_not_pay_a_probe_that_would_read_the_prompt_is_skipped(tiny_llama_file):
+    target = Model.load(tiny_llama_file()[0], n_ctx=256, n_threads=1)
+    drafter = DraftModel(Model.load(tiny_llama_file(TinyConfig(weight_type="Q4_1"))[0], n_ctx=256, n_threads=1),
+                         target)
+    drafter.timed(1, 0.010)
+    for rows in range(2, 10):         # every checked guess costs a whole step: no draft pays
+        drafter.timed(rows, 0.010 * rows)
+
+    def sizes(history: list[int]) -> list[int]:
+        drafter.begin(target, TokenPicker(SamplingParams(temperature=0)))
+        drafter.extend(history)
+        return [len(drafter.draft(8).tokens) for _ in range(2 * EXPLORE_EVERY)]
+
+    assert sizes(list(range(5, 105))) == [0] * (2 * EXPLORE_EVERY)   # a probe would first read 100 tokens
+    assert max(sizes(list(range(5, 25)))) == 2                        # 20: a probe now and then
+
+
 # ---- the real models ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module", params=["smollm2_path", "gemma3_path"])
