@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Callable, Generator, Mapping, Sequence
 import numpy as np
 
 from edgeinfer import _core
+from edgeinfer.draft_model import DraftModel
 from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.prompt_cache import PromptCache
-from edgeinfer.sampling import SamplingParams, make_logit_bias_processor
-from edgeinfer.speculative import DraftStats, PromptLookup
+from edgeinfer.sampling import SamplingParams, TokenPicker
+from edgeinfer.rejection import accept_or_resample
+from edgeinfer.speculative import NO_DRAFT, Draft, Drafter, PromptLookup
 
 if TYPE_CHECKING:  # llguidance is slow to import (docs/PERFORMANCE.md): only grammars pay for it
     from edgeinfer.constrain import GrammarMatcher
+    from edgeinfer.model import Model
 
 __all__ = ["Backtrack", "GenerationResult", "PromptCache", "TakenBack", "Timings", "generate_step",
            "make_token_picker", "stream_generate", "CONTEXT_OVERFLOW_POLICIES"]
@@ -58,19 +61,9 @@ class TakenBack:
 TokenHook = Callable[[int, np.ndarray], None]
 
 
-def make_token_picker(params: SamplingParams, logit_bias: Mapping[int, float] | None = None) -> Sampler:
+def make_token_picker(params: SamplingParams, logit_bias: Mapping[int, float] | None = None) -> TokenPicker:
     """The logit bias and the history-dependent penalties followed by the sampler, as one function."""
-    sample = params.make_sampler()
-    processors = make_logit_bias_processor(logit_bias) + params.make_logits_processors()
-    if not processors:
-        return lambda logits, history: sample(logits)
-
-    def pick(logits: np.ndarray, history: Sequence[int]) -> int:
-        for process in processors:
-            logits = process(logits, history)
-        return sample(logits)
-
-    return pick
+    return TokenPicker(params, logit_bias)
 
 
 @dataclass
@@ -99,17 +92,17 @@ class GenerationResult:
 
 def generate_step(
     cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
-    context_overflow: str = "stop", n_keep: int = 0, lookup: PromptLookup | None = None,
+    context_overflow: str = "stop", n_keep: int = 0, drafter: Drafter | None = None,
 ) -> Generator[int | TakenBack, None, None]:
     """_steps(), as one generation of the cache's context (PromptCache.generating: parallel
     generations wait for each other's decodes only while they are in progress)."""
     with cache.generating():
-        yield from _steps(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, lookup)
+        yield from _steps(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, drafter)
 
 
 def _steps(
     cache: PromptCache, prompt: Sequence[int], sampler: Sampler, max_tokens: int, stats: dict,
-    context_overflow: str = "stop", n_keep: int = 0, lookup: PromptLookup | None = None,
+    context_overflow: str = "stop", n_keep: int = 0, drafter: Drafter | None = None,
 ) -> Generator[int | TakenBack, None, None]:
     """Yields sampled token ids until max_tokens or the context is full (the caller stops on EOG).
     Before each yield, stats["logits"] is the row the token was drawn from (a view, valid until
@@ -119,8 +112,10 @@ def _steps(
     n_keep cached tokens, drop the oldest half of the rest, re-rotate the kept keys, go on).
     When the sampler raises Backtrack(n), the last n tokens leave the KV cache, TakenBack(n) is
     yielded and the sampler is asked again at the earlier place (never across a context shift).
-    With `lookup`, tokens are guessed from earlier text and checked in one decode call
-    (edgeinfer.speculative): the same tokens come out; the sampler must not raise Backtrack."""
+    With a `drafter`, tokens are guessed and checked in one decode call (edgeinfer.speculative):
+    the same tokens come out, or for guesses a draft model drew at random, tokens of the same
+    distribution (edgeinfer.rejection: the sampler must then be a TokenPicker); the sampler must
+    not raise Backtrack."""
     if context_overflow not in CONTEXT_OVERFLOW_POLICIES:
         raise ValueError(f"context_overflow must be one of {CONTEXT_OVERFLOW_POLICIES}, got {context_overflow!r}")
     n_ctx = cache.ctx.n_ctx
@@ -138,8 +133,8 @@ def _steps(
     stats["prompt_s"] = time.perf_counter() - t0
     stats["prompt_decoded"] = len(prompt) - reused
     history = list(prompt)
-    if lookup is not None:
-        lookup.extend(history)
+    if drafter is not None:
+        drafter.extend(history)
     t_gen = time.perf_counter()
     n = 0
     since_shift = 0   # generated tokens in the cache that a context shift has not moved
@@ -166,8 +161,8 @@ def _steps(
         stats["generated"] = n
         yield token
         history.append(token)
-        if lookup is not None:
-            lookup.extend([token])
+        if drafter is not None:
+            drafter.extend([token])
         if n >= max_tokens:
             break
         if in_cache:
@@ -180,43 +175,72 @@ def _steps(
             stats["shifts"] = stats.get("shifts", 0) + 1
             since_shift = 0
         # Guesses must fit in the context and in max_tokens (the row after them gives one more).
-        draft = lookup.draft(min(n_ctx - cache.ctx.n_past - 1, max_tokens - n - 1)) if lookup else []
+        draft = drafter.draft(min(n_ctx - cache.ctx.n_past - 1, max_tokens - n - 1)) if drafter else NO_DRAFT
         t_call = time.perf_counter()
-        if draft:
+        if draft.tokens:
             ready, seconds = _check_draft(cache, sampler, history, token, draft)
-            lookup.timed(1 + len(draft), seconds)
-            lookup.verified(len(draft), len(ready) - 1)
+            drafter.timed(1 + len(draft.tokens), seconds)
+            drafter.verified(len(draft.tokens), len(ready) - 1)
             since_shift += len(ready)
         else:
             cache.decode([token])
-            if lookup is not None:
-                lookup.timed(1, time.perf_counter() - t_call)
+            if drafter is not None:
+                drafter.timed(1, time.perf_counter() - t_call)
             since_shift += 1
     stats["gen_s"] = time.perf_counter() - t_gen
 
 
 def _check_draft(cache: PromptCache, sampler: Sampler, history: list[int], token: int,
-                 draft: list[int]) -> tuple[list[tuple[int, np.ndarray, bool]], float]:
+                 draft: Draft) -> tuple[list[tuple[int, np.ndarray, bool]], float]:
     """Decodes `token` and the guessed tokens after it in one call, each row as plain decoding
-    would compute it; asks the sampler for each row's token in turn and stops at the first that
-    differs from the guess. Returns (token, the logits it was drawn from, in the cache) for the
-    accepted guesses (in the cache) and the token after them (not), and the decode call's seconds;
-    the cache keeps `token` and the accepted guesses."""
+    would compute it, then judges the rows in turn (`judge_draft`). Returns (token, the logits it
+    was drawn from, in the cache) for the accepted guesses (in the cache) and the token after them
+    (not), and the decode call's seconds; the cache keeps `token` and the accepted guesses."""
     t0 = time.perf_counter()
-    cache.decode([token] + draft, all_logits=True, as_single_steps=True)
+    cache.decode([token] + draft.tokens, all_logits=True, as_single_steps=True)
     seconds = time.perf_counter() - t0
     rows = cache.ctx.logits
-    picked: list[tuple[int, np.ndarray, bool]] = []
-    context = list(history)
-    for i in range(len(draft) + 1):
-        tok = sampler(rows[i], context)
-        if i == len(draft) or tok != draft[i]:
-            picked.append((tok, rows[i], False))
-            break
-        picked.append((tok, rows[i], True))
-        context.append(tok)
-    cache.drop(len(draft) - (len(picked) - 1))
+    picked = [(tok, rows[i], kept) for i, (tok, kept) in enumerate(judge_draft(rows, draft, sampler, history))]
+    cache.drop(len(draft.tokens) - (len(picked) - 1))
     return picked, seconds
+
+
+def judge_draft(rows: np.ndarray, draft: Draft, sampler: Sampler, history: Sequence[int]) -> list[tuple[int, bool]]:
+    """The tokens a checked draft yields, each with whether it is the guess kept: `rows[i]` is the
+    target's logits after the history and the first i guesses. Guesses chosen without randomness
+    are kept while the sampler, asked row by row, draws them; guesses drawn at random go through
+    the rejection rule (edgeinfer.rejection) with the sampler's distribution and generator. Either
+    way it stops at the first guess not kept, with the token drawn in its place, or after the last
+    guess with the sampler's draw from the next row."""
+    out: list[tuple[int, bool]] = []
+    context = list(history)
+    for i, guess in enumerate(draft.tokens):
+        if draft.proposals is None:
+            tok = sampler(rows[i], context)
+            kept = tok == guess
+        else:
+            p = sampler.distribution(rows[i], context)
+            tok, kept = accept_or_resample(p, draft.proposals[i], guess, sampler.rng)
+        out.append((tok, kept))
+        if not kept:
+            return out
+        context.append(tok)
+    out.append((sampler(rows[len(draft.tokens)], context), False))
+    return out
+
+
+def _drafter(draft: DraftModel | Model | None, model_core: _core.Model, cache: PromptCache,
+             sampler: Sampler) -> Drafter:
+    """The drafter of one generation: prompt lookup, or the draft model, begun for it."""
+    if draft is None:
+        return PromptLookup()
+    if not isinstance(draft, DraftModel):
+        draft = DraftModel(draft)
+    if draft.cache is cache:
+        raise ValueError("the draft model drafts in the prompt cache that generates: it needs one of "
+                         "its own (load the file again for it)")
+    draft.begin(model_core, sampler)
+    return draft
 
 
 def _call_deferred(on_token: TokenHook | None, deferred: list[tuple[int, np.ndarray]], n: int) -> None:
@@ -252,6 +276,7 @@ def stream_generate(
     on_token: TokenHook | None = None,
     matcher: GrammarMatcher | None = None,
     speculative: bool = True,
+    draft: DraftModel | Model | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """Yields text pieces; returns a GenerationResult (the generator's StopIteration value).
     `context_overflow` / `n_keep`: see generate_step.
@@ -265,9 +290,11 @@ def stream_generate(
     ends with finish_reason "stop" when the grammar is complete: at an end-of-generation token the
     grammar accepts, or right after the token that leaves the grammar nothing more to allow.
 
-    `speculative`: guess tokens from earlier text and check them in one decode call
-    (edgeinfer.speculative): the same tokens, sooner when the text repeats its prompt. Not with a
-    matcher (its tokens are checked one at a time)."""
+    `speculative`: guess tokens and check several in one decode call (edgeinfer.speculative),
+    from earlier text (prompt lookup), or with `draft` from a draft model (a DraftModel, or an
+    edgeinfer.Model wrapped in one for this generation; edgeinfer.draft_model): the same tokens,
+    or with a draft model sampling without a seed, the same distribution. Not with a matcher
+    (its tokens are checked one at a time)."""
     if matcher is not None:
         sampler = matcher.wrap(sampler)
     # A matcher that may take tokens back (uniqueItems) makes the loop keep, per token, where the
@@ -284,8 +311,8 @@ def stream_generate(
     text = ""      # all text decoded so far
     emitted = 0    # how much of `text` has been yielded
     finish = "length"
-    lookup = PromptLookup() if speculative and matcher is None else None
-    for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, lookup):
+    drafter = _drafter(draft, model_core, cache, sampler) if speculative and matcher is None else None
+    for token in generate_step(cache, prompt, sampler, max_tokens, stats, context_overflow, n_keep, drafter):
         if isinstance(token, TakenBack):
             del result.tokens[-token.n:]
             if on_token is not None:   # a taken-back token was never final: its call is still here
@@ -347,7 +374,7 @@ def stream_generate(
     result.finish_reason = finish
     result.cached_tokens = stats.get("cached_tokens", 0)
     result.context_shifts = stats.get("shifts", 0)
-    result.drafts = lookup.stats if lookup is not None else None
+    result.drafts = drafter.stats if drafter is not None else None
     prompt_s = stats.get("prompt_s", 0.0)
     gen_s = stats.get("gen_s", 0.0)
     n_gen = stats.get("generated", 0)

@@ -24,6 +24,7 @@ from edgeinfer.wording import Ref, Wording
 
 if TYPE_CHECKING:  # llguidance and the tool layer load on first use
     from edgeinfer.constrain import GrammarMatcher
+    from edgeinfer.draft_model import DraftModel
     from edgeinfer.tools import ToolPlan, ToolSupport
     from edgeinfer.tools.formats import ToolFormat
 
@@ -218,6 +219,7 @@ class Model:
         repeat_last_n: int | None = None,
         speculative: bool = True,
         prompt_cache: PromptCache | None = None,
+        draft: DraftModel | Model | None = None,
     ) -> Generator[str, None, GenerationResult]:
         """Streams the continuation of `prompt` (text, or token ids used as they are) as text pieces.
 
@@ -248,7 +250,9 @@ class Model:
         several in one decode call, as many as pay on this model and CPU (none when guessing does
         not pay): exactly the tokens plain decoding gives, for the same seed too, sooner when the
         answer repeats earlier text (GenerationResult.drafts counts guesses and hits). Not used with
-        a constraint.
+        a constraint. `draft` (a DraftModel, or a Model of the same vocabulary) guesses with a draft
+        model instead (edgeinfer.draft_model: the same tokens, or sampling without a seed, the same
+        distribution).
 
         `prompt_cache`: one of `prompt_caches` to generate in (a model loaded with n_parallel > 1
         runs one generation per cache at once, from as many threads); default `prompt_cache`."""
@@ -278,7 +282,7 @@ class Model:
             raise ValueError("prompt_cache must be one of this model's prompt_caches")
         return stream_generate(self._core, cache, ids, sampler, max_tokens, stop, load_ms=self.load_ms,
                                context_overflow=context_overflow, n_keep=n_keep, on_token=on_token,
-                               matcher=matcher, speculative=speculative)
+                               matcher=matcher, speculative=speculative, draft=draft)
 
     def complete(self, prompt: str | Sequence[int], **kwargs) -> GenerationResult:
         """Runs generate() to the end and returns its result."""

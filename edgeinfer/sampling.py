@@ -5,10 +5,13 @@ The chain, in llama.cpp's order::
     logit bias (per-token additive, optional)                         apply_logit_bias
     -> penalties (repeat / presence / frequency over the last n tokens) apply_penalties
     -> top-k -> top-p -> min-p                                          filters on raw logits
-    -> temperature -> softmax -> draw (seeded numpy Generator)
+    -> temperature -> softmax                                           token_distribution
+    -> draw (seeded numpy Generator)                                    Distribution.draw
 
 As in llama.cpp, top-p and min-p judge the probabilities *before* temperature; temperature then
 reshapes the distribution over the survivors. ``temperature <= 0`` short-circuits to argmax.
+`TokenPicker` is the whole chain as one callable; its `distribution` is the one the draw is made
+from, which speculative decoding's rejection rule needs (edgeinfer/rejection.py).
 
 The logits handed in are often a zero-copy view of the native core's buffer, so nothing here
 writes to its input: every transform returns a new array (or the input itself, unchanged).
@@ -113,7 +116,8 @@ class SamplingParams:
                 check_option(f.name, value)
 
     def make_sampler(self) -> Sampler:
-        """The sampler for these parameters (penalties are separate: `make_logits_processors`)."""
+        """The sampler for these parameters (penalties are separate: `make_logits_processors`;
+        both together: `TokenPicker`)."""
         return make_sampler(self.temperature, self.top_k, self.top_p, self.min_p, self.seed)
 
     def make_logits_processors(self) -> list[LogitsProcessor]:
@@ -287,33 +291,105 @@ def _logsumexp(x: np.ndarray) -> float:
 
 # -- the sampler -----------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Distribution:
+    """What a sampler draws from: the candidate ids and their weights (float64, not normalised: a
+    draw scales a uniform number by their sum). Ids not listed have probability 0."""
+
+    ids: np.ndarray       # [n] token ids: ascending, or by descending logit (after top-p)
+    weights: np.ndarray   # [n] float64 >= 0
+
+    def probs(self) -> np.ndarray:
+        return self.weights / self.weights.sum()
+
+    def probs_of(self, tokens: np.ndarray) -> np.ndarray:
+        """The probability of each of `tokens` (0 for those not among the candidates)."""
+        order = np.argsort(self.ids)
+        ids, probs = self.ids[order], self.probs()[order]
+        at = np.minimum(np.searchsorted(ids, tokens), len(ids) - 1)
+        return np.where(ids[at] == tokens, probs[at], 0.0)
+
+    def prob(self, token: int) -> float:
+        return float(self.probs_of(np.array([token]))[0])
+
+    def draw(self, rng: np.random.Generator) -> int:
+        """One token by inverse CDF: one uniform number, the first candidate whose cumulative
+        weight exceeds it (a zero-weight candidate is never drawn)."""
+        cdf = np.cumsum(self.weights)
+        i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+        return int(self.ids[min(i, len(self.ids) - 1)])
+
+
+def is_greedy(temperature: float, top_k: int) -> bool:
+    """Whether these settings always pick the most likely token."""
+    return temperature <= 0.0 or top_k == 1
+
+
+def token_distribution(logits: np.ndarray, temperature: float = DEFAULTS.temperature,
+                       top_k: int = DEFAULTS.top_k, top_p: float = DEFAULTS.top_p,
+                       min_p: float = DEFAULTS.min_p) -> Distribution:
+    """The distribution the sampler draws from for these (already biased and penalised) logits:
+    top-k, min-p and top-p, then temperature and softmax over the survivors. Greedy settings put
+    all the weight on the argmax (ties: the lowest id)."""
+    x = np.asarray(logits, dtype=np.float32).reshape(-1)
+    if is_greedy(temperature, top_k):
+        return Distribution(np.array([int(np.argmax(x))]), np.ones(1))
+    ids = np.arange(len(x))
+    ids, x = apply_top_k(ids, x, top_k)
+    log_total = _logsumexp(x) if top_p < 1.0 else 0.0
+    ids, x = apply_min_p(ids, x, min_p)
+    if top_p < 1.0:
+        ids, x = apply_top_p(*sort_desc(ids, x), top_p, log_total)
+    return Distribution(ids, np.exp((x.astype(np.float64) - float(x.max())) / temperature))
+
+
 def make_sampler(temperature: float = DEFAULTS.temperature, top_k: int = DEFAULTS.top_k,
                  top_p: float = DEFAULTS.top_p, min_p: float = DEFAULTS.min_p,
-                 seed: int | None = DEFAULTS.seed) -> Sampler:
-    """A function ``logits (n_vocab,) -> token id`` for these settings.
+                 seed: int | np.random.Generator | None = DEFAULTS.seed) -> Sampler:
+    """A function ``logits (n_vocab,) -> token id`` for these settings: one draw from
+    `token_distribution`.
 
-    ``temperature <= 0`` or ``top_k == 1`` is greedy (argmax; ties go to the lowest id). Otherwise
-    the draw uses a ``numpy.random.Generator`` seeded with ``seed`` (fresh entropy when None), so
-    equal seeds and equal logits give equal tokens.
+    ``temperature <= 0`` or ``top_k == 1`` is greedy (argmax; ties go to the lowest id; no random
+    number is used). Otherwise the draw uses a ``numpy.random.Generator`` seeded with ``seed``
+    (fresh entropy when None; a Generator is used as it is), so equal seeds and equal logits give
+    equal tokens.
     """
-    if temperature <= 0.0 or top_k == 1:
+    if is_greedy(temperature, top_k):
         return lambda logits: int(np.argmax(logits))
-
     rng = np.random.default_rng(seed)
+    return lambda logits: token_distribution(logits, temperature, top_k, top_p, min_p).draw(rng)
 
-    def sample(logits: np.ndarray) -> int:
-        x = np.asarray(logits, dtype=np.float32).reshape(-1)
-        ids = np.arange(len(x))
-        ids, x = apply_top_k(ids, x, top_k)
-        log_total = _logsumexp(x) if top_p < 1.0 else 0.0
-        ids, x = apply_min_p(ids, x, min_p)
-        if top_p < 1.0:
-            ids, x = apply_top_p(*sort_desc(ids, x), top_p, log_total)
-        # Temperature, softmax and an inverse-CDF draw over the survivors (ids ascending or
-        # sorted by logit: either way a deterministic order for a given seed).
-        z = (x.astype(np.float64) - float(x.max())) / temperature
-        cdf = np.cumsum(np.exp(z))
-        i = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
-        return int(ids[min(i, len(ids) - 1)])
 
-    return sample
+class TokenPicker:
+    """The logit bias and the history-dependent penalties, then the sampler: called as
+    ``picker(logits, history) -> token id``. `distribution` is what that call draws from, for the
+    speculative rejection rule (edgeinfer.rejection), which draws with the same `rng`."""
+
+    def __init__(self, params: SamplingParams, logit_bias: Mapping[int, float] | None = None,
+                 rng: np.random.Generator | None = None):
+        """`rng`: the generator to draw with (default: one seeded with params.seed)."""
+        self.params = params
+        self.rng = rng if rng is not None else np.random.default_rng(params.seed)
+        self._processors = make_logit_bias_processor(logit_bias) + params.make_logits_processors()
+        self._sample = make_sampler(params.temperature, params.top_k, params.top_p, params.min_p, self.rng)
+
+    @property
+    def greedy(self) -> bool:
+        return is_greedy(self.params.temperature, self.params.top_k)
+
+    def process(self, logits: np.ndarray, history: Sequence[int]) -> np.ndarray:
+        """The logits after the bias and the penalties (a new array, or `logits` when none apply)."""
+        for process in self._processors:
+            logits = process(logits, history)
+        return logits
+
+    def most_likely(self, logits: np.ndarray, history: Sequence[int]) -> int:
+        """The token greedy decoding would pick: the mode of `distribution`."""
+        return int(np.argmax(self.process(logits, history)))
+
+    def distribution(self, logits: np.ndarray, history: Sequence[int]) -> Distribution:
+        p = self.params
+        return token_distribution(self.process(logits, history), p.temperature, p.top_k, p.top_p, p.min_p)
+
+    def __call__(self, logits: np.ndarray, history: Sequence[int]) -> int:
+        return self._sample(self.process(logits, history))

@@ -3,7 +3,7 @@
 - the reference-data folder and its JSON files;
 - the real model files and the F32 files derived from them (support/real_models.py: a missing
   model skips its tests, unless EDGEINFER_REQUIRE_MODELS=1, set by scripts/test.sh, which fetches
-  them first: then it fails);
+  them first: then it fails), and requantized copies made in the test run;
 - the OpenCL device the offload tests run on, and a temporary kernel cache;
 - the tiny random-weight llama (support/tiny_llama.py) most unit tests decode with.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -71,6 +72,27 @@ def smollm2_f32_path(smollm2_path: Path) -> Path:
 def gemma3_f32_path(gemma3_path: Path) -> Path:
     """Gemma 3 270M dequantized to F32 (about 1.08 GB; the first run takes a minute or two)."""
     return derived_f32(gemma3_path, "gemma-3-270m.F32-dequant-from-Q4_K_M.gguf")
+
+
+@pytest.fixture(scope="session")
+def requantized(tmp_path_factory) -> Callable[[Path, str], Path]:
+    """``requantized(path, "Q8_0")`` -> the model at `path` requantized to that preset by our
+    quantizer (a second or two for the real models), made once in this run: another quantization
+    of the same model and vocabulary, e.g. a target for `path` as a draft model."""
+    made: dict[tuple[Path, str], Path] = {}
+
+    def get(path: Path, preset: str) -> Path:
+        from edgeinfer.quantize import QuantizeOptions, quantize_file
+
+        if (path, preset) not in made:
+            out = tmp_path_factory.mktemp("requantized") / f"{path.stem}.{preset}.gguf"
+            with warnings.catch_warnings():   # "requantizing ...: the result is worse": known, and no matter
+                warnings.simplefilter("ignore", UserWarning)
+                quantize_file(path, out, QuantizeOptions(preset, allow_requantize=True), n_threads=2)
+            made[path, preset] = out
+        return made[path, preset]
+
+    return get
 
 
 # ---- OpenCL --------------------------------------------------------------------------------

@@ -163,7 +163,7 @@ def test_run_passes_options_through(fake_model_file, capsys):
     assert (m.n_ctx, m.n_threads, m.prompt) == (256, 2, "hi")
     assert m.generate_kwargs == dict(max_tokens=7, temperature=0.0, top_k=5, top_p=0.5,
                                      min_p=0.1, seed=3, stop=["\n"], repeat_penalty=1.1,
-                                     context_overflow="stop", n_keep=None, speculative=False)
+                                     context_overflow="stop", n_keep=None, speculative=False, draft=None)
     assert m.cache_types == ("f16", "f16")
 
 

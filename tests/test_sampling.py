@@ -6,7 +6,7 @@ import pytest
 
 from edgeinfer.sampling import (
     DEFAULTS, SamplingParams, apply_logit_bias, apply_min_p, apply_penalties, apply_top_k, apply_top_p,
-    make_logit_bias_processor, make_logits_processors, make_sampler, sort_desc,
+    make_logit_bias_processor, make_logits_processors, make_sampler, sort_desc, TokenPicker, token_distribution,
 )
 
 
@@ -140,6 +140,31 @@ def test_distribution_matches_softmax_over_temperature():
     sampler = make_sampler(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0)
     counts = np.bincount([sampler(logits) for _ in range(20000)], minlength=3) / 20000
     np.testing.assert_allclose(counts, [0.6, 0.3, 0.1], atol=0.02)
+
+
+def test_token_distribution_is_the_softmax_over_temperature_of_what_the_filters_keep():
+    logits = random_logits(50)
+    dist = token_distribution(logits, temperature=0.7, top_k=5, top_p=1.0, min_p=0.0)
+    top5 = np.sort(np.argsort(logits)[-5:])
+    assert list(dist.ids) == list(top5)
+    expected = np.exp(logits[top5].astype(np.float64) / 0.7)
+    np.testing.assert_allclose(dist.probs(), expected / expected.sum(), rtol=1e-6)
+    assert dist.prob(int(np.argmin(logits))) == 0.0          # filtered out: probability 0
+    greedy = token_distribution(logits, temperature=0.0)
+    assert list(greedy.ids) == [int(np.argmax(logits))] and greedy.prob(int(np.argmax(logits))) == 1.0
+
+
+def test_the_token_picker_draws_from_its_distribution_after_bias_and_penalties():
+    logits = np.log(np.array([0.5, 0.3, 0.2])).astype(np.float32)
+    picker = TokenPicker(SamplingParams(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0,
+                                        presence_penalty=float(np.log(3.0))), logit_bias={2: float(np.log(2.0))})
+    history = [0]          # token 0 seen: its probability a third as large; token 2's doubled
+    expected = np.array([0.5 / 3, 0.3, 0.4])
+    expected /= expected.sum()
+    np.testing.assert_allclose(picker.distribution(logits, history).probs(), expected, rtol=1e-5)
+    counts = np.bincount([picker(logits, history) for _ in range(20000)], minlength=3) / 20000
+    np.testing.assert_allclose(counts, expected, atol=0.02)
+    assert picker.most_likely(logits, history) == 2
 
 
 def test_large_vocab_default_chain_is_fast():

@@ -75,17 +75,28 @@ def test_max_tokens_and_stop_strings_cut_where_plain_decoding_does(model):
 def test_lookup_drafts_the_continuation_of_the_latest_match():
     lookup = PromptLookup()
     lookup.extend([1, 2, 3, 4, 5, 9, 2, 3, 4])
-    assert lookup.draft(8) == [5, 9]              # "2 3 4" was followed by 5 9 ...; nothing timed yet: 2
+    assert lookup.draft(8).tokens == [5, 9]       # "2 3 4" was followed by 5 9 ...; nothing timed yet: 2
     lookup.timed(1, 0.010)                        # calls cost 10 ms + 1 ms a row; guesses usually right
     for rows in range(2, 10):
         lookup.timed(rows, 0.010 + 0.001 * (rows - 1))
     for _ in range(10):
         lookup.verified(4, 4)
     lookup.extend([5, 9, 2, 3, 4])
-    assert lookup.draft(8) == [5, 9, 2, 3, 4]     # the latest "2 3 4", as far as the text goes
-    assert lookup.draft(2) == [5, 9]              # never past the limit
+    assert lookup.draft(8).tokens == [5, 9, 2, 3, 4]   # the latest "2 3 4", as far as the text goes
+    assert lookup.draft(2).tokens == [5, 9]       # never past the limit
     lookup.extend([7])
-    assert lookup.draft(8) == []                  # "4 7" never occurred before
+    assert lookup.draft(8).tokens == []           # "4 7" never occurred before
+
+
+def test_after_the_first_draft_a_plain_step_is_timed_before_any_other():
+    lookup = PromptLookup()
+    lookup.extend([1, 2, 3, 1, 2, 3])
+    assert lookup.draft(8).tokens == [1, 2]       # nothing timed yet: a small draft
+    lookup.timed(3, 0.012)
+    lookup.verified(2, 2)
+    assert lookup.draft(8).tokens == []           # a plain step next: the time every draft must beat
+    lookup.timed(1, 0.010)
+    assert len(lookup.draft(8).tokens) > 0        # a 3-row call at 1.2 steps for 2 guesses mostly right
 
 
 def test_lookup_drafts_only_what_pays():
@@ -96,13 +107,13 @@ def test_lookup_drafts_only_what_pays():
         lookup.timed(rows, 0.010 * rows)
     for _ in range(20):
         lookup.verified(2, 0)
-    drafts = [len(lookup.draft(8)) for _ in range(2 * EXPLORE_EVERY)]
+    drafts = [len(lookup.draft(8).tokens) for _ in range(2 * EXPLORE_EVERY)]
     assert drafts.count(0) == 2 * EXPLORE_EVERY - 2 and max(drafts) == 2   # a small probe now and then
     for _ in range(30):                           # now an extra row is nearly free, and guesses hit
         for rows in range(2, 10):
             lookup.timed(rows, 0.010 + 0.0005 * (rows - 1))
         lookup.verified(8, 8)
-    assert len(lookup.draft(8)) == 8
+    assert len(lookup.draft(8).tokens) == 8
 
 
 @pytest.mark.realmodel

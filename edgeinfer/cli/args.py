@@ -104,6 +104,15 @@ def add_speculation_option(p: argparse.ArgumentParser) -> None:
                         "several per decode call where that pays; the output is the same)")
 
 
+def add_draft_option(p: argparse.ArgumentParser) -> None:
+    """--draft MODEL (Model.generate's draft=), for run and chat."""
+    p.add_argument("--draft", metavar="MODEL",
+                   help="guess tokens with this smaller model of the same vocabulary (a .gguf file or a known "
+                        "model name; same context size and threads), several checked per decode call: the "
+                        "same output greedy or seeded, the same distribution otherwise (default: guess from "
+                        "earlier text; --no-speculative turns both off)")
+
+
 def sampling_options(args: argparse.Namespace) -> dict[str, Any]:
     """The sampling options parsed by add_sampling_options, as SamplingParams / Model.generate
     keyword arguments."""
@@ -134,6 +143,7 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
     add_speculation_option(p)
+    add_draft_option(p)
     constrain = p.add_mutually_exclusive_group()
     constrain.add_argument("--json-schema", metavar="FILE",
                            help="constrain the output to JSON that validates against the JSON Schema "
@@ -179,6 +189,7 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
                    help="with piped input: the whole input is one message")
     p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
     add_speculation_option(p)
+    add_draft_option(p)
     add_gpu_options(p)
     p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import stderr
-from edgeinfer.cli.run import gpu_options, load_model
+from edgeinfer.cli.run import gpu_options, load_draft, load_model
 from edgeinfer.paths import chat_history_file
 from edgeinfer.repl.app import run_interactive, run_piped
 from edgeinfer.repl.commands import ChatOptions, CommandContext
@@ -37,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
     system = system_from_args(args)
     model, _ = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v,
                           gpu=gpu_options(args))
+    draft, _ = load_draft(args, model)
     model_name = Path(model.path).name
     model.chat_template   # a model without one fails here, with the reason, not at each message
     if interactive:
@@ -46,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
         out = Renderer(stderr, answer_file=sys.stdout)
         options = ChatOptions(show_stats=False)
     session = ChatSession(model, system=system, settings=settings_from_args(args), notify=out.notice,
-                          progress=out.progress, speculative=not args.no_speculative)
+                          progress=out.progress, speculative=not args.no_speculative, draft=draft)
     ctx = CommandContext(session, options, model_name)
     if interactive:
         return run_interactive(ctx, out, history=None if args.no_history else chat_history_file())

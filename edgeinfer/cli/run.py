@@ -12,6 +12,7 @@ from typing import Any
 from edgeinfer.cli.args import sampling_options
 from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
+from edgeinfer.draft_model import DraftModel
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 
@@ -28,6 +29,19 @@ def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_
                             cache_type_v=cache_type_v, **(gpu or {}))
     print_placement(loaded, (cache_type_k, cache_type_v))
     return loaded, (time.perf_counter() - start) * 1000.0
+
+
+def load_draft(args: argparse.Namespace, model: Any) -> tuple[DraftModel | None, float]:
+    """The --draft model (pulled if needed), loaded with `model`'s context size and threads, its
+    vocabulary checked against `model`'s, and the load time in ms; None without --draft or with
+    --no-speculative."""
+    if getattr(args, "draft", None) is None or args.no_speculative:
+        return None, 0.0
+    path = resolve_model(args.draft, reporter=RichReporter(stderr))
+    start = time.perf_counter()
+    with warnings_on_stderr():
+        draft = DraftModel(Model.load(path, n_ctx=model.n_ctx, n_threads=model.n_threads), model)
+    return draft, (time.perf_counter() - start) * 1000.0
 
 
 def print_placement(model: Any, kv_types: tuple[str, str]) -> None:
@@ -81,7 +95,7 @@ def format_stats(result: Any, load_ms: float) -> str:
     parts.append(gen + (f" @ {gen_tok_s:.1f} tok/s" if gen_tok_s is not None else ""))
     drafts = getattr(result, "drafts", None)
     if drafts is not None and drafts.drafted:
-        parts.append(f"drafted {drafts.drafted} tokens, {drafts.accepted} accepted")
+        parts.append(f"drafted {drafts.drafted} tokens, {drafts.accepted} accepted ({drafts.source})")
     parts.append(f"finish: {result.finish_reason}")
     return " · ".join(parts)
 
@@ -99,12 +113,12 @@ def chat_messages(question: str, system: str | None) -> list[dict[str, str]]:
     return messages + [{"role": "user", "content": question}]
 
 
-def _start(args: argparse.Namespace, model: Any) -> Any:
+def _start(args: argparse.Namespace, model: Any, draft: DraftModel | None) -> Any:
     """The generator for the prompt or the chat turn the arguments ask for."""
     options = dict(
         max_tokens=args.n_predict, **sampling_options(args), stop=args.stop,
         context_overflow="shift" if getattr(args, "context_shift", False) else "stop",
-        n_keep=getattr(args, "keep", None), speculative=not args.no_speculative, **_constraint(args),
+        n_keep=getattr(args, "keep", None), speculative=not args.no_speculative, draft=draft, **_constraint(args),
     )
     if args.chat is not None:
         stderr.print(f"chat template: {model.chat_template.origin}", style="dim", soft_wrap=True)
@@ -119,9 +133,11 @@ def main(args: argparse.Namespace) -> int:
     _check_chat_options(args)
     model, load_ms = load_model(args.model, args.ctx_size, args.threads, args.cache_type_k, args.cache_type_v,
                                 gpu=gpu_options(args))
+    draft, draft_ms = load_draft(args, model)
+    load_ms += draft_ms
     if getattr(args, "verbose", False):
         stderr.print(model.kv_summary(), style="dim", soft_wrap=True)
-    gen = _start(args, model)
+    gen = _start(args, model, draft)
     out = sys.stdout
     try:
         while True:

@@ -151,7 +151,8 @@ def _show(ctx: CommandContext, arg: str) -> Outcome:
             f"{name}={'random' if s.get(attr) is None else s.get(attr)}"
             for name, (attr, _) in SETTABLE.items()),
         f"stats line     {'on' if ctx.options.show_stats else 'off'}",
-        f"speculative    {'on' if ctx.session.speculative else 'off'}",
+        f"speculative    {'on' if ctx.session.speculative else 'off'}"
+        + (f" ({ctx.session.draft.stats.source})" if ctx.session.draft is not None else ""),
     ]
     return Outcome("\n".join(lines))
 

@@ -96,6 +96,7 @@ class ChatSession:
     progress: Callable[[int, int], None] = lambda done, total: None
     last_stats: TurnStats | None = None
     speculative: bool = True    # Model.generate's speculative (prompt lookup; same answers)
+    draft: Any = None           # Model.generate's draft (an edgeinfer.draft_model.DraftModel)
 
     # --- the conversation ------------------------------------------------------------------------
     def conversation(self) -> list[Message]:
@@ -203,7 +204,7 @@ class ChatSession:
         def count(token: int, logits: Any) -> None:
             drawn[0] += 1
 
-        gen = self.model.generate(ids, on_token=count, speculative=self.speculative,
+        gen = self.model.generate(ids, on_token=count, speculative=self.speculative, draft=self.draft,
                                   **self.settings.generate_kwargs())
         pieces: list[str] = []
         t_first: float | None = None
