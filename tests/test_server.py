@@ -537,6 +537,29 @@ def test_metrics_count_speculative_guesses(server, client):
     assert drafted > 0 and 0 < accepted <= drafted
 
 
+def test_a_draft_model_gives_the_plain_answer_with_its_guesses_counted(server, client, smollm2_path, tmp_path):
+    """--draft (here the model itself: the same vocabulary, every guess right): the greedy answer
+    is the one the server without a draft gives, and /metrics counts the guesses."""
+    messages = [{"role": "user", "content": "Write a short poem about autumn leaves."}]
+    want = client.chat.completions.create(model=ALIAS, messages=messages, max_tokens=40, temperature=0)
+    drafted = ServerProcess(smollm2_path, "-c", "512", "-np", "2", "--draft", str(smollm2_path),
+                            log_path=tmp_path / "draft.log")
+    try:
+        own = openai.OpenAI(base_url=f"{drafted.url}/v1", api_key="x", max_retries=0, timeout=60)
+        got = own.chat.completions.create(model="smollm2", messages=messages, max_tokens=40, temperature=0)
+        assert got.choices[0].message.content == want.choices[0].message.content
+        assert metric(drafted, "draft_tokens_accepted_total") > 0
+    finally:
+        drafted.stop()
+
+
+def test_a_draft_model_of_another_vocabulary_stops_the_server_with_the_reason(smollm2_path, gemma3_path, tmp_path):
+    with pytest.raises(RuntimeError, match="exited with 1"):
+        ServerProcess(smollm2_path, "--draft", str(gemma3_path), log_path=tmp_path / "server.log", timeout=60)
+    log = " ".join((tmp_path / "server.log").read_text().split())
+    assert "cannot load the model" in log and "vocabularies differ" in log
+
+
 # --- API key and the prompt cache on disk ---------------------------------------------------------
 
 KEY = "sk-test-123"

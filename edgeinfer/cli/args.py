@@ -105,7 +105,7 @@ def add_speculation_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_draft_option(p: argparse.ArgumentParser) -> None:
-    """--draft MODEL (Model.generate's draft=), for run and chat."""
+    """--draft MODEL (Model.generate's draft=), for run, chat and serve."""
     p.add_argument("--draft", metavar="MODEL",
                    help="guess tokens with this smaller model of the same vocabulary (a .gguf file or a known "
                         "model name; same context size and threads), several checked per decode call: the "
@@ -286,6 +286,7 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                    help="most bytes --prompt-cache-dir may hold, e.g. 512M or 2G; least recently used out "
                         "first (default: 1G)")
     add_speculation_option(p)
+    add_draft_option(p)
     add_gpu_options(p)
 
 

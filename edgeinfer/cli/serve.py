@@ -17,6 +17,7 @@ from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.run import gpu_options, print_placement
 from edgeinfer.cli.wording import in_flags
+from edgeinfer.draft_model import DraftModel
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
 from edgeinfer.sampling import SamplingParams
@@ -47,6 +48,9 @@ def make_config(args: argparse.Namespace, path: Path):
     from edgeinfer.server.config import ServerConfig, model_ids
 
     model_id, accepted = model_ids(path, args.model, args.alias)
+    draft = None
+    if args.draft is not None and not args.no_speculative:
+        draft = resolve_model(args.draft, reporter=RichReporter(stderr))
     sampling = SamplingParams(**sampling_options(args))
     return ServerConfig(
         model_path=path, model_id=model_id, accepted_model_ids=accepted, n_ctx=args.ctx_size,
@@ -57,6 +61,7 @@ def make_config(args: argparse.Namespace, path: Path):
         prompt_cache_dir=Path(args.prompt_cache_dir).expanduser() if args.prompt_cache_dir else None,
         prompt_state_min_tokens=args.prompt_cache_min, prompt_cache_max_bytes=args.prompt_cache_size,
         gpu=gpu_options(args), speculative=not args.no_speculative, parallel=parallel_slots(args),
+        draft_path=draft,
     )
 
 
@@ -90,6 +95,15 @@ def main(args: argparse.Namespace) -> int:
                      f"queue of {config.max_queue}", style="dim", soft_wrap=True)
         return model
 
+    def make_drafts(model: Model) -> list[DraftModel]:
+        """One DraftModel per slot, over the draft model loaded once with a sequence per slot."""
+        draft = Model.load(config.draft_path, n_ctx=model.n_ctx, n_threads=model.n_threads,
+                           n_parallel=model.n_parallel)
+        drafts = [DraftModel(draft, model, prompt_cache=cache) for cache in draft.prompt_caches]
+        stderr.print(f"draft model {config.draft_path.name}: guesses for every slot, checked by the model",
+                     style="dim", soft_wrap=True)
+        return drafts
+
     def make_store(model: Model) -> PromptStateStore:
         store = PromptStateStore(model, config.prompt_cache_dir, config.prompt_state_min_tokens,
                                  config.prompt_cache_max_bytes)
@@ -107,6 +121,7 @@ def main(args: argparse.Namespace) -> int:
 
     engine = Engine(load, Metrics(), config.max_queue,
                     make_prompt_store=make_store if config.prompt_cache_dir else None,
+                    make_drafts=make_drafts if config.draft_path else None,
                     on_load_failure=on_load_failure)
     app = create_app(config, engine)
     warning = bind_warning(args.host, bool(config.api_key))

@@ -41,6 +41,7 @@ class ServerConfig:
     gpu: dict | None = None                         # Model.load's gpu_layers / device / require_gpu
     speculative: bool = True                        # Model.generate's speculative (prompt lookup)
     parallel: int = 1                               # slots: requests run at once (Model.load's n_parallel)
+    draft_path: Path | None = None                  # --draft: a smaller model of the same vocabulary guesses
 
 
 def model_ids(path: Path, requested: str | None, alias: str | None) -> tuple[str, frozenset[str]]:

@@ -117,7 +117,7 @@ class Metrics:
         metric("prompt_cache_hit_tokens_total", "counter", "Prompt tokens reused from the prompt cache.",
                [("", t.prompt_cache_hit_tokens)])
         metric("generated_tokens_total", "counter", "Generated tokens.", [("", t.generated_tokens)])
-        metric("draft_tokens_total", "counter", "Tokens guessed by speculative decoding (prompt lookup).",
+        metric("draft_tokens_total", "counter", "Tokens guessed by speculative decoding (prompt lookup or --draft).",
                [("", t.drafted_tokens)])
         metric("draft_tokens_accepted_total", "counter", "Guessed tokens the model confirmed.",
                [("", t.accepted_tokens)])

@@ -111,6 +111,7 @@ class Slot:
     """One of the model's sequences and the thread that generates in it."""
     index: int
     cache: PromptCache | None                 # the model's prompt cache for this sequence
+    draft: Any = None                         # its edgeinfer.draft_model.DraftModel (--draft), if any
     job: GenerationJob | None = None          # the job it runs, None when free
     last_used: float = 0.0
     inbox: queue.Queue = field(default_factory=queue.Queue)
@@ -132,11 +133,15 @@ class Engine:
 
     def __init__(self, load: Callable[[], Model], metrics: Metrics, max_queue: int,
                  make_prompt_store: Callable[[Model], Any] | None = None,
-                 on_load_failure: Callable[[BaseException], None] | None = None):
+                 on_load_failure: Callable[[BaseException], None] | None = None,
+                 make_drafts: Callable[[Model], list] | None = None):
         """`load` makes the model (on the engine thread); `make_prompt_store(model)` the optional
-        PromptStateStore (loading saved states is part of loading: /health says 503 until done)."""
+        PromptStateStore (loading saved states is part of loading: /health says 503 until done);
+        `make_drafts(model)` the optional draft models, one per slot (part of loading too)."""
         self._load = load
         self._make_prompt_store = make_prompt_store
+        self._make_drafts = make_drafts
+        self._drafts: list | None = None
         self._on_load_failure = on_load_failure
         self.metrics = metrics
         self.max_queue = max_queue
@@ -250,6 +255,8 @@ class Engine:
     def _run(self) -> None:
         try:
             model = self._load()
+            if self._make_drafts is not None:
+                self._drafts = self._make_drafts(model)
             if self._make_prompt_store is not None:
                 self.prompt_store = self._make_prompt_store(model)
         except BaseException as exc:  # noqa: BLE001 - reported to the HTTP side and the CLI
@@ -261,7 +268,8 @@ class Engine:
                 self._on_load_failure(exc)
             return
         self.model = model
-        self.slots = [Slot(i, cache) for i, cache in enumerate(model.prompt_caches)]
+        self.slots = [Slot(i, cache, self._drafts[i] if self._drafts else None)
+                      for i, cache in enumerate(model.prompt_caches)]
         for slot in self.slots:
             thread = threading.Thread(target=self._slot_loop, args=(slot,), name=f"edgeinfer-slot-{slot.index}",
                                       daemon=True)
@@ -350,7 +358,9 @@ class Engine:
         try:
             if self.prompt_store is not None:
                 self.prompt_store.before_generate(slot.cache, job.prompt)
-            gen = self.model.generate(job.prompt, on_token=on_token, prompt_cache=slot.cache, **job.options)
+            drafting = {"draft": slot.draft} if slot.draft is not None else {}
+            gen = self.model.generate(job.prompt, on_token=on_token, prompt_cache=slot.cache, **drafting,
+                                      **job.options)
             while True:
                 try:
                     text = next(gen)
