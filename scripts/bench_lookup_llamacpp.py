@@ -77,9 +77,12 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--draft", type=int, default=8, help="most tokens a draft holds (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--categories", help="only these categories (comma-separated; default: all)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     prompts = {k: v for k, v in json.loads(PROMPTS.read_text()).items() if k != "about"}
+    if args.categories:
+        prompts = {k: v for k, v in prompts.items() if k in args.categories.split(",")}
     print(f"{cpu_name()}, {args.threads} threads, llama-lookup {args.llama_lookup}", flush=True)
     results = []
     for name in args.model:

@@ -87,10 +87,13 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--categories", help="only these categories (comma-separated; default: all)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     data = json.loads(PROMPTS.read_text(encoding="utf-8"))
     prompts = {k: v for k, v in data.items() if isinstance(v, list)}
+    if args.categories:
+        prompts = {k: v for k, v in prompts.items() if k in args.categories.split(",")}
     draft = str(resolve_model(args.draft)) if args.draft else None
     sampling = {"temperature": args.temp, "seed": args.seed}
     results = [measure(str(resolve_model(m)), prompts, args.threads, args.max_tokens, args.rounds, draft, sampling)
