@@ -310,7 +310,8 @@ class Distribution:
         return np.where(ids[at] == tokens, probs[at], 0.0)
 
     def prob(self, token: int) -> float:
-        return float(self.probs_of(np.array([token]))[0])
+        at = np.flatnonzero(self.ids == token)   # one compare: no sort for a single token
+        return float(self.weights[at[0]] / self.weights.sum()) if len(at) else 0.0
 
     def draw(self, rng: np.random.Generator) -> int:
         """One token by inverse CDF: one uniform number, the first candidate whose cumulative

@@ -124,13 +124,12 @@ class Drafter(ABC):
     def draft_size(self, guess_cost: float = 0.0) -> int:
         """The draft length that maximises expected tokens per second (0: plain steps pay best),
         when each guessed token costs `guess_cost` seconds to make besides its row in the check."""
-        one = self._call_cost(1)
-        if one is None:
+        if not self._cost:
             return 2   # nothing timed yet: a small first draft
         if 1 not in self._cost:
             return 0   # then a plain step: what every draft must beat, measured, not guessed
         a = min(self._accept, 0.99)
-        best_k, best_rate = 0, 1.0 / one
+        best_k, best_rate = 0, 1.0 / self._cost[1]
         for k in range(1, self.max_draft + 1):
             cost = self._call_cost(k + 1)
             expected = (1.0 - a ** (k + 1)) / (1.0 - a)
