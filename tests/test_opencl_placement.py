@@ -150,7 +150,8 @@ def test_notes_name_the_api_keyword_and_the_cli_its_flag():
 # The commands whose messages can name each setting (placement: every command that loads a model).
 COMMANDS_OF = {"gpu_layers": ("run", "chat", "serve", "info"), "device": ("run", "chat", "serve", "info"),
                "require_gpu": ("run", "chat", "serve", "info"), "n_ctx": ("run", "chat", "serve", "info"),
-               "force": ("quantize", "convert"), "n_chunks": ("perplexity",), "tensor_types": ("quantize",)}
+               "force": ("quantize", "convert"), "n_chunks": ("perplexity",), "tensor_types": ("quantize",),
+               "n_parallel": ("serve", "bench")}
 
 
 def test_every_flag_the_messages_name_is_one_the_commands_take():
