@@ -68,15 +68,17 @@ MatmulPlan plan_matmul(const TypeKernels& wk, const Tensor& W, int64_t n, BatchO
     const bool repack_order = wk.vec_dot_ggml_repack && W.rows() % 8 == 0;
     const bool tiled_order = !repack_order && wk.vec_dot_ggml_tiled && n >= kTiledMinBatch && !per_row;
     if (!repack_order && !tiled_order) {
-        // vec_dot's order for any batch: through the kernel that suits the batch's size.
-        if (wk.gemm_small_batch && n > 1 && n <= kSmallBatchMax)
+        // vec_dot's order for any batch: through the kernel that suits the batch's size (a decode
+        // batch of any size through the small-batch GEMM, a few rows at a time).
+        if (wk.gemm_small_batch && n > 1 && (n <= kSmallBatchMax || per_row))
             return {MatmulPlan::small_batch, wk.gemm_small_batch};
         if (wk.gemm && n >= kGemmMinTokens) return {MatmulPlan::tiled_gemm};
         return {MatmulPlan::row_dots, nullptr, wk.vec_dot};
     }
     // Every row in the repacked GEMV's order (a one-row batch's; llama.cpp's too for fewer than
     // 4 rows): the small-batch GEMM in that order reads the weights once for all of them.
-    if (repack_order && (per_row || n < 4) && wk.gemm_small_batch_ggml_repack && n > 1 && n <= kSmallBatchMax)
+    if (repack_order && (per_row || n < 4) && wk.gemm_small_batch_ggml_repack && n > 1 &&
+        (n <= kSmallBatchMax || per_row))
         return {MatmulPlan::small_batch, wk.gemm_small_batch_ggml_repack};
     MatmulPlan p{MatmulPlan::ggml_order};
     p.dot = repack_order ? wk.vec_dot_ggml_repack : wk.vec_dot_ggml_tiled;
@@ -139,15 +141,27 @@ void run_tiled_gemm(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a
 }
 
 // A decode batch through the small-batch GEMM: each thread streams its slice of the weights once
-// for all the activation rows (several tasks a thread, for balance, as a one-token decode).
+// for all the activation rows (several tasks a thread, for balance, as a one-token decode). More
+// rows than the GEMM takes go in even groups (9 = 5 + 4: a draft of 8 and its token), each over
+// a block of weight rows small enough that the later groups read it from L2, not memory; every
+// row keeps vec_dot's bits.
 void run_small_batch(ThreadPool& pool, const MatmulPlan& p, const MatmulArgs& a) {
+    constexpr size_t kBlockBytes = 256 * 1024;
     const Tensor& W = a.W;
     const int64_t M = W.rows();
+    const int64_t groups = (a.n + kSmallBatchMax - 1) / kSmallBatchMax;
+    const int64_t block = groups == 1 ? M : std::max<int64_t>(4, (int64_t)(kBlockBytes / W.row_bytes) & ~(int64_t)3);
     pool.run([&](int ith, int nth) {
         int64_t r0, r1;
         task_rows(M, ith, nth, &r0, &r1);
-        if (r1 > r0)
-            p.batch_gemm(W.cols(), r1 - r0, a.n, W.row(r0), W.row_bytes, a.act, a.act_row, a.y + r0, M);
+        for (int64_t b0 = r0; b0 < r1; b0 += block) {
+            const int64_t b1 = std::min(r1, b0 + block);
+            for (int64_t g = 0; g < groups; ++g) {
+                const int64_t c0 = a.n * g / groups, c1 = a.n * (g + 1) / groups;
+                p.batch_gemm(W.cols(), b1 - b0, c1 - c0, W.row(b0), W.row_bytes, a.act + c0 * a.act_row, a.act_row,
+                             a.y + c0 * M + b0, M);
+            }
+        }
     }, row_tasks(pool, M));
 }
 
