@@ -6,7 +6,9 @@ and the time to first token of a request that arrives while the others stream.
 
 Starts `edgeinfer serve MODEL --parallel P` (P = the most streams asked for) and, with
 --llama-server, llama.cpp's server on the same file with as many slots (`-np P`, each slot the
-same context), one after the other, never side by side. Each stream is a /v1/completions request
+same context), one after the other, never side by side. edgeinfer runs with --no-speculative
+(llama-server does not guess tokens by default; --speculative keeps edgeinfer's prompt lookup on,
+which makes repetitive answers faster and so is not the same work). Each stream is a /v1/completions request
 of its own prompt (distinct, so no prompt is served from another's cache), greedy, with the
 end-of-generation tokens banned by logit_bias so that every stream decodes exactly --tokens
 tokens. The client is one asyncio loop (httpx), the same for both servers.
@@ -144,6 +146,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=1024, help="context per slot (default: %(default)s)")
     ap.add_argument("--llama-server", type=Path, help="llama.cpp's llama-server binary, to run side by side")
+    ap.add_argument("--speculative", action="store_true", help="keep edgeinfer's speculative decoding on")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     counts = [int(c) for c in args.streams.split(",")]
@@ -155,7 +158,8 @@ def main() -> int:
         print(f"{model.name}:", flush=True)
         ban = eog_ban(model)
         engines = [("edgeinfer", [sys.executable, "-m", "edgeinfer", "serve", str(model), "--parallel", str(slots),
-                                  "-c", str(args.ctx), "-t", str(args.threads)])]
+                                  "-c", str(args.ctx), "-t", str(args.threads)]
+                     + ([] if args.speculative else ["--no-speculative"]))]
         if args.llama_server:
             engines.append(("llama.cpp", [str(args.llama_server), "-m", str(model), "-np", str(slots),
                                           "-c", str(args.ctx * slots), "-t", str(args.threads),

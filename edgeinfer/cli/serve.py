@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -23,6 +24,7 @@ from edgeinfer.pull import resolve_model
 from edgeinfer.sampling import SamplingParams
 
 API_KEY_ENV = "EDGEINFER_API_KEY"
+SWITCH_INTERVAL_S = 0.0005
 
 
 def bind_warning(host: str, has_api_key: bool) -> str | None:
@@ -74,6 +76,10 @@ def main(args: argparse.Namespace) -> int:
     from edgeinfer.server.worker import Engine, EngineState
 
     verbose = bool(getattr(args, "verbose", False))
+    # The slots' threads hand the GIL to the event loop's while the core decodes, and need it
+    # back the moment a step ends: the default switch interval (5 ms) would let the event loop
+    # keep it that long, a third of a step (docs/PERFORMANCE.md).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     path = resolve_model(args.model, reporter=RichReporter(stderr))
     config = make_config(args, path)
