@@ -535,6 +535,8 @@ def test_metrics_count_speculative_guesses(server, client):
     drafted = metric(server, "draft_tokens_total") - before[0]
     accepted = metric(server, "draft_tokens_accepted_total") - before[1]
     assert drafted > 0 and 0 < accepted <= drafted
+    timings = r.model_extra["timings"]   # the request's own counts, llama.cpp's names
+    assert (timings["draft_n"], timings["draft_n_accepted"]) == (drafted, accepted)
 
 
 def test_a_draft_model_gives_the_plain_answer_with_its_guesses_counted(server, client, smollm2_path, tmp_path):

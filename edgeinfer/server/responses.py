@@ -41,7 +41,8 @@ def timings(finished: Finished) -> s.Timings:
                      prompt_per_second=round(t.prompt_tok_s, 3), predicted_n=len(r.tokens),
                      predicted_ms=round(t.gen_ms, 3), predicted_per_second=round(t.gen_tok_s, 3),
                      cache_n=r.cached_tokens, ttft_ms=round(finished.ttft_ms, 3),
-                     queue_ms=round(finished.queue_ms, 3))
+                     queue_ms=round(finished.queue_ms, 3), draft_n=r.drafts.drafted if r.drafts else 0,
+                     draft_n_accepted=r.drafts.accepted if r.drafts else 0)
 
 
 class _Responses:

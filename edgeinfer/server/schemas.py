@@ -224,6 +224,8 @@ class Timings(BaseModel):
     ttft_ms: float = Field(description="From the request's arrival to its first token.")
     queue_ms: float = Field(description="From the request's arrival to the engine starting it "
                                         "(chat template, tokenization, waiting in the queue).")
+    draft_n: int = Field(0, description="Tokens guessed by speculative decoding (prompt lookup or --draft).")
+    draft_n_accepted: int = Field(0, description="Of those, the ones the model confirmed.")
 
 
 class TopLogprob(BaseModel):
