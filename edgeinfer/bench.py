@@ -30,6 +30,7 @@ import numpy as np
 
 from edgeinfer import _core
 from edgeinfer.threads import resolve_n_threads
+from edgeinfer.wording import Ref, Wording
 
 
 @dataclass
@@ -146,7 +147,7 @@ def run_bench(
     if repetitions < 1:
         raise ValueError("repetitions must be at least 1")
     if any(s < 1 for s in n_parallel):
-        raise ValueError("n_parallel values must be at least 1")
+        raise ValueError(Wording("", Ref("n_parallel"), " values must be at least 1"))
     tests = [(p, 0, 1) for p in n_prompt if p > 0] + [(0, g, s) for g in n_gen if g > 0 for s in n_parallel]
     if not tests:
         raise ValueError("nothing to run: give a positive -p or -n")

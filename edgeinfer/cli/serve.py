@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     verbose = bool(getattr(args, "verbose", False))
     # The slots' threads hand the GIL to the event loop's while the core decodes, and need it
     # back the moment a step ends: the default switch interval (5 ms) would let the event loop
-    # keep it that long, a third of a step (docs/PERFORMANCE.md).
+    # keep it for a sizeable part of a step.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     path = resolve_model(args.model, reporter=RichReporter(stderr))

@@ -157,12 +157,21 @@ def _show(ctx: CommandContext, arg: str) -> Outcome:
     return Outcome("\n".join(lines))
 
 
-def _stats(ctx: CommandContext, arg: str) -> Outcome:
+def _switch(arg: str, command: str, what: str, set_to: Callable[[bool], None]) -> Outcome | None:
+    """`/command on|off`: sets the switch and says so; another argument is a usage error; none
+    gives None (the command then shows the state)."""
     if arg in ("on", "off"):
-        ctx.options.show_stats = arg == "on"
-        return Outcome(f"stats line {arg}")
+        set_to(arg == "on")
+        return Outcome(f"{what} {arg}")
     if arg:
-        return Outcome("usage: /stats [on|off]", error=True)
+        return Outcome(f"usage: /{command} [on|off]", error=True)
+    return None
+
+
+def _stats(ctx: CommandContext, arg: str) -> Outcome:
+    switched = _switch(arg, "stats", "stats line", lambda on: setattr(ctx.options, "show_stats", on))
+    if switched is not None:
+        return switched
     last = ctx.session.last_stats
     state = "on" if ctx.options.show_stats else "off"
     if last is None:
@@ -171,11 +180,10 @@ def _stats(ctx: CommandContext, arg: str) -> Outcome:
 
 
 def _speculative(ctx: CommandContext, arg: str) -> Outcome:
-    if arg in ("on", "off"):
-        ctx.session.speculative = arg == "on"
-        return Outcome(f"speculative decoding {arg}")
-    if arg:
-        return Outcome("usage: /speculative [on|off]", error=True)
+    switched = _switch(arg, "speculative", "speculative decoding",
+                       lambda on: setattr(ctx.session, "speculative", on))
+    if switched is not None:
+        return switched
     state = "on" if ctx.session.speculative else "off"
     return Outcome(f"speculative decoding {state} (/speculative on|off): guessed tokens checked in one "
                    f"pass, the same answers, sooner when they repeat earlier text")

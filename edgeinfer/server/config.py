@@ -15,8 +15,8 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_PROMPT_STATE_MIN_TOKENS = 64   # shared prefixes shorter than this are not saved
 DEFAULT_PROMPT_CACHE_BYTES = 1 << 30   # --prompt-cache-dir's size at most
 # Requests run at once. A desktop's apps send a few at a time (a chat's answer, its title and
-# tags; an editor's completions beside a chat), and up to about 4 rows a decode step costs
-# little more than one (docs/PERFORMANCE.md), as llama-server's default of 4 slots assumes too.
+# tags; an editor's completions beside a chat), and a decode step of a few rows costs far less
+# than as many steps (docs/PERFORMANCE.md); llama-server's default is 4 slots too.
 DEFAULT_PARALLEL = 4
 
 
