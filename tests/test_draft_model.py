@@ -78,7 +78,11 @@ def test_greedy_and_seeded_output_is_plain_decodings_across_a_context_shift(tiny
     spec = fresh(target).complete(PROMPT, draft=draft, **common)
     assert spec.tokens == plain.tokens and spec.context_shifts == plain.context_shifts > 0
     assert spec.drafts.drafted > 0 and spec.drafts.source == "draft model tiny.gguf"
-    if draft_seed == 0:   # not every guess: once the history outgrows the draft's context it sees less
+    if draft_seed == 0 and sampling["temperature"] == 0:
+        # Greedy: the same weights guess right until the history outgrows the draft's context.
+        # Seeded, a guess (the draft's most likely token) is kept only when the sampler's draw
+        # lands on it, which on near-flat random-weight logits is chance and depends on the CPU's
+        # float order: no count is asserted, only the tokens.
         assert spec.drafts.accepted > 0
     for model in (target, draft.model):   # what each prompt cache says it holds, the context holds
         assert len(model.prompt_cache.tokens) == model.context.n_past
