@@ -109,6 +109,21 @@ def test_logits_view_is_zero_copy_and_read_only(tiny_llama):
     np.testing.assert_array_equal(view, before)  # a held view keeps its values
 
 
+def test_held_logits_views_never_change_while_buffers_are_recycled(tiny_llama):
+    """Steps write to a buffer nothing views: a released one is written again (the core keeps
+    spares so that a generation holding its last row does not cost an allocation per step), a
+    held one never is, whichever of the two latest views are kept."""
+    ctx = tiny_llama.context
+    ctx.truncate(0)
+    held = []
+    for token in range(5, 25):
+        ctx.decode(np.array([token], dtype=np.int32))
+        view = ctx.logits
+        held = held[-(token % 3):] + [(view, view.copy())] if token % 3 else [(view, view.copy())]
+        for v, values in held:
+            np.testing.assert_array_equal(v, values)
+
+
 def test_logits_from_keeps_only_the_asked_rows_with_the_same_values(tiny_llama_path):
     # n_batch 8 splits the 20 ids into chunks, so rows start inside, at and past chunk edges.
     m = Model.load(tiny_llama_path, n_ctx=64, n_threads=2, n_batch=8)

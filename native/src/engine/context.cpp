@@ -57,6 +57,37 @@ void Context::sync_offloaded_kv(int64_t n) const {
     if (offload_) offload_->sync_kv_to_host(std::min(n, n_past_));
 }
 
+// Spare logits buffers are kept only while they are small (a few decode steps' rows): a parallel
+// generation holds the view of its last row until its next step, so without spares every step
+// would allocate and zero rows x n_vocab floats (4 MB for 4 rows of Gemma 3's vocabulary), while
+// a perplexity run's thousand-row buffers are better returned to the system.
+constexpr size_t kMaxSpareLogitBuffers = 2;
+constexpr int64_t kMaxSpareLogitRows = 16;
+
+void Context::use_logits_buffer(size_t n_floats) {
+    // Written only when nothing else holds it (use_count 1), so a view from Python never sees its
+    // values change or its memory go away.
+    auto usable = [n_floats](const std::shared_ptr<std::vector<float>>& b) {
+        return b.use_count() == 1 && b->size() >= n_floats;
+    };
+    if (usable(logits_)) return;
+    auto spare = std::find_if(spare_logits_.begin(), spare_logits_.end(), usable);
+    std::shared_ptr<std::vector<float>> next;
+    if (spare != spare_logits_.end()) {
+        next = std::move(*spare);
+        spare_logits_.erase(spare);
+    } else {
+        next = std::make_shared<std::vector<float>>(n_floats);
+    }
+    // The current buffer becomes a spare if a view holds it (it may be written again once that
+    // view is gone) and it is small.
+    if (logits_.use_count() > 1 && logits_->size() <= (size_t)(kMaxSpareLogitRows * n_vocab())) {
+        if (spare_logits_.size() == kMaxSpareLogitBuffers) spare_logits_.erase(spare_logits_.begin());
+        spare_logits_.push_back(std::move(logits_));
+    }
+    logits_ = std::move(next);
+}
+
 void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit, BatchOrder order, int seq) {
     check_seq(seq, "decode");
     if (n <= 0) throw Error("decode needs at least one token");
@@ -73,10 +104,7 @@ void Context::decode(const int32_t* tokens, int64_t n, int64_t first_logit, Batc
                         " is outside the vocabulary (0.." + std::to_string(n_vocab - 1) + ")");
 
     const int64_t rows = n - first_logit;
-    const size_t need = (size_t)(rows * n_vocab);
-    // A new buffer if the current one is too small or still viewed from Python (use_count > 1),
-    // so a view never sees its values change or its memory go away.
-    if (logits_->size() < need || logits_.use_count() > 1) logits_ = std::make_shared<std::vector<float>>(need);
+    use_logits_buffer((size_t)(rows * n_vocab));
 
     // The forward reads the cache the environment points at: this sequence's, for this call
     // (back to sequence 0's afterwards, even when the forward throws).

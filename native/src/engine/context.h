@@ -49,7 +49,8 @@ public:
                 int seq = 0);
 
     // Logits of the last decode: [n_logit_rows][n_vocab]. The buffer is shared so a caller's
-    // zero-copy view stays valid after later decodes (which use a fresh buffer when they must grow).
+    // zero-copy view stays valid after later decodes (which write to another buffer while a view
+    // of this one is alive: see use_logits_buffer).
     const std::shared_ptr<std::vector<float>>& logits_buffer() const { return logits_; }
     int64_t n_logit_rows() const { return n_logit_rows_; }
     int64_t n_vocab() const { return model_->hparams().n_vocab; }
@@ -106,6 +107,10 @@ private:
     std::unique_ptr<cl::Offload> offload_;
     ForwardEnv env_;
     std::shared_ptr<std::vector<float>> logits_;
+    // Buffers a decode moved away from because Python still viewed them; reused once it no longer
+    // does (see use_logits_buffer).
+    std::vector<std::shared_ptr<std::vector<float>>> spare_logits_;
+    void use_logits_buffer(size_t n_floats);
     int64_t n_logit_rows_ = 0;
     int64_t n_past_ = 0;
     // Sequences 1 .. n_seq - 1: their caches and cached position counts.

@@ -60,8 +60,7 @@ void Context::decode_sequences(const int32_t* tokens, const int32_t* seq_ids, co
             if (i >= 0) wanted[(size_t)i] = 1;
     }
     const int64_t rows = std::count(wanted.begin(), wanted.end(), 1);
-    const size_t need = (size_t)(rows * n_vocab);
-    if (logits_->size() < need || logits_.use_count() > 1) logits_ = std::make_shared<std::vector<float>>(need);
+    use_logits_buffer((size_t)(rows * n_vocab));
 
     std::vector<SequenceRun> runs;
     std::vector<int64_t> logit_rows;
