@@ -11,7 +11,7 @@ from edgeinfer import _core
 from edgeinfer import _testing
 from support.numpy_reference import causal_attention
 
-TILED_ISAS = [isa for isa in _core.available_isas() if isa in ("avx2",)]
+TILED_ISAS = [isa for isa in _core.available_isas() if isa in ("avx2", "avx512")]
 pytestmark = pytest.mark.skipif(not TILED_ISAS, reason="no table with the tiled prompt attention here")
 
 # (n queries, n_kv positions, n_head, n_head_kv, head_dim, window)

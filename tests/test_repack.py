@@ -28,9 +28,9 @@ from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 from support.real_models import smollm2_requantized  # noqa: E402
 
-# (m rows, n columns, k): one group, several groups, column counts off the 8-column panel,
-# SmolLM2's row lengths (576, 1536) and its K/V width (192 rows).
-SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576)]
+# (m rows, n columns, k): one group, several groups, column counts off the 8-column panel (and
+# several panels), SmolLM2's row lengths (576, 1536) and its K/V width (192 rows).
+SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
 
 
 def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -41,13 +41,12 @@ def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     return act
 
 
-def test_scalar_and_avx2_tables_have_the_packed_gemm():
+def test_every_table_has_the_packed_q4_0_gemm():
     isas = isas_with_gemm(T.Q4_0, "packed")
     assert "scalar" in isas
-    if "avx2" in _core.available_isas():
-        assert "avx2" in isas
-    # AVX-512 keeps its tiled Q4_0 GEMM and vec_dots (no VNNI packed kernel measured yet)
-    assert "avx512" not in isas
+    for isa in ("avx2", "avx512"):
+        if isa in _core.available_isas():
+            assert isa in isas
     # Q4_1's and Q5_0's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the
     # scalar vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
     for qtype in (T.Q4_1, T.Q5_0):
@@ -75,7 +74,6 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
     rng = np.random.default_rng([m, n, k, 1])
     w = random_blocks(T.Q4_0, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
-    # Each table that has the packed kernel (the selected one may not: AVX-512 keeps its own).
     got = _testing.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
     by_vec_dot = _testing.gemm(int(T.Q4_0), w, m, act, isa, by_vec_dot=True)
     deq_w = np.stack([_core.dequantize(int(T.Q4_0), w.reshape(m, -1)[r], k) for r in range(m)]).astype(np.float64)
@@ -123,7 +121,7 @@ np.save(sys.argv[2], np.concatenate([m.eval_logits(ids), m.eval_logits(ids + [id
 """
 
 
-@pytest.mark.skipif(_core.isa() not in ("avx2", "scalar"), reason="this ISA's table does not repack")
+@pytest.mark.skipif(_core.isa() not in isas_with_gemm(T.Q4_0, "packed"), reason="this ISA's table does not repack")
 def test_smollm2_q4_0_with_and_without_repacking(smollm2_path, tmp_path):
     """The repacked model (the default where the table has gemm_16row_groups) and the model read in
     place (EDGEINFER_REPACK=0, vec_dot order) give nearly the same logits: the same integer sums,

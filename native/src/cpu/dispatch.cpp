@@ -158,6 +158,8 @@ KernelTable build_table(Isa isa) {
             fill_attn_kvq_avx512(t.ops);
             fill_gemm_avx512(t);
             fill_gemm_kquants_avx512(t);
+            fill_gemm_packed_avx512(t);
+            fill_attn_prefill_avx2(t.ops);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

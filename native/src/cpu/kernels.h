@@ -204,7 +204,7 @@ void fill_ops_scalar(OpKernels& ops);
 void fill_kernels_avx2(KernelTable& t);
 void fill_kernels_avx512(KernelTable& t);
 void fill_kernels_neon(KernelTable& t);
-// The tiled prompt attention (cpu/x86/attn_prefill_avx2.cpp; AVX2 table).
+// The tiled prompt attention (cpu/x86/attn_prefill_avx2.cpp; the AVX2 and AVX-512 tables).
 void fill_attn_prefill_avx2(OpKernels& ops);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
@@ -224,10 +224,11 @@ void fill_gemm_avx2(KernelTable& t);  // cpu/x86/gemm_avx2.cpp
 // The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
 void fill_gemm_kquants_avx512(KernelTable& t);
 // The packed-weight GEMV/GEMMs (cpu/repack.cpp: the scalar Q4_0 reference; cpu/x86/
-// gemm_packed_avx2.cpp: Q4_0, Q4_1, Q5_0, in the AVX2 table only: the AVX-512 table keeps its own
-// kernels until packed ones have been measured against them on such a machine).
+// gemm_packed_avx2.cpp: Q4_0, Q4_1, Q5_0; cpu/x86/gemm_packed_avx512.cpp: Q4_0, the AVX-512
+// table keeping its own kernels for the other two).
 void fill_gemm_packed_scalar(KernelTable& t);
 void fill_gemm_packed_avx2(KernelTable& t);
+void fill_gemm_packed_avx512(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();
