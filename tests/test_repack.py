@@ -1,15 +1,16 @@
-"""Q4_0 and Q4_1 weights repacked at load into 16-row groups (native/src/cpu/repack.h) and the
-packed GEMV/GEMM over them (table entry `gemm_16row_groups`).
+"""Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked at load into 16-row groups (native/src/cpu/repack.h)
+and the packed GEMV/GEMM over them (table entry `gemm_16row_groups`).
 
 Q4_0: every ISA's kernel bit-identical to the scalar reference; the results within the
 float-accumulation bound of the exact dot products (the packed order is not vec_dot's, so not
 bit-identical to it); a model loads its Q4_0 weights repacked and gives the same tokens as with
 repacking switched off (EDGEINFER_REPACK=0).
 
-Q4_1 and Q5_0 (llama.cpp-exact): the packed kernels give the table's own vec_dot bits, for one
-column (the decode GEMV), a few (one GEMV pass each) and prompt chunks (the tiled GEMM reading the
-groups); SmolLM2 Q4_1 and Gemma 3 (whose Q4_K_M file has its 640-wide rows in Q5_0) give
-bit-identical logits with and without repacking, prompt and decode steps."""
+Q4_1, Q5_0 and Q8_0 (llama.cpp-exact), on the tables that repack them: the packed kernels give the
+table's own vec_dot bits, for one column (the decode GEMV), a few (one GEMV pass each) and prompt
+chunks (the tiled GEMM reading the groups); SmolLM2 Q4_1 and Gemma 3 (whose Q4_K_M file has its
+640-wide rows in Q5_0 and its output matrix in Q8_0) give bit-identical logits with and without
+repacking, prompt and decode steps."""
 from __future__ import annotations
 
 import subprocess
@@ -41,16 +42,20 @@ def random_activations(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     return act
 
 
+EXACT_PACKED = {T.Q4_1: ("avx2", "avx512"), T.Q5_0: ("avx2",), T.Q8_0: ("avx512",)}
+
+
 def test_every_table_has_the_packed_q4_0_gemm():
     isas = isas_with_gemm(T.Q4_0, "packed")
     assert "scalar" in isas
     for isa in ("avx2", "avx512"):
         if isa in _core.available_isas():
             assert isa in isas
-    # Q4_1's and Q5_0's packed kernels compute the AVX2 vec_dot's order: the AVX2 table only (the
-    # scalar vec_dot has another order, and AVX-512 keeps its own tiled GEMM)
-    for qtype in (T.Q4_1, T.Q5_0):
-        assert isas_with_gemm(qtype, "packed") == (["avx2"] if "avx2" in _core.available_isas() else [])
+    # The exact types' packed kernels compute their table's vec_dot order: AVX2 packs Q4_1 and
+    # Q5_0, AVX-512 Q4_1 and Q8_0 (its Q5_0 keeps the tiled GEMM and vec_dot); never the scalar
+    # table, whose vec_dot has another order.
+    for qtype, isas in EXACT_PACKED.items():
+        assert isas_with_gemm(qtype, "packed") == [isa for isa in _core.available_isas() if isa in isas]
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -89,15 +94,14 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
     assert (np.abs(got - by_vec_dot) <= loose).all()
 
 
-@pytest.mark.skipif("avx2" not in _core.available_isas(), reason="no AVX2 on this CPU")
-@pytest.mark.parametrize("qtype", [T.Q4_1, T.Q5_0])
+@pytest.mark.parametrize("qtype,isa", [(q, isa) for q in EXACT_PACKED for isa in isas_with_gemm(q, "packed")])
 @pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536), (1024, 2, 640)])
-def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, m, n, k):
+def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, isa, m, n, k):
     rng = np.random.default_rng([m, n, k, int(qtype)])
     w = random_blocks(qtype, m * k, rng, signed_d=True)
     act = random_activations(n, k, rng)
-    got = _testing.gemm(int(qtype), w, m, act, "avx2", order="packed")
-    ref = _testing.gemm(int(qtype), w, m, act, "avx2", by_vec_dot=True)
+    got = _testing.gemm(int(qtype), w, m, act, isa, order="packed")
+    ref = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True)
     assert got.shape == (n, m)
     assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), np.abs(got - ref).max()
 
@@ -166,11 +170,12 @@ print(int(anon) * 1024)
 """
 
 
-@pytest.mark.skipif(_core.isa() != "avx2", reason="only the AVX2 table repacks Q4_1 and Q5_0")
+@pytest.mark.skipif(not any(_core.isa() in isas for isas in EXACT_PACKED.values()),
+                    reason="this ISA's table repacks no exact type")
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("model,copied", [
-    ("smollm2_path", 50e6),  # Q4_1: 66 MB of SmolLM2's 98 MB
-    ("gemma3_path", 30e6),   # Q5_0: 43 MB of Gemma 3's 253 MB
+    ("smollm2_path", 50e6),  # Q4_1: 66 MB of SmolLM2's 98 MB (AVX-512: its 30 MB Q8_0 output matrix too)
+    ("gemma3_path", 30e6),   # AVX2: Q5_0, 43 MB of Gemma 3's 253 MB; AVX-512: the 178 MB Q8_0 output matrix
 ])
 def test_exact_types_with_and_without_repacking_are_bit_identical(request, tmp_path, model, copied, threads):
     path = request.getfixturevalue(model)

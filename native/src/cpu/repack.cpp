@@ -1,4 +1,4 @@
-// The packed Q4_0 / Q4_1 / Q5_0 layout (cpu/repack.h): repacking, and the scalar reference of the packed
+// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 layout (cpu/repack.h): repacking, and the scalar reference of the packed
 // Q4_0 GEMV/GEMM that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 
@@ -19,25 +19,31 @@ namespace ei {
 
 namespace {
 
-bool has_packed_layout(uint32_t type) { return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0; }
+bool has_packed_layout(uint32_t type) {
+    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0;
+}
+
+// Bytes of a block's qs: 4-byte pieces, qs[i][t] for t < kQsBytes / 4.
+constexpr size_t qs_bytes(uint32_t type) { return type == TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; }
 
 constexpr size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-// The 16 rows of one group from blocks of any of the packed types (the same qs packing; Q4_1
-// adds m, Q5_0 qh).
+// The 16 rows of one group from blocks of any of the packed types (the same qs packing, 4 pieces
+// of 4 bytes a block, 8 for Q8_0; Q4_1 adds m, Q5_0 qh).
 template <class Block>
 void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
+    constexpr int kPieces = sizeof(Block::qs) / 4;
     uint16_t* d = reinterpret_cast<uint16_t*>(out);           // [nb][16]
     uint16_t* m = reinterpret_cast<uint16_t*>(out + lay.m);  // [nb][16]
     uint8_t* qh = out + lay.qh;                               // [nb][4][16]
-    uint8_t* qs = out + lay.qs;                               // [nb][4][16][4]
+    uint8_t* qs = out + lay.qs;                               // [nb][kPieces][16][4]
     for (int64_t j = 0; j < kPackRows; ++j) {
         const Block* x = reinterpret_cast<const Block*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
             if constexpr (std::is_same_v<Block, block_q4_1>) m[i * kPackRows + j] = x[i].m;
-            for (int t = 0; t < 4; ++t) {
-                std::memcpy(qs + ((i * 4 + t) * kPackRows + j) * 4, x[i].qs + 4 * t, 4);
+            for (int t = 0; t < kPieces; ++t) {
+                std::memcpy(qs + ((i * kPieces + t) * kPackRows + j) * 4, x[i].qs + 4 * t, 4);
                 if constexpr (std::is_same_v<Block, block_q5_0>) {
                     uint32_t bits;
                     std::memcpy(&bits, x[i].qh, 4);
@@ -62,7 +68,7 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
     lay.m = nb * kPackRows * sizeof(uint16_t);                      // after d
     lay.qh = align64(lay.m + (type == TYPE_Q4_1 ? lay.m : 0));      // after d (and m)
     lay.qs = lay.qh + (type == TYPE_Q5_0 ? nb * 4 * kPackRows : 0);  // qh: 64 bytes a block
-    lay.group = lay.qs + nb * kPackRows * (QK4_0 / 2);              // qs: 16 rows x 16 bytes a block
+    lay.group = lay.qs + nb * kPackRows * qs_bytes(type);           // qs: 16 rows x 16 (32) bytes a block
     return lay;
 }
 
@@ -81,6 +87,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
         switch (type) {
             case TYPE_Q4_1: repack_group<block_q4_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
             default: repack_group<block_q4_0>(rows_in, src_row_bytes, nb, lay, out); break;
         }
     }

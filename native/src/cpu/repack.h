@@ -1,6 +1,8 @@
-// Q4_0, Q4_1 and Q5_0 weights repacked at load time into 16-row interleaved groups, for the
-// packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar reference
-// of the Q4_0 kernel, cpu/x86/gemm_packed_avx2.cpp the AVX2 kernels of all three).
+// Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked at load time into 16-row interleaved groups, for the
+// packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
+// reference of the Q4_0 kernel, cpu/x86/gemm_packed_avx2.cpp the AVX2 kernels of Q4_0, Q4_1 and
+// Q5_0, cpu/x86/gemm_packed_avx512.cpp the AVX-512 ones of Q4_0, Q4_1 and Q8_0). A table repacks
+// the types it has packed kernels for.
 //
 // Why. With the weights as stored, every output is one row's vec_dot: per block, one row's 32
 // products are summed into 8 int32 lanes and FMA'd into 8 float lanes, reduced at the end. The
@@ -18,11 +20,12 @@
 //   (padding to a multiple of 64 bytes)
 //   uint8_t  qh[nb][4][16];      Q5_0 only: row j's fifth bits of block i's elements 4t..4t+3 in
 //                                the low nibble of qh[i][t][j], of 16+4t..16+4t+3 in the high one
-//   uint8_t  qs[nb][4][16][4];   qs[i][t][j][0..3] = row j's block i bytes qs[4t .. 4t + 3]
-// Each qs byte holds element 4t + b in its low nibble and element 16 + 4t + b in its high nibble
-// (the blocks' own packing, unchanged), so qs[i][t] read as 64 bytes is, after `& 15`, the 16
-// rows' elements 4t..4t+3 and, after `>> 4`, their elements 16+4t..16+4t+3. A group is as many
-// bytes as its 16 rows were (plus padding).
+//   uint8_t  qs[nb][P][16][4];   qs[i][t][j][0..3] = row j's block i bytes qs[4t .. 4t + 3]
+//                                (P = 4 pieces a block, 8 for Q8_0's 32 bytes)
+// Each 4-bit qs byte holds element 4t + b in its low nibble and element 16 + 4t + b in its high
+// nibble (the blocks' own packing, unchanged), so qs[i][t] read as 64 bytes is, after `& 15`, the
+// 16 rows' elements 4t..4t+3 and, after `>> 4`, their elements 16+4t..16+4t+3; Q8_0's qs[i][t]
+// is the 16 rows' elements 4t..4t+3. A group is as many bytes as its 16 rows were (plus padding).
 //
 // Float order. Q4_0 is not a llama.cpp-exact type, so its kernels keep one FMA chain per output,
 // which the scalar reference and every ISA's kernel compute bit for bit:
@@ -30,10 +33,11 @@
 //     isum = sum_e q_w[e] * q_a[e] - 8 * sum_e q_a[e]       (q_w the nibble 0..15; exact int32)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
-// (against vec_dot they differ by rounding only). Q4_1 and Q5_0 are exact-to-llama.cpp types
-// (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0), so
-// their packed kernels compute the table's own vec_dot bits (ggml's x86 order: 8 lanes per
-// output, lane l the exact integer sum over elements 4l..4l+3 of each block, FMA'd with
+// (against vec_dot they differ by rounding only). Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
+// types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
+// and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
+// (ggml's x86 order: 8 lanes per output, lane l the exact integer sum over bytes 4l..4l+3 of each
+// block's unpacked values, FMA'd with
 // d_w * d_a; Q4_1's m_w * s_a in a separate FMA chain; the lanes reduced as hsum_float_8 does,
 // the chain added last): with the 8 lanes of one output spread over 8 registers (one per lane,
 // a row per register lane), hsum_float_8's shuffles become 7 vertical adds in the same order.

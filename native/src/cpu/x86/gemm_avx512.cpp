@@ -40,10 +40,14 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/fp16.h"
+#include "common/error.h"
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
+#include "cpu/x86/gemm_avx512.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -182,6 +186,23 @@ void unpack_row(const uint8_t* w, int64_t nb, RowBlock* out) {
     }
 }
 
+// Row j of a group repacked into 16-row groups (cpu/repack.h): each block put back together as
+// stored (its scales and its 4-byte pieces of qs), then unpacked as above.
+template <class W>
+void unpack_packed_row(const uint8_t* grp, const PackedLayout& lay, int64_t j, int64_t nb, RowBlock* out) {
+    using block = typename W::block;
+    constexpr int kPieces = sizeof(block::qs) / 4;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+    const uint8_t* qs = grp + lay.qs;
+    for (int64_t i = 0; i < nb; ++i) {
+        block b;
+        b.d = d[i * kPackRows + j];
+        if constexpr (W::kMin) b.m = reinterpret_cast<const uint16_t*>(grp + lay.m)[i * kPackRows + j];
+        for (int t = 0; t < kPieces; ++t) std::memcpy(b.qs + 4 * t, qs + ((i * kPieces + t) * kPackRows + j) * 4, 4);
+        unpack_row<W>(reinterpret_cast<const uint8_t*>(&b), 1, out + i);
+    }
+}
+
 // The scales of column pair p of a panel block (d8: its 8 column scales) in a pair's lanes:
 // lane j takes column 2p + j / 8's.
 inline __m512 pair_scales(__m512 d8, int p) {
@@ -242,18 +263,18 @@ void tile(const RowBlock* const* rows, int64_t nb, const PanelBlock* pan, int nc
     store_tile<W, R, kCols / 2>(acc, summs, nc, y, ldy);
 }
 
-// All panels packed first; then per tile of 4 weight rows, the rows unpacked once and applied
-// to every panel (a row's unpacking is amortized over all n columns, not 8).
-template <class W>
-void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* y,
-          int64_t ldy) {
+// All panels packed first; then per tile of 4 weight rows, the rows unpacked once (by
+// unpack(r, out): row r's nb RowBlocks) and applied to every panel (a row's unpacking is
+// amortized over all n columns, not 8).
+template <class W, class UnpackRow>
+void gemm_tiles(int64_t k, int64_t m, int64_t n, const UnpackRow& unpack, const void* a, size_t a_stride, float* y,
+                int64_t ldy) {
     const int64_t nb = k / 32;
     const int64_t n_panels = (n + kCols - 1) / kCols;
     thread_local std::vector<PanelBlock> panels;  // [n_panels][nb]
     thread_local std::vector<RowBlock> unpacked;  // [kRows][nb]
     if ((int64_t)panels.size() < n_panels * nb) panels.resize(n_panels * nb);
     if ((int64_t)unpacked.size() < kRows * nb) unpacked.resize(kRows * nb);
-    const uint8_t* wb = static_cast<const uint8_t*>(w);
     const uint8_t* ab = static_cast<const uint8_t*>(a);
     for (int64_t pi = 0; pi < n_panels; ++pi) {
         const int nc = (int)std::min<int64_t>(kCols, n - pi * kCols);
@@ -263,7 +284,7 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
     for (int r = 0; r < kRows; ++r) rows[r] = unpacked.data() + r * nb;
     for (int64_t r0 = 0; r0 < m; r0 += kRows) {
         const int mr = (int)std::min<int64_t>(kRows, m - r0);
-        for (int r = 0; r < mr; ++r) unpack_row<W>(wb + (r0 + r) * w_stride, nb, unpacked.data() + r * nb);
+        for (int r = 0; r < mr; ++r) unpack(r0 + r, unpacked.data() + r * nb);
         for (int64_t pi = 0; pi < n_panels; ++pi) {
             const int nc = (int)std::min<int64_t>(kCols, n - pi * kCols);
             const PanelBlock* pan = panels.data() + pi * nb;
@@ -276,6 +297,26 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
             }
         }
     }
+}
+
+template <class W>
+void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* y,
+          int64_t ldy) {
+    const uint8_t* wb = static_cast<const uint8_t*>(w);
+    const int64_t nb = k / 32;
+    gemm_tiles<W>(k, m, n, [&](int64_t r, RowBlock* out) { unpack_row<W>(wb + r * w_stride, nb, out); },
+                  a, a_stride, y, ldy);
+}
+
+template <class W>
+void gemm_grouped(uint32_t type, int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes, const void* a,
+                  size_t a_stride, float* y, int64_t ldy) {
+    const uint8_t* wb = static_cast<const uint8_t*>(w);
+    const int64_t nb = k / 32;
+    const PackedLayout lay = packed_layout(type, k);
+    gemm_tiles<W>(k, m, n, [&](int64_t r, RowBlock* out) {
+        unpack_packed_row<W>(wb + (r / kPackRows) * group_bytes, lay, r % kPackRows, nb, out);
+    }, a, a_stride, y, ldy);
 }
 
 // ---- decode batches: up to 8 columns, the weights streamed once ---------------------------------
@@ -378,6 +419,15 @@ void gemm_small_batch(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
 static_assert(kCols == kSmallBatchMax, "a small batch is one panel");
 
 }  // namespace
+
+void gemm_grouped_avx512(uint32_t type, int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes,
+                         const void* a, size_t a_stride, float* y, int64_t ldy) {
+    switch (type) {
+        case TYPE_Q4_1: return gemm_grouped<Q4_1>(type, k, m, n, w, group_bytes, a, a_stride, y, ldy);
+        case TYPE_Q8_0: return gemm_grouped<Q8_0>(type, k, m, n, w, group_bytes, a, a_stride, y, ldy);
+        default: throw Error(std::string("no grouped AVX-512 GEMM for ") + type_info(type).name);
+    }
+}
 
 void fill_gemm_avx512(KernelTable& t) {
     t.types[TYPE_Q4_0].gemm = gemm<Q4_0>;

@@ -1,16 +1,24 @@
-// AVX-512 VNNI GEMV/GEMM over Q4_0 weights repacked into 16-row groups (cpu/repack.h has the
-// layout and the float order; cpu/repack.cpp the scalar reference these kernels match bit for
-// bit, as the AVX2 ones in gemm_packed_avx2.cpp do).
+// AVX-512 VNNI GEMV/GEMM over weights repacked into 16-row groups (cpu/repack.h has the layout
+// and the float orders): Q4_0 in its own order (bit for bit the scalar reference in
+// cpu/repack.cpp, as the AVX2 kernels in gemm_packed_avx2.cpp), Q4_1 and Q8_0 in the order of
+// this table's vec_dot (bit for bit).
 //
-// A 512-bit register holds a whole group's 4-byte piece of a block: qs[i][t] is 16 rows x 4
-// bytes, so after `& 15` and `>> 4 & 15` a block is eight registers of u8 values, row j in int32
+// Q4_0. A 512-bit register holds a whole group's 4-byte piece of a block: qs[i][t] is 16 rows x
+// 4 bytes, so after `& 15` and `>> 4 & 15` a block is eight registers of u8 values, row j in int32
 // lane j. Per activation column, eight VPDPBUSD against the column's 4-byte groups broadcast
 // (signed q8 values), started from the column's -8 * sum(q_a), give the 16 rows' exact block sums;
 // one convert, one multiply (d_w * d_a) and one FMA finish 16 outputs. The AVX2 kernel needs
 // about three times the instructions for the same 16 outputs (no VNNI, 8 rows a register).
-//
 // Decode (a few columns) streams each group once from memory, the next one requested ahead.
 // Prefill unpacks a group once into a small buffer (L1) and runs panels of 8 columns over it.
+//
+// Q4_1 and Q8_0. vec_dot (cpu/x86/quants_256.h) keeps per row 8 float lanes, lane l the exact
+// sum over bytes 4l..4l+3 of each block's unpacked values times d_w * d_a, and reduces them at
+// the end as hsum_float_8 does (Q4_1 adds its m_w * s_a chain). Here lane l of the 16 rows of a
+// group is register acc[l], one row per register lane: the same FMAs in the same order, 16 rows
+// at once. Decode batches (up to kSmallBatchMax columns) run one such pass per column over a
+// group held in L1; prompt chunks go through the tiled GEMM (cpu/x86/gemm_avx512.cpp) reading
+// the groups.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 headers build some results from _mm512_undefined_*(), which -Wall at -O3
@@ -23,6 +31,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "cpu/x86/gemm_avx512.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -160,8 +169,113 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     }
 }
 
+// ---- Q4_1 and Q8_0, in vec_dot's float order ------------------------------------------------
+
+// hsum_float_8 (cpu/x86/quants_256.h) of 16 rows' lanes at once: its shuffles pair lane l with
+// l + 4, then l with l + 2, then 0 with 1.
+inline __m512 sum_lanes_in_hsum_order(const __m512* a) {
+    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[4], a[0]), _mm512_add_ps(a[6], a[2])),
+                         _mm512_add_ps(_mm512_add_ps(a[5], a[1]), _mm512_add_ps(a[7], a[3])));
+}
+
+inline __m512 scales16(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)h)); }
+
+// Q4_1: the 16 rows of one group x one activation column (block_q8_1) into y[0..15].
+void gemv_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_1* act, float* y,
+               size_t prefetch) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+    const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m);
+    const uint8_t* qs = grp + lay.qs;
+    const __m512i low = _mm512_set1_epi8(15);
+    __m512 acc[8];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    __m512 summs = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        if (prefetch)
+            for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
+        summs = _mm512_fmadd_ps(scales16(mw + i * kPackRows), _mm512_set1_ps(_cvtsh_ss(act[i].s)), summs);
+        const __m512 dd = _mm512_mul_ps(scales16(d + i * kPackRows), _mm512_set1_ps(_cvtsh_ss(act[i].d)));
+        for (int t = 0; t < 4; ++t) {
+            const __m512i v = _mm512_load_si512((const void*)(qs + (i * 4 + t) * 64));
+            const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+            const __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bcast4(act[i].qs + 4 * t));
+            const __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, bcast4(act[i].qs + 16 + 4 * t));
+            acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s0), acc[t]);
+            acc[t + 4] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s1), acc[t + 4]);
+        }
+    }
+    _mm512_storeu_ps(y, _mm512_add_ps(sum_lanes_in_hsum_order(acc), summs));
+}
+
+// Q8_0's activation side, once per column: for block i, lane l's -128 * sum(q_a[4l .. 4l + 3]).
+// The weights go in as q_w + 128 (u8, as VPDPBUSD wants), so a lane's sum((q_w + 128) * q_a) less
+// this is sum(q_w * q_a): vec_dot's integer (its sign trick agrees wherever q_a != -128, which
+// the q8_0 quantizer never gives).
+void q8_0_lane_offsets(const block_q8_0* act, int64_t nb, int32_t* out) {
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < nb; ++i) {
+        const __m256i q = _mm256_loadu_si256((const __m256i*)act[i].qs);
+        const __m256i sums = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
+        _mm256_storeu_si256((__m256i*)(out + i * 8), _mm256_mullo_epi32(sums, _mm256_set1_epi32(-128)));
+    }
+}
+
+// Q8_0: the 16 rows of one group x one activation column (block_q8_0) into y[0..15]; offsets
+// from q8_0_lane_offsets.
+void gemv_q8_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_0* act, const int32_t* offsets,
+               float* y, size_t prefetch) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+    const uint8_t* qs = grp + lay.qs;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[8];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        if (prefetch)
+            for (int t = 0; t < 8; ++t) __builtin_prefetch(qs + (i * 8 + t) * 64 + prefetch, 0, 3);
+        const __m512 dd = _mm512_mul_ps(scales16(d + i * kPackRows), _mm512_set1_ps(_cvtsh_ss(act[i].d)));
+        for (int t = 0; t < 8; ++t) {
+            const __m512i v = _mm512_xor_si512(_mm512_load_si512((const void*)(qs + (i * 8 + t) * 64)), flip);
+            const __m512i s = _mm512_dpbusd_epi32(_mm512_set1_epi32(offsets[i * 8 + t]), v, bcast4(act[i].qs + 4 * t));
+            acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s), acc[t]);
+        }
+    }
+    _mm512_storeu_ps(y, sum_lanes_in_hsum_order(acc));
+}
+
+template <uint32_t Type>
+void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                       size_t a_stride, float* y, int64_t ldy) {
+    if (n > kSmallBatchMax) return gemm_grouped_avx512(Type, k, m, n, w, w_stride, a, a_stride, y, ldy);
+    const int64_t nb = k / 32, groups = m / kPackRows;
+    const PackedLayout lay = packed_layout(Type, k);
+    const uint8_t* a8 = static_cast<const uint8_t*>(a);
+    thread_local std::vector<int32_t> offsets;  // Q8_0: [n][nb][8]
+    if (Type == TYPE_Q8_0) {
+        if ((int64_t)offsets.size() < n * nb * 8) offsets.resize(n * nb * 8);
+        for (int64_t c = 0; c < n; ++c)
+            q8_0_lane_offsets(reinterpret_cast<const block_q8_0*>(a8 + c * a_stride), nb, offsets.data() + c * nb * 8);
+    }
+    for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass
+        const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
+        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        for (int64_t c = 0; c < n; ++c) {
+            float* out = y + c * ldy + g * kPackRows;
+            const size_t ahead = c == 0 ? pf : 0;
+            if (Type == TYPE_Q8_0)
+                gemv_q8_0(nb, grp, lay, reinterpret_cast<const block_q8_0*>(a8 + c * a_stride),
+                          offsets.data() + c * nb * 8, out, ahead);
+            else
+                gemv_q4_1(nb, grp, lay, reinterpret_cast<const block_q8_1*>(a8 + c * a_stride), out, ahead);
+        }
+    }
+}
+
 }  // namespace
 
-void fill_gemm_packed_avx512(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0; }
+void fill_gemm_packed_avx512(KernelTable& t) {
+    t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0;
+    t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_exact<TYPE_Q4_1>;
+    t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_exact<TYPE_Q8_0>;
+}
 
 }  // namespace ei
