@@ -396,3 +396,30 @@ def test_gemma3_rows_dequantize_bit_identical_and_dot_agrees(gemma3_path, qtype)
             got = _testing.vec_dot_raw(int(qtype), row, y, n, isa=isa)
             assert abs(got - ref) <= bound, (name, isa, got, ref)
             assert bits(np.float32(got)) == bits(model_vec_dot(qtype, row, y)), (name, isa)
+
+
+# ---- the Q8_K activation quantizer ---------------------------------------------------------------
+
+def q8_K_rows() -> list[np.ndarray]:
+    """Blocks that probe the quantizer's choices: random scales, the largest magnitude negative,
+    the same magnitude twice with opposite signs (the first one sets the scale), an all-zero block,
+    values that land on .5 steps of the scale, denormals beside large values."""
+    rng = np.random.default_rng(8)
+    rows = [(rng.standard_normal(1024) * rng.uniform(1e-3, 50)).astype(np.float32) for _ in range(6)]
+    ties = np.zeros(512, np.float32)
+    ties[:256] = rng.standard_normal(256)
+    ties[7], ties[100] = 3.0, -3.0     # +3 first: iscale = -127 / 3
+    ties[256 + 9], ties[256 + 40] = -2.0, 2.0   # -2 first
+    halves = (np.arange(256, dtype=np.float32) - 127.5) / 127.5   # iscale * x on .5 steps
+    tiny = rng.standard_normal(256).astype(np.float32)
+    tiny[::3] = 1e-42
+    rows += [ties, np.zeros(256, np.float32), halves, -halves, tiny]
+    return rows
+
+
+@pytest.mark.parametrize("isa", [isa for isa in ISAS if isa != "scalar"])
+def test_q8_K_activations_are_the_reference_bytes(isa):
+    for row in q8_K_rows():
+        want = _testing.quantize(int(T.Q8_K), row, "scalar")
+        got = _testing.quantize(int(T.Q8_K), row, isa)
+        assert np.array_equal(got, want), (isa, np.flatnonzero(got != want)[:8])

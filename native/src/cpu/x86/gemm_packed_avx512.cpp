@@ -142,7 +142,8 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     prepare_activations(a8, a_stride, n, nb, act_blocks.data());
     // More than one panel: a group's blocks are unpacked once, not once per panel.
     const bool unpack_once = n > kCols;
-    thread_local std::vector<__m512i> unpacked;  // [nb][8]
+    struct alignas(64) Register { uint8_t bytes[64]; };  // (a vector of __m512i would drop its alignment)
+    thread_local std::vector<Register> unpacked;  // [nb][8]
     if (unpack_once && (int64_t)unpacked.size() < nb * 8) unpacked.resize(nb * 8);
     const block_q8_0* cols[kCols];
     const ActBlock* abs[kCols];
@@ -152,7 +153,7 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
         const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
         const uint8_t* qs = grp + qs_off;
         if (unpack_once)
-            for (int64_t i = 0; i < nb; ++i) unpack_block(qs, i, unpacked.data() + i * 8);
+            for (int64_t i = 0; i < nb; ++i) unpack_block(qs, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);

@@ -28,7 +28,8 @@
 // Nothing else here may be contracted: every product is either an explicit fmadd or a value
 // that is not added to anything.
 //
-// The Q8_K activations come from ref::from_float_q8_K on every ISA, as in ggml-cpu on x86.
+// The Q8_K activations: ggml-cpu on x86 quantizes them with its reference code; from_float_q8_K_256
+// below gives the same bytes 8 floats at a time.
 //
 // Everything is in an anonymous namespace, like quants_256.h (whose primitives this reuses).
 #pragma once
@@ -489,7 +490,52 @@ template <int NC> struct ColsQ4_KRepacked { static constexpr auto run = q4_K_rep
 
 // The entries this file accelerates (dequantization and the Q8_K quantizer stay scalar: ggml's
 // x86 quantize_row_q8_K is the scalar reference too).
+// ref::from_float_q8_K's bytes (ggml's quantize_row_q8_K_ref): per 256 values, the first value of
+// the largest magnitude sets iscale = -127 / it; each value becomes nearest_int(iscale * x) capped
+// at 127, 16-value sums go to bsums, d = 1 / iscale. The magnitude search, the products and the
+// sums are exact whatever the order; VCVTPS2DQ rounds half to even as ggml's nearest_int does
+// (for |v| < 2^22); the division and the reciprocal are the same scalar operations.
+void from_float_q8_K_256(const float* src, void* dst, int64_t n) {
+    constexpr int kVecs = QK_K / 8;
+    block_q8_K* y = (block_q8_K*)dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int v = 0; v < kVecs; ++v) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * v)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        if (amax == 0.0f) {
+            std::memset(&y[i], 0, sizeof(block_q8_K));
+            continue;
+        }
+        int first = 0;
+        for (int v = 0; v < kVecs; ++v) {
+            const __m256 ax = _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * v));
+            const int hits = _mm256_movemask_ps(_mm256_cmp_ps(ax, _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (hits) {
+                first = 8 * v + __builtin_ctz(hits);
+                break;
+            }
+        }
+        const float iscale = -127.0f / src[first];
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i cap = _mm256_set1_epi32(127);
+        for (int g = 0; g < QK_K / 16; ++g) {
+            const __m256i a = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(src + 16 * g))), cap);
+            const __m256i b = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(src + 16 * g + 8))), cap);
+            // int32 -> int16 -> int8 with saturation (no value is outside [-128, 127] here), in order
+            const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+            const __m128i x = _mm_packs_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+            _mm_storeu_si128((__m128i*)(y[i].qs + 16 * g), _mm_packs_epi16(w, x));
+            y[i].bsums[g] = (int16_t)hsum_i32_8(_mm256_add_epi32(a, b));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
 inline void fill_kernels_kquants_256(KernelTable& t) {
+    t.types[TYPE_Q8_K].from_float = from_float_q8_K_256;
     t.types[TYPE_Q2_K].vec_dot = vec_dot_q2_K_q8_K_256;
     t.types[TYPE_Q3_K].vec_dot = vec_dot_q3_K_q8_K_256;
     t.types[TYPE_Q4_K].vec_dot = vec_dot_q4_K_q8_K_256;
