@@ -13,7 +13,7 @@
 // Ranges: |q| <= 32 (q6_K centred), |q8| <= 127, |scale| <= 63 (<= 128 for q6_K): a super-block
 // sum stays below 2^28, and Q8_K block sums of 32 elements below 2^13 (int16 is enough).
 //
-// The Q8_K activations come from ref::from_float_q8_K on every ISA.
+// The Q8_K activations come from ref::from_float_q8_K here (the x86 tables have a vectorized copy).
 #pragma once
 #include <arm_neon.h>
 
