@@ -16,9 +16,10 @@
 // sum over bytes 4l..4l+3 of each block's unpacked values times d_w * d_a, and reduces them at
 // the end as hsum_float_8 does (Q4_1 adds its m_w * s_a chain). Here lane l of the 16 rows of a
 // group is register acc[l], one row per register lane: the same FMAs in the same order, 16 rows
-// at once. Decode batches (up to kSmallBatchMax columns) run one such pass per column over a
-// group held in L1; prompt chunks go through the tiled GEMM (cpu/x86/gemm_avx512.cpp) reading
-// the groups.
+// at once. Decode batches (up to kSmallBatchMax columns) pass over a group held in L1 two columns
+// at a time (each piece loaded and unpacked once for both; eight lane registers a column leave no
+// room for a third); prompt chunks go through the tiled GEMM (cpu/x86/gemm_avx512.cpp) reading the
+// groups.
 #include <immintrin.h>
 
 // GCC 12's AVX-512 headers build some results from _mm512_undefined_*(), which -Wall at -O3
@@ -181,31 +182,42 @@ inline __m512 sum_lanes_in_hsum_order(const __m512* a) {
 
 inline __m512 scales16(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)h)); }
 
-// Q4_1: the 16 rows of one group x one activation column (block_q8_1) into y[0..15].
-void gemv_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_1* act, float* y,
+// Q4_1: the 16 rows of one group x NC activation columns (block_q8_1) into y[c][0..15]: each
+// piece of the group loaded and split into nibbles once for the NC columns (NC <= 2: eight lane
+// registers a column).
+template <int NC>
+void gemv_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_1* const* act, float* const* y,
                size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
     const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m);
     const uint8_t* qs = grp + lay.qs;
     const __m512i low = _mm512_set1_epi8(15);
-    __m512 acc[8];
-    for (auto& v : acc) v = _mm512_setzero_ps();
-    __m512 summs = _mm512_setzero_ps();
+    __m512 acc[NC][8], summs[NC], dd[NC];
+    for (int c = 0; c < NC; ++c) {
+        summs[c] = _mm512_setzero_ps();
+        for (auto& v : acc[c]) v = _mm512_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch)
             for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
-        summs = _mm512_fmadd_ps(scales16(mw + i * kPackRows), _mm512_set1_ps(_cvtsh_ss(act[i].s)), summs);
-        const __m512 dd = _mm512_mul_ps(scales16(d + i * kPackRows), _mm512_set1_ps(_cvtsh_ss(act[i].d)));
+        const __m512 mv = scales16(mw + i * kPackRows), dw = scales16(d + i * kPackRows);
+        for (int c = 0; c < NC; ++c) {
+            summs[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(_cvtsh_ss(act[c][i].s)), summs[c]);
+            dd[c] = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(act[c][i].d)));
+        }
         for (int t = 0; t < 4; ++t) {
             const __m512i v = _mm512_load_si512((const void*)(qs + (i * 4 + t) * 64));
             const __m512i lo = _mm512_and_si512(v, low), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-            const __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bcast4(act[i].qs + 4 * t));
-            const __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, bcast4(act[i].qs + 16 + 4 * t));
-            acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s0), acc[t]);
-            acc[t + 4] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s1), acc[t + 4]);
+            for (int c = 0; c < NC; ++c) {
+                const int8_t* aq = act[c][i].qs;
+                const __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, bcast4(aq + 4 * t));
+                const __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, bcast4(aq + 16 + 4 * t));
+                acc[c][t] = _mm512_fmadd_ps(dd[c], _mm512_cvtepi32_ps(s0), acc[c][t]);
+                acc[c][t + 4] = _mm512_fmadd_ps(dd[c], _mm512_cvtepi32_ps(s1), acc[c][t + 4]);
+            }
         }
     }
-    _mm512_storeu_ps(y, _mm512_add_ps(sum_lanes_in_hsum_order(acc), summs));
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(y[c], _mm512_add_ps(sum_lanes_in_hsum_order(acc[c]), summs[c]));
 }
 
 // Q8_0's activation side, once per column: for block i, lane l's -128 * sum(q_a[4l .. 4l + 3]).
@@ -221,26 +233,53 @@ void q8_0_lane_offsets(const block_q8_0* act, int64_t nb, int32_t* out) {
     }
 }
 
-// Q8_0: the 16 rows of one group x one activation column (block_q8_0) into y[0..15]; offsets
-// from q8_0_lane_offsets.
-void gemv_q8_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_0* act, const int32_t* offsets,
-               float* y, size_t prefetch) {
+// Q8_0: the 16 rows of one group x NC activation columns (block_q8_0) into y[c][0..15]; offsets
+// from q8_0_lane_offsets. Each piece loaded once for the NC columns (NC <= 2).
+template <int NC>
+void gemv_q8_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_0* const* act,
+               const int32_t* const* offsets, float* const* y, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
     const uint8_t* qs = grp + lay.qs;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc[8];
-    for (auto& v : acc) v = _mm512_setzero_ps();
+    __m512 acc[NC][8], dd[NC];
+    for (int c = 0; c < NC; ++c)
+        for (auto& v : acc[c]) v = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch)
             for (int t = 0; t < 8; ++t) __builtin_prefetch(qs + (i * 8 + t) * 64 + prefetch, 0, 3);
-        const __m512 dd = _mm512_mul_ps(scales16(d + i * kPackRows), _mm512_set1_ps(_cvtsh_ss(act[i].d)));
+        const __m512 dw = scales16(d + i * kPackRows);
+        for (int c = 0; c < NC; ++c) dd[c] = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(act[c][i].d)));
         for (int t = 0; t < 8; ++t) {
             const __m512i v = _mm512_xor_si512(_mm512_load_si512((const void*)(qs + (i * 8 + t) * 64)), flip);
-            const __m512i s = _mm512_dpbusd_epi32(_mm512_set1_epi32(offsets[i * 8 + t]), v, bcast4(act[i].qs + 4 * t));
-            acc[t] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(s), acc[t]);
+            for (int c = 0; c < NC; ++c) {
+                const __m512i s = _mm512_dpbusd_epi32(_mm512_set1_epi32(offsets[c][i * 8 + t]), v,
+                                                      bcast4(act[c][i].qs + 4 * t));
+                acc[c][t] = _mm512_fmadd_ps(dd[c], _mm512_cvtepi32_ps(s), acc[c][t]);
+            }
         }
     }
-    _mm512_storeu_ps(y, sum_lanes_in_hsum_order(acc));
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(y[c], sum_lanes_in_hsum_order(acc[c]));
+}
+
+// Columns c0 and c0 + 1 (or c0 alone, when NC = 1) of one group.
+template <uint32_t Type, int NC>
+void group_columns(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* a8, size_t a_stride,
+                   const int32_t* offsets, int64_t c0, float* y, int64_t ldy, size_t prefetch) {
+    float* out[NC];
+    for (int c = 0; c < NC; ++c) out[c] = y + (c0 + c) * ldy;
+    if constexpr (Type == TYPE_Q8_0) {
+        const block_q8_0* act[NC];
+        const int32_t* off[NC];
+        for (int c = 0; c < NC; ++c) {
+            act[c] = reinterpret_cast<const block_q8_0*>(a8 + (c0 + c) * a_stride);
+            off[c] = offsets + (c0 + c) * nb * 8;
+        }
+        gemv_q8_0<NC>(nb, grp, lay, act, off, out, prefetch);
+    } else {
+        const block_q8_1* act[NC];
+        for (int c = 0; c < NC; ++c) act[c] = reinterpret_cast<const block_q8_1*>(a8 + (c0 + c) * a_stride);
+        gemv_q4_1<NC>(nb, grp, lay, act, out, prefetch);
+    }
 }
 
 template <uint32_t Type>
@@ -256,18 +295,14 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
         for (int64_t c = 0; c < n; ++c)
             q8_0_lane_offsets(reinterpret_cast<const block_q8_0*>(a8 + c * a_stride), nb, offsets.data() + c * nb * 8);
     }
-    for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass
+    for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass, two at a time
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
-        for (int64_t c = 0; c < n; ++c) {
-            float* out = y + c * ldy + g * kPackRows;
-            const size_t ahead = c == 0 ? pf : 0;
-            if (Type == TYPE_Q8_0)
-                gemv_q8_0(nb, grp, lay, reinterpret_cast<const block_q8_0*>(a8 + c * a_stride),
-                          offsets.data() + c * nb * 8, out, ahead);
-            else
-                gemv_q4_1(nb, grp, lay, reinterpret_cast<const block_q8_1*>(a8 + c * a_stride), out, ahead);
-        }
+        float* yg = y + g * kPackRows;
+        int64_t c0 = 0;
+        for (; c0 + 2 <= n; c0 += 2)
+            group_columns<Type, 2>(nb, grp, lay, a8, a_stride, offsets.data(), c0, yg, ldy, c0 == 0 ? pf : 0);
+        if (c0 < n) group_columns<Type, 1>(nb, grp, lay, a8, a_stride, offsets.data(), c0, yg, ldy, c0 == 0 ? pf : 0);
     }
 }
 
