@@ -139,7 +139,7 @@ class LlamaBench:
                "-ctk", type_k, "-ctv", type_v, "-b", str(n_batch), "-ub", str(n_batch)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+            sys.exit(f"[bench_compare] {' '.join(cmd)} failed (exit code {proc.returncode}):\n{proc.stderr[-2000:]}")
         (result,) = json.loads(proc.stdout)
         return [int(ns) for ns in result["samples_ns"]]
 

