@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -73,12 +74,14 @@ def sdist_url(version: str | None) -> tuple[str, str]:
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
             meta = json.load(response)
+            page = response.geturl()
     except urllib.error.HTTPError as exc:   # an unknown version: 404
         sys.exit(f"[llamacpp_bin] PyPI has no {PACKAGE} {version or ''} ({exc.code} from {url})")
     version = meta["info"]["version"]
     for f in meta["urls"]:
         if f["packagetype"] == "sdist":
-            return version, f["url"]
+            # A mirror of PyPI's JSON API may give the file's URL relative to the page.
+            return version, urllib.parse.urljoin(page, f["url"])
     sys.exit(f"[llamacpp_bin] {PACKAGE} {version} has no source package on PyPI")
 
 

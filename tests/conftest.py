@@ -18,10 +18,16 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from support.availability import unavailable
-from support.paths import REPO_ROOT
-from support.real_models import derived_f32, model_path
-from support.tiny_llama import TinyConfig, write_tiny_llama
+# The bit-exact tests compare with llama.cpp's logits, so the suite runs in llama.cpp's float order
+# (the product's default is the fast order, cpu/kernels.h FloatOrder); tests of the fast order ask
+# for it per model (`_core.Model(path, exact=False)`). Set before the core first reads it, and
+# inherited by the CLI and server subprocesses the tests start.
+os.environ.setdefault("EDGEINFER_EXACT", "1")
+
+from support.availability import unavailable  # noqa: E402
+from support.paths import REPO_ROOT  # noqa: E402
+from support.real_models import derived_f32, model_path  # noqa: E402
+from support.tiny_llama import TinyConfig, write_tiny_llama  # noqa: E402
 
 
 # ---- reference data ------------------------------------------------------------------------

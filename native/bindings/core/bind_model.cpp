@@ -18,9 +18,11 @@ using ei::Model;
 
 namespace {
 
-std::shared_ptr<Model> load_model(const std::string& path) {
+std::shared_ptr<Model> load_model(const std::string& path, std::optional<bool> exact) {
+    const ei::FloatOrder order = !exact ? ei::default_float_order()
+                                        : *exact ? ei::FloatOrder::llama_cpp : ei::FloatOrder::fast;
     py::gil_scoped_release release;
-    return std::make_shared<Model>(path);
+    return std::make_shared<Model>(path, order);
 }
 
 // One sequence of a Context (Context.sequence(i)): the single-sequence API on its cache. The
@@ -177,7 +179,10 @@ void register_model(py::module_& m) {
     // F16 positions at the start of a centered cache (kv/centered_k.h), for memory estimates.
     m.attr("kv_sink_rows") = ei::kSinkRows;
     py::class_<Model, std::shared_ptr<Model>>(m, "Model", "A loaded GGUF model (weights used in place from the mapping).")
-        .def(py::init(&load_model), py::arg("path"))
+        .def(py::init(&load_model), py::arg("path"), py::arg("exact") = py::none(),
+             "exact=True: llama.cpp's float order in every matmul (its logits, bit for bit); False: the "
+             "fast order where a type has one; None: EDGEINFER_EXACT=1 chooses exact.")
+        .def_property_readonly("float_order", [](const Model& self) { return ei::float_order_name(self.kernels().order); })
         .def_property_readonly("gguf", [](const Model& self) { return self.file(); })
         .def_property_readonly("vocab", [](const Model& self) { return &self.vocab(); },
                                py::return_value_policy::reference_internal)

@@ -81,7 +81,9 @@ void register_kernel_entries(py::module_& m) {
 
     m.def("gemm", [](uint32_t type, const Bytes& w, int64_t m, const Floats& act, const py::object& isa,
                      bool by_vec_dot, const std::string& order) {
-        const ei::KernelTable& t = table_for(isa);
+        // "packed_fast": the packed kernels of FloatOrder::fast's table.
+        const ei::KernelTable& t = order == "packed_fast" ? ei::kernels_for(table_for(isa).isa, ei::FloatOrder::fast)
+                                                          : table_for(isa);
         const ei::TypeKernels& k = entry(t, type);
         if (act.ndim() != 2) throw ei::Error("gemm: activations must be [n, k]");
         const int64_t n = act.shape(0), kk = act.shape(1);
@@ -106,15 +108,15 @@ void register_kernel_entries(py::module_& m) {
         } else if (order == "small_batch_repacked") {  // the same in the repacked GEMV's order
             gemm = k.gemm_small_batch_ggml_repack;
             dot = k.vec_dot_ggml_repack;
-        } else if (order == "packed") {  // weights repacked into 16-row groups first (cpu/repack.h)
+        } else if (order == "packed" || order == "packed_fast") {  // weights repacked into 16-row groups first (cpu/repack.h)
             gemm = k.gemm_16row_groups;
             dot = k.vec_dot;  // only its activation type is used: there is no per-output form
             if (by_vec_dot) throw ei::Error("gemm: the packed order has no per-output function");
             if (gemm && !ei::packed_layout_supported(type, m, kk))
                 throw ei::Error("gemm: the packed layout needs whole groups of 16 rows (m = " + std::to_string(m) + ")");
         } else {
-            throw ei::Error("gemm: order must be vec_dot, small_batch, small_batch_repacked, repacked_gemm, tiled or "
-                            "packed, not " + order);
+            throw ei::Error("gemm: order must be vec_dot, small_batch, small_batch_repacked, repacked_gemm, tiled, "
+                            "packed or packed_fast, not " + order);
         }
         if (!by_vec_dot && !gemm)
             throw ei::Error("no " + order + " gemm kernel for " + ei::type_info(type).name + " in this table");
@@ -127,7 +129,7 @@ void register_kernel_entries(py::module_& m) {
         if (by_vec_dot) {
             for (int64_t c = 0; c < n; ++c)
                 for (int64_t r = 0; r < m; ++r) dot(kk, &y[c * m + r], w.data() + r * w_row, a.data() + c * a_row);
-        } else if (order == "packed") {
+        } else if (order == "packed" || order == "packed_fast") {
             const std::shared_ptr<const uint8_t> packed = ei::make_packed(type, w.data(), w_row, m, kk);
             gemm(kk, m, n, packed.get(), ei::packed_group_bytes(type, kk), a.data(), a_row, y, m);
         } else {
@@ -139,7 +141,7 @@ void register_kernel_entries(py::module_& m) {
        "[n, m] = act [n, k] times the m weight rows (bytes of `type`), activations quantized with "
        "the table's from_float; by the table's GEMM entry for `order` (vec_dot: gemm; repacked_gemm: "
        "gemm_ggml_repack; tiled: gemm_ggml_tiled; packed: the weights repacked into 16-row groups, then "
-       "gemm_16row_groups; small_batch: "
+       "gemm_16row_groups; packed_fast: the same in FloatOrder::fast's table; small_batch: "
        "gemm_small_batch, the decode-batch GEMM), or (by_vec_dot) one call per output of the per-output "
        "function in that order (vec_dot, vec_dot_ggml_repack_gemm, vec_dot_ggml_tiled).");
 }

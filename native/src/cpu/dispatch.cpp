@@ -128,7 +128,7 @@ Selection select_isa() {
     return s;
 }
 
-KernelTable build_table(Isa isa) {
+KernelTable build_table(Isa isa, FloatOrder order) {
     KernelTable t;
     fill_kernels_scalar(t);
     fill_attn_kvq_scalar(t.ops);
@@ -167,7 +167,20 @@ KernelTable build_table(Isa isa) {
 #endif
         default: break;
     }
+    if (order == FloatOrder::fast) {
+        switch (isa) {
+            case Isa::scalar: fill_gemm_packed_fast_scalar(t); break;
+#if defined(EDGEINFER_HAVE_AVX2)
+            case Isa::avx2: fill_gemm_packed_fast_avx2(t); break;
+#endif
+#if defined(EDGEINFER_HAVE_AVX512)
+            case Isa::avx512: fill_gemm_packed_fast_avx512(t); break;
+#endif
+            default: break;  // NEON has no packed kernels yet: vec_dot's order
+        }
+    }
     t.isa = isa;
+    t.order = order;
     return t;
 }
 
@@ -191,16 +204,26 @@ Isa selected_isa() {
     return s.isa;
 }
 
-const KernelTable& kernels_for(Isa isa) {
-    const int i = (int)isa;
-    if (i < 0 || i >= 4 || !isa_available(isa))
-        throw Error(std::string("instruction set ") + isa_name(isa) + " is not available on this machine/build");
-    static KernelTable tables[4];
-    static std::once_flag built[4];
-    std::call_once(built[i], [&] { tables[i] = build_table(isa); });
-    return tables[i];
+const char* float_order_name(FloatOrder order) { return order == FloatOrder::fast ? "fast" : "llama.cpp"; }
+
+FloatOrder default_float_order() {
+    static const FloatOrder order = [] {
+        const char* env = std::getenv("EDGEINFER_EXACT");
+        return env && std::string(env) == "1" ? FloatOrder::llama_cpp : FloatOrder::fast;
+    }();
+    return order;
 }
 
-const KernelTable& kernels() { return kernels_for(selected_isa()); }
+const KernelTable& kernels_for(Isa isa, FloatOrder order) {
+    const int i = (int)isa, o = (int)order;
+    if (i < 0 || i >= 4 || !isa_available(isa))
+        throw Error(std::string("instruction set ") + isa_name(isa) + " is not available on this machine/build");
+    static KernelTable tables[4][2];
+    static std::once_flag built[4][2];
+    std::call_once(built[i][o], [&] { tables[i][o] = build_table(isa, order); });
+    return tables[i][o];
+}
+
+const KernelTable& kernels() { return kernels_for(selected_isa(), default_float_order()); }
 
 }  // namespace ei

@@ -190,8 +190,17 @@ struct OpKernels {
     GegluFn geglu = nullptr;
 };
 
+// How the matmuls of the types that have a float order of their own sum (cpu/repack.h, "Float
+// order"): llama_cpp keeps every kernel in the order llama.cpp's CPU backend uses on this ISA, so
+// logits are its bits; fast uses the packed one-chain-per-output kernels for Q4_1 and Q8_0 too
+// (as Q4_0 always does), which need a third of the float work per block and give the same bits
+// on every ISA that has them, for every batch size. EDGEINFER_EXACT=1 selects llama_cpp.
+enum class FloatOrder : int { llama_cpp = 0, fast = 1 };
+const char* float_order_name(FloatOrder order);
+
 struct KernelTable {
     Isa isa = Isa::scalar;
+    FloatOrder order = FloatOrder::llama_cpp;
     TypeKernels types[TYPE_COUNT];
     OpKernels ops;
 };
@@ -229,14 +238,21 @@ void fill_gemm_kquants_avx512(KernelTable& t);
 void fill_gemm_packed_scalar(KernelTable& t);
 void fill_gemm_packed_avx2(KernelTable& t);
 void fill_gemm_packed_avx512(KernelTable& t);
+// The fast order's packed kernels of Q4_1 and Q8_0 (FloatOrder::fast): the scalar references
+// (cpu/repack.cpp) and the ISA kernels bit-identical to them.
+void fill_gemm_packed_fast_scalar(KernelTable& t);
+void fill_gemm_packed_fast_avx2(KernelTable& t);
+void fill_gemm_packed_fast_avx512(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();
 // True if this build has the ISA's kernels and this CPU can run them.
 bool isa_available(Isa isa);
-// Table for `isa` (built once, cached). Throws ei::Error if !isa_available(isa).
-const KernelTable& kernels_for(Isa isa);
-// Table for selected_isa().
+// FloatOrder::llama_cpp if EDGEINFER_EXACT=1 (read once), else fast.
+FloatOrder default_float_order();
+// Table for `isa` in `order` (built once, cached). Throws ei::Error if !isa_available(isa).
+const KernelTable& kernels_for(Isa isa, FloatOrder order = FloatOrder::llama_cpp);
+// Table for selected_isa() in default_float_order().
 const KernelTable& kernels();
 
 }  // namespace ei

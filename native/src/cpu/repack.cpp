@@ -1,5 +1,6 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 layout (cpu/repack.h): repacking, and the scalar reference of the packed
-// Q4_0 GEMV/GEMM that every ISA's kernel is tested against bit for bit.
+// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 layout (cpu/repack.h): repacking, and the scalar references of
+// the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1 and Q8_0 in FloatOrder::fast) that every
+// ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 
 #include <cmath>
@@ -113,38 +114,65 @@ bool repack_enabled() {
 
 namespace {
 
-// The reference of TypeKernels::gemm_16row_groups for Q4_0 (formula in cpu/repack.h).
-void gemm_packed_q4_0_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                          size_t a_stride, float* y, int64_t ldy) {
+// One block's exact integer sum of row j of a group against an activation block (q_w the stored
+// value: a nibble 0..15, or Q8_0's signed byte). Q4_0 subtracts its offset of 8 here.
+template <uint32_t Type, class Act>
+int32_t packed_block_isum(const uint8_t* qs, int64_t i, int64_t j, const Act& act) {
+    int32_t isum = 0;
+    if constexpr (Type == TYPE_Q8_0) {
+        for (int t = 0; t < 8; ++t)
+            for (int b = 0; b < 4; ++b)
+                isum += (int8_t)qs[((i * 8 + t) * kPackRows + j) * 4 + b] * act.qs[4 * t + b];
+        return isum;
+    }
+    for (int t = 0; t < 4; ++t)
+        for (int b = 0; b < 4; ++b) {
+            const uint8_t byte = qs[((i * 4 + t) * kPackRows + j) * 4 + b];
+            isum += (byte & 15) * act.qs[4 * t + b] + (byte >> 4) * act.qs[16 + 4 * t + b];
+        }
+    if constexpr (Type == TYPE_Q4_0) {
+        int32_t asum = 0;
+        for (int e = 0; e < QK8_0; ++e) asum += act.qs[e];
+        isum -= 8 * asum;
+    }
+    return isum;
+}
+
+// The reference of TypeKernels::gemm_16row_groups in the packed types' own order (formula in
+// cpu/repack.h): Q4_0 always, Q4_1 and Q8_0 in FloatOrder::fast.
+template <uint32_t Type>
+void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                     size_t a_stride, float* y, int64_t ldy) {
+    using Act = std::conditional_t<Type == TYPE_Q4_1, block_q8_1, block_q8_0>;
     const int64_t nb = k / QK4_0;
-    const size_t qs_off = packed_layout(TYPE_Q4_0, k).qs;
+    const PackedLayout lay = packed_layout(Type, k);
     for (int64_t c = 0; c < n; ++c) {
-        const block_q8_0* act = reinterpret_cast<const block_q8_0*>(static_cast<const uint8_t*>(a) + c * a_stride);
+        const Act* act = reinterpret_cast<const Act*>(static_cast<const uint8_t*>(a) + c * a_stride);
         for (int64_t r = 0; r < m; ++r) {
             const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
             const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
-            const uint8_t* qs = grp + qs_off;
+            const uint16_t* mins = reinterpret_cast<const uint16_t*>(grp + lay.m);
             const int64_t j = r % kPackRows;
-            float acc = 0.0f;
+            float acc = 0.0f, acc_m = 0.0f;
             for (int64_t i = 0; i < nb; ++i) {
-                int32_t isum = 0, asum = 0;
-                for (int e = 0; e < QK8_0; ++e) asum += act[i].qs[e];
-                for (int t = 0; t < 4; ++t)
-                    for (int b = 0; b < 4; ++b) {
-                        const uint8_t byte = qs[((i * 4 + t) * kPackRows + j) * 4 + b];
-                        isum += (byte & 15) * act[i].qs[4 * t + b] + (byte >> 4) * act[i].qs[16 + 4 * t + b];
-                    }
-                isum -= 8 * asum;
+                const int32_t isum = packed_block_isum<Type>(grp + lay.qs, i, j, act[i]);
                 const float dd = fp16_to_fp32(d[i * kPackRows + j]) * fp16_to_fp32(act[i].d);
                 acc = std::fma((float)isum, dd, acc);
+                if constexpr (Type == TYPE_Q4_1)
+                    acc_m = std::fma(fp16_to_fp32(mins[i * kPackRows + j]), fp16_to_fp32(act[i].s), acc_m);
             }
-            y[c * ldy + r] = acc;
+            y[c * ldy + r] = Type == TYPE_Q4_1 ? acc + acc_m : acc;
         }
     }
 }
 
 }  // namespace
 
-void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0_ref; }
+void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_0>; }
+
+void fill_gemm_packed_fast_scalar(KernelTable& t) {
+    t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
+    t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
+}
 
 }  // namespace ei

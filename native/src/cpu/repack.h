@@ -33,7 +33,16 @@
 //     isum = sum_e q_w[e] * q_a[e] - 8 * sum_e q_a[e]       (q_w the nibble 0..15; exact int32)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
-// (against vec_dot they differ by rounding only). Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
+// (against vec_dot they differ by rounding only). In FloatOrder::fast (cpu/kernels.h), Q4_1 and
+// Q8_0 use the same order, Q4_1 with its minimums in a second chain added at the end:
+//   acc = acc_m = 0; for each block i in order:
+//     isum  = sum_e q_w[e] * q_a[e]                         (Q4_1: the nibble 0..15; Q8_0: signed)
+//     acc   = fma((float)isum, d_w * d_a, acc)
+//     acc_m = fma(m_w, s_a, acc_m)                          (Q4_1 only; s_a the q8_1 block's s)
+//   y = acc + acc_m                                         (Q8_0: y = acc)
+// A third of the float work per block of vec_dot's order (one convert and one FMA per 16 outputs
+// instead of eight of each), the same bits on every ISA and for every batch size.
+// In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
 // and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
 // (ggml's x86 order: 8 lanes per output, lane l the exact integer sum over bytes 4l..4l+3 of each

@@ -36,16 +36,16 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
     : model_(std::move(model)),
       n_batch_(std::max<int64_t>(1, n_batch)),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
-      kv_(kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(),
+      kv_(model_->kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(),
           model_->hparams().head_dim, type_k, type_v, rotate_k, center_k),
       offload_(make_offload(*model_, offload, n_ctx, n_batch_, kv_)),
-      env_{pool_, kernels(), &kv_, {}, {}, offload_.get()},
+      env_{pool_, model_->kernels(), &kv_, {}, {}, offload_.get()},
       logits_(std::make_shared<std::vector<float>>()) {
     if (n_seq < 1 || n_seq > 256) throw Error("n_seq must be in 1..256, got " + std::to_string(n_seq));
     if (n_seq > 1 && offload_) throw Error("several sequences (n_seq > 1) cannot run with layers offloaded to a GPU yet");
     const HParams& hp = model_->hparams();
     for (int s = 1; s < n_seq; ++s) {
-        more_kv_.push_back(std::make_unique<KvCache>(kernels(), hp.n_layer, n_ctx, hp.kv_width(), hp.head_dim, type_k,
+        more_kv_.push_back(std::make_unique<KvCache>(model_->kernels(), hp.n_layer, n_ctx, hp.kv_width(), hp.head_dim, type_k,
                                                      type_v, rotate_k, center_k));
         more_past_.push_back(0);
     }

@@ -6,11 +6,11 @@
 
 namespace ei {
 
-Model::Model(const std::string& path) {
+Model::Model(const std::string& path, FloatOrder order) : kernels_(&kernels_for(selected_isa(), order)) {
     const auto start = std::chrono::steady_clock::now();
     file_ = std::make_shared<GgufFile>(path);
     vocab_ = std::make_unique<Vocab>(*file_);
-    arch_ = load_architecture(*file_, kernels());
+    arch_ = load_architecture(*file_, *kernels_);
     if (vocab_->n_tokens() > hparams().n_vocab)
         file_->fail("tokenizer.ggml.tokens", "has " + std::to_string(vocab_->n_tokens()) +
                                                  " entries but the embedding has only " +

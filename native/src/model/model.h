@@ -6,24 +6,29 @@
 
 #include "gguf/gguf.h"
 #include "arch/arch.h"
+#include "cpu/kernels.h"
 #include "vocab/vocab.h"
 
 namespace ei {
 
 class Model {
 public:
-    // Opens and validates the file, builds the vocabulary and binds the weights.
+    // Opens and validates the file, builds the vocabulary and binds the weights (repacked where
+    // the kernel table of the selected ISA in `order` has packed kernels for their type).
     // Throws FormatError for a malformed file, Error for an unsupported one.
-    explicit Model(const std::string& path);
+    explicit Model(const std::string& path, FloatOrder order = default_float_order());
 
     const std::shared_ptr<GgufFile>& file() const { return file_; }
     const Vocab& vocab() const { return *vocab_; }
     const ArchModel& arch() const { return *arch_; }
     const HParams& hparams() const { return arch_->hparams(); }
+    // The kernels every Context of this model computes with (its weights are laid out for them).
+    const KernelTable& kernels() const { return *kernels_; }
     int64_t n_params() const;   // elements over all tensors
     double load_ms() const { return load_ms_; }
 
 private:
+    const KernelTable* kernels_;
     std::shared_ptr<GgufFile> file_;
     std::unique_ptr<Vocab> vocab_;
     std::unique_ptr<ArchModel> arch_;

@@ -281,3 +281,7 @@ void fill_gemm_packed_avx2(KernelTable& t) {
 }
 
 }  // namespace ei
+
+namespace ei {
+void fill_gemm_packed_fast_avx2(KernelTable&) {}
+}  // namespace ei

@@ -40,25 +40,52 @@ namespace {
 
 constexpr int kCols = 8;  // activation columns per panel
 
+// The packed types in their own order: the activation block type, the 4-byte pieces of a block,
+// the integer correction per activation block (the stored values' offset times sum(q_a)), and
+// whether a minimum chain follows (Q4_1).
+template <uint32_t Type> struct Own;
+template <> struct Own<TYPE_Q4_0> {
+    using Act = block_q8_0;
+    static constexpr int kPieces = 4, kOffset = 8;
+    static constexpr bool kMin = false;
+};
+template <> struct Own<TYPE_Q4_1> {
+    using Act = block_q8_1;
+    static constexpr int kPieces = 4, kOffset = 0;
+    static constexpr bool kMin = true;
+};
+template <> struct Own<TYPE_Q8_0> {  // the weights go in as q_w + 128 (u8, as VPDPBUSD wants)
+    using Act = block_q8_0;
+    static constexpr int kPieces = 8, kOffset = 128;
+    static constexpr bool kMin = false;
+};
+
 // One activation block as the tile uses it.
 struct ActBlock {
     float d;       // d_a
-    int32_t corr;  // -8 * sum(q_a): the nibbles' offset of 8, applied to the integer sum
+    float s;       // Q4_1: the q8_1 block's s (d_a * sum(q_a))
+    int32_t corr;  // -offset * sum(q_a): the stored values' offset, applied to the integer sum
 };
 
-// [n][nb] ActBlocks for the n activation rows (block_q8_0).
+// [n][nb] ActBlocks for the n activation rows.
+template <uint32_t Type>
 void prepare_activations(const uint8_t* a, size_t a_stride, int64_t n, int64_t nb, ActBlock* out) {
+    using Act = typename Own<Type>::Act;
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t c = 0; c < n; ++c) {
-        const block_q8_0* x = reinterpret_cast<const block_q8_0*>(a + c * a_stride);
+        const Act* x = reinterpret_cast<const Act*>(a + c * a_stride);
         for (int64_t i = 0; i < nb; ++i) {
-            // sum(q): VPDPBUSD of ones (u8) against the values (s8) gives 8 lane sums.
-            const __m256i q = _mm256_loadu_si256((const __m256i*)x[i].qs);
-            const __m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
-            const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-            const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-            const int32_t sum = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 1);
-            out[c * nb + i] = {_cvtsh_ss(x[i].d), -8 * sum};
+            int32_t sum = 0;
+            if (Own<Type>::kOffset) {  // sum(q): VPDPBUSD of ones (u8) against the values (s8) gives 8 lane sums.
+                const __m256i q = _mm256_loadu_si256((const __m256i*)x[i].qs);
+                const __m256i s8 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q);
+                const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+                const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+                sum = _mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 1);
+            }
+            float s = 0.0f;
+            if constexpr (Own<Type>::kMin) s = _cvtsh_ss(x[i].s);
+            out[c * nb + i] = {_cvtsh_ss(x[i].d), s, -Own<Type>::kOffset * sum};
         }
     }
 }
@@ -69,9 +96,15 @@ inline __m512i bcast4(const int8_t* p) {
     return _mm512_set1_epi32(v);
 }
 
-// Block i's eight registers of u8 values (wq[t]: elements 4t..4t+3 of the 16 rows; t >= 4: the
-// high nibbles, elements 16 + 4(t - 4)..).
+// Block i's eight registers of u8 values (wq[t]: elements 4t..4t+3 of the 16 rows; for the 4-bit
+// types, t >= 4: the high nibbles, elements 16 + 4(t - 4)..; for Q8_0 the bytes + 128).
+template <uint32_t Type>
 inline void unpack_block(const uint8_t* qs, int64_t i, __m512i* wq) {
+    if constexpr (Type == TYPE_Q8_0) {
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+        for (int t = 0; t < 8; ++t) wq[t] = _mm512_xor_si512(_mm512_load_si512((const void*)(qs + (i * 8 + t) * 64)), flip);
+        return;
+    }
     const __m512i low = _mm512_set1_epi8(15);
     for (int t = 0; t < 4; ++t) {
         const __m512i v = _mm512_load_si512((const void*)(qs + (i * 4 + t) * 64));
@@ -81,7 +114,7 @@ inline void unpack_block(const uint8_t* qs, int64_t i, __m512i* wq) {
 }
 
 // The exact block sum of the 16 rows against one column's block: two chains of four VPDPBUSD
-// (low and high nibbles), so that a lone column is not one chain of eight dependent ones.
+// (elements 0..15 and 16..31), so that a lone column is not one chain of eight dependent ones.
 inline __m512i block_sums(const __m512i* wq, const int8_t* aq, int32_t corr) {
     __m512i lo = _mm512_set1_epi32(corr), hi = _mm512_setzero_si512();
     for (int t = 0; t < 4; ++t) {
@@ -91,82 +124,99 @@ inline __m512i block_sums(const __m512i* wq, const int8_t* aq, int32_t corr) {
     return _mm512_add_epi32(lo, hi);
 }
 
-// One group's 16 rows x NC columns, the weights read from `qs` (packed, or unpacked when
-// `unpacked` is set: nb blocks of eight 64-byte registers). With prefetch > 0, requests the same
-// lines `prefetch` bytes on (the next group's).
-template <int NC, bool kUnpacked>
-void tile(int64_t nb, const uint16_t* d, const uint8_t* qs, const block_q8_0* const* act, const ActBlock* const* ab,
-          float* y, int64_t ldy, size_t prefetch) {
-    __m512 acc[NC];
+inline __m512 scales16(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)h)); }
+
+// One group's 16 rows x NC columns, the weights read from the group `grp` (or, when kUnpacked,
+// its values from `unpacked`: nb blocks of eight 64-byte registers). With prefetch > 0, requests
+// the same lines `prefetch` bytes on (the next group's).
+template <uint32_t Type, int NC, bool kUnpacked>
+void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* unpacked,
+          const typename Own<Type>::Act* const* act, const ActBlock* const* ab, float* y, int64_t ldy,
+          size_t prefetch) {
+    constexpr bool kMin = Own<Type>::kMin;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+    const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m);
+    const uint8_t* qs = grp + lay.qs;
+    __m512 acc[NC], acc_m[kMin ? NC : 1];
     for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+    for (auto& v : acc_m) v = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)(d + i * kPackRows)));
+        const __m512 dw = scales16(d + i * kPackRows);
         __m512i wq[8];
         if (kUnpacked) {
-            for (int t = 0; t < 8; ++t) wq[t] = _mm512_load_si512((const void*)(qs + (i * 8 + t) * 64));
+            for (int t = 0; t < 8; ++t) wq[t] = _mm512_load_si512((const void*)(unpacked + (i * 8 + t) * 64));
         } else {
             if (prefetch)
-                for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
-            unpack_block(qs, i, wq);
+                for (int t = 0; t < Own<Type>::kPieces; ++t)
+                    __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 3);
+            unpack_block<Type>(qs, i, wq);
         }
         for (int c = 0; c < NC; ++c) {
             const __m512i isum = block_sums(wq, act[c][i].qs, ab[c][i].corr);
             const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(ab[c][i].d));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[c]);
         }
+        if constexpr (kMin) {
+            const __m512 mv = scales16(mw + i * kPackRows);
+            for (int c = 0; c < NC; ++c) acc_m[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(ab[c][i].s), acc_m[c]);
+        }
     }
-    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(y + c * ldy, acc[c]);
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(y + c * ldy, kMin ? _mm512_add_ps(acc[c], acc_m[c]) : acc[c]);
 }
 
-template <bool kUnpacked>
-void run_panel(int nc, int64_t nb, const uint16_t* d, const uint8_t* qs, const block_q8_0* const* act,
-               const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
+template <uint32_t Type, bool kUnpacked>
+void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* unpacked,
+               const typename Own<Type>::Act* const* act, const ActBlock* const* ab, float* y, int64_t ldy,
+               size_t prefetch) {
     switch (nc) {
-        case 8: return tile<8, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        case 7: return tile<7, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        case 6: return tile<6, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        case 5: return tile<5, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        case 4: return tile<4, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        case 3: return tile<3, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        case 2: return tile<2, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
-        default: return tile<1, kUnpacked>(nb, d, qs, act, ab, y, ldy, prefetch);
+        case 8: return tile<Type, 8, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        case 7: return tile<Type, 7, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        case 6: return tile<Type, 6, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        case 5: return tile<Type, 5, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        case 4: return tile<Type, 4, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        case 3: return tile<Type, 3, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        case 2: return tile<Type, 2, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
+        default: return tile<Type, 1, kUnpacked>(nb, grp, lay, unpacked, act, ab, y, ldy, prefetch);
     }
 }
 
-void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                      size_t a_stride, float* y, int64_t ldy) {
+// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1 and Q8_0 in FloatOrder::fast).
+template <uint32_t Type>
+void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                     size_t a_stride, float* y, int64_t ldy) {
+    using Act = typename Own<Type>::Act;
     const int64_t nb = k / QK4_0;
-    const size_t qs_off = packed_layout(TYPE_Q4_0, k).qs;
+    const PackedLayout lay = packed_layout(Type, k);
     const uint8_t* a8 = static_cast<const uint8_t*>(a);
     thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
     if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
-    prepare_activations(a8, a_stride, n, nb, act_blocks.data());
+    prepare_activations<Type>(a8, a_stride, n, nb, act_blocks.data());
     // More than one panel: a group's blocks are unpacked once, not once per panel.
     const bool unpack_once = n > kCols;
     struct alignas(64) Register { uint8_t bytes[64]; };  // (a vector of __m512i would drop its alignment)
     thread_local std::vector<Register> unpacked;  // [nb][8]
     if (unpack_once && (int64_t)unpacked.size() < nb * 8) unpacked.resize(nb * 8);
-    const block_q8_0* cols[kCols];
+    const uint8_t* unpacked_bytes = reinterpret_cast<const uint8_t*>(unpacked.data());
+    const Act* cols[kCols];
     const ActBlock* abs[kCols];
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
-        const uint8_t* qs = grp + qs_off;
         if (unpack_once)
-            for (int64_t i = 0; i < nb; ++i) unpack_block(qs, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
+            for (int64_t i = 0; i < nb; ++i)
+                unpack_block<Type>(grp + lay.qs, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);
             for (int c = 0; c < nc; ++c) {
-                cols[c] = reinterpret_cast<const block_q8_0*>(a8 + (c0 + c) * a_stride);
+                cols[c] = reinterpret_cast<const Act*>(a8 + (c0 + c) * a_stride);
                 abs[c] = act_blocks.data() + (c0 + c) * nb;
             }
             float* yt = y + c0 * ldy + g * kPackRows;
             if (unpack_once)
-                run_panel<true>(nc, nb, d, reinterpret_cast<const uint8_t*>(unpacked.data()), cols, abs, yt, ldy, 0);
+                run_panel<Type, true>(nc, nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, 0);
             else
-                run_panel<false>(nc, nb, d, qs, cols, abs, yt, ldy, pf);
+                run_panel<Type, false>(nc, nb, grp, lay, nullptr, cols, abs, yt, ldy, pf);
         }
     }
 }
@@ -179,8 +229,6 @@ inline __m512 sum_lanes_in_hsum_order(const __m512* a) {
     return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[4], a[0]), _mm512_add_ps(a[6], a[2])),
                          _mm512_add_ps(_mm512_add_ps(a[5], a[1]), _mm512_add_ps(a[7], a[3])));
 }
-
-inline __m512 scales16(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)h)); }
 
 // Q4_1: the 16 rows of one group x NC activation columns (block_q8_1) into y[c][0..15]: each
 // piece of the group loaded and split into nibbles once for the NC columns (NC <= 2: eight lane
@@ -309,9 +357,14 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
 }  // namespace
 
 void fill_gemm_packed_avx512(KernelTable& t) {
-    t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0;
+    t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_own<TYPE_Q4_0>;
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_exact<TYPE_Q4_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_exact<TYPE_Q8_0>;
+}
+
+void fill_gemm_packed_fast_avx512(KernelTable& t) {
+    t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
+    t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
 }
 
 }  // namespace ei
