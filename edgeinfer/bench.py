@@ -51,6 +51,7 @@ class BenchResult:
     type_v: str = "f16"
     n_gpu_layers: int = 0  # layers offloaded to the OpenCL device (--gpu-layers)
     n_parallel: int = 1  # sequences generating at once (tg only)
+    float_order: str = "llama.cpp"  # the matmuls' float order (Model.load's exact)
     samples_ns: list[int] = field(default_factory=list)
 
     @property
@@ -190,7 +191,8 @@ def run_bench(
                         r = BenchResult(model=path.name, model_size=path.stat().st_size, n_params=model.n_params,
                                         isa=_core.isa(), n_threads=ctx.n_threads, n_batch=n_batch, n_ctx=n_ctx,
                                         n_prompt=p, n_gen=g, n_depth=d, type_k=tk, type_v=tv,
-                                        n_gpu_layers=len(offload.get("gpu_layers", ())), n_parallel=s)
+                                        n_gpu_layers=len(offload.get("gpu_layers", ())), n_parallel=s,
+                                        float_order=model.float_order)
                         new = ids[d:d + p + g]
                         run = ((lambda: time_prompt(ctx, new, d)) if p else
                                (lambda: time_generation(ctx, new, d)) if s == 1 else

@@ -76,7 +76,7 @@ class Model:
         cls, path: str | os.PathLike, n_ctx: int | None = 2048, n_threads: int | None = None, n_batch: int = 512,
         cache_type_k: str = "f16", cache_type_v: str = "f16", snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
         cache_rotate_k: bool | None = None, cache_center_k: bool | None = None, gpu_layers: str | int | None = None,
-        device: int = 0, require_gpu: bool = False, n_parallel: int = 1,
+        device: int = 0, require_gpu: bool = False, n_parallel: int = 1, exact: bool | None = None,
     ) -> "Model":
         """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
         context of `n_ctx` positions (clamped to the model's trained context with a warning;
@@ -96,7 +96,12 @@ class Model:
         centering) as the CPU's layers.
         n_parallel: generations that can run at once, each in its own thread with its own cache
         of n_ctx positions (`prompt_caches`; generate's `prompt_cache`), sharing each decode step
-        (edgeinfer.parallel); the KV memory grows n_parallel times. Not with gpu_layers yet."""
+        (edgeinfer.parallel); the KV memory grows n_parallel times. Not with gpu_layers yet.
+        exact: True computes every matmul in llama.cpp's float order (its logits bit for bit on
+        the same ISA); False in the fast order, where Q4_0, Q4_1 and Q8_0 weights sum each block
+        exactly and round once (docs/PERFORMANCE.md: its KL divergence against llama.cpp's); None:
+        fast unless the environment sets EDGEINFER_EXACT=1. Either way a token decoded in a batch
+        gets the logits it gets alone."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
@@ -108,7 +113,7 @@ class Model:
         if n_parallel > 1 and gpu_layers not in (None, 0, "0"):
             raise ValueError(Wording("", Ref("n_parallel"), " > 1 cannot run with ", Ref("gpu_layers"),
                                      " yet (parallel sequences run on the CPU only)"))
-        core = _core.Model(os.fsencode(path))   # bytes: a file name need not be UTF-8
+        core = _core.Model(os.fsencode(path), exact=exact)   # bytes: a file name need not be UTF-8
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         placement, offload = None, {}
         if gpu_layers is not None:

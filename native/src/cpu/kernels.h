@@ -171,6 +171,13 @@ struct AttnF16Tile {
     int64_t head_dim;        // a multiple of 8
     float scale;
     float* scratch;          // attn_f16_tile_scratch_floats(n_tok * group, head_dim) floats
+    // Span mode (part set): only the keys of the block starting at k_first (a multiple of
+    // kAttnTileKeys), and the rows' partial results instead of `out`: row r = t * group + g at
+    // part + r * (head_dim + 2): sum_j exp(s_j - m) v_j (unnormalized), then m, then
+    // l = sum_j exp(s_j - m) (m = -inf, l = 0 for a row that sees none of these keys). A row's
+    // partial depends on its own query and range only, not on the tile's other rows.
+    float* part = nullptr;
+    int64_t k_first = 0;
 };
 using AttnF16TileFn = void (*)(const AttnF16Tile& a);
 constexpr int64_t kAttnTileKeys = 64;     // keys per block of the tiled kernel

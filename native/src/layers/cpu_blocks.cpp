@@ -55,8 +55,67 @@ void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int6
     rope_apply(kt.ops.rope_rotate_neox, x, n, n_heads, head_dim, pos, p);
 }
 
+namespace {
+
+// The fast order's attention over an F16 cache (FloatOrder::fast, tables with the tiled kernel),
+// for decode steps and batches: the positions are cut into spans of kAttnTileKeys at fixed
+// positions (0, 64, 128, ...); each span of each KV head is one job through the tiled kernel
+// (its K/V converted to F32 once for every query row and head of the group; scores, a vectorized
+// exp and the V sums in F32), which leaves per row the span's maximum, sum and unnormalized
+// output; the spans are then merged in position order. A row's floats depend only on its query
+// and the positions it sees, so a token decoded in a batch gets exactly what it gets alone, and
+// a decode step has as many jobs as spans x KV heads to share among the threads.
+void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
+                         const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out) {
+    const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim, rows = n * group;
+    const int64_t row_stride = s.n_head_kv * hd;  // elements per cached position
+    const int64_t last_max = pos0 + n - 1;
+    const int64_t first_min = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
+    const int64_t span0 = first_min / kAttnTileKeys, spans = last_max / kAttnTileKeys - span0 + 1;
+    const int64_t part_row = hd + 2, jobs = s.n_head_kv * spans;
+    std::vector<float> part((size_t)(jobs * rows * part_row));  // [n_head_kv][spans][rows][hd + 2]
+    pool.run([&](int task, int nt) {
+        std::vector<float> scratch(attn_f16_tile_scratch_floats(rows, hd));
+        for (int64_t j = task; j < jobs; j += nt) {
+            const int64_t hk = j / spans, c = j % spans;
+            AttnF16Tile a{q + hk * group * hd, nullptr, n, group, s.n_head * hd, k + hk * hd, v + hk * hd, row_stride,
+                          pos0, s.window, hd, s.scale, scratch.data()};
+            a.part = part.data() + j * rows * part_row;
+            a.k_first = (span0 + c) * kAttnTileKeys;
+            kt.ops.attn_f16_tile(a);
+        }
+    }, (int)std::min<int64_t>(jobs, 4 * pool.size()));
+    pool.run([&](int ith, int nth) {  // merge each (row, head) over its spans, in position order
+        int64_t r0, r1;
+        ThreadPool::split(n * s.n_head, ith, nth, &r0, &r1);
+        for (int64_t rh = r0; rh < r1; ++rh) {
+            const int64_t t = rh / s.n_head, h = rh % s.n_head, hk = h / group, r = t * group + h % group;
+            const float* first_part = part.data() + (hk * spans * rows + r) * part_row;
+            const int64_t span_step = rows * part_row;
+            float M = -INFINITY;
+            for (int64_t c = 0; c < spans; ++c) M = std::max(M, first_part[c * span_step + hd]);
+            float L = 0.0f;
+            float* o = out + (t * s.n_head + h) * hd;
+            std::fill(o, o + hd, 0.0f);
+            for (int64_t c = 0; c < spans; ++c) {
+                const float* pc = first_part + c * span_step;
+                if (pc[hd + 1] == 0.0f) continue;
+                const float w = std::exp(pc[hd] - M);
+                L += w * pc[hd + 1];
+                for (int64_t d = 0; d < hd; ++d) o[d] += w * pc[d];
+            }
+            const float inv = L == 0.0f ? 0.0f : 1.0f / L;
+            for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
+        }
+    });
+}
+
+}  // namespace
+
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out) {
+    if (kt.order == FloatOrder::fast && kt.ops.attn_f16_tile && n < kAttnTileMinRows && s.head_dim % 8 == 0)
+        return attention_f16_spans(pool, kt, q, n, pos0, k, v, s, out);
     // Every query row runs ggml's one-row kernel (flash_attn_ext_f16_one_chunk): what llama.cpp
     // runs for decode and for prompts shorter than its 64-row tile. Longer chunks take the
     // table's tiled kernel where it has one (kernels.h, AttnF16Tile).

@@ -33,6 +33,9 @@ void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int6
 //   k,v: [n_kv_total][n_head_kv][head_dim] F16 rows for positions 0 .. pos0 + n - 1
 //   out: [n][n_head][head_dim]
 // s.window > 0 limits each query to the last `window` positions (sliding-window layers).
+// In FloatOrder::fast (on tables with the tiled kernel), batches of fewer than kAttnTileMinRows
+// rows go through it instead, over fixed 64-position spans merged in order (F32 throughout):
+// each row's floats independent of the batch, as the one-row kernel's are.
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out);
 
