@@ -1,20 +1,29 @@
-// AVX2 GEMV/GEMM over Q4_0, Q4_1 and Q5_0 weights repacked into 16-row groups (cpu/repack.h has
-// the layout and the float orders; cpu/repack.cpp the scalar Q4_0 reference the Q4_0 kernels
-// match bit for bit; the Q4_1 and Q5_0 kernels match the AVX2 vec_dot bit for bit).
+// AVX2 GEMV/GEMM over Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked into 16-row groups
+// (cpu/repack.h has the layout and the float orders; cpu/repack.cpp the scalar references of the
+// types' own order): Q4_0, and Q4_1 and Q8_0 in FloatOrder::fast, in their own order (bit for bit
+// the scalar reference); Q4_1 and Q5_0 in vec_dot's order (bit for bit the AVX2 vec_dot).
 //
-// Q4_0:
+// Own order (one FMA chain per output). A 256-bit register holds 8 rows x 4 bytes of a block
+// (a group is two such halves). The 4-bit types: per block and half, four 32-byte loads split
+// into low and high nibbles (eight registers, the 8 rows' 32 values as u8 0..15); per activation
+// column, eight VPMADDUBSW against the column's 4-byte groups broadcast (signed q8 values) give
+// 16-bit pair sums, added up in 16 bits (each pair sum is at most 2 * 15 * 128 = 3840 in
+// magnitude, eight of them at most 30720 < 2^15, so nothing saturates), then one VPMADDWD against
+// ones gives the 8 rows' exact block sums (Q4_0 then adds its -8 * sum(q_a)). Q8_0's weights are
+// signed, and VPMADDUBSW wants one operand unsigned: each 32-byte piece goes in as |q_w| (u8), its
+// sign moved onto the broadcast activation bytes (VPSIGNB), as ggml's mul_sum_i8_pairs does. With
+// both in [-127, 127] (all the quantizers give) a pair sum is at most 2 * 127 * 127 = 32258, so it
+// cannot saturate, but two can: each piece's pair sums go to 32 bits (VPMADDWD) at once. (A weight
+// of -128 still works, |q_w| = 128 as u8; an activation of -128 against a negative weight would
+// wrap in VPSIGNB. The +128 offset would saturate: 2 * 255 * 127 > 2^15.) Then one convert, one
+// multiply (d_w * d_a) and one FMA finish 8 outputs; Q4_1 adds its m_w * s_a chain. vec_dot
+// spends about as much per output as this spends per 8.
 //
-// A 256-bit register holds 8 rows x 4 bytes of a block (a group is two such halves). Per block
-// and half: four 32-byte loads, split into low and high nibbles (eight registers, the 8 rows'
-// 32 values as u8 0..15). Per activation column, eight VPMADDUBSW against the column's 4-byte
-// groups broadcast (signed q8 values) give 16-bit pair sums, added up in 16 bits (each pair
-// sum is at most 2 * 15 * 128 = 3840 in magnitude, eight of them at most 30720 < 2^15, so
-// nothing saturates), then one VPMADDWD against ones gives the 8 rows' exact block sums. The
-// -8 * sum(q_a) correction, one convert, one multiply (d_w * d_a) and one FMA finish 8 outputs.
-// vec_dot spends about as much per output as this spends per 8.
-//
-// Decode (one column) streams each group once; prefill takes panels of up to 4 columns (what the
-// 16 registers hold beside the unpacked block), the group staying in L1 while they pass.
+// Decode (one column; Q8_0 up to two) passes over both halves of a group at once, so that each
+// line is consumed as it arrives and the stream from memory never pauses, the next group
+// requested ahead. Wider panels (up to 4 columns: what the 16 registers hold beside the unpacked
+// block) take one half per pass, the group staying in L1 while they pass. Each output is its own
+// chain, so its bits do not depend on the panel it falls in.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -33,24 +42,53 @@ namespace {
 constexpr int kCols = 4;   // activation columns per panel
 constexpr int kHalf = 8;   // rows per 256-bit register
 
+// The packed types in their own order: the activation block type, the 4-byte pieces of a block,
+// the stored values' offset (its -offset * sum(q_a) corrects the integer sum), the widest panel
+// that takes both halves of a group in one pass (run_panel), and whether a minimum chain follows
+// (Q4_1).
+template <uint32_t Type> struct Own;
+template <> struct Own<TYPE_Q4_0> {
+    using Act = block_q8_0;
+    static constexpr int kPieces = 4, kOffset = 8, kOnePassCols = 1;
+    static constexpr bool kMin = false;
+};
+template <> struct Own<TYPE_Q4_1> {
+    using Act = block_q8_1;
+    static constexpr int kPieces = 4, kOffset = 0, kOnePassCols = 1;
+    static constexpr bool kMin = true;
+};
+template <> struct Own<TYPE_Q8_0> {  // signed weights (sign transfer, above): no offset
+    using Act = block_q8_0;
+    static constexpr int kPieces = 8, kOffset = 0, kOnePassCols = 2;
+    static constexpr bool kMin = false;
+};
+
 // One activation block as the tile uses it.
 struct ActBlock {
     float d;       // d_a
-    int32_t corr;  // -8 * sum(q_a): the nibbles' offset of 8, applied to the integer sum
+    float s;       // Q4_1: the q8_1 block's s
+    int32_t corr;  // -offset * sum(q_a): the stored values' offset, applied to the integer sum
 };
 
-// [n][nb] ActBlocks for the n activation rows (block_q8_0).
+// [n][nb] ActBlocks for the n activation rows.
+template <uint32_t Type>
 void prepare_activations(const uint8_t* a, size_t a_stride, int64_t n, int64_t nb, ActBlock* out) {
+    using Act = typename Own<Type>::Act;
     const __m256i bias = _mm256_set1_epi8((char)0x80);
     for (int64_t c = 0; c < n; ++c) {
-        const block_q8_0* x = reinterpret_cast<const block_q8_0*>(a + c * a_stride);
+        const Act* x = reinterpret_cast<const Act*>(a + c * a_stride);
         for (int64_t i = 0; i < nb; ++i) {
-            // sum(q) = sum(q + 128 as u8) - 32 * 128, the u8 sum by VPSADBW against zero.
-            const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)x[i].qs), bias);
-            const __m256i s4 = _mm256_sad_epu8(u, _mm256_setzero_si256());
-            const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-            const int32_t sum = (int32_t)(_mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 2)) - 32 * 128;
-            out[c * nb + i] = {_cvtsh_ss(x[i].d), -8 * sum};
+            int32_t sum = 0;
+            if (Own<Type>::kOffset) {
+                // sum(q) = sum(q + 128 as u8) - 32 * 128, the u8 sum by VPSADBW against zero.
+                const __m256i u = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)x[i].qs), bias);
+                const __m256i s4 = _mm256_sad_epu8(u, _mm256_setzero_si256());
+                const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+                sum = (int32_t)(_mm_cvtsi128_si32(s2) + _mm_extract_epi32(s2, 2)) - 32 * 128;
+            }
+            float s = 0.0f;
+            if constexpr (Own<Type>::kMin) s = _cvtsh_ss(x[i].s);
+            out[c * nb + i] = {_cvtsh_ss(x[i].d), s, -Own<Type>::kOffset * sum};
         }
     }
 }
@@ -61,21 +99,24 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// Rows 8h..8h+7 of one group x NC columns: y[c * ldy + j] for row j of the half. With
-// prefetch > 0, the first half requests the same lines `prefetch` bytes on (the next group):
-// a decode streams the groups from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
-template <int NC>
-void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0* const* act,
-          const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
-    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
-    const uint8_t* qs = grp + qs_off + h * 32;
-    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
-    __m256 acc[NC];
-    for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows)));
-        if (prefetch && h == 0)
-            for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
+// The exact block-i sums of the half's 8 rows (qs: the half's first piece) against NC columns.
+template <uint32_t Type, int NC>
+inline void block_sums(const uint8_t* qs, int64_t i, const typename Own<Type>::Act* const* act,
+                       const ActBlock* const* ab, __m256i* isum) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if constexpr (Type == TYPE_Q8_0) {
+        // Piece by piece (each loaded once for the NC columns): |q_w| x (q_a with q_w's sign).
+        for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) {
+            const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 8 + t) * 64));
+            const __m256i av = _mm256_sign_epi8(v, v);
+            for (int c = 0; c < NC; ++c) {
+                const __m256i sa = _mm256_sign_epi8(bcast4(act[c][i].qs + 4 * t), v);
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sa), ones));
+            }
+        }
+    } else {
+        const __m256i low = _mm256_set1_epi8(15);
         __m256i wq[8];  // wq[t]: the rows' elements 4t..4t+3 (t < 4: low nibbles; t >= 4: high nibbles)
         for (int t = 0; t < 4; ++t) {
             const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
@@ -90,24 +131,79 @@ void tile(int64_t nb, const uint8_t* grp, size_t qs_off, int h, const block_q8_0
                 p0 = _mm256_add_epi16(p0, _mm256_maddubs_epi16(wq[t], bcast4(aq + 4 * t)));
                 p1 = _mm256_add_epi16(p1, _mm256_maddubs_epi16(wq[t + 1], bcast4(aq + 4 * t + 4)));
             }
-            const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones),
-                                                  _mm256_set1_epi32(ab[c][i].corr));
-            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(ab[c][i].d));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[c]);
+            isum[c] = _mm256_madd_epi16(_mm256_add_epi16(p0, p1), ones);
+            if (Own<Type>::kOffset) isum[c] = _mm256_add_epi32(isum[c], _mm256_set1_epi32(ab[c][i].corr));
         }
     }
-    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + c * ldy, acc[c]);
 }
 
-void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                      size_t a_stride, float* y, int64_t ldy) {
+inline __m256 scales8(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128((const __m128i*)h)); }
+
+// Halves h0..h0+H-1 of one group (rows 8h0..8(h0+H)-1) x NC columns into y[c * ldy + ...]. With
+// prefetch > 0 (and h0 = 0), requests the same lines `prefetch` bytes on (the next group's): a
+// decode streams the groups from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
+// The pieces are requested into L2 only (a group's worth of requests into L1 throttled the stream
+// instead), the scales (d, m), read first, into L1.
+template <uint32_t Type, int NC, int H>
+void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h0, const typename Own<Type>::Act* const* act,
+          const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
+    constexpr bool kMin = Own<Type>::kMin;
+    constexpr int kPieces = Own<Type>::kPieces;
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h0 * kHalf;
+    const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m) + h0 * kHalf;
+    const uint8_t* qs = grp + lay.qs + h0 * 32;
+    if (h0 != 0) prefetch = 0;  // the first pass requested them
+    __m256 acc[H][NC], acc_m[H][kMin ? NC : 1];
+    for (int h = 0; h < H; ++h) {
+        for (auto& v : acc[h]) v = _mm256_setzero_ps();
+        for (auto& v : acc_m[h]) v = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; ++i) {
+        if (prefetch) {
+            for (int t = 0; t < kPieces; ++t) __builtin_prefetch(qs + (i * kPieces + t) * 64 + prefetch, 0, 1);
+            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+            if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
+        }
+        for (int h = 0; h < H; ++h) {
+            __m256i isum[NC];
+            block_sums<Type, NC>(qs + h * 32, i, act, ab, isum);
+            const __m256 dw = scales8(d + i * kPackRows + h * kHalf);
+            for (int c = 0; c < NC; ++c) {
+                const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(ab[c][i].d));
+                acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), dd, acc[h][c]);
+            }
+            if constexpr (kMin) {
+                const __m256 mv = scales8(mw + i * kPackRows + h * kHalf);
+                for (int c = 0; c < NC; ++c) acc_m[h][c] = _mm256_fmadd_ps(mv, _mm256_set1_ps(ab[c][i].s), acc_m[h][c]);
+            }
+        }
+    }
+    for (int h = 0; h < H; ++h)
+        for (int c = 0; c < NC; ++c)
+            _mm256_storeu_ps(y + c * ldy + h * kHalf, kMin ? _mm256_add_ps(acc[h][c], acc_m[h][c]) : acc[h][c]);
+}
+
+// One group x NC columns: both halves in one pass over the blocks up to kOnePassCols columns,
+// else one pass per half (the registers hold one half's sums beside the unpacked block).
+template <uint32_t Type, int NC>
+void run_panel(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const typename Own<Type>::Act* const* act,
+               const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
+    constexpr int H = NC <= Own<Type>::kOnePassCols ? 2 : 1;
+    for (int h = 0; h < 2; h += H) tile<Type, NC, H>(nb, grp, lay, h, act, ab, y + h * kHalf, ldy, prefetch);
+}
+
+// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1 and Q8_0 in FloatOrder::fast).
+template <uint32_t Type>
+void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                     size_t a_stride, float* y, int64_t ldy) {
+    using Act = typename Own<Type>::Act;
     const int64_t nb = k / QK4_0;
-    const size_t qs_off = packed_layout(TYPE_Q4_0, k).qs;
+    const PackedLayout lay = packed_layout(Type, k);
     const uint8_t* a8 = static_cast<const uint8_t*>(a);
     thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
     if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
-    prepare_activations(a8, a_stride, n, nb, act_blocks.data());
-    const block_q8_0* cols[kCols];
+    prepare_activations<Type>(a8, a_stride, n, nb, act_blocks.data());
+    const Act* cols[kCols];
     const ActBlock* abs[kCols];
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
@@ -116,17 +212,16 @@ void gemm_packed_q4_0(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);
             for (int c = 0; c < nc; ++c) {
-                cols[c] = reinterpret_cast<const block_q8_0*>(a8 + (c0 + c) * a_stride);
+                cols[c] = reinterpret_cast<const Act*>(a8 + (c0 + c) * a_stride);
                 abs[c] = act_blocks.data() + (c0 + c) * nb;
             }
-            for (int h = 0; h < 2; ++h) {
-                float* yt = y + c0 * ldy + g * kPackRows + h * kHalf;
-                switch (nc) {
-                    case 4: tile<4>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
-                    case 3: tile<3>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
-                    case 2: tile<2>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
-                    default: tile<1>(nb, grp, qs_off, h, cols, abs, yt, ldy, pf); break;
-                }
+            const size_t pfc = c0 == 0 ? pf : 0;  // the first panel's pass requests the next group
+            float* yt = y + c0 * ldy + g * kPackRows;
+            switch (nc) {
+                case 4: run_panel<Type, 4>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
+                case 3: run_panel<Type, 3>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
+                case 2: run_panel<Type, 2>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
+                default: run_panel<Type, 1>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
             }
         }
     }
@@ -275,13 +370,14 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
 }  // namespace
 
 void fill_gemm_packed_avx2(KernelTable& t) {
-    t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_q4_0;
+    t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_own<TYPE_Q4_0>;
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_exact<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_exact<TYPE_Q5_0>;
 }
 
-}  // namespace ei
+void fill_gemm_packed_fast_avx2(KernelTable& t) {
+    t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
+    t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
+}
 
-namespace ei {
-void fill_gemm_packed_fast_avx2(KernelTable&) {}
 }  // namespace ei
