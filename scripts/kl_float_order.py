@@ -5,7 +5,7 @@ logits as llama.cpp on this ISA) and in the fast order, on the same tokens, pair
 llama-perplexity's own figure on the same file and chunks when its path is given.
 
     python scripts/kl_float_order.py F32.gguf QUANT.gguf [QUANT.gguf ...] [--chunks 8] [-c 512] [-t 2]
-        [--llama-perplexity .../llama-perplexity] [--json]
+        [-b 1] [--llama-perplexity .../llama-perplexity] [--json]
 
 edgeinfer's KLD keeps the base model's top 1024 logits per token (edgeinfer.kld: a lower bound a
 few percent under the full-vocabulary figure); both orders are measured against the same base
@@ -35,8 +35,8 @@ from edgeinfer.perplexity import perplexity  # noqa: E402
 EVAL_TEXT = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "eval.txt"
 
 
-def score(path: Path, text: str, args, hook, exact: bool):
-    model = Model.load(path, n_ctx=args.ctx_size, n_batch=args.ctx_size, n_threads=args.threads, exact=exact)
+def score(path: Path, text: str, args, hook, exact: bool, n_batch: int):
+    model = Model.load(path, n_ctx=args.ctx_size, n_batch=n_batch, n_threads=args.threads, exact=exact)
     result = perplexity(model, text, n_ctx=args.ctx_size, n_chunks=args.chunks, on_scored=hook)
     return model, result
 
@@ -63,6 +63,9 @@ def main() -> int:
     ap.add_argument("quants", type=Path, nargs="+", help="quantized files of the same weights")
     ap.add_argument("-f", "--file", type=Path, default=EVAL_TEXT)
     ap.add_argument("-c", "--ctx-size", type=int, default=512)
+    ap.add_argument("-b", "--batch-size", type=int, default=0,
+                    help="tokens per decode call (default: the chunk size; 1 scores the decode path: one-token "
+                         "matmuls and the decode attention)")
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--llama-perplexity", metavar="PATH", help="also llama.cpp's figure (its llama-perplexity)")
@@ -73,7 +76,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         recorder = BaseRecorder()
-        _, base_result = score(args.base, text, args, recorder, exact=True)
+        _, base_result = score(args.base, text, args, recorder, exact=True, n_batch=args.ctx_size)
         base_file = workdir / "base.npz"
         recorder.save(base_file, {"model": str(args.base), "n_ctx": base_result.n_ctx,
                                   "n_chunks": base_result.n_chunks, "ppl": base_result.ppl})
@@ -82,7 +85,7 @@ def main() -> int:
             klds = {}
             for name, exact in (("llama_cpp_order", True), ("fast_order", False)):
                 hook = Comparer(base_file)
-                model, result = score(quant, text, args, hook, exact)
+                model, result = score(quant, text, args, hook, exact, args.batch_size or args.ctx_size)
                 kld = hook.result()
                 klds[name] = kld.klds
                 row[name] = {"mean_kld": kld.mean_kld, "kld_99": kld.kld_99, "same_top_pct": kld.same_top_pct,
@@ -95,11 +98,13 @@ def main() -> int:
                 row["llama_perplexity_mean_kld"] = llama_kld(args.llama_perplexity, args.base, quant, args.file, args,
                                                              workdir)
             rows.append(row)
-    report = {"cpu": cpu_name(), "isa": _core.isa(), "n_ctx": args.ctx_size, "chunks": args.chunks, "rows": rows}
+    report = {"cpu": cpu_name(), "isa": _core.isa(), "n_ctx": args.ctx_size, "n_batch": args.batch_size or args.ctx_size,
+              "chunks": args.chunks, "rows": rows}
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"CPU: {report['cpu']} ({report['isa']}), {args.chunks} chunks of {args.ctx_size}, base {args.base.name}")
+    print(f"CPU: {report['cpu']} ({report['isa']}), {args.chunks} chunks of {args.ctx_size} in calls of "
+          f"{report['n_batch']}, base {args.base.name}")
     for r in rows:
         a, b, d = r["llama_cpp_order"], r["fast_order"], r["fast_minus_llama_cpp"]
         print(f"{r['file']}: mean KLD llama.cpp order {a['mean_kld']:.6f}, fast order {b['mean_kld']:.6f} "

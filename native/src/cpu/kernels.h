@@ -199,9 +199,10 @@ struct OpKernels {
 
 // How the matmuls of the types that have a float order of their own sum (cpu/repack.h, "Float
 // order"): llama_cpp keeps every kernel in the order llama.cpp's CPU backend uses on this ISA, so
-// logits are its bits; fast uses the packed one-chain-per-output kernels for Q4_1 and Q8_0 too
-// (as Q4_0 always does), which need a third of the float work per block and give the same bits
-// on every ISA that has them, for every batch size. EDGEINFER_EXACT=1 selects llama_cpp.
+// logits are its bits; fast uses the packed one-chain-per-output kernels for Q4_1, Q5_0 and Q8_0
+// too (as Q4_0 always does), which need a fraction of the float work per block and give the same
+// bits on every ISA that has them, for every batch size, and decode attention over an F16 cache
+// in F32 over fixed spans (layers/cpu_blocks.cpp). EDGEINFER_EXACT=1 selects llama_cpp.
 enum class FloatOrder : int { llama_cpp = 0, fast = 1 };
 const char* float_order_name(FloatOrder order);
 
@@ -245,8 +246,8 @@ void fill_gemm_kquants_avx512(KernelTable& t);
 void fill_gemm_packed_scalar(KernelTable& t);
 void fill_gemm_packed_avx2(KernelTable& t);
 void fill_gemm_packed_avx512(KernelTable& t);
-// The fast order's packed kernels of Q4_1 and Q8_0 (FloatOrder::fast): the scalar references
-// (cpu/repack.cpp) and the ISA kernels bit-identical to them.
+// The fast order's packed kernels of Q4_1, Q5_0 and Q8_0 (FloatOrder::fast): the scalar
+// references (cpu/repack.cpp) and the ISA kernels bit-identical to them.
 void fill_gemm_packed_fast_scalar(KernelTable& t);
 void fill_gemm_packed_fast_avx2(KernelTable& t);
 void fill_gemm_packed_fast_avx512(KernelTable& t);

@@ -115,9 +115,10 @@ bool repack_enabled() {
 namespace {
 
 // One block's exact integer sum of row j of a group against an activation block (q_w the stored
-// value: a nibble 0..15, or Q8_0's signed byte). Q4_0 subtracts its offset of 8 here.
+// value: a nibble 0..15, Q5_0's 5-bit value 0..31, or Q8_0's signed byte). Q4_0 and Q5_0 subtract
+// their offsets (8, 16) here.
 template <uint32_t Type, class Act>
-int32_t packed_block_isum(const uint8_t* qs, int64_t i, int64_t j, const Act& act) {
+int32_t packed_block_isum(const uint8_t* qs, const uint8_t* qh, int64_t i, int64_t j, const Act& act) {
     int32_t isum = 0;
     if constexpr (Type == TYPE_Q8_0) {
         for (int t = 0; t < 8; ++t)
@@ -128,18 +129,24 @@ int32_t packed_block_isum(const uint8_t* qs, int64_t i, int64_t j, const Act& ac
     for (int t = 0; t < 4; ++t)
         for (int b = 0; b < 4; ++b) {
             const uint8_t byte = qs[((i * 4 + t) * kPackRows + j) * 4 + b];
-            isum += (byte & 15) * act.qs[4 * t + b] + (byte >> 4) * act.qs[16 + 4 * t + b];
+            int32_t lo = byte & 15, hi = byte >> 4;
+            if constexpr (Type == TYPE_Q5_0) {  // the fifth bits (layout in repack.h)
+                const uint8_t h = qh[(i * 4 + t) * kPackRows + j];
+                lo |= ((h >> b) & 1) << 4;
+                hi |= ((h >> (4 + b)) & 1) << 4;
+            }
+            isum += lo * act.qs[4 * t + b] + hi * act.qs[16 + 4 * t + b];
         }
-    if constexpr (Type == TYPE_Q4_0) {
+    if constexpr (Type == TYPE_Q4_0 || Type == TYPE_Q5_0) {  // the stored values' offset: 8, 16
         int32_t asum = 0;
         for (int e = 0; e < QK8_0; ++e) asum += act.qs[e];
-        isum -= 8 * asum;
+        isum -= (Type == TYPE_Q5_0 ? 16 : 8) * asum;
     }
     return isum;
 }
 
 // The reference of TypeKernels::gemm_16row_groups in the packed types' own order (formula in
-// cpu/repack.h): Q4_0 always, Q4_1 and Q8_0 in FloatOrder::fast.
+// cpu/repack.h): Q4_0 always, Q4_1, Q5_0 and Q8_0 in FloatOrder::fast.
 template <uint32_t Type>
 void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                      size_t a_stride, float* y, int64_t ldy) {
@@ -155,7 +162,7 @@ void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
             const int64_t j = r % kPackRows;
             float acc = 0.0f, acc_m = 0.0f;
             for (int64_t i = 0; i < nb; ++i) {
-                const int32_t isum = packed_block_isum<Type>(grp + lay.qs, i, j, act[i]);
+                const int32_t isum = packed_block_isum<Type>(grp + lay.qs, grp + lay.qh, i, j, act[i]);
                 const float dd = fp16_to_fp32(d[i * kPackRows + j]) * fp16_to_fp32(act[i].d);
                 acc = std::fma((float)isum, dd, acc);
                 if constexpr (Type == TYPE_Q4_1)
@@ -172,6 +179,7 @@ void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_gro
 
 void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
+    t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
 }
 

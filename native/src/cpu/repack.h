@@ -33,10 +33,11 @@
 //     isum = sum_e q_w[e] * q_a[e] - 8 * sum_e q_a[e]       (q_w the nibble 0..15; exact int32)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
-// (against vec_dot they differ by rounding only). In FloatOrder::fast (cpu/kernels.h), Q4_1 and
-// Q8_0 use the same order, Q4_1 with its minimums in a second chain added at the end:
+// (against vec_dot they differ by rounding only). In FloatOrder::fast (cpu/kernels.h), Q4_1, Q5_0
+// and Q8_0 use the same order, Q4_1 with its minimums in a second chain added at the end:
 //   acc = acc_m = 0; for each block i in order:
-//     isum  = sum_e q_w[e] * q_a[e]                         (Q4_1: the nibble 0..15; Q8_0: signed)
+//     isum  = sum_e q_w[e] * q_a[e]                         (Q4_1: the nibble 0..15; Q8_0: signed;
+//                                                            Q5_0: 0..31, less 16 * sum_e q_a[e])
 //     acc   = fma((float)isum, d_w * d_a, acc)
 //     acc_m = fma(m_w, s_a, acc_m)                          (Q4_1 only; s_a the q8_1 block's s)
 //   y = acc + acc_m                                         (Q8_0: y = acc)

@@ -146,9 +146,12 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
         if (kUnpacked) {
             for (int t = 0; t < 8; ++t) wq[t] = _mm512_load_si512((const void*)(unpacked + (i * 8 + t) * 64));
         } else {
-            if (prefetch)
+            if (prefetch) {  // the pieces into L2 only (requests into L1 throttled the stream), the scales into L1
                 for (int t = 0; t < Own<Type>::kPieces; ++t)
-                    __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 3);
+                    __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 1);
+                __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+                if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
+            }
             unpack_block<Type>(qs, i, wq);
         }
         for (int c = 0; c < NC; ++c) {
