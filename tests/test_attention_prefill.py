@@ -56,6 +56,31 @@ def test_short_batches_keep_the_one_row_kernel(isa):
     assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
+# Decode steps and batches in the fast float order (n queries, n_kv, n_head, n_head_kv, head_dim,
+# window): one span, several (the last partial), a window cutting through spans, Gemma 3's heads.
+FAST_CASES = [(1, 40, 9, 3, 64, 0), (1, 200, 9, 3, 64, 0), (9, 300, 9, 3, 64, 0), (4, 700, 4, 1, 256, 512),
+              (8, 130, 4, 1, 256, 48), (2, 64, 2, 2, 72, 0)]
+
+
+@pytest.mark.parametrize("isa", TILED_ISAS)
+@pytest.mark.parametrize("case", FAST_CASES, ids=lambda c: "x".join(map(str, c)))
+def test_the_fast_orders_decode_attention_is_f32_and_each_rows_own(isa, case):
+    """Fixed 64-position spans merged in order: within F32 rounding of the oracle, the same bits
+    with 1 or 2 threads, and each row's bits whatever rows share its batch."""
+    q, k, v, window = make(case, list(case))
+    kb, vb = k.view(np.uint16), v.view(np.uint16)
+    want = causal_attention(q, k, v, len(k) - len(q), window)
+    got = _testing.attention_f16(q, kb, vb, window, True, 1, isa, fast=True)
+    assert np.abs(got - want).max() < 2e-5, np.abs(got - want).max()
+    assert np.array_equal(_testing.attention_f16(q, kb, vb, window, True, 2, isa, fast=True).view(np.uint32),
+                          got.view(np.uint32))
+    n = len(q)
+    for t in range(n):   # row t alone: the cache up to its own position
+        end = len(k) - n + t + 1
+        alone = _testing.attention_f16(q[t:t + 1], kb[:end], vb[:end], window, True, 1, isa, fast=True)
+        assert np.array_equal(alone[0].view(np.uint32), got[t].view(np.uint32)), t
+
+
 def test_bad_shapes_are_refused():
     q = np.zeros((4, 2, 8), np.float32)
     k = np.zeros((3, 1, 8), np.uint16)

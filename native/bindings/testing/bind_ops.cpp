@@ -74,8 +74,9 @@ void register_ops(py::module_& m) {
        "-> float32 [n_queries, head_dim].");
 
     m.def("attention_f16", [](const Floats& q, const Halves& k, const Halves& v, int64_t window, bool tiled,
-                              int n_threads, const py::object& isa) {
-        ei::KernelTable t = table_for(isa);  // a copy: `tiled` may take the tiled kernel out
+                              int n_threads, const py::object& isa, bool fast) {
+        // A copy: `tiled` may take the tiled kernel out. fast: FloatOrder::fast's table.
+        ei::KernelTable t = fast ? ei::kernels_for(table_for(isa).isa, ei::FloatOrder::fast) : table_for(isa);
         if (!tiled) t.ops.attn_f16_tile = nullptr;
         require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
                 "attention_f16: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
@@ -92,10 +93,10 @@ void register_ops(py::module_& m) {
         }
         return out;
     }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("window") = 0, py::arg("tiled") = true,
-       py::arg("n_threads") = 1, py::arg("isa") = py::none(),
+       py::arg("n_threads") = 1, py::arg("isa") = py::none(), py::arg("fast") = false,
        "Causal attention of the last n of n_kv positions over F16 K/V (uint16 bit patterns) as the "
        "forward pass runs it for a batch (layers/cpu_blocks.h attention_f16); tiled=False keeps every row "
-       "on the one-row kernel.");
+       "on the one-row kernel; fast=True in FloatOrder::fast (short batches over fixed spans).");
 
     m.def("swiglu", [](const Floats& gate, const Floats& up, const py::object& isa) {
         const ei::KernelTable& t = table_for(isa);
