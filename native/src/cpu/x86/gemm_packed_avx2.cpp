@@ -1,7 +1,7 @@
 // AVX2 GEMV/GEMM over Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked into 16-row groups
 // (cpu/repack.h has the layout and the float orders; cpu/repack.cpp the scalar references of the
-// types' own order): Q4_0, and Q4_1 and Q8_0 in FloatOrder::fast, in their own order (bit for bit
-// the scalar reference); Q4_1 and Q5_0 in vec_dot's order (bit for bit the AVX2 vec_dot).
+// types' own order): Q4_0, and Q4_1, Q5_0 and Q8_0 in FloatOrder::fast, in their own order (bit
+// for bit the scalar reference); Q4_1 and Q5_0 in vec_dot's order (bit for bit the AVX2 vec_dot).
 //
 // Own order (one FMA chain per output). A 256-bit register holds 8 rows x 4 bytes of a block
 // (a group is two such halves). The 4-bit types: per block and half, four 32-byte loads split
@@ -15,15 +15,19 @@
 // both in [-127, 127] (all the quantizers give) a pair sum is at most 2 * 127 * 127 = 32258, so it
 // cannot saturate, but two can: each piece's pair sums go to 32 bits (VPMADDWD) at once. (A weight
 // of -128 still works, |q_w| = 128 as u8; an activation of -128 against a negative weight would
-// wrap in VPSIGNB. The +128 offset would saturate: 2 * 255 * 127 > 2^15.) Then one convert, one
+// wrap in VPSIGNB. The +128 offset would saturate: 2 * 255 * 127 > 2^15.) Q5_0's nibbles take
+// their fifth bits from qh (values 0..31, unsigned, less 16 * sum(q_a) after); its pair sums are
+// up to 2 * 31 * 128 = 7936, so only four add up in 16 bits (block_sums). Then one convert, one
 // multiply (d_w * d_a) and one FMA finish 8 outputs; Q4_1 adds its m_w * s_a chain. vec_dot
 // spends about as much per output as this spends per 8.
 //
 // Decode (one column; Q8_0 up to two) passes over both halves of a group at once, so that each
 // line is consumed as it arrives and the stream from memory never pauses, the next group
 // requested ahead. Wider panels (up to 4 columns: what the 16 registers hold beside the unpacked
-// block) take one half per pass, the group staying in L1 while they pass. Each output is its own
-// chain, so its bits do not depend on the panel it falls in.
+// block) take one half per pass, the group staying in L1 while they pass; Q5_0, whose values cost
+// more to form than the products that use them, forms them once per group into a buffer when more
+// than one panel passes. Each output is its own chain, so its bits do not depend on the panel it
+// falls in.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -56,6 +60,11 @@ template <> struct Own<TYPE_Q4_1> {
     using Act = block_q8_1;
     static constexpr int kPieces = 4, kOffset = 0, kOnePassCols = 1;
     static constexpr bool kMin = true;
+};
+template <> struct Own<TYPE_Q5_0> {  // the 5-bit values 0..31 go in unsigned, their offset 16 corrected
+    using Act = block_q8_0;
+    static constexpr int kPieces = 4, kOffset = 16, kOnePassCols = 1;
+    static constexpr bool kMin = false;
 };
 template <> struct Own<TYPE_Q8_0> {  // signed weights (sign transfer, above): no offset
     using Act = block_q8_0;
@@ -99,12 +108,60 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// The exact block-i sums of the half's 8 rows (qs: the half's first piece) against NC columns.
-template <uint32_t Type, int NC>
-inline void block_sums(const uint8_t* qs, int64_t i, const typename Own<Type>::Act* const* act,
-                       const ActBlock* const* ab, __m256i* isum) {
+// Q5_0: piece t of block i of a half (qs, qh: the half's first piece and fifth bits) as the 8
+// rows' 5-bit values, elements 4t..4t+3 (lo) and 16+4t..16+4t+3 (hi). The fifth bits: the half's
+// 8 bytes qh[i][t][8h..8h+7] (one a row), each copied to its row's 4 bytes (VPSHUFB); byte b keeps
+// bit b (element 4t + b), which a 16-entry table (VPSHUFB) turns into 16, and bit 4 + b (element
+// 16 + 4t + b), which is 16 << b, clamped to 16 (VPMINUB).
+inline void unpack_q5_0(const uint8_t* qs, const uint8_t* qh, int64_t i, int t, __m256i& lo, __m256i& hi) {
+    const __m256i low = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,  // rows 0-3
+                                            4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);  // rows 4-7
+    const __m256i bit_lo = _mm256_set1_epi32(0x08040201), bit_hi = _mm256_set1_epi32((int)0x80402010);
+    const __m256i fifth = _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // [1, 2, 4, 8] = 16
+                                           0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
+    int64_t bits8;
+    std::memcpy(&bits8, qh + (i * 4 + t) * kPackRows, 8);
+    const __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi64x(bits8), spread);
+    const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
+    lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_shuffle_epi8(fifth, _mm256_and_si256(h, bit_lo)));
+    hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
+                         _mm256_min_epu8(_mm256_and_si256(h, bit_hi), sixteen));
+}
+
+// The exact block-i sums of the half's 8 rows (qs: the half's first piece; qh: its first fifth
+// bits, Q5_0) against NC columns. Q5_0 with kUnpacked: the half's block already unpacked at
+// `unpacked` (unpack_q5_0's lo of pieces 0..3, then their hi, 32 bytes each).
+template <uint32_t Type, int NC, bool kUnpacked>
+inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpacked, int64_t i,
+                       const typename Own<Type>::Act* const* act, const ActBlock* const* ab, __m256i* isum) {
     const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (Type == TYPE_Q8_0) {
+    if constexpr (Type == TYPE_Q5_0) {
+        // The block's values formed (or loaded) once for the NC columns. A pair sum is at most
+        // 2 * 31 * 128 = 7936 in magnitude, so four add up in 16 bits (31744 < 2^15) but eight
+        // could saturate: the low and the high elements' sums (four pieces each) widen to 32 bits
+        // apart.
+        __m256i wq[8];  // wq[t], wq[4 + t]: piece t's lo and hi
+        for (int t = 0; t < 4; ++t) {
+            if constexpr (kUnpacked) {
+                wq[t] = _mm256_load_si256((const __m256i*)(unpacked + t * 32));
+                wq[4 + t] = _mm256_load_si256((const __m256i*)(unpacked + (4 + t) * 32));
+            } else {
+                unpack_q5_0(qs, qh, i, t, wq[t], wq[4 + t]);
+            }
+        }
+        for (int c = 0; c < NC; ++c) {
+            const int8_t* aq = act[c][i].qs;
+            __m256i p_lo = _mm256_maddubs_epi16(wq[0], bcast4(aq));
+            __m256i p_hi = _mm256_maddubs_epi16(wq[4], bcast4(aq + 16));
+            for (int t = 1; t < 4; ++t) {
+                p_lo = _mm256_add_epi16(p_lo, _mm256_maddubs_epi16(wq[t], bcast4(aq + 4 * t)));
+                p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(wq[4 + t], bcast4(aq + 16 + 4 * t)));
+            }
+            isum[c] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)),
+                                       _mm256_set1_epi32(ab[c][i].corr));
+        }
+    } else if constexpr (Type == TYPE_Q8_0) {
         // Piece by piece (each loaded once for the NC columns): |q_w| x (q_a with q_w's sign).
         for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
         for (int t = 0; t < 8; ++t) {
@@ -143,15 +200,18 @@ inline __m256 scales8(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128
 // prefetch > 0 (and h0 = 0), requests the same lines `prefetch` bytes on (the next group's): a
 // decode streams the groups from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
 // The pieces are requested into L2 only (a group's worth of requests into L1 throttled the stream
-// instead), the scales (d, m), read first, into L1.
-template <uint32_t Type, int NC, int H>
-void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h0, const typename Own<Type>::Act* const* act,
-          const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
+// instead), the scales (d, m), read first, into L1. With kUnpacked (Q5_0), the values are read
+// from `unpacked` (gemm_packed_own: [nb][2 halves][8][32 bytes]).
+template <uint32_t Type, int NC, int H, bool kUnpacked>
+void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* unpacked, int h0,
+          const typename Own<Type>::Act* const* act, const ActBlock* const* ab, float* y, int64_t ldy,
+          size_t prefetch) {
     constexpr bool kMin = Own<Type>::kMin;
     constexpr int kPieces = Own<Type>::kPieces;
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h0 * kHalf;
     const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m) + h0 * kHalf;
     const uint8_t* qs = grp + lay.qs + h0 * 32;
+    const uint8_t* qh = grp + lay.qh + h0 * kHalf;  // Q5_0
     if (h0 != 0) prefetch = 0;  // the first pass requested them
     __m256 acc[H][NC], acc_m[H][kMin ? NC : 1];
     for (int h = 0; h < H; ++h) {
@@ -161,12 +221,14 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h0, const
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch) {
             for (int t = 0; t < kPieces; ++t) __builtin_prefetch(qs + (i * kPieces + t) * 64 + prefetch, 0, 1);
+            if (Type == TYPE_Q5_0) __builtin_prefetch(qh + i * 64 + prefetch, 0, 1);  // a block's qh: one line
             __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
             if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
         }
         for (int h = 0; h < H; ++h) {
             __m256i isum[NC];
-            block_sums<Type, NC>(qs + h * 32, i, act, ab, isum);
+            const uint8_t* u = kUnpacked ? unpacked + ((i * 2 + h0 + h) * 8) * 32 : nullptr;
+            block_sums<Type, NC, kUnpacked>(qs + h * 32, qh + h * kHalf, u, i, act, ab, isum);
             const __m256 dw = scales8(d + i * kPackRows + h * kHalf);
             for (int c = 0; c < NC; ++c) {
                 const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(ab[c][i].d));
@@ -186,13 +248,21 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h0, const
 // One group x NC columns: both halves in one pass over the blocks up to kOnePassCols columns,
 // else one pass per half (the registers hold one half's sums beside the unpacked block).
 template <uint32_t Type, int NC>
-void run_panel(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const typename Own<Type>::Act* const* act,
-               const ActBlock* const* ab, float* y, int64_t ldy, size_t prefetch) {
+void run_panel(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* unpacked,
+               const typename Own<Type>::Act* const* act, const ActBlock* const* ab, float* y, int64_t ldy,
+               size_t prefetch) {
     constexpr int H = NC <= Own<Type>::kOnePassCols ? 2 : 1;
-    for (int h = 0; h < 2; h += H) tile<Type, NC, H>(nb, grp, lay, h, act, ab, y + h * kHalf, ldy, prefetch);
+    for (int h = 0; h < 2; h += H) {
+        if constexpr (Type == TYPE_Q5_0)  // (the other types are never given an unpacked group)
+            if (unpacked) {
+                tile<Type, NC, H, true>(nb, grp, lay, unpacked, h, act, ab, y + h * kHalf, ldy, prefetch);
+                continue;
+            }
+        tile<Type, NC, H, false>(nb, grp, lay, nullptr, h, act, ab, y + h * kHalf, ldy, prefetch);
+    }
 }
 
-// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1 and Q8_0 in FloatOrder::fast).
+// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1, Q5_0 and Q8_0 in FloatOrder::fast).
 template <uint32_t Type>
 void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                      size_t a_stride, float* y, int64_t ldy) {
@@ -203,12 +273,29 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
     if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
     prepare_activations<Type>(a8, a_stride, n, nb, act_blocks.data());
+    // Q5_0 over more than one panel: its values (fifth bits in) are formed once per group, not once
+    // per panel, into a buffer that stays in L1 while the panels pass.
+    const bool unpack_once = Type == TYPE_Q5_0 && n > kCols;
+    struct alignas(32) Register { uint8_t bytes[32]; };  // (a vector of __m256i would drop its alignment)
+    thread_local std::vector<Register> unpacked;       // [nb][2][8]
+    if (unpack_once && (int64_t)unpacked.size() < nb * 16) unpacked.resize(nb * 16);
+    const uint8_t* unpacked_bytes = unpack_once ? reinterpret_cast<const uint8_t*>(unpacked.data()) : nullptr;
     const Act* cols[kCols];
     const ActBlock* abs[kCols];
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        if (unpack_once)
+            for (int64_t i = 0; i < nb; ++i)
+                for (int h = 0; h < 2; ++h)
+                    for (int t = 0; t < 4; ++t) {
+                        __m256i lo, hi;
+                        unpack_q5_0(grp + lay.qs + h * 32, grp + lay.qh + h * kHalf, i, t, lo, hi);
+                        Register* r = unpacked.data() + (i * 2 + h) * 8;  // as block_sums reads it
+                        _mm256_store_si256((__m256i*)r[t].bytes, lo);
+                        _mm256_store_si256((__m256i*)r[4 + t].bytes, hi);
+                    }
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);
             for (int c = 0; c < nc; ++c) {
@@ -218,10 +305,10 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
             const size_t pfc = c0 == 0 ? pf : 0;  // the first panel's pass requests the next group
             float* yt = y + c0 * ldy + g * kPackRows;
             switch (nc) {
-                case 4: run_panel<Type, 4>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
-                case 3: run_panel<Type, 3>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
-                case 2: run_panel<Type, 2>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
-                default: run_panel<Type, 1>(nb, grp, lay, cols, abs, yt, ldy, pfc); break;
+                case 4: run_panel<Type, 4>(nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, pfc); break;
+                case 3: run_panel<Type, 3>(nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, pfc); break;
+                case 2: run_panel<Type, 2>(nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, pfc); break;
+                default: run_panel<Type, 1>(nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, pfc); break;
             }
         }
     }
@@ -377,6 +464,7 @@ void fill_gemm_packed_avx2(KernelTable& t) {
 
 void fill_gemm_packed_fast_avx2(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
+    t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
 }
 

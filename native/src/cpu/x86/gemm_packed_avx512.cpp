@@ -1,7 +1,7 @@
 // AVX-512 VNNI GEMV/GEMM over weights repacked into 16-row groups (cpu/repack.h has the layout
-// and the float orders): Q4_0 in its own order (bit for bit the scalar reference in
-// cpu/repack.cpp, as the AVX2 kernels in gemm_packed_avx2.cpp), Q4_1 and Q8_0 in the order of
-// this table's vec_dot (bit for bit).
+// and the float orders): Q4_0, and Q4_1, Q5_0 and Q8_0 in FloatOrder::fast, in their own order
+// (bit for bit the scalar reference in cpu/repack.cpp, as the AVX2 kernels in
+// gemm_packed_avx2.cpp); Q4_1 and Q8_0 in the order of this table's vec_dot (bit for bit).
 //
 // Q4_0. A 512-bit register holds a whole group's 4-byte piece of a block: qs[i][t] is 16 rows x
 // 4 bytes, so after `& 15` and `>> 4 & 15` a block is eight registers of u8 values, row j in int32
@@ -9,6 +9,10 @@
 // (signed q8 values), started from the column's -8 * sum(q_a), give the 16 rows' exact block sums;
 // one convert, one multiply (d_w * d_a) and one FMA finish 16 outputs. The AVX2 kernel needs
 // about three times the instructions for the same 16 outputs (no VNNI, 8 rows a register).
+// The fast order's other types go through the same tile: Q4_1 adds its m_w * s_a chain; Q8_0's
+// signed bytes go in as q_w + 128, corrected by -128 * sum(q_a); Q5_0's nibbles take their fifth
+// bits (values 0..31), corrected by -16 * sum(q_a). VPDPBUSD accumulates in int32 without
+// saturating, so every block sum is exact whatever the order of its additions.
 // Decode (a few columns) streams each group once from memory, the next one requested ahead.
 // Prefill unpacks a group once into a small buffer (L1) and runs panels of 8 columns over it.
 //
@@ -54,6 +58,11 @@ template <> struct Own<TYPE_Q4_1> {
     static constexpr int kPieces = 4, kOffset = 0;
     static constexpr bool kMin = true;
 };
+template <> struct Own<TYPE_Q5_0> {  // the 5-bit values 0..31 go in as u8, their offset 16 corrected
+    using Act = block_q8_0;
+    static constexpr int kPieces = 4, kOffset = 16;
+    static constexpr bool kMin = false;
+};
 template <> struct Own<TYPE_Q8_0> {  // the weights go in as q_w + 128 (u8, as VPDPBUSD wants)
     using Act = block_q8_0;
     static constexpr int kPieces = 8, kOffset = 128;
@@ -97,9 +106,15 @@ inline __m512i bcast4(const int8_t* p) {
 }
 
 // Block i's eight registers of u8 values (wq[t]: elements 4t..4t+3 of the 16 rows; for the 4-bit
-// types, t >= 4: the high nibbles, elements 16 + 4(t - 4)..; for Q8_0 the bytes + 128).
+// types, t >= 4: the high nibbles, elements 16 + 4(t - 4)..; for Q8_0 the bytes + 128; for Q5_0
+// the nibbles with their fifth bits from qh, 0..31).
+//
+// Q5_0's fifth bits: the 16 bytes qh[i][t] (one a row) are copied to the four 128-bit lanes and
+// each row's byte to its int32 lane's 4 bytes (VPSHUFB within a lane: byte p takes byte p / 4, so
+// lane L holds rows 4L..4L+3, as the pieces do); byte b of a row tests bit b (low nibble, element
+// 4t + b) or bit 4 + b (high nibble, element 16 + 4t + b) into a mask, under which 16 is added.
 template <uint32_t Type>
-inline void unpack_block(const uint8_t* qs, int64_t i, __m512i* wq) {
+inline void unpack_block(const uint8_t* qs, const uint8_t* qh, int64_t i, __m512i* wq) {
     if constexpr (Type == TYPE_Q8_0) {
         const __m512i flip = _mm512_set1_epi8((char)0x80);
         for (int t = 0; t < 8; ++t) wq[t] = _mm512_xor_si512(_mm512_load_si512((const void*)(qs + (i * 8 + t) * 64)), flip);
@@ -110,6 +125,20 @@ inline void unpack_block(const uint8_t* qs, int64_t i, __m512i* wq) {
         const __m512i v = _mm512_load_si512((const void*)(qs + (i * 4 + t) * 64));
         wq[t] = _mm512_and_si512(v, low);
         wq[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+    if constexpr (Type == TYPE_Q5_0) {
+        const __m512i spread = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c,  // byte p: p / 4
+                                                0x0b0b0b0b, 0x0a0a0a0a, 0x09090909, 0x08080808,
+                                                0x07070707, 0x06060606, 0x05050505, 0x04040404,
+                                                0x03030303, 0x02020202, 0x01010101, 0x00000000);
+        const __m512i bit_lo = _mm512_set1_epi32(0x08040201), bit_hi = _mm512_set1_epi32((int)0x80402010);
+        const __m512i sixteen = _mm512_set1_epi8(16);
+        for (int t = 0; t < 4; ++t) {
+            const __m512i h = _mm512_shuffle_epi8(
+                _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)(qh + (i * 4 + t) * kPackRows))), spread);
+            wq[t] = _mm512_mask_add_epi8(wq[t], _mm512_test_epi8_mask(h, bit_lo), wq[t], sixteen);
+            wq[t + 4] = _mm512_mask_add_epi8(wq[t + 4], _mm512_test_epi8_mask(h, bit_hi), wq[t + 4], sixteen);
+        }
     }
 }
 
@@ -137,6 +166,7 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
     const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m);
     const uint8_t* qs = grp + lay.qs;
+    const uint8_t* qh = grp + lay.qh;  // Q5_0
     __m512 acc[NC], acc_m[kMin ? NC : 1];
     for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
     for (auto& v : acc_m) v = _mm512_setzero_ps();
@@ -149,10 +179,11 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
             if (prefetch) {  // the pieces into L2 only (requests into L1 throttled the stream), the scales into L1
                 for (int t = 0; t < Own<Type>::kPieces; ++t)
                     __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 1);
+                if (Type == TYPE_Q5_0) __builtin_prefetch(qh + i * 64 + prefetch, 0, 1);  // a block's qh: one line
                 __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
                 if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
             }
-            unpack_block<Type>(qs, i, wq);
+            unpack_block<Type>(qs, qh, i, wq);
         }
         for (int c = 0; c < NC; ++c) {
             const __m512i isum = block_sums(wq, act[c][i].qs, ab[c][i].corr);
@@ -183,7 +214,7 @@ void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, 
     }
 }
 
-// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1 and Q8_0 in FloatOrder::fast).
+// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1, Q5_0 and Q8_0 in FloatOrder::fast).
 template <uint32_t Type>
 void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                      size_t a_stride, float* y, int64_t ldy) {
@@ -207,7 +238,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         if (unpack_once)
             for (int64_t i = 0; i < nb; ++i)
-                unpack_block<Type>(grp + lay.qs, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
+                unpack_block<Type>(grp + lay.qs, grp + lay.qh, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
         for (int64_t c0 = 0; c0 < n; c0 += kCols) {
             const int nc = (int)std::min<int64_t>(kCols, n - c0);
@@ -367,6 +398,7 @@ void fill_gemm_packed_avx512(KernelTable& t) {
 
 void fill_gemm_packed_fast_avx512(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
+    t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
 }
 
