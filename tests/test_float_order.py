@@ -1,5 +1,5 @@
-"""The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1 and Q8_0
-weights repacked into 16-row groups and summed per block exactly, one FMA per block and output.
+"""The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0 and
+Q8_0 weights repacked into 16-row groups and summed per block exactly, one FMA per block and output.
 
 Every ISA's kernels give the scalar reference's bits for any number of columns; the reference
 differs from llama.cpp's order (vec_dot) by float rounding only; a model in the fast order repacks

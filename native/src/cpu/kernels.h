@@ -54,7 +54,8 @@ struct TypeKernels {
     GemmFn gemm_ggml_repack = nullptr;
     GemmFn gemm_ggml_tiled = nullptr;
     // The GEMV/GEMM over weights repacked at load into 16-row groups (cpu/repack.h: layout and
-    // float orders: Q4_0 its own, Q4_1 and Q5_0 vec_dot's): w points at a group, w_stride =
+    // float orders: Q4_0 its own; Q4_1, Q5_0, Q8_0 their own in FloatOrder::fast, else the
+    // table's vec_dot's where it has them): w points at a group, w_stride =
     // packed_group_bytes, m a multiple of 16. Set for the types the loader repacks when this
     // table is used.
     GemmFn gemm_16row_groups = nullptr;

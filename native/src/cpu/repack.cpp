@@ -1,5 +1,5 @@
 // The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 layout (cpu/repack.h): repacking, and the scalar references of
-// the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1 and Q8_0 in FloatOrder::fast) that every
+// the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1, Q5_0 and Q8_0 in FloatOrder::fast) that every
 // ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 

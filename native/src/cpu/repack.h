@@ -1,8 +1,9 @@
 // Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked at load time into 16-row interleaved groups, for the
 // packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
-// reference of the Q4_0 kernel, cpu/x86/gemm_packed_avx2.cpp the AVX2 kernels of Q4_0, Q4_1 and
-// Q5_0, cpu/x86/gemm_packed_avx512.cpp the AVX-512 ones of Q4_0, Q4_1 and Q8_0). A table repacks
-// the types it has packed kernels for.
+// references of the types' own order, cpu/x86/gemm_packed_avx2.cpp and gemm_packed_avx512.cpp
+// the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0 and Q8_0 in that order;
+// in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
+// table repacks the types it has packed kernels for.
 //
 // Why. With the weights as stored, every output is one row's vec_dot: per block, one row's 32
 // products are summed into 8 int32 lanes and FMA'd into 8 float lanes, reduced at the end. The
