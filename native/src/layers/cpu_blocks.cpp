@@ -73,14 +73,19 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
     const int64_t first_min = s.window > 0 ? std::max<int64_t>(0, pos0 - s.window + 1) : 0;
     const int64_t span0 = first_min / kAttnTileKeys, spans = last_max / kAttnTileKeys - span0 + 1;
     const int64_t part_row = hd + 2, jobs = s.n_head_kv * spans;
-    std::vector<float> part((size_t)(jobs * rows * part_row));  // [n_head_kv][spans][rows][hd + 2]
+    // [n_head_kv][spans][rows][hd + 2], every entry written by its job. Kept between calls (a
+    // decode step calls this once a layer; zeroing a new buffer each time cost as much as a span).
+    thread_local std::vector<float> part_buffer;  // the calling thread's: the tasks get its address
+    if (part_buffer.size() < (size_t)(jobs * rows * part_row)) part_buffer.resize((size_t)(jobs * rows * part_row));
+    float* const part = part_buffer.data();
     pool.run([&](int task, int nt) {
-        std::vector<float> scratch(attn_f16_tile_scratch_floats(rows, hd));
+        thread_local std::vector<float> scratch;  // the pool's threads keep theirs
+        if (scratch.size() < attn_f16_tile_scratch_floats(rows, hd)) scratch.resize(attn_f16_tile_scratch_floats(rows, hd));
         for (int64_t j = task; j < jobs; j += nt) {
             const int64_t hk = j / spans, c = j % spans;
             AttnF16Tile a{q + hk * group * hd, nullptr, n, group, s.n_head * hd, k + hk * hd, v + hk * hd, row_stride,
                           pos0, s.window, hd, s.scale, scratch.data()};
-            a.part = part.data() + j * rows * part_row;
+            a.part = part + j * rows * part_row;
             a.k_first = (span0 + c) * kAttnTileKeys;
             kt.ops.attn_f16_tile(a);
         }
@@ -90,7 +95,7 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
         ThreadPool::split(n * s.n_head, ith, nth, &r0, &r1);
         for (int64_t rh = r0; rh < r1; ++rh) {
             const int64_t t = rh / s.n_head, h = rh % s.n_head, hk = h / group, r = t * group + h % group;
-            const float* first_part = part.data() + (hk * spans * rows + r) * part_row;
+            const float* first_part = part + (hk * spans * rows + r) * part_row;
             const int64_t span_step = rows * part_row;
             float M = -INFINITY;
             for (int64_t c = 0; c < spans; ++c) M = std::max(M, first_part[c * span_step + hd]);

@@ -37,22 +37,70 @@ inline float hsum8(__m256 x) {
     return _mm_cvtss_f32(m);
 }
 
-// Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd].
+// o = o * al + sum_{j_lo <= j <= j_hi} p[j] v_j over NV registers of 8 values (v_j at vb + j * hd).
+template <int NV>
+inline void accumulate_v(float* o_mem, const float* vb, int64_t hd, const float* p, int64_t j_lo, int64_t j_hi,
+                         __m256 al) {
+    __m256 o[NV];
+    for (int i = 0; i < NV; ++i) o[i] = _mm256_mul_ps(_mm256_loadu_ps(o_mem + 8 * i), al);
+    for (int64_t j = j_lo; j <= j_hi; ++j) {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        const float* vj = vb + j * hd;
+        for (int i = 0; i < NV; ++i) o[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * i), o[i]);
+    }
+    for (int i = 0; i < NV; ++i) _mm256_storeu_ps(o_mem + 8 * i, o[i]);
+}
+
+// The same for the last nv < 8 registers of a head size that is not a multiple of 64.
+inline void accumulate_v_tail(float* o_mem, const float* vb, int64_t hd, const float* p, int64_t j_lo, int64_t j_hi,
+                              __m256 al, int nv) {
+    for (int i = 0; i < nv; ++i) accumulate_v<1>(o_mem + 8 * i, vb + 8 * i, hd, p, j_lo, j_hi, al);
+}
+
+// r[i] (row i of an 8x8 block) becomes column i.
+inline void transpose8(__m256* r) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd]. K goes over in 8x8
+// blocks transposed in registers (a decode step converts every cached key once per KV head, so
+// this is most of a long context's attention work); a copy changes no value.
 void load_block(const AttnF16Tile& a, int64_t kb0, int64_t nk, float* kT, float* vb) {
     const int64_t hd = a.head_dim;
-    alignas(32) float tmp[8];
-    for (int64_t j = 0; j < KB; ++j) {
-        if (j >= nk) {
-            for (int64_t d = 0; d < hd; ++d) kT[d * KB + j] = 0.0f;
-            continue;
-        }
-        const uint16_t* kr = a.k + (kb0 + j) * a.kv_stride;
-        const uint16_t* vr = a.v + (kb0 + j) * a.kv_stride;
+    for (int64_t j0 = 0; j0 < KB; j0 += 8) {
         for (int64_t d = 0; d < hd; d += 8) {
-            _mm256_store_ps(tmp, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(kr + d))));
-            for (int i = 0; i < 8; ++i) kT[(d + i) * KB + j] = tmp[i];
-            _mm256_storeu_ps(vb + j * hd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(vr + d))));
+            __m256 r[8];
+            const uint16_t* kr = a.k + (kb0 + j0) * a.kv_stride + d;
+            if (j0 + 8 <= nk) {
+                for (int i = 0; i < 8; ++i) r[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(kr + i * a.kv_stride)));
+            } else {
+                for (int i = 0; i < 8; ++i)
+                    r[i] = j0 + i < nk ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(kr + i * a.kv_stride)))
+                                       : _mm256_setzero_ps();
+            }
+            transpose8(r);
+            for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kT + (d + i) * KB + j0, r[i]);
         }
+    }
+    for (int64_t j = 0; j < nk; ++j) {
+        const uint16_t* vr = a.v + (kb0 + j) * a.kv_stride;
+        for (int64_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(vb + j * hd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(vr + d))));
     }
 }
 
@@ -117,15 +165,10 @@ void attn_f16_tile_avx2(const AttnF16Tile& a) {
             float* ar = acc + r * hd;
             const __m256 al = _mm256_set1_ps(alpha);
             for (int64_t d0 = 0; d0 < hd; d0 += 64) {
-                const int nv = (int)std::min<int64_t>(8, (hd - d0) / 8);
-                __m256 o[8];
-                for (int i = 0; i < nv; ++i) o[i] = _mm256_mul_ps(_mm256_loadu_ps(ar + d0 + 8 * i), al);
-                for (int64_t j = j_lo; j <= j_hi; ++j) {
-                    const __m256 pj = _mm256_set1_ps(p[j]);
-                    const float* vj = vb + j * hd + d0;
-                    for (int i = 0; i < nv; ++i) o[i] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * i), o[i]);
-                }
-                for (int i = 0; i < nv; ++i) _mm256_storeu_ps(ar + d0 + 8 * i, o[i]);
+                if (hd - d0 >= 64)  // a constant count keeps the 8 sums in registers
+                    accumulate_v<8>(ar + d0, vb + d0, hd, p, j_lo, j_hi, al);
+                else
+                    accumulate_v_tail(ar + d0, vb + d0, hd, p, j_lo, j_hi, al, (int)((hd - d0) / 8));
             }
         }
     }
