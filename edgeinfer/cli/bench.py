@@ -16,13 +16,16 @@ from edgeinfer.pull import resolve_model
 def make_table(results: list[BenchResult]) -> Table:
     """One row per (KV types, threads, test), as llama-bench's markdown table."""
     table = Table(box=None, pad_edge=False)
-    for name, justify in (("model", "left"), ("size", "right"), ("isa", "left"), ("order", "left"), ("threads", "right"),
+    for name, justify in (("model", "left"), ("size", "right"), ("isa", "left"), ("threads", "right"),
                           ("n_batch", "right"), ("ngl", "right"), ("type_k", "left"), ("type_v", "left"),
                           ("test", "right"), ("t/s", "right")):
         table.add_column(name, justify=justify)
     for r in results:
-        table.add_row(r.model, human_bytes(r.model_size), r.isa, r.float_order, str(r.n_threads), str(r.n_batch),
+        table.add_row(r.model, human_bytes(r.model_size), r.isa, str(r.n_threads), str(r.n_batch),
                       str(r.n_gpu_layers), r.type_k, r.type_v, r.test, f"{r.avg_ts:.2f} ± {r.stddev_ts:.2f}")
+    orders = sorted({r.float_order for r in results})
+    if orders:  # one model, one order: said once, not in a column of its own
+        table.caption = "float order: " + ", ".join(orders) + ("" if orders != ["fast"] else " (EDGEINFER_EXACT=1: llama.cpp's)")
     return table
 
 
