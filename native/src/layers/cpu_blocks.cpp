@@ -74,9 +74,14 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
     const int64_t span0 = first_min / kAttnTileKeys, spans = last_max / kAttnTileKeys - span0 + 1;
     const int64_t part_row = hd + 2, jobs = s.n_head_kv * spans;
     // [n_head_kv][spans][rows][hd + 2], every entry written by its job. Kept between calls (a
-    // decode step calls this once a layer; zeroing a new buffer each time cost as much as a span).
-    thread_local std::vector<float> part_buffer;  // the calling thread's: the tasks get its address
-    if (part_buffer.size() < (size_t)(jobs * rows * part_row)) part_buffer.resize((size_t)(jobs * rows * part_row));
+    // decode step calls this once a layer, and a new zeroed buffer each time showed in profiles),
+    // up to a size; a larger one (many rows over a long context) is freed after the call.
+    constexpr size_t kKeptPartFloats = size_t(4) << 20;
+    const size_t part_floats = (size_t)(jobs * rows * part_row);
+    thread_local std::vector<float> part_kept;  // the calling thread's: the tasks get its address
+    std::vector<float> part_once;
+    std::vector<float>& part_buffer = part_floats <= kKeptPartFloats ? part_kept : part_once;
+    if (part_buffer.size() < part_floats) part_buffer.resize(part_floats);
     float* const part = part_buffer.data();
     pool.run([&](int task, int nt) {
         thread_local std::vector<float> scratch;  // the pool's threads keep theirs
