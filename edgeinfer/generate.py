@@ -233,7 +233,7 @@ def _drafter(draft: DraftModel | Model | None, model_core: _core.Model, cache: P
              sampler: Sampler) -> Drafter:
     """The drafter of one generation: prompt lookup, or the draft model, begun for it."""
     if draft is None:
-        return PromptLookup()
+        return PromptLookup(costs=cache.call_costs)
     if not isinstance(draft, DraftModel):
         draft = DraftModel(draft)
     if draft.cache is cache:

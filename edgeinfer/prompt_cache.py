@@ -115,6 +115,9 @@ class PromptCache:
         self.min_snapshot_tokens = min_snapshot_tokens
         self._exact = 0       # tokens[:_exact] hold the K/V a fresh decode would give
         self.restored_from_snapshot = False  # whether the last prepare() restored a snapshot
+        # Seconds of a decode call by its rows, as the drafters of this context's generations
+        # measured them (edgeinfer.speculative.Drafter.costs), kept from one generation to the next.
+        self.call_costs: dict[int, float] = {}
 
     # --- the live context ------------------------------------------------------------------------
     def prepare(self, prompt: Sequence[int]) -> int:

@@ -76,12 +76,16 @@ class Drafter(ABC):
     generate_step feeds the token history with `extend` (the prompt, then every token emitted),
     asks `draft(limit)` before each decode call, reports every decode call's size and time with
     `timed`, and every check with `verified`. A subclass says what to guess (`extend`, `draft`)
-    and sizes its drafts with `draft_size`; `stats` is what one generation's drafting did."""
+    and sizes its drafts with `draft_size`; `stats` is what one generation's drafting did, `costs`
+    what decode calls cost."""
 
     max_draft: int = MAX_DRAFT
     stats: DraftStats = field(default_factory=DraftStats)
     _accept: float = 0.6    # running share of drafted tokens accepted
-    _cost: dict[int, float] = field(default_factory=dict)   # rows -> running seconds of a decode call
+    # rows -> running seconds of a decode call of that many rows. A property of the model and the
+    # machine, not of one text: pass a context's PromptCache.call_costs to keep it across generations
+    # (short answers then draft from their first token instead of measuring first).
+    costs: dict[int, float] = field(default_factory=dict)
     _explore_in: int = 0
 
     @abstractmethod
@@ -94,8 +98,8 @@ class Drafter(ABC):
 
     def timed(self, rows: int, seconds: float) -> None:
         """Records how long a decode call of `rows` tokens took."""
-        old = self._cost.get(rows)
-        self._cost[rows] = seconds if old is None else old + SMOOTHING * (seconds - old)
+        old = self.costs.get(rows)
+        self.costs[rows] = seconds if old is None else old + SMOOTHING * (seconds - old)
 
     def verified(self, drafted: int, accepted: int) -> None:
         """Records a check of `drafted` guessed tokens of which the first `accepted` were kept."""
@@ -107,29 +111,29 @@ class Drafter(ABC):
     def _call_cost(self, rows: int) -> float | None:
         """Seconds of a decode call of `rows` tokens: measured, or interpolated between the
         nearest measured sizes (a call costs more with every row), None before any is measured."""
-        if rows in self._cost:
-            return self._cost[rows]
-        below = max((r for r in self._cost if r < rows), default=None)
-        above = min((r for r in self._cost if r > rows), default=None)
+        if rows in self.costs:
+            return self.costs[rows]
+        below = max((r for r in self.costs if r < rows), default=None)
+        above = min((r for r in self.costs if r > rows), default=None)
         if below is None and above is None:
             return None
         if below is None:
-            return self._cost[above]
+            return self.costs[above]
         if above is None:   # beyond what was measured: the last measured step per row, continued
-            slope = (self._cost[below] - self._cost[1]) / (below - 1) if below > 1 and 1 in self._cost else 0.0
-            return self._cost[below] + max(slope, 0.1 * self._cost[below] / below) * (rows - below)
+            slope = (self.costs[below] - self.costs[1]) / (below - 1) if below > 1 and 1 in self.costs else 0.0
+            return self.costs[below] + max(slope, 0.1 * self.costs[below] / below) * (rows - below)
         f = (rows - below) / (above - below)
-        return self._cost[below] + f * (self._cost[above] - self._cost[below])
+        return self.costs[below] + f * (self.costs[above] - self.costs[below])
 
     def draft_size(self, guess_cost: float = 0.0) -> int:
         """The draft length that maximises expected tokens per second (0: plain steps pay best),
         when each guessed token costs `guess_cost` seconds to make besides its row in the check."""
-        if not self._cost:
+        if not self.costs:
             return 2   # nothing timed yet: a small first draft
-        if 1 not in self._cost:
+        if 1 not in self.costs:
             return 0   # then a plain step: what every draft must beat, measured, not guessed
         a = min(self._accept, 0.99)
-        best_k, best_rate = 0, 1.0 / self._cost[1]
+        best_k, best_rate = 0, 1.0 / self.costs[1]
         for k in range(1, self.max_draft + 1):
             cost = self._call_cost(k + 1)
             expected = (1.0 - a ** (k + 1)) / (1.0 - a)

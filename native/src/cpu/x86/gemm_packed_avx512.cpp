@@ -157,7 +157,8 @@ inline __m512 scales16(const uint16_t* h) { return _mm512_cvtph_ps(_mm256_load_s
 
 // One group's 16 rows x NC columns, the weights read from the group `grp` (or, when kUnpacked,
 // its values from `unpacked`: nb blocks of eight 64-byte registers). With prefetch > 0, requests
-// the same lines `prefetch` bytes on (the next group's).
+// the same lines `prefetch` bytes on (the next group's: a decode batch of more than one panel, a
+// draft of 8 and its token, still streams the weights from memory).
 template <uint32_t Type, int NC, bool kUnpacked>
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* unpacked,
           const typename Own<Type>::Act* const* act, const ActBlock* const* ab, float* y, int64_t ldy,
@@ -173,16 +174,16 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
     for (int64_t i = 0; i < nb; ++i) {
         const __m512 dw = scales16(d + i * kPackRows);
         __m512i wq[8];
+        if (prefetch) {  // the pieces into L2 only (requests into L1 throttled the stream), the scales into L1
+            for (int t = 0; t < Own<Type>::kPieces; ++t)
+                __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 1);
+            if (Type == TYPE_Q5_0) __builtin_prefetch(qh + i * 64 + prefetch, 0, 1);  // a block's qh: one line
+            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+            if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
+        }
         if (kUnpacked) {
             for (int t = 0; t < 8; ++t) wq[t] = _mm512_load_si512((const void*)(unpacked + (i * 8 + t) * 64));
         } else {
-            if (prefetch) {  // the pieces into L2 only (requests into L1 throttled the stream), the scales into L1
-                for (int t = 0; t < Own<Type>::kPieces; ++t)
-                    __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 1);
-                if (Type == TYPE_Q5_0) __builtin_prefetch(qh + i * 64 + prefetch, 0, 1);  // a block's qh: one line
-                __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-                if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
-            }
             unpack_block<Type>(qs, qh, i, wq);
         }
         for (int c = 0; c < NC; ++c) {
@@ -234,21 +235,26 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     const Act* cols[kCols];
     const ActBlock* abs[kCols];
     const int64_t groups = m / kPackRows;
+    // Panels of even width (9 columns: 5 + 4, not 8 + 1): a panel of one or two columns is a few
+    // chains of dependent VPDPBUSD, bound by their latency, not their throughput.
+    const int64_t panels = (n + kCols - 1) / kCols;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        if (unpack_once)
+        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        if (unpack_once) {
             for (int64_t i = 0; i < nb; ++i)
                 unpack_block<Type>(grp + lay.qs, grp + lay.qh, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
-        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
-        for (int64_t c0 = 0; c0 < n; c0 += kCols) {
-            const int nc = (int)std::min<int64_t>(kCols, n - c0);
+        }
+        for (int64_t p = 0; p < panels; ++p) {
+            const int64_t c0 = n * p / panels;
+            const int nc = (int)(n * (p + 1) / panels - c0);
             for (int c = 0; c < nc; ++c) {
                 cols[c] = reinterpret_cast<const Act*>(a8 + (c0 + c) * a_stride);
                 abs[c] = act_blocks.data() + (c0 + c) * nb;
             }
             float* yt = y + c0 * ldy + g * kPackRows;
-            if (unpack_once)
-                run_panel<Type, true>(nc, nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, 0);
+            if (unpack_once)   // the first panel requests the next group, a block at a time as it goes
+                run_panel<Type, true>(nc, nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, p == 0 ? pf : 0);
             else
                 run_panel<Type, false>(nc, nb, grp, lay, nullptr, cols, abs, yt, ldy, pf);
         }
