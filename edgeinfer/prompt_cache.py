@@ -20,6 +20,7 @@ made by one restores into any other (every sequence's cache has the same format)
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -53,51 +54,59 @@ class Snapshot:
 
 
 class SnapshotStore:
-    """KV snapshots of token prefixes, least recently used first, within `budget` bytes (0 = none)."""
+    """KV snapshots of token prefixes, least recently used first, within `budget` bytes (0 = none).
+    Safe to share between threads: the server's slots look up and add from their own threads."""
 
     def __init__(self, budget: int = DEFAULT_SNAPSHOT_BUDGET):
         self.budget = budget
         self._items: OrderedDict[tuple[int, ...], Snapshot] = OrderedDict()
+        self._lock = threading.RLock()
 
     def best_match(self, prompt: Sequence[int], limit: int, better_than: int) -> tuple[Snapshot | None, int]:
         """The snapshot sharing the longest prefix (more than `better_than` tokens, at most `limit`)
         with `prompt`, marked most recently used, and that length; (None, better_than) if none."""
-        best, best_len = None, better_than
-        for snap in self._items.values():
-            n = common_prefix(snap.tokens, prompt, limit)
-            if n > best_len:
-                best, best_len = snap, n
-        if best is not None:
-            self._items.move_to_end(best.tokens)   # most recently used (evicted last)
-        return best, best_len
+        with self._lock:
+            best, best_len = None, better_than
+            for snap in self._items.values():
+                n = common_prefix(snap.tokens, prompt, limit)
+                if n > best_len:
+                    best, best_len = snap, n
+            if best is not None:
+                self._items.move_to_end(best.tokens)   # most recently used (evicted last)
+            return best, best_len
 
     def covers(self, key: tuple[int, ...]) -> bool:
         """Whether a snapshot holds `key` or a longer prefix starting with it (marked used)."""
         n = len(key)
-        for other in self._items:
-            if len(other) >= n and other[:n] == key:
-                self._items.move_to_end(other)
-                return True
-        return False
+        with self._lock:
+            for other in self._items:
+                if len(other) >= n and other[:n] == key:
+                    self._items.move_to_end(other)
+                    return True
+            return False
 
     def add(self, key: tuple[int, ...], kv: np.ndarray) -> None:
-        # Snapshots that are prefixes of this one serve no prompt better: drop them.
-        for other in [t for t in self._items if len(t) < len(key) and key[:len(t)] == t]:
-            del self._items[other]
-        self._items[key] = Snapshot(key, kv)
-        while self._items and self.nbytes > self.budget:
-            self._items.popitem(last=False)
+        with self._lock:
+            # Snapshots that are prefixes of this one serve no prompt better: drop them.
+            for other in [t for t in self._items if len(t) < len(key) and key[:len(t)] == t]:
+                del self._items[other]
+            self._items[key] = Snapshot(key, kv)
+            while self._items and self.nbytes > self.budget:
+                self._items.popitem(last=False)
 
     @property
     def nbytes(self) -> int:
-        return sum(s.nbytes for s in self._items.values())
+        with self._lock:
+            return sum(s.nbytes for s in self._items.values())
 
     @property
     def keys(self) -> list[tuple[int, ...]]:
-        return list(self._items)
+        with self._lock:
+            return list(self._items)
 
     def clear(self) -> None:
-        self._items.clear()
+        with self._lock:
+            self._items.clear()
 
 
 class PromptCache:

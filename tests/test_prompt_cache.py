@@ -70,3 +70,50 @@ def test_a_snapshot_bigger_than_the_budget_is_not_kept(tiny_llama_path):
     m.complete(SYSTEM_A, max_tokens=1, temperature=0)
     m.complete(SYSTEM_B, max_tokens=1, temperature=0)
     assert m.prompt_cache.snapshots == [] and m.prompt_cache.snapshot_bytes == 0
+
+
+def test_a_shared_snapshot_store_takes_lookups_and_additions_from_many_threads():
+    """The server's slots share one store, each from its own thread: a lookup must never see the
+    store change under it (it once raised "OrderedDict mutated during iteration")."""
+    import sys
+    import threading
+
+    import numpy as np
+
+    from edgeinfer.prompt_cache import SnapshotStore
+
+    store = SnapshotStore(budget=40 * 8)   # room for 40 snapshots of 8 bytes: additions also evict
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def add(first: int) -> None:
+        try:
+            for i in range(4000):
+                store.add((first, i % 97, i), np.zeros(1, np.float64))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    def look() -> None:
+        try:
+            while not stop.is_set():
+                store.best_match([1, 2, 3], 3, 0)
+                store.covers((2, 5))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # switch threads as often as possible
+    try:
+        lookers = [threading.Thread(target=look) for _ in range(2)]
+        adders = [threading.Thread(target=add, args=(k,)) for k in range(2)]
+        for t in lookers + adders:
+            t.start()
+        for t in adders:
+            t.join()
+        stop.set()
+        for t in lookers:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[0]
+    assert len(store.keys) <= 40
