@@ -88,16 +88,24 @@ async def one_stream(client: httpx.AsyncClient, url: str, prompt: str, tokens: i
     body = {"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True, "logit_bias": ban}
     sent = time.perf_counter()
     times: list[float] = []
-    async with client.stream("POST", f"{url}/v1/completions", json=body) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("choices") and chunk["choices"][0].get("text"):
-                times.append(time.perf_counter())
-                if streaming is not None and len(times) == 1:
-                    streaming.set()
+    try:
+        async with client.stream("POST", f"{url}/v1/completions", json=body) as r:
+            r.raise_for_status()
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    raise SystemExit(f"a stream failed: {chunk['error']}")
+                if chunk.get("choices") and chunk["choices"][0].get("text"):
+                    times.append(time.perf_counter())
+                    if streaming is not None and len(times) == 1:
+                        streaming.set()
+    finally:
+        if streaming is not None:
+            streaming.set()   # a stream that ends without text must not leave the late request waiting
+    if not times:
+        raise SystemExit("a stream ended without text")
     return {"sent": sent, "first": times[0], "last": times[-1], "pieces": len(times)}
 
 
