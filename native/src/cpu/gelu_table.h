@@ -24,7 +24,8 @@ const uint16_t* gelu_f16_table() {
     static const std::vector<uint16_t> table = [] {
         constexpr float kCoefA = 0.044715f;
         constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-        std::vector<uint16_t> t(1 << 16);
+        // One entry of padding: a vector gather reads 4 bytes per index, the entry and the next.
+        std::vector<uint16_t> t((1 << 16) + 1, 0);
         for (uint32_t i = 0; i < (1u << 16); ++i) {
             const float x = fp16_to_fp32((uint16_t)i);
             const float inner = Fused ? std::fma(kCoefA * x, x, 1.0f) : 1.0f + kCoefA * x * x;
