@@ -1,6 +1,6 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 layout (cpu/repack.h): repacking, and the scalar references of
-// the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1, Q5_0 and Q8_0 in FloatOrder::fast) that every
-// ISA's kernel is tested against bit for bit.
+// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q6_K layouts (cpu/repack.h): repacking, and the scalar
+// references of the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1, Q5_0, Q8_0 and Q6_K in
+// FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 
 #include <cmath>
@@ -14,6 +14,7 @@
 #include "common/fp16.h"
 #include "cpu/kernels.h"
 #include "quant/blocks.h"
+#include "quant/ref.h"
 #include "quant/types.h"
 
 namespace ei {
@@ -21,8 +22,11 @@ namespace ei {
 namespace {
 
 bool has_packed_layout(uint32_t type) {
-    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0;
+    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0 || type == TYPE_Q6_K;
 }
+
+// Elements of a block (a row's unit of repacking).
+constexpr int64_t block_elems(uint32_t type) { return type == TYPE_Q6_K ? QK_K : QK4_0; }
 
 // Bytes of a block's qs: 4-byte pieces, qs[i][t] for t < kQsBytes / 4.
 constexpr size_t qs_bytes(uint32_t type) { return type == TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; }
@@ -56,16 +60,39 @@ void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, const Pa
     }
 }
 
+// The 16 rows of one Q6_K group (layout in cpu/repack.h).
+void repack_group_q6_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
+    int8_t* sc = reinterpret_cast<int8_t*>(out + lay.sc);       // [nb][16][16]
+    uint8_t* qs = out + lay.qs;                                 // [nb][64][16][4]
+    for (int64_t j = 0; j < kPackRows; ++j) {
+        const block_q6_K* x = reinterpret_cast<const block_q6_K*>(src + j * src_row_bytes);
+        for (int64_t i = 0; i < nb; ++i) {
+            d[i * kPackRows + j] = x[i].d;
+            for (int s = 0; s < QK_K / 16; ++s) sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
+            for (int e = 0; e < QK_K; ++e)
+                qs[((i * 64 + e / 4) * kPackRows + j) * 4 + e % 4] = (uint8_t)ref::q6_K_value(x[i], e);
+        }
+    }
+}
+
 }  // namespace
 
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols) {
-    return has_packed_layout(type) && rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % QK4_0 == 0;
+    return has_packed_layout(type) && rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % block_elems(type) == 0;
 }
 
 PackedLayout packed_layout(uint32_t type, int64_t cols) {
     if (!has_packed_layout(type)) throw Error(std::string("no packed layout for ") + type_info(type).name);
-    const size_t nb = (size_t)(cols / QK4_0);
+    const size_t nb = (size_t)(cols / block_elems(type));
     PackedLayout lay;
+    if (type == TYPE_Q6_K) {
+        lay.m = nb * kPackRows * sizeof(uint16_t);  // (no minimums: where d ends)
+        lay.sc = lay.qh = align64(lay.m);
+        lay.qs = lay.sc + nb * 16 * kPackRows;      // sc: 256 bytes a super-block, a multiple of 64
+        lay.group = lay.qs + nb * kPackRows * QK_K;
+        return lay;
+    }
     lay.m = nb * kPackRows * sizeof(uint16_t);                      // after d
     lay.qh = align64(lay.m + (type == TYPE_Q4_1 ? lay.m : 0));      // after d (and m)
     lay.qs = lay.qh + (type == TYPE_Q5_0 ? nb * 4 * kPackRows : 0);  // qh: 64 bytes a block
@@ -79,7 +106,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
     if (!packed_layout_supported(type, rows, cols))
         throw Error(std::string("cannot repack a ") + type_info(type).name + " tensor of " + std::to_string(rows) +
                     " rows of " + std::to_string(cols));
-    const int64_t nb = cols / QK4_0;
+    const int64_t nb = cols / block_elems(type);
     const PackedLayout lay = packed_layout(type, cols);
     for (int64_t g = 0; g < rows / kPackRows; ++g) {
         uint8_t* out = dst + g * lay.group;
@@ -89,6 +116,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
             case TYPE_Q4_1: repack_group<block_q4_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q6_K: repack_group_q6_K(rows_in, src_row_bytes, nb, lay, out); break;
             default: repack_group<block_q4_0>(rows_in, src_row_bytes, nb, lay, out); break;
         }
     }
@@ -173,6 +201,36 @@ void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     }
 }
 
+// The reference of Q6_K's gemm_16row_groups in FloatOrder::fast (formula in cpu/repack.h).
+void gemm_packed_ref_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                          size_t a_stride, float* y, int64_t ldy) {
+    const int64_t nb = k / QK_K;
+    const PackedLayout lay = packed_layout(TYPE_Q6_K, k);
+    for (int64_t c = 0; c < n; ++c) {
+        const block_q8_K* act = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a) + c * a_stride);
+        for (int64_t r = 0; r < m; ++r) {
+            const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
+            const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+            const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
+            const uint8_t* qs = grp + lay.qs;
+            const int64_t j = r % kPackRows;
+            float acc = 0.0f;
+            for (int64_t i = 0; i < nb; ++i) {
+                int32_t isum = 0;
+                for (int s = 0; s < 16; ++s) {
+                    int32_t sub = -32 * act[i].bsums[s];  // the stored values' offset
+                    for (int e = 16 * s; e < 16 * s + 16; ++e)
+                        sub += qs[((i * 64 + e / 4) * kPackRows + j) * 4 + e % 4] * act[i].qs[e];
+                    isum += sc[(i * 16 + s) * kPackRows + j] * sub;
+                }
+                const float dd = fp16_to_fp32(d[i * kPackRows + j]) * act[i].d;
+                acc = std::fma((float)isum, dd, acc);
+            }
+            y[c * ldy + r] = acc;
+        }
+    }
+}
+
 }  // namespace
 
 void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_0>; }
@@ -181,6 +239,7 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
+    t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_q6_K;
 }
 
 }  // namespace ei

@@ -1,7 +1,8 @@
-// Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked at load time into 16-row interleaved groups, for the
-// packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
+// Q4_0, Q4_1, Q5_0, Q8_0 and Q6_K weights repacked at load time into 16-row interleaved groups, for
+// the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
 // references of the types' own order, cpu/x86/gemm_packed_avx2.cpp and gemm_packed_avx512.cpp
 // the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0 and Q8_0 in that order;
+// cpu/x86/gemm_packed_q6k_avx512.cpp AVX-512's Q6_K, in FloatOrder::fast only;
 // in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
 // table repacks the types it has packed kernels for.
 //
@@ -28,6 +29,17 @@
 // 16 rows' elements 4t..4t+3 and, after `>> 4`, their elements 16+4t..16+4t+3; Q8_0's qs[i][t]
 // is the 16 rows' elements 4t..4t+3. A group is as many bytes as its 16 rows were (plus padding).
 //
+// Q6_K (256-element super-blocks, nb = K / 256 a row), its own layout:
+//   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
+//   (padding to a multiple of 64 bytes)
+//   int8_t   sc[nb][16][16];     sc[i][s][j] = row j's scale of sub-block s (elements 16s..16s+15)
+//   uint8_t  qs[nb][64][16][4];  qs[i][t][j][0..3] = row j's values (0..63, the stored 6 bits,
+//                                unpacked) of super-block i's elements 4t..4t+3
+// The 6-bit values are stored a byte each (256 bytes a row's super-block instead of 210): qs[i][t]
+// is then a VPDPBUSD operand as loaded, where the 4 + 2 bit packing would cost about four more
+// vector operations per 64 bytes in every pass over the weights (decode passes once per token).
+// Sub-block s is qs[i][4s .. 4s + 3].
+//
 // Float order. Q4_0 is not a llama.cpp-exact type, so its kernels keep one FMA chain per output,
 // which the scalar reference and every ISA's kernel compute bit for bit:
 //   acc = 0; for each block i in order:
@@ -44,6 +56,14 @@
 //   y = acc + acc_m                                         (Q8_0: y = acc)
 // A third of the float work per block of vec_dot's order (one convert and one FMA per 16 outputs
 // instead of eight of each), the same bits on every ISA and for every batch size.
+// Q6_K in FloatOrder::fast, against block_q8_K activations (d_a a float, bsums_a[s] the sum of
+// sub-block s's q_a), one chain per output as well:
+//   acc = 0; for each super-block i in order:
+//     isum = sum_s sc_w[s] * (sum_{e in s} q_w[e] * q_a[e] - 32 * bsums_a[s])   (q_w 0..63; exact int32:
+//                                                        |isum| <= 16 * 128 * 16 * 63 * 128 < 2^31)
+//     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
+//   y = acc
+// In llama.cpp's order Q6_K is not repacked (its vec_dot reads the rows as stored).
 // In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
 // and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
@@ -64,13 +84,14 @@ namespace ei {
 constexpr int64_t kPackRows = 16;  // rows in one interleaved group
 
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
-// groups of 16 rows, whole blocks).
+// groups of 16 rows, whole blocks: 32 elements, 256 for Q6_K).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
 // Where the arrays of one group of 16 rows of `cols` elements are (byte offsets; d is at 0).
 struct PackedLayout {
     size_t m = 0;      // Q4_1's minimums (right after d)
     size_t qh = 0;     // Q5_0's fifth bits (64-byte aligned)
-    size_t qs = 0;     // the nibbles (64-byte aligned)
+    size_t sc = 0;     // Q6_K's sub-block scales (64-byte aligned)
+    size_t qs = 0;     // the nibbles, Q8_0's bytes, Q6_K's 6-bit values (64-byte aligned)
     size_t group = 0;  // bytes of the group (a multiple of 64)
 };
 PackedLayout packed_layout(uint32_t type, int64_t cols);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 namespace ei {
+struct block_q6_K;
 namespace ref {
 
 // ---- plain types (ref_float.cpp) ----
@@ -49,6 +50,9 @@ void vec_dot_q3_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y);
+// Element j (0..255) of a q6_K block as stored, 0..63 (it weighs d * scale * (value - 32)): the
+// one reading of the 4 + 2 bit packing, which the 16-row repacking (cpu/repack.cpp) shares.
+int q6_K_value(const block_q6_K& b, int j);
 // The same dot products in the order of ggml-cpu's tiled GEMM (per super-block: the integer
 // sums scaled, the minimum subtracted in one FMA, then accumulated with one FMA).
 void vec_dot_q2_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);

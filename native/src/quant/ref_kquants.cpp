@@ -26,6 +26,15 @@
 namespace ei {
 namespace ref {
 
+// 128-element halves; within one, element 32k + l takes the low or high nibble of
+// ql[64h + 32 (k & 1) + l] and bits 2k of qh[32h + l].
+int q6_K_value(const block_q6_K& b, int j) {
+    const int h = j / 128, k = (j % 128) / 32, l = j % 32;
+    const int low = (b.ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0F;
+    const int high = (b.qh[32 * h + l] >> (2 * k)) & 3;
+    return low | (high << 4);
+}
+
 namespace {
 
 // ggml's nearest_int: round half to even via the 1.5 * 2^23 magic number (valid for
@@ -72,14 +81,8 @@ inline int q4_at(const uint8_t* qs, int j) { return (qs[32 * (j / 64) + j % 32] 
 
 inline int q5_at(const block_q5_K& b, int j) { return q4_at(b.qs, j) | (((b.qh[j % 32] >> (j / 32)) & 1) << 4); }
 
-// Element j of q6_K, in [-32, 31]: 128-element halves; within one, element 32k + l takes
-// the low or high nibble of ql[64h + 32 (k & 1) + l] and bits 2k of qh[32h + l].
-inline int q6_at(const block_q6_K& b, int j) {
-    const int h = j / 128, k = (j % 128) / 32, l = j % 32;
-    const int low = (b.ql[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0x0F;
-    const int high = (b.qh[32 * h + l] >> (2 * k)) & 3;
-    return (low | (high << 4)) - 32;
-}
+// Element j of q6_K, in [-32, 31].
+inline int q6_at(const block_q6_K& b, int j) { return q6_K_value(b, j) - 32; }
 
 // sum over [j0, j0 + len) of q(j) * y.qs[j]
 template <typename Q>
