@@ -1,0 +1,124 @@
+// AVX-512 VNNI GEMV/GEMM over Q6_K weights repacked into 16-row groups, in FloatOrder::fast
+// (cpu/repack.h has the layout and the float order; bit for bit the scalar reference in
+// cpu/repack.cpp, for any number of columns).
+//
+// A 512-bit register holds a whole group's 4-byte piece of a super-block (qs[i][t]: 16 rows x 4
+// u8 values 0..63, row j in int32 lane j), stored unpacked, so it goes into VPDPBUSD as loaded.
+// Per sub-block s (pieces 4s..4s+3) and activation column, four VPDPBUSD against the column's
+// 4-byte groups broadcast (signed q8_K values), started from -32 * bsums[s], give the 16 rows'
+// exact sub-block sums; one VPMULLD by the 16 rows' scales of s (int8 widened to int32) and one
+// add fold it into the super-block's int32 sum. VPDPBUSD and VPMULLD wrap, never saturate, and
+// every partial sum is within int32 (bound in repack.h), so the sums are exact whatever the order
+// of their additions. One convert, one multiply (d_w * d_a) and one FMA per super-block finish 16
+// outputs of a column.
+//
+// Columns go in panels of up to kCols sharing each loaded piece; a group passes under every panel
+// before the next group (after the first panel it is in L1 or L2), and the first panel requests
+// the next group ahead, a sub-block at a time as it goes.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers build some results from _mm512_undefined_*(), which -Wall at -O3
+// then reports as maybe-uninitialized inside the headers (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include <cstring>
+
+#include "cpu/kernels.h"
+#include "cpu/repack.h"
+#include "cpu/x86/gemm_avx512.h"
+#include "quant/blocks.h"
+
+namespace ei {
+namespace {
+
+// Activation columns per panel: 8 accumulators and 8 integer sums, with the 4 pieces, the scales
+// and a sub-block's sum, fit the 32 registers.
+constexpr int kCols = 8;
+constexpr int kSubs = QK_K / 16;  // sub-blocks of a super-block, 4 pieces each
+
+inline __m512i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// One group's 16 rows x NC columns. With prefetch > 0, requests the same lines `prefetch` bytes
+// on (the next group's).
+template <int NC>
+void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
+          int64_t ldy, size_t prefetch) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
+    const uint8_t* qs = grp + lay.qs;
+    __m512 acc[NC];
+    for (auto& v : acc) v = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        __m512i isum[NC];
+        for (auto& v : isum) v = _mm512_setzero_si512();
+        if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+        for (int s = 0; s < kSubs; ++s) {
+            const uint8_t* q = qs + (i * QK_K / 4 + 4 * s) * 64;
+            const int8_t* scs = sc + (i * kSubs + s) * kPackRows;
+            if (prefetch) {  // the pieces into L2 only (as the other packed kernels: L1 requests throttled the stream)
+                for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);  // four sub-blocks' scales: one line
+            }
+            __m512i wq[4];
+            for (int t = 0; t < 4; ++t) wq[t] = _mm512_load_si512((const void*)(q + t * 64));
+            const __m512i scale = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i*)scs));
+            for (int c = 0; c < NC; ++c) {
+                const int8_t* aq = act[c][i].qs + 16 * s;
+                __m512i sub = _mm512_set1_epi32(-32 * (int32_t)act[c][i].bsums[s]);
+                for (int t = 0; t < 4; ++t) sub = _mm512_dpbusd_epi32(sub, wq[t], bcast4(aq + 4 * t));
+                isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sub, scale));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i*)(d + i * kPackRows)));
+        for (int c = 0; c < NC; ++c) {
+            const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(act[c][i].d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), dd, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(y + c * ldy, acc[c]);
+}
+
+void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act,
+               float* y, int64_t ldy, size_t prefetch) {
+    switch (nc) {
+        case 8: return tile<8>(nb, grp, lay, act, y, ldy, prefetch);
+        case 7: return tile<7>(nb, grp, lay, act, y, ldy, prefetch);
+        case 6: return tile<6>(nb, grp, lay, act, y, ldy, prefetch);
+        case 5: return tile<5>(nb, grp, lay, act, y, ldy, prefetch);
+        case 4: return tile<4>(nb, grp, lay, act, y, ldy, prefetch);
+        case 3: return tile<3>(nb, grp, lay, act, y, ldy, prefetch);
+        case 2: return tile<2>(nb, grp, lay, act, y, ldy, prefetch);
+        default: return tile<1>(nb, grp, lay, act, y, ldy, prefetch);
+    }
+}
+
+void gemm_packed_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                      size_t a_stride, float* y, int64_t ldy) {
+    const int64_t nb = k / QK_K, groups = m / kPackRows;
+    const PackedLayout lay = packed_layout(TYPE_Q6_K, k);
+    const uint8_t* a8 = static_cast<const uint8_t*>(a);
+    const block_q8_K* cols[kCols];
+    // Panels of even width (9 columns: 5 + 4, not 8 + 1): a panel of one or two columns is a few
+    // chains of dependent VPDPBUSD, bound by their latency, not their throughput.
+    const int64_t panels = (n + kCols - 1) / kCols;
+    for (int64_t g = 0; g < groups; ++g) {
+        const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
+        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        for (int64_t p = 0; p < panels; ++p) {
+            const int64_t c0 = n * p / panels;
+            const int nc = (int)(n * (p + 1) / panels - c0);
+            for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const block_q8_K*>(a8 + (c0 + c) * a_stride);
+            run_panel(nc, nb, grp, lay, cols, y + c0 * ldy + g * kPackRows, ldy, p == 0 ? pf : 0);
+        }
+    }
+}
+
+}  // namespace
+
+void fill_gemm_packed_fast_q6k_avx512(KernelTable& t) { t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_q6_K; }
+
+}  // namespace ei
