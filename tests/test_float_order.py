@@ -1,5 +1,6 @@
-"""The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0 and
-Q8_0 weights repacked into 16-row groups and summed per block exactly, one FMA per block and output.
+"""The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0, Q8_0
+(and Q6_K, where a table has its kernels) weights repacked into 16-row groups and summed per block
+(super-block) exactly, one FMA per block and output.
 
 Every ISA's kernels give the scalar reference's bits for any number of columns; the reference
 differs from llama.cpp's order (vec_dot) by float rounding only; a model in the fast order repacks
@@ -24,19 +25,32 @@ from gguf.quants import quantize  # noqa: E402
 from edgeinfer import _core  # noqa: E402
 from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
+from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K]
+# The types every x86 table has fast kernels for (Q6_K's are scalar and AVX-512 only: AVX2 keeps
+# vec_dot's order for it).
+EVERY_X86_TABLE = [T.Q4_1, T.Q5_0, T.Q8_0]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
+# Q6_K's rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
+# chunk's width (several panels).
+SHAPES_K = [(16, 1, 256), (32, 3, 512), (48, 9, 768), (192, 1, 1536), (16, 17, 1536), (64, 8, 768), (32, 21, 256),
+            (16, 64, 512)]
+
+
+def shapes(qtype: T) -> list[tuple[int, int, int]]:
+    return SHAPES_K if gguf.GGML_QUANT_SIZES[qtype][0] == 256 else SHAPES
 
 
 def isas_with_fast_kernels(qtype: T) -> list[str]:
     out = []
     for isa in _core.available_isas():
         try:
-            _testing.gemm(int(qtype), np.zeros(16 * gguf.GGML_QUANT_SIZES[qtype][1], np.uint8), 16,
-                          np.zeros((1, 32), np.float32), isa, order="packed_fast")
+            block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+            _testing.gemm(int(qtype), np.zeros(16 * block_bytes, np.uint8), 16, np.zeros((1, block), np.float32), isa,
+                          order="packed_fast")
         except Exception:
             continue
         out.append(isa)
@@ -44,8 +58,16 @@ def isas_with_fast_kernels(qtype: T) -> list[str]:
 
 
 def weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    if qtype == T.Q6_K:  # gguf-py has no Q6_K quantizer: random bytes, every value 0..63 and scale -128..127
+        blocks = random_blocks(qtype, m * k, rng, signed_d=True).reshape(m, -1, gguf.GGML_QUANT_SIZES[qtype][1])
+        o = SCALE_OFFSET[qtype]
+        blocks[1, :, :o - 16] = 0              # a row at the full scale: q - 32 = -32 everywhere, scales -128
+        blocks[1, :, o - 16:o] = 0x80
+        blocks[2, :, o:o + 2] = 0              # d = 0
+        return blocks.reshape(-1)
     w = rng.standard_normal((m, k)).astype(np.float32)
-    w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1)
+    w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1,
+                                                          # -32 / 31 for Q6_K)
     w[2] = 0.0                                            # d = 0
     return np.frombuffer(quantize(w, qtype).tobytes(), np.uint8)
 
@@ -65,17 +87,24 @@ def test_the_scalar_table_and_every_x86_table_have_the_fast_kernels():
         isas = isas_with_fast_kernels(qtype)
         assert "scalar" in isas
         for isa in ("avx2", "avx512"):
-            if isa in _core.available_isas():
+            if isa in _core.available_isas() and (qtype in EVERY_X86_TABLE or isa == "avx512"):
                 assert isa in isas, (qtype.name, isa)
+
+
+def test_q6_k_keeps_vec_dots_order_where_there_is_no_fast_kernel():
+    """AVX2 and NEON have no packed Q6_K kernel: their fast tables must not repack it."""
+    for isa in _core.available_isas():
+        if isa in ("avx2", "neon"):
+            assert isa not in isas_with_fast_kernels(T.Q6_K), isa
 
 
 @pytest.mark.parametrize("qtype", FAST_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("isa", [i for i in _core.available_isas() if i != "scalar"])
 def test_every_isa_gives_the_scalar_references_bits(qtype, isa):
     if isa not in isas_with_fast_kernels(qtype):
-        pytest.skip(f"no fast {qtype.name} kernels on {isa} (NEON keeps vec_dot's order)")
+        pytest.skip(f"no fast {qtype.name} kernels on {isa} (it keeps vec_dot's order)")
     rng = np.random.default_rng(int(qtype))
-    for m, n, k in SHAPES:
+    for m, n, k in shapes(qtype):
         w, act = weights(qtype, m, k, rng), activations(n, k, rng)
         ref = _testing.gemm(int(qtype), w, m, act, isa="scalar", order="packed_fast")
         got = _testing.gemm(int(qtype), w, m, act, isa=isa, order="packed_fast")
@@ -87,7 +116,7 @@ def test_each_output_is_its_own_chain_whatever_the_columns(qtype):
     """A column's outputs do not depend on which columns share the call (decode batches and
     prompt chunks get a single step's bits)."""
     rng = np.random.default_rng(5)
-    m, k = 48, 576
+    m, k = 48, 768 if qtype == T.Q6_K else 576
     w, act = weights(qtype, m, k, rng), activations(19, k, rng)
     isa = _core.isa()
     together = _testing.gemm(int(qtype), w, m, act, isa=isa, order="packed_fast")
@@ -100,10 +129,10 @@ def test_each_output_is_its_own_chain_whatever_the_columns(qtype):
 def test_the_fast_order_differs_from_llama_cpps_by_rounding_only(qtype):
     """Same integers, other float roundings: within a few float32 ulps of the magnitudes summed."""
     rng = np.random.default_rng(9)
-    for m, n, k in SHAPES:
+    for m, n, k in shapes(qtype):
         w, act = weights(qtype, m, k, rng), activations(n, k, rng)
         fast = _testing.gemm(int(qtype), w, m, act, isa="scalar", order="packed_fast").astype(np.float64)
-        exact = _testing.gemm(int(qtype), w, m, act, isa="scalar").astype(np.float64)
+        exact = _testing.gemm(int(qtype), w, m, act, isa="scalar", by_vec_dot=True).astype(np.float64)
         dequant = gguf.quants.dequantize(w.reshape(m, -1), qtype).astype(np.float64)
         scale = np.abs(act.astype(np.float64)) @ np.abs(dequant).T     # [n, m]: sum |a| |w|
         assert np.all(np.abs(fast - exact) <= 4 * k / 32 * np.finfo(np.float32).eps * scale + 1e-30), (m, n, k)
