@@ -46,6 +46,7 @@ if IS_X86:
     # Like avx2.cpp (whose vec_dots they must match bit for bit: the tiled GEMM, the packed Q4_1
     # GEMV): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/gemm_packed_q6k_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
 elif IS_ARM64:
@@ -64,6 +65,7 @@ ISA_DEFINES = {
     "native/src/cpu/x86/gemm_packed_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_q6k_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/gemm_packed_q6k_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/attn_prefill_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",

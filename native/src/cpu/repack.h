@@ -2,7 +2,7 @@
 // the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
 // references of the types' own order, cpu/x86/gemm_packed_avx2.cpp and gemm_packed_avx512.cpp
 // the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0 and Q8_0 in that order;
-// cpu/x86/gemm_packed_q6k_avx512.cpp AVX-512's Q6_K, in FloatOrder::fast only;
+// cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only;
 // in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
 // table repacks the types it has packed kernels for.
 //

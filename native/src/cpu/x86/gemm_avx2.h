@@ -1,15 +1,22 @@
 // The AVX2 tiled GEMM (cpu/x86/gemm_avx2.cpp) over Q4_1 or Q5_0 weights repacked into 16-row
 // groups (cpu/repack.h): the packed GEMMs' prompt chunks (cpu/x86/gemm_packed_avx2.cpp). Every
 // output is the AVX2 vec_dot's bits, as with the rows stored as they are.
+// Also the fast order's packed Q6_K kernels (cpu/x86/gemm_packed_q6k_avx2.cpp), which
+// fill_gemm_packed_fast_avx2 registers.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
 namespace ei {
 
+struct KernelTable;
+
 // gemm_16row_groups's signature (kernels.h) after the type: w points at a group, group_bytes =
 // packed_group_bytes(type, k).
 void gemm_grouped_avx2(uint32_t type, int64_t k, int64_t m, int64_t n, const void* w, size_t group_bytes,
                        const void* a, size_t a_stride, float* y, int64_t ldy);
+
+// Sets the AVX2 table's Q6_K gemm_16row_groups in FloatOrder::fast (cpu/repack.h).
+void fill_gemm_packed_fast_q6k_avx2(KernelTable& t);
 
 }  // namespace ei

@@ -470,6 +470,7 @@ void fill_gemm_packed_fast_avx2(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
+    fill_gemm_packed_fast_q6k_avx2(t);
 }
 
 }  // namespace ei

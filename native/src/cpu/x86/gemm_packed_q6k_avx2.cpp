@@ -1,0 +1,121 @@
+// AVX2 GEMV/GEMM over Q6_K weights repacked into 16-row groups, in FloatOrder::fast (cpu/repack.h
+// has the layout and the float order; bit for bit the scalar reference in cpu/repack.cpp and the
+// AVX-512 kernel in gemm_packed_q6k_avx512.cpp, for any number of columns).
+//
+// A group's 64-byte piece is two 256-bit halves, rows 0..7 and 8..15 (row 8h + j in int32 lane
+// j of half h); each half of the group goes through the columns on its own. Without VNNI the
+// integer sums take VPMADDUBSW (u8 weight x s8 activation, adjacent pairs into int16): a pair is
+// at most 2 * 63 * 128 = 16128, two pieces' pairs added are still below 2^15, so nothing
+// saturates. VPMADDWD against the rows' scales (each row's int8 scale in both int16 of its lane)
+// then sums each lane's pairs times the scale exactly in int32. The stored values' offset comes
+// in as scale * bsums (VPMADDWD of the scales against the bsum in the low int16 of every lane),
+// times -32. Every partial sum is within int32 (bound in repack.h), so each super-block's sum is
+// the scalar reference's integer; one convert, one multiply (d_w * d_a) and one FMA per
+// super-block and column finish 8 outputs.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/kernels.h"
+#include "cpu/repack.h"
+#include "cpu/x86/gemm_avx2.h"
+#include "quant/blocks.h"
+
+namespace ei {
+namespace {
+
+// Activation columns per panel: with 16 registers, 4 accumulators and 4 integer sums leave the
+// 4 pieces, the scales and a few temporaries.
+constexpr int kCols = 4;
+constexpr int kSubs = QK_K / 16;  // sub-blocks of a super-block, 4 pieces each
+
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// Half h (rows 8h..8h+7) of one group x NC columns into y[c][8h..8h+7]. With prefetch > 0,
+// requests the group's lines `prefetch` bytes on (the next group's; the first half's pass only).
+template <int NC>
+void tile_half(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h, const block_q8_K* const* act,
+               float* y, int64_t ldy, size_t prefetch) {
+    const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
+    const uint8_t* qs = grp + lay.qs + 32 * h;
+    __m256 acc[NC];
+    for (auto& v : acc) v = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        __m256i isum[NC], offs[NC];  // offs: sum_s scale * bsums[s], taken 32 times at the end
+        for (int c = 0; c < NC; ++c) isum[c] = offs[c] = _mm256_setzero_si256();
+        if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+        for (int s = 0; s < kSubs; ++s) {
+            const uint8_t* q = qs + (i * QK_K / 4 + 4 * s) * 64;
+            const int8_t* scs = sc + (i * kSubs + s) * kPackRows + 8 * h;
+            if (prefetch) {  // whole lines (both halves), into L2 as the other packed kernels do
+                for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);
+            }
+            __m256i wq[4];
+            for (int t = 0; t < 4; ++t) wq[t] = _mm256_load_si256((const __m256i*)(q + t * 64));
+            __m128i s8 = _mm_loadl_epi64((const __m128i*)scs);
+            const __m256i scale = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));  // (sc_j, sc_j) in lane j
+            for (int c = 0; c < NC; ++c) {
+                const int8_t* aq = act[c][i].qs + 16 * s;
+                const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[0], bcast4(aq)),
+                                                     _mm256_maddubs_epi16(wq[1], bcast4(aq + 4)));
+                const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2], bcast4(aq + 8)),
+                                                     _mm256_maddubs_epi16(wq[3], bcast4(aq + 12)));
+                isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(p01, scale),
+                                                                     _mm256_madd_epi16(p23, scale)));
+                const __m256i bsum = _mm256_set1_epi32((int32_t)(uint16_t)act[c][i].bsums[s]);  // (bsum, 0)
+                offs[c] = _mm256_add_epi32(offs[c], _mm256_madd_epi16(scale, bsum));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows + 8 * h)));
+        for (int c = 0; c < NC; ++c) {
+            const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offs[c], 5));
+            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(act[c][i].d));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[c]);
+        }
+    }
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + c * ldy + 8 * h, acc[c]);
+}
+
+void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act,
+               float* y, int64_t ldy, size_t prefetch) {
+    for (int h = 0; h < 2; ++h) {
+        const size_t pf = h == 0 ? prefetch : 0;
+        switch (nc) {
+            case 4: tile_half<4>(nb, grp, lay, h, act, y, ldy, pf); break;
+            case 3: tile_half<3>(nb, grp, lay, h, act, y, ldy, pf); break;
+            case 2: tile_half<2>(nb, grp, lay, h, act, y, ldy, pf); break;
+            default: tile_half<1>(nb, grp, lay, h, act, y, ldy, pf); break;
+        }
+    }
+}
+
+void gemm_packed_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                      size_t a_stride, float* y, int64_t ldy) {
+    const int64_t nb = k / QK_K, groups = m / kPackRows;
+    const PackedLayout lay = packed_layout(TYPE_Q6_K, k);
+    const uint8_t* a8 = static_cast<const uint8_t*>(a);
+    const block_q8_K* cols[kCols];
+    const int64_t panels = (n + kCols - 1) / kCols;  // even widths (5 columns: 3 + 2, not 4 + 1)
+    for (int64_t g = 0; g < groups; ++g) {
+        const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
+        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        for (int64_t p = 0; p < panels; ++p) {
+            const int64_t c0 = n * p / panels;
+            const int nc = (int)(n * (p + 1) / panels - c0);
+            for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const block_q8_K*>(a8 + (c0 + c) * a_stride);
+            run_panel(nc, nb, grp, lay, cols, y + c0 * ldy + g * kPackRows, ldy, p == 0 ? pf : 0);
+        }
+    }
+}
+
+}  // namespace
+
+void fill_gemm_packed_fast_q6k_avx2(KernelTable& t) { t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_q6_K; }
+
+}  // namespace ei
