@@ -3,7 +3,9 @@
 // AVX-512 kernel in gemm_packed_q6k_avx512.cpp, for any number of columns).
 //
 // A group's 64-byte piece is two 256-bit halves, rows 0..7 and 8..15 (row 8h + j in int32 lane
-// j of half h); each half of the group goes through the columns on its own. Without VNNI the
+// j of half h). Both halves go through a column together, sharing its broadcast activation bytes
+// and each line of the group read once (a pass per half, which broadcasts twice and walks the
+// group twice, was measured about twice as slow for a lone column). Without VNNI the
 // integer sums take VPMADDUBSW (u8 weight x s8 activation, adjacent pairs into int16): a pair is
 // at most 2 * 63 * 128 = 16128, two pieces' pairs added are still below 2^15, so nothing
 // saturates. VPMADDWD against the rows' scales (each row's int8 scale in both int16 of its lane)
@@ -35,63 +37,69 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// Half h (rows 8h..8h+7) of one group x NC columns into y[c][8h..8h+7]. With prefetch > 0,
-// requests the group's lines `prefetch` bytes on (the next group's; the first half's pass only).
+// One group's 16 rows x NC columns into y[c][0..15], as two halves of 8 rows (half h: rows
+// 8h..8h+7) sharing each column's broadcast activation bytes. With prefetch > 0, requests the
+// group's lines `prefetch` bytes on (the next group's).
 template <int NC>
-void tile_half(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h, const block_q8_K* const* act,
-               float* y, int64_t ldy, size_t prefetch) {
+void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
+          int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
     const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
-    const uint8_t* qs = grp + lay.qs + 32 * h;
-    __m256 acc[NC];
-    for (auto& v : acc) v = _mm256_setzero_ps();
+    const uint8_t* qs = grp + lay.qs;
+    __m256 acc[NC][2];
+    for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        __m256i isum[NC], offs[NC];  // offs: sum_s scale * bsums[s], taken 32 times at the end
-        for (int c = 0; c < NC; ++c) isum[c] = offs[c] = _mm256_setzero_si256();
+        __m256i isum[NC][2], offs[NC][2];  // offs: sum_s scale * bsums[s], taken 32 times at the end
+        for (int c = 0; c < NC; ++c) isum[c][0] = isum[c][1] = offs[c][0] = offs[c][1] = _mm256_setzero_si256();
         if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
         for (int s = 0; s < kSubs; ++s) {
             const uint8_t* q = qs + (i * QK_K / 4 + 4 * s) * 64;
-            const int8_t* scs = sc + (i * kSubs + s) * kPackRows + 8 * h;
-            if (prefetch) {  // whole lines (both halves), into L2 as the other packed kernels do
+            const int8_t* scs = sc + (i * kSubs + s) * kPackRows;
+            if (prefetch) {  // into L2 only, as the other packed kernels do
                 for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
                 if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);
             }
-            __m256i wq[4];
-            for (int t = 0; t < 4; ++t) wq[t] = _mm256_load_si256((const __m256i*)(q + t * 64));
-            __m128i s8 = _mm_loadl_epi64((const __m128i*)scs);
-            const __m256i scale = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));  // (sc_j, sc_j) in lane j
+            const __m128i s8 = _mm_load_si128((const __m128i*)scs);
+            const __m256i scale[2] = {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8)),   // (sc_j, sc_j) in lane j
+                                      _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s8, s8))};
             for (int c = 0; c < NC; ++c) {
                 const int8_t* aq = act[c][i].qs + 16 * s;
-                const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[0], bcast4(aq)),
-                                                     _mm256_maddubs_epi16(wq[1], bcast4(aq + 4)));
-                const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(wq[2], bcast4(aq + 8)),
-                                                     _mm256_maddubs_epi16(wq[3], bcast4(aq + 12)));
-                isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(p01, scale),
-                                                                     _mm256_madd_epi16(p23, scale)));
+                const __m256i a0 = bcast4(aq), a1 = bcast4(aq + 4), a2 = bcast4(aq + 8), a3 = bcast4(aq + 12);
                 const __m256i bsum = _mm256_set1_epi32((int32_t)(uint16_t)act[c][i].bsums[s]);  // (bsum, 0)
-                offs[c] = _mm256_add_epi32(offs[c], _mm256_madd_epi16(scale, bsum));
+                for (int h = 0; h < 2; ++h) {
+                    const uint8_t* qh = q + 32 * h;
+                    const __m256i p01 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)qh), a0),
+                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(qh + 64)), a1));
+                    const __m256i p23 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(qh + 128)), a2),
+                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(qh + 192)), a3));
+                    isum[c][h] = _mm256_add_epi32(isum[c][h], _mm256_add_epi32(_mm256_madd_epi16(p01, scale[h]),
+                                                                               _mm256_madd_epi16(p23, scale[h])));
+                    offs[c][h] = _mm256_add_epi32(offs[c][h], _mm256_madd_epi16(scale[h], bsum));
+                }
             }
         }
-        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows + 8 * h)));
-        for (int c = 0; c < NC; ++c) {
-            const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offs[c], 5));
-            const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(act[c][i].d));
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[c]);
+        for (int h = 0; h < 2; ++h) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i*)(d + i * kPackRows + 8 * h)));
+            for (int c = 0; c < NC; ++c) {
+                const __m256i sum = _mm256_sub_epi32(isum[c][h], _mm256_slli_epi32(offs[c][h], 5));
+                const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(act[c][i].d));
+                acc[c][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), dd, acc[c][h]);
+            }
         }
     }
-    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(y + c * ldy + 8 * h, acc[c]);
+    for (int c = 0; c < NC; ++c)
+        for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + c * ldy + 8 * h, acc[c][h]);
 }
 
 void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act,
                float* y, int64_t ldy, size_t prefetch) {
-    for (int h = 0; h < 2; ++h) {
-        const size_t pf = h == 0 ? prefetch : 0;
-        switch (nc) {
-            case 4: tile_half<4>(nb, grp, lay, h, act, y, ldy, pf); break;
-            case 3: tile_half<3>(nb, grp, lay, h, act, y, ldy, pf); break;
-            case 2: tile_half<2>(nb, grp, lay, h, act, y, ldy, pf); break;
-            default: tile_half<1>(nb, grp, lay, h, act, y, ldy, pf); break;
-        }
+    switch (nc) {
+        case 4: return tile<4>(nb, grp, lay, act, y, ldy, prefetch);
+        case 3: return tile<3>(nb, grp, lay, act, y, ldy, prefetch);
+        case 2: return tile<2>(nb, grp, lay, act, y, ldy, prefetch);
+        default: return tile<1>(nb, grp, lay, act, y, ldy, prefetch);
     }
 }
 
