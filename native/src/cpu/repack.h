@@ -35,10 +35,11 @@
 //   int8_t   sc[nb][16][16];     sc[i][s][j] = row j's scale of sub-block s (elements 16s..16s+15)
 //   uint8_t  qs[nb][64][16][4];  qs[i][t][j][0..3] = row j's values (0..63, the stored 6 bits,
 //                                unpacked) of super-block i's elements 4t..4t+3
-// The 6-bit values are stored a byte each (256 bytes a row's super-block instead of 210): qs[i][t]
-// is then a VPDPBUSD operand as loaded, where the 4 + 2 bit packing would cost about four more
-// vector operations per 64 bytes in every pass over the weights (decode passes once per token).
-// Sub-block s is qs[i][4s .. 4s + 3].
+// The 6-bit values are stored a byte each (256 bytes a row's super-block instead of 210, 22% more
+// memory and bytes streamed per token): qs[i][t] is then a VPDPBUSD (VPMADDUBSW) operand as
+// loaded, where the 4 + 2 bit packing would need shifts, masks and an OR per 64 bytes in every
+// pass over the weights, and every panel of a prompt chunk reads the group again. Sub-block s is
+// qs[i][4s .. 4s + 3]. (Keeping the packing and unpacking in registers is left to measure.)
 //
 // Float order. Q4_0 is not a llama.cpp-exact type, so its kernels keep one FMA chain per output,
 // which the scalar reference and every ISA's kernel compute bit for bit:
