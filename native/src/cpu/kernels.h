@@ -201,7 +201,8 @@ struct OpKernels {
 // How the matmuls of the types that have a float order of their own sum (cpu/repack.h, "Float
 // order"): llama_cpp keeps every kernel in the order llama.cpp's CPU backend uses on this ISA, so
 // logits are its bits; fast uses the packed one-chain-per-output kernels for Q4_1, Q5_0 and Q8_0
-// too (as Q4_0 always does), and Q6_K's where the table has them (scalar, AVX2, AVX-512), which need a fraction of the float work per block and give the same
+// too (as Q4_0 always does), and Q6_K's (one per 256-value super-block) where the table has them
+// (scalar, AVX2, AVX-512), which need a fraction of the float work per block and give the same
 // bits on every ISA that has them, for every batch size, and decode attention over an F16 cache
 // in F32 over fixed spans (layers/cpu_blocks.cpp). EDGEINFER_EXACT=1 selects llama_cpp.
 enum class FloatOrder : int { llama_cpp = 0, fast = 1 };
