@@ -88,11 +88,20 @@ def main() -> int:
                 model, result = score(quant, text, args, hook, exact, args.batch_size or args.ctx_size)
                 kld = hook.result()
                 klds[name] = kld.klds
-                row[name] = {"mean_kld": kld.mean_kld, "kld_99": kld.kld_99, "same_top_pct": kld.same_top_pct,
+                row[name] = {"mean_kld": kld.mean_kld, "median_kld": kld.median_kld, "kld_99": kld.kld_99,
+                             "max_kld": kld.max_kld, "same_top_pct": kld.same_top_pct,
                              "ppl": result.ppl, "float_order": model._core.float_order}
             diff = klds["fast_order"] - klds["llama_cpp_order"]
+            # KL per token is heavy-tailed: the few tokens that move the mean most, and the mean
+            # without them, say whether a difference is broad or a handful of flipped tokens.
+            worst = np.argsort(-np.abs(diff))[:5]
+            kept = np.ones(len(diff), bool)
+            kept[worst] = False
             row["fast_minus_llama_cpp"] = {"mean": float(diff.mean()),
                                            "stderr": float(diff.std(ddof=1) / math.sqrt(len(diff))),
+                                           "median": float(np.median(diff)),
+                                           "largest": [{"token": int(i), "diff": float(diff[i])} for i in worst],
+                                           "mean_without_largest": float(diff[kept].mean()),
                                            "n_tokens": len(diff)}
             if args.llama_perplexity:
                 row["llama_perplexity_mean_kld"] = llama_kld(args.llama_perplexity, args.base, quant, args.file, args,
@@ -107,8 +116,11 @@ def main() -> int:
           f"{report['n_batch']}, base {args.base.name}")
     for r in rows:
         a, b, d = r["llama_cpp_order"], r["fast_order"], r["fast_minus_llama_cpp"]
+        largest = ", ".join(f"{x['diff']:+.3f}" for x in d["largest"])
         print(f"{r['file']}: mean KLD llama.cpp order {a['mean_kld']:.6f}, fast order {b['mean_kld']:.6f} "
-              f"(fast - llama.cpp {d['mean']:+.2e} +- {d['stderr']:.1e} over {d['n_tokens']} tokens); "
+              f"(fast - llama.cpp {d['mean']:+.2e} +- {d['stderr']:.1e} over {d['n_tokens']} tokens, median "
+              f"{d['median']:+.1e}, {d['mean_without_largest']:+.2e} without the 5 largest: "
+              f"{largest}); "
               f"99th pct {a['kld_99']:.5f} / {b['kld_99']:.5f}; same top token {a['same_top_pct']:.2f} / "
               f"{b['same_top_pct']:.2f} %; ppl {a['ppl']:.4f} / {b['ppl']:.4f}"
               + (f"; llama-perplexity mean KLD {r['llama_perplexity_mean_kld']:.6f}" if "llama_perplexity_mean_kld" in r
