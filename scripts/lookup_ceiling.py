@@ -113,6 +113,9 @@ def main() -> int:
     args = ap.parse_args()
     prompts = {k: v for k, v in json.loads(PROMPTS.read_text()).items() if isinstance(v, list)}
     if args.categories:
+        unknown = set(args.categories.split(",")) - prompts.keys()
+        if unknown:
+            ap.error(f"no such categories: {', '.join(sorted(unknown))} (there are {', '.join(prompts)})")
         prompts = {k: prompts[k] for k in args.categories.split(",")}
     print(f"CPU: {cpu_name()}, {args.threads} threads, greedy, up to {args.max_tokens} tokens")
     for name in args.models:

@@ -84,6 +84,19 @@ namespace ei {
 
 constexpr int64_t kPackRows = 16;  // rows in one interleaved group
 
+// The packed kernels take a call's activation columns in panels of at most max_cols, calling
+// fn(panel, first column, columns) in order. The panels are of even width (9 columns at most 8
+// a panel: 5 + 4, not 8 + 1), since a panel of one or two columns is a few chains of dependent
+// multiply-adds, bound by their latency rather than their throughput.
+template <class Fn>
+inline void for_each_panel(int64_t n, int max_cols, Fn&& fn) {
+    const int64_t panels = (n + max_cols - 1) / max_cols;
+    for (int64_t p = 0; p < panels; ++p) {
+        const int64_t c0 = n * p / panels;
+        fn(p, c0, (int)(n * (p + 1) / panels - c0));
+    }
+}
+
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
 // groups of 16 rows, whole blocks: 32 elements, 256 for Q6_K).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);

@@ -283,9 +283,6 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     const Act* cols[kCols];
     const ActBlock* abs[kCols];
     const int64_t groups = m / kPackRows;
-    // Panels of even width (5 columns: 3 + 2, not 4 + 1): a one-column panel is a chain of
-    // dependent multiply-adds, bound by their latency.
-    const int64_t panels = (n + kCols - 1) / kCols;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
@@ -299,9 +296,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
                         _mm256_store_si256((__m256i*)r[t].bytes, lo);
                         _mm256_store_si256((__m256i*)r[4 + t].bytes, hi);
                     }
-        for (int64_t p = 0; p < panels; ++p) {
-            const int64_t c0 = n * p / panels;
-            const int nc = (int)(n * (p + 1) / panels - c0);
+        for_each_panel(n, kCols, [&](int64_t, int64_t c0, int nc) {
             for (int c = 0; c < nc; ++c) {
                 cols[c] = reinterpret_cast<const Act*>(a8 + (c0 + c) * a_stride);
                 abs[c] = act_blocks.data() + (c0 + c) * nb;
@@ -314,7 +309,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
                 case 2: run_panel<Type, 2>(nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, pfc); break;
                 default: run_panel<Type, 1>(nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, pfc); break;
             }
-        }
+        });
     }
 }
 

@@ -236,9 +236,6 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     const Act* cols[kCols];
     const ActBlock* abs[kCols];
     const int64_t groups = m / kPackRows;
-    // Panels of even width (9 columns: 5 + 4, not 8 + 1): a panel of one or two columns is a few
-    // chains of dependent VPDPBUSD, bound by their latency, not their throughput.
-    const int64_t panels = (n + kCols - 1) / kCols;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
@@ -246,9 +243,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
             for (int64_t i = 0; i < nb; ++i)
                 unpack_block<Type>(grp + lay.qs, grp + lay.qh, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
         }
-        for (int64_t p = 0; p < panels; ++p) {
-            const int64_t c0 = n * p / panels;
-            const int nc = (int)(n * (p + 1) / panels - c0);
+        for_each_panel(n, kCols, [&](int64_t p, int64_t c0, int nc) {
             for (int c = 0; c < nc; ++c) {
                 cols[c] = reinterpret_cast<const Act*>(a8 + (c0 + c) * a_stride);
                 abs[c] = act_blocks.data() + (c0 + c) * nb;
@@ -258,7 +253,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
                 run_panel<Type, true>(nc, nb, grp, lay, unpacked_bytes, cols, abs, yt, ldy, p == 0 ? pf : 0);
             else
                 run_panel<Type, false>(nc, nb, grp, lay, nullptr, cols, abs, yt, ldy, pf);
-        }
+        });
     }
 }
 

@@ -102,18 +102,13 @@ void gemm_packed_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_s
     const PackedLayout lay = packed_layout(TYPE_Q6_K, k);
     const uint8_t* a8 = static_cast<const uint8_t*>(a);
     const block_q8_K* cols[kCols];
-    // Panels of even width (9 columns: 5 + 4, not 8 + 1): a panel of one or two columns is a few
-    // chains of dependent VPDPBUSD, bound by their latency, not their throughput.
-    const int64_t panels = (n + kCols - 1) / kCols;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
         const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
-        for (int64_t p = 0; p < panels; ++p) {
-            const int64_t c0 = n * p / panels;
-            const int nc = (int)(n * (p + 1) / panels - c0);
+        for_each_panel(n, kCols, [&](int64_t p, int64_t c0, int nc) {
             for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const block_q8_K*>(a8 + (c0 + c) * a_stride);
             run_panel(nc, nb, grp, lay, cols, y + c0 * ldy + g * kPackRows, ldy, p == 0 ? pf : 0);
-        }
+        });
     }
 }
 
