@@ -81,6 +81,22 @@ def test_the_fast_orders_decode_attention_is_f32_and_each_rows_own(isa, case):
         assert np.array_equal(alone[0].view(np.uint32), got[t].view(np.uint32)), t
 
 
+@pytest.mark.skipif(not {"avx2", "avx512"} <= set(TILED_ISAS), reason="needs the AVX2 and AVX-512 tables")
+@pytest.mark.parametrize("case", CASES + FAST_CASES + [(16, 16, 8, 8, 64, 0), (5, 70, 1, 1, 8, 3)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_the_avx512_tile_gives_the_avx2_tiles_bits(case):
+    """The AVX-512 kernel runs rows of the same key range through a block together and skips the
+    scores past a row's last key; neither may change a bit of the AVX2 kernel's results: prompt
+    chunks of 64+ tokens (either order takes the tiles), decode steps and batches (the fast
+    order's spans; llama.cpp's order keeps the one-row kernel there)."""
+    q, k, v, window = make(case, [*case, 1])
+    kb, vb = k.view(np.uint16), v.view(np.uint16)
+    fast = len(q) < 64
+    wide = _testing.attention_f16(q, kb, vb, window, True, 2, "avx512", fast=fast)
+    narrow = _testing.attention_f16(q, kb, vb, window, True, 2, "avx2", fast=fast)
+    assert np.array_equal(wide.view(np.uint32), narrow.view(np.uint32))
+
+
 def test_bad_shapes_are_refused():
     q = np.zeros((4, 2, 8), np.float32)
     k = np.zeros((3, 1, 8), np.uint16)

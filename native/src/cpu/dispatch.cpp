@@ -159,7 +159,7 @@ KernelTable build_table(Isa isa, FloatOrder order) {
             fill_gemm_avx512(t);
             fill_gemm_kquants_avx512(t);
             fill_gemm_packed_avx512(t);
-            fill_attn_prefill_avx2(t.ops);
+            fill_attn_prefill_avx512(t.ops);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

@@ -223,8 +223,10 @@ void fill_ops_scalar(OpKernels& ops);
 void fill_kernels_avx2(KernelTable& t);
 void fill_kernels_avx512(KernelTable& t);
 void fill_kernels_neon(KernelTable& t);
-// The tiled prompt attention (cpu/x86/attn_prefill_avx2.cpp; the AVX2 and AVX-512 tables).
+// The tiled prompt attention (cpu/x86/attn_prefill_avx2.cpp for the AVX2 table,
+// attn_prefill_avx512.cpp for the AVX-512 one: the same bits).
 void fill_attn_prefill_avx2(OpKernels& ops);
+void fill_attn_prefill_avx512(OpKernels& ops);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);

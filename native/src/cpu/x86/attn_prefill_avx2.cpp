@@ -15,27 +15,13 @@
 
 #include "common/fp16.h"
 #include "cpu/kernels.h"
+#include "cpu/x86/attn_tile_avx2.h"
 #include "cpu/x86/expf_avx2.h"
 
 namespace ei {
 namespace {
 
-constexpr int64_t KB = kAttnTileKeys;
 constexpr int kVecs = (int)(KB / 8);  // score vectors a block
-
-inline float hmax8(__m256 x) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
-
-inline float hsum8(__m256 x) {
-    __m128 m = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
-}
 
 // o = o * al + sum_{j_lo <= j <= j_hi} p[j] v_j over NV registers of 8 values (v_j at vb + j * hd).
 template <int NV>
@@ -57,64 +43,12 @@ inline void accumulate_v_tail(float* o_mem, const float* vb, int64_t hd, const f
     for (int i = 0; i < nv; ++i) accumulate_v<1>(o_mem + 8 * i, vb + 8 * i, hd, p, j_lo, j_hi, al);
 }
 
-// r[i] (row i of an 8x8 block) becomes column i.
-inline void transpose8(__m256* r) {
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
-// Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd]. K goes over in 8x8
-// blocks transposed in registers (a decode step converts every cached key once per KV head, so
-// this is most of a long context's attention work); a copy changes no value.
-void load_block(const AttnF16Tile& a, int64_t kb0, int64_t nk, float* kT, float* vb) {
-    const int64_t hd = a.head_dim;
-    for (int64_t j0 = 0; j0 < KB; j0 += 8) {
-        for (int64_t d = 0; d < hd; d += 8) {
-            __m256 r[8];
-            const uint16_t* kr = a.k + (kb0 + j0) * a.kv_stride + d;
-            if (j0 + 8 <= nk) {
-                for (int i = 0; i < 8; ++i) r[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(kr + i * a.kv_stride)));
-            } else {
-                for (int i = 0; i < 8; ++i)
-                    r[i] = j0 + i < nk ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(kr + i * a.kv_stride)))
-                                       : _mm256_setzero_ps();
-            }
-            transpose8(r);
-            for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kT + (d + i) * KB + j0, r[i]);
-        }
-    }
-    for (int64_t j = 0; j < nk; ++j) {
-        const uint16_t* vr = a.v + (kb0 + j) * a.kv_stride;
-        for (int64_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(vb + j * hd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(vr + d))));
-    }
-}
-
 void attn_f16_tile_avx2(const AttnF16Tile& a) {
     const int64_t hd = a.head_dim, rows = a.n_tok * a.group;
-    float* kT = a.scratch;              // [hd][KB]
-    float* vb = kT + hd * KB;           // [KB][hd]
-    float* acc = vb + KB * hd;          // [rows][hd] unnormalized output
-    float* row_max = acc + rows * hd;   // [rows] running max of the scores
-    float* row_sum = row_max + rows;    // [rows] running sum of exp(s - max)
-    float* p = row_sum + rows;          // [KB] one row's weights in the current block
-    std::fill(acc, acc + rows * hd, 0.0f);
-    std::fill(row_max, row_max + rows, -INFINITY);
-    std::fill(row_sum, row_sum + rows, 0.0f);
+    const TileScratch sc(a);
+    float *const kT = sc.kT, *const vb = sc.vb, *const acc = sc.acc, *const row_max = sc.row_max,
+                 *const row_sum = sc.row_sum;
+    float* const p = sc.p;
     auto first_of = [&](int64_t last) { return a.window > 0 ? std::max<int64_t>(0, last - a.window + 1) : 0; };
     const int64_t last_max = a.last0 + a.n_tok - 1;
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
@@ -172,21 +106,7 @@ void attn_f16_tile_avx2(const AttnF16Tile& a) {
             }
         }
     }
-    if (a.part) {
-        for (int64_t r = 0; r < rows; ++r) {
-            float* pr = a.part + r * (hd + 2);
-            std::copy(acc + r * hd, acc + (r + 1) * hd, pr);
-            pr[hd] = row_max[r];
-            pr[hd + 1] = row_sum[r];
-        }
-        return;
-    }
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t t = r / a.group, g = r % a.group;
-        const float inv = row_sum[r] == 0.0f ? 0.0f : 1.0f / row_sum[r];
-        float* o = a.out + t * a.q_token_stride + g * hd;
-        for (int64_t d = 0; d < hd; ++d) o[d] = acc[r * hd + d] * inv;
-    }
+    finish_tile(a, sc);
 }
 
 }  // namespace
