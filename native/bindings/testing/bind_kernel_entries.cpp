@@ -7,10 +7,13 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_pool.h"
 #include "cpu/kernels.h"
+#include "cpu/matmul.h"
 #include "cpu/repack.h"
 #include "quant/types.h"
 #include "shared/row_checks.h"
@@ -144,4 +147,51 @@ void register_kernel_entries(py::module_& m) {
        "gemm_16row_groups; packed_fast: the same in FloatOrder::fast's table; small_batch: "
        "gemm_small_batch, the decode-batch GEMM), or (by_vec_dot) one call per output of the per-output "
        "function in that order (vec_dot, vec_dot_ggml_repack_gemm, vec_dot_ggml_tiled).");
+
+    m.def("matmul", [](const std::vector<std::tuple<uint32_t, Bytes, int64_t>>& weights, const Floats& x,
+                       int n_threads, const py::object& isa, bool fast, bool same_input, bool per_row) {
+        // The weights repacked as loading does where the table has packed kernels for them.
+        const ei::KernelTable& t = fast ? ei::kernels_for(table_for(isa).isa, ei::FloatOrder::fast) : table_for(isa);
+        if (x.ndim() != 2 || weights.empty() || (int)weights.size() > ei::kMaxSameInput)
+            throw ei::Error("matmul: x is [n, k]; 1.." + std::to_string(ei::kMaxSameInput) + " weights");
+        const int64_t n = x.shape(0), k = x.shape(1);
+        std::vector<ei::Tensor> W(weights.size());
+        std::vector<py::array_t<float>> outs;
+        for (size_t i = 0; i < weights.size(); ++i) {
+            const auto& [type, bytes, rows] = weights[i];
+            entry(t, type);
+            check_row(type, k);
+            ei::Tensor& w = W[i];
+            w.type = type;
+            w.ne[0] = k;
+            w.ne[1] = rows;
+            w.row_bytes = ei::row_bytes(type, k);
+            if ((size_t)bytes.size() != w.row_bytes * (size_t)rows) throw ei::Error("matmul: weight bytes != rows x k");
+            w.data = bytes.data();
+            if (t.types[type].gemm_16row_groups && ei::packed_layout_supported(type, rows, k)) {
+                w.packed = ei::make_packed(type, w.data, w.row_bytes, rows, k);
+                w.packed_group_bytes = ei::packed_group_bytes(type, k);
+            }
+            outs.emplace_back(std::vector<py::ssize_t>{n, rows});
+        }
+        std::vector<const ei::Tensor*> wp;
+        std::vector<float*> yp;
+        for (size_t i = 0; i < W.size(); ++i) wp.push_back(&W[i]), yp.push_back(outs[i].mutable_data());
+        const ei::BatchOrder order = per_row ? ei::BatchOrder::per_row : ei::BatchOrder::llama_cpp;
+        {
+            py::gil_scoped_release nogil;
+            ei::ThreadPool pool(n_threads);
+            ei::MatmulScratch scratch;
+            if (same_input) {
+                ei::matmul_same_input(pool, t, wp.data(), yp.data(), (int)wp.size(), x.data(), n, scratch, order);
+            } else {
+                for (size_t i = 0; i < W.size(); ++i) ei::matmul(pool, t, W[i], x.data(), n, yp[i], scratch, order);
+            }
+        }
+        return outs;
+    }, py::arg("weights"), py::arg("x"), py::arg("n_threads") = 1, py::arg("isa") = py::none(),
+       py::arg("fast") = false, py::arg("same_input") = false, py::arg("per_row") = false,
+       "y_i = W_i x for [(type, bytes, rows), ...] and x [n, k], as the forward pass runs it (weights "
+       "repacked where the table packs them): one matmul each, or (same_input) all through "
+       "matmul_same_input -> [y_i [n, rows_i]].");
 }

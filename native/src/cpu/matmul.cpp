@@ -127,6 +127,29 @@ void run_packed_groups(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs
     }, tasks);
 }
 
+// Several packed weights over the same activations in one pool job: their groups laid end to
+// end and split as one weight's would be (a task may finish one weight and start the next), so
+// a layer's Q, K and V (gate and up) wait on the pool once instead of once each.
+void run_packed_groups_of(ThreadPool& pool, const KernelTable& kt, const MatmulArgs* args, int count) {
+    int64_t first[kMaxSameInput + 1] = {0};  // first[i]: weight i's first group in the joint order
+    for (int i = 0; i < count; ++i) first[i + 1] = first[i] + args[i].W.rows() / kPackRows;
+    const int64_t groups = first[count];
+    const int per_thread = args[0].n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
+    const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
+    pool.run([&](int ith, int nth) {
+        const int64_t j0 = groups * ith / nth, j1 = groups * (ith + 1) / nth;
+        for (int i = 0; i < count; ++i) {
+            const int64_t g0 = std::max(j0, first[i]) - first[i], g1 = std::min(j1, first[i + 1]) - first[i];
+            if (g1 <= g0) continue;
+            const MatmulArgs& a = args[i];
+            const Tensor& W = a.W;
+            kt.types[W.type].gemm_16row_groups(W.cols(), (g1 - g0) * kPackRows, a.n,
+                                               W.packed.get() + g0 * W.packed_group_bytes, W.packed_group_bytes, a.act,
+                                               a.act_row, a.y + g0 * kPackRows, W.rows());
+        }
+    }, tasks);
+}
+
 // A prompt chunk through the tiled GEMM; a panel-packing task repacks the activations, so fewer,
 // larger tasks.
 void run_tiled_gemm(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
@@ -199,34 +222,35 @@ void run_dots(ThreadPool& pool, const MatmulPlan& p, const MatmulArgs& a) {
 
 }  // namespace
 
-void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
-            MatmulScratch& scratch, BatchOrder order) {
+namespace {
+
+// x converted once into W's vec_dot_type, in the scratch (F32 weights use x as it is).
+const uint8_t* convert_activations(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x,
+                                   int64_t n, MatmulScratch& scratch) {
     const TypeKernels& wk = kt.types[W.type];
     const TypeKernels& ak = kt.types[wk.vec_dot_type];
     if (!wk.vec_dot || (wk.vec_dot_type != TYPE_F32 && !ak.from_float))
         throw Error(std::string("no matmul kernel for weight type ") + type_info(W.type).name);
+    if (wk.vec_dot_type == TYPE_F32) return reinterpret_cast<const uint8_t*>(x);
     const int64_t K = W.cols();
     const size_t act_row = row_bytes(wk.vec_dot_type, K);
-
-    // Convert the activations once (F32 weights use them as they are).
-    const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-    if (wk.vec_dot_type != TYPE_F32) {
-        if (scratch.act.size() < act_row * n) scratch.act.resize(act_row * n);
-        uint8_t* dst = scratch.act.data();
-        if (n == 1) {
-            ak.from_float(x, dst, K);
-        } else {
-            pool.run([&](int ith, int nth) {
-                int64_t t0, t1;
-                ThreadPool::split(n, ith, nth, &t0, &t1);
-                for (int64_t t = t0; t < t1; ++t) ak.from_float(x + t * K, dst + t * act_row, K);
-            });
-        }
-        act = dst;
+    if (scratch.act.size() < act_row * n) scratch.act.resize(act_row * n);
+    uint8_t* dst = scratch.act.data();
+    if (n == 1) {
+        ak.from_float(x, dst, K);
+    } else {
+        pool.run([&](int ith, int nth) {
+            int64_t t0, t1;
+            ThreadPool::split(n, ith, nth, &t0, &t1);
+            for (int64_t t = t0; t < t1; ++t) ak.from_float(x + t * K, dst + t * act_row, K);
+        });
     }
+    return dst;
+}
 
-    const MatmulArgs args{W, act, act_row, n, y};
-    const MatmulPlan plan = plan_matmul(wk, W, n, order);
+void run_matmul(ThreadPool& pool, const KernelTable& kt, const MatmulArgs& args, BatchOrder order) {
+    const TypeKernels& wk = kt.types[args.W.type];
+    const MatmulPlan plan = plan_matmul(wk, args.W, args.n, order);
     switch (plan.kind) {
         case MatmulPlan::packed_groups: return run_packed_groups(pool, wk, args);
         case MatmulPlan::tiled_gemm: return run_tiled_gemm(pool, wk, args);
@@ -234,6 +258,36 @@ void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const floa
         case MatmulPlan::ggml_order:
         case MatmulPlan::row_dots: return run_dots(pool, plan, args);
     }
+}
+
+}  // namespace
+
+void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
+            MatmulScratch& scratch, BatchOrder order) {
+    const uint8_t* act = convert_activations(pool, kt, W, x, n, scratch);
+    run_matmul(pool, kt, {W, act, matmul_act_row_bytes(kt, W), n, y}, order);
+}
+
+void matmul_same_input(ThreadPool& pool, const KernelTable& kt, const Tensor* const* W, float* const* y, int count,
+                       const float* x, int64_t n, MatmulScratch& scratch, BatchOrder order) {
+    if (count < 1 || count > kMaxSameInput) throw Error("matmul_same_input: 1.." + std::to_string(kMaxSameInput) + " weights");
+    bool shared = true, all_packed = true;  // one conversion for all; one pool job for all
+    for (int i = 0; i < count; ++i) {
+        shared = shared && W[i]->cols() == W[0]->cols() &&
+                 kt.types[W[i]->type].vec_dot_type == kt.types[W[0]->type].vec_dot_type;
+        all_packed = all_packed && plan_matmul(kt.types[W[i]->type], *W[i], n, order).kind == MatmulPlan::packed_groups;
+    }
+    if (!shared) {
+        for (int i = 0; i < count; ++i) matmul(pool, kt, *W[i], x, n, y[i], scratch, order);
+        return;
+    }
+    const uint8_t* act = convert_activations(pool, kt, *W[0], x, n, scratch);
+    const size_t act_row = matmul_act_row_bytes(kt, *W[0]);
+    std::vector<MatmulArgs> args;
+    args.reserve((size_t)count);
+    for (int i = 0; i < count; ++i) args.push_back({*W[i], act, act_row, n, y[i]});
+    if (all_packed) return run_packed_groups_of(pool, kt, args.data(), count);
+    for (const MatmulArgs& a : args) run_matmul(pool, kt, a, order);
 }
 
 }  // namespace ei

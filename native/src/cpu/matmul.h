@@ -26,6 +26,14 @@ struct MatmulScratch {
 void matmul(ThreadPool& pool, const KernelTable& kt, const Tensor& W, const float* x, int64_t n, float* y,
             MatmulScratch& scratch, BatchOrder order = BatchOrder::llama_cpp);
 
+// The same x through several weights (a layer's Q, K and V; gate and up): y[i] = W[i] x, the
+// bits of `count` separate matmuls. Weights of one activation type and width share one
+// conversion of x, and where all of them are repacked (cpu/repack.h) one pool job covers their
+// groups: a decode step waits on the pool once for them, not once each.
+constexpr int kMaxSameInput = 4;
+void matmul_same_input(ThreadPool& pool, const KernelTable& kt, const Tensor* const* W, float* const* y, int count,
+                       const float* x, int64_t n, MatmulScratch& scratch, BatchOrder order = BatchOrder::llama_cpp);
+
 // Bytes of one activation row converted for W (what matmul stores per row in the scratch).
 size_t matmul_act_row_bytes(const KernelTable& kt, const Tensor& W);
 

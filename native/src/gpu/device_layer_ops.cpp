@@ -46,6 +46,10 @@ void DeviceLayerOps::matmul(const DeviceMat& W, Buf x, int64_t n, Buf y) {
     ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, *y);
 }
 
+void DeviceLayerOps::matmul_same_input(const DeviceMat* const* W, const Buf* y, int count, Buf x, int64_t n) {
+    for (int i = 0; i < count; ++i) matmul(*W[i], x, n, y[i]);
+}
+
 void DeviceLayerOps::matmul_split(const DeviceMat& W, Buf x, int64_t n, Buf a, int64_t wa, Buf b, int64_t wb, Buf c,
                                   int64_t wc) {
     const int64_t stride = wa + wb + wc;

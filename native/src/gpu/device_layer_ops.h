@@ -47,6 +47,7 @@ private:
 class DeviceLayerOps {
 public:
     using Buf = const Buffer*;
+    using Mat = DeviceMat;
     using Weights = DeviceLayerWeights;
 
     // slot_of: layer -> its slot in kv; fused: scratch of at least [n][the widest fused
@@ -62,6 +63,8 @@ public:
 
     void rms_norm(Buf x, const Buffer& w, Buf out, int64_t rows, int64_t width);
     void matmul(const DeviceMat& W, Buf x, int64_t n, Buf y);
+    // y[i] = W[i] x: one matmul each (the device queue has no per-job wait to save).
+    void matmul_same_input(const DeviceMat* const* W, const Buf* y, int count, Buf x, int64_t n);
     void matmul_split(const DeviceMat& W, Buf x, int64_t n, Buf a, int64_t wa, Buf b, int64_t wb, Buf c, int64_t wc);
     void matmul_glu_fused(const DeviceMat& W, Buf x, int64_t n, int64_t ff, bool gelu, Buf gate, Buf up);
     void add_rows(Buf y, const Buffer& bias, int64_t rows, int64_t width);

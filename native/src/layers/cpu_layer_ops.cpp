@@ -14,6 +14,10 @@ void CpuLayerOps::matmul(const Tensor& W, const float* x, int64_t n, float* y) {
     ei::matmul(pool_, kt_, W, x, n, y, scratch_, order_);
 }
 
+void CpuLayerOps::matmul_same_input(const Tensor* const* W, float* const* y, int count, const float* x, int64_t n) {
+    ei::matmul_same_input(pool_, kt_, W, y, count, x, n, scratch_, order_);
+}
+
 void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b,
                                int64_t wb, float* c, int64_t wc) {
     const int64_t stride = wa + wb + wc;

@@ -25,6 +25,7 @@ struct SequenceRun {
 class CpuLayerOps {
 public:
     using Buf = float*;
+    using Mat = Tensor;
     using Weights = CpuLayerWeights;
 
     // fused: scratch of at least [n][max(q_width + 2 kv_width, 2 n_ff)] floats for fused projections.
@@ -43,6 +44,8 @@ public:
 
     void rms_norm(const float* x, const float* w, float* out, int64_t rows, int64_t width);
     void matmul(const Tensor& W, const float* x, int64_t n, float* y);
+    // y[i] = W[i] x for the same x (cpu/matmul.h, matmul_same_input).
+    void matmul_same_input(const Tensor* const* W, float* const* y, int count, const float* x, int64_t n);
     // One matmul with the fused [a | b | c] weight, its columns taken apart into a, b, c.
     void matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b, int64_t wb,
                       float* c, int64_t wc);

@@ -78,9 +78,9 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
     if (ops.present(L.wqkv)) {
         ops.matmul_split(L.wqkv, a.h, n, a.q, qw, a.k, kvw, a.v, kvw);
     } else {
-        ops.matmul(L.wq, a.h, n, a.q);
-        ops.matmul(L.wk, a.h, n, a.k);
-        ops.matmul(L.wv, a.h, n, a.v);
+        const typename Ops::Mat* qkv[] = {&L.wq, &L.wk, &L.wv};
+        const typename Ops::Buf out[] = {a.q, a.k, a.v};
+        ops.matmul_same_input(qkv, out, 3, a.h, n);
     }
     if (ops.present(L.bq)) ops.add_rows(a.q, L.bq, n, qw);
     if (ops.present(L.bk)) ops.add_rows(a.k, L.bk, n, kvw);
@@ -109,8 +109,9 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
     if (ops.present(L.w_gate_up)) {
         ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate, a.up);
     } else {
-        ops.matmul(L.w_gate, a.h, m, a.gate);
-        ops.matmul(L.w_up, a.h, m, a.up);
+        const typename Ops::Mat* gate_up[] = {&L.w_gate, &L.w_up};
+        const typename Ops::Buf out[] = {a.gate, a.up};
+        ops.matmul_same_input(gate_up, out, 2, a.h, m);
         ops.glu(c.gelu, a.gate, a.up, a.gate, m * ff);
     }
     ops.matmul(L.w_down, a.gate, m, a.out);
