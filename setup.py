@@ -101,9 +101,12 @@ class BuildSharedCore(build_ext):
         stale = self.force or not all(os.path.exists(o) for o in objects) or any(
             newer_group(core_depends, self.get_ext_fullpath(ext.name), "newer") for ext in self.extensions)
         if stale:
+            # depends: a changed header recompiles every unit (the compiler otherwise skips a
+            # source older than its object, whatever it includes).
             objects = self.compiler.compile(
                 core_sources,
                 output_dir=self.build_temp,
+                depends=core_depends,
                 macros=core_ext.define_macros,
                 include_dirs=core_ext.include_dirs,
                 extra_postargs=["-fPIC"] + core_ext.extra_compile_args,
@@ -112,6 +115,7 @@ class BuildSharedCore(build_ext):
                 objects += self.compiler.compile(
                     [src],
                     output_dir=self.build_temp,
+                    depends=core_depends,
                     include_dirs=core_ext.include_dirs,
                     extra_postargs=["-std=c++17", "-fPIC"] + COMMON_FLAGS + ISA_SOURCES[src],
                 )

@@ -86,8 +86,11 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
     pool.run([&](int task, int nt) {
         thread_local std::vector<float> scratch;  // the pool's threads keep theirs
         if (scratch.size() < attn_f16_tile_scratch_floats(rows, hd)) scratch.resize(attn_f16_tile_scratch_floats(rows, hd));
-        for (int64_t j = task; j < jobs; j += nt) {
-            const int64_t hk = j / spans, c = j % spans;
+        // A task takes a run of spans, each span's KV heads one after another: the heads' rows
+        // interleave in the cache (position p holds every head's K), so a span's lines then come
+        // from memory once for all its heads instead of once per head.
+        for (int64_t i = jobs * task / nt; i < jobs * (task + 1) / nt; ++i) {
+            const int64_t c = i / s.n_head_kv, hk = i % s.n_head_kv, j = hk * spans + c;
             AttnF16Tile a{q + hk * group * hd, nullptr, n, group, s.n_head * hd, k + hk * hd, v + hk * hd, row_stride,
                           pos0, s.window, hd, s.scale, scratch.data()};
             a.part = part + j * rows * part_row;

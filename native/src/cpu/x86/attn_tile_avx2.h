@@ -51,12 +51,27 @@ inline void transpose8(__m256* r) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+// Requests a row of the cache into L2 (a prefetch: no value changes).
+inline void request_row(const uint16_t* row, int64_t bytes) {
+    const char* p = reinterpret_cast<const char*>(row);
+    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+}
+
 // Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd]. K goes over in 8x8
 // blocks transposed in registers (a decode step converts every cached key once per KV head, so
 // this is most of a long context's attention work); a copy changes no value.
 void load_block(const AttnF16Tile& a, int64_t kb0, int64_t nk, float* kT, float* vb) {
     const int64_t hd = a.head_dim;
+    // The same head's next block is requested while this one converts: the keys come from memory
+    // (a long context's cache is far larger than L2) and the hardware prefetcher does not follow
+    // a head's slices of the position rows far enough ahead. (A decode step's task takes that
+    // block a few jobs later: layers/cpu_blocks.cpp.)
+    const int64_t last = a.last0 + a.n_tok - 1, next = kb0 + KB;
+    const int64_t next_keys = std::min<int64_t>(KB, last - next + 1);
+    const int64_t row_bytes = hd * (int64_t)sizeof(uint16_t);
     for (int64_t j0 = 0; j0 < KB; j0 += 8) {
+        for (int64_t j = j0; j < std::min(j0 + 8, next_keys); ++j)
+            request_row(a.k + (next + j) * a.kv_stride, row_bytes);
         for (int64_t d = 0; d < hd; d += 8) {
             __m256 r[8];
             const uint16_t* kr = a.k + (kb0 + j0) * a.kv_stride + d;
@@ -72,6 +87,7 @@ void load_block(const AttnF16Tile& a, int64_t kb0, int64_t nk, float* kT, float*
         }
     }
     for (int64_t j = 0; j < nk; ++j) {
+        if (j < next_keys) request_row(a.v + (next + j) * a.kv_stride, row_bytes);
         const uint16_t* vr = a.v + (kb0 + j) * a.kv_stride;
         for (int64_t d = 0; d < hd; d += 8)
             _mm256_storeu_ps(vb + j * hd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(vr + d))));
