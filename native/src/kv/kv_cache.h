@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/zero_pages.h"
 #include "cpu/kernels.h"
 
 namespace ei {
@@ -123,8 +124,8 @@ private:
     size_t k_row_, v_row_;
     FromFloatFn quantize_k_, quantize_v_;  // float row -> type_k / type_v row
     ToFloatFn dequantize_k_, dequantize_v_;  // type row -> floats (for shift)
-    std::vector<uint8_t> k_;  // [n_layer][n_ctx][k_row_bytes], type_k
-    std::vector<uint8_t> v_;  // [n_layer][n_ctx][v_row_bytes], type_v
+    ZeroPages k_;  // [n_layer][n_ctx][k_row_bytes], type_k (pages resident once written)
+    ZeroPages v_;  // [n_layer][n_ctx][v_row_bytes], type_v
     std::vector<uint16_t> sink_k_, sink_v_;  // [n_layer][n_sink][width] F16, positions 0 .. n_sink - 1
     std::vector<float> centering_;  // [n_layer][3][width] K mean mu, K scale s, V mean nu (kv/centered_k.h)
     std::vector<float> k_tmp_;  // [width] one K (or V) row being centered / rotated
