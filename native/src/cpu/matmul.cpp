@@ -112,40 +112,26 @@ void task_rows(int64_t M, int i, int nt, int64_t* r0, int64_t* r1) {
     *r1 = std::min(M, *r0 + per);
 }
 
-// The packed GEMV/GEMM for any batch, split by 16-row groups (decode: several tasks a thread for
-// balance; prefill: fewer, larger ones).
-void run_packed_groups(ThreadPool& pool, const TypeKernels& wk, const MatmulArgs& a) {
-    const Tensor& W = a.W;
-    const int64_t M = W.rows(), groups = M / kPackRows;
-    const int per_thread = a.n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
-    const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
-    pool.run([&](int ith, int nth) {
-        const int64_t g0 = groups * ith / nth, g1 = groups * (ith + 1) / nth;
-        if (g1 > g0)
-            wk.gemm_16row_groups(W.cols(), (g1 - g0) * kPackRows, a.n, W.packed.get() + g0 * W.packed_group_bytes,
-                           W.packed_group_bytes, a.act, a.act_row, a.y + g0 * kPackRows, M);
-    }, tasks);
-}
-
-// Several packed weights over the same activations in one pool job: their groups laid end to
-// end and split as one weight's would be (a task may finish one weight and start the next), so
-// a layer's Q, K and V (gate and up) wait on the pool once instead of once each.
-void run_packed_groups_of(ThreadPool& pool, const KernelTable& kt, const MatmulArgs* args, int count) {
+// The packed GEMV/GEMM, split by 16-row groups (decode: several tasks a thread for balance;
+// prefill: fewer, larger ones), for one weight or several over the same activations: their
+// groups laid end to end and split as one weight's would be (a task may finish one weight and
+// start the next), so a layer's Q, K and V (gate and up) wait on the pool once, not once each.
+void run_packed_groups(ThreadPool& pool, const KernelTable& kt, const Tensor* const* W, float* const* y, int count,
+                       const uint8_t* act, size_t act_row, int64_t n) {
     int64_t first[kMaxSameInput + 1] = {0};  // first[i]: weight i's first group in the joint order
-    for (int i = 0; i < count; ++i) first[i + 1] = first[i] + args[i].W.rows() / kPackRows;
+    for (int i = 0; i < count; ++i) first[i + 1] = first[i] + W[i]->rows() / kPackRows;
     const int64_t groups = first[count];
-    const int per_thread = args[0].n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
+    const int per_thread = n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
     const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
     pool.run([&](int ith, int nth) {
         const int64_t j0 = groups * ith / nth, j1 = groups * (ith + 1) / nth;
         for (int i = 0; i < count; ++i) {
             const int64_t g0 = std::max(j0, first[i]) - first[i], g1 = std::min(j1, first[i + 1]) - first[i];
             if (g1 <= g0) continue;
-            const MatmulArgs& a = args[i];
-            const Tensor& W = a.W;
-            kt.types[W.type].gemm_16row_groups(W.cols(), (g1 - g0) * kPackRows, a.n,
-                                               W.packed.get() + g0 * W.packed_group_bytes, W.packed_group_bytes, a.act,
-                                               a.act_row, a.y + g0 * kPackRows, W.rows());
+            const Tensor& w = *W[i];
+            kt.types[w.type].gemm_16row_groups(w.cols(), (g1 - g0) * kPackRows, n,
+                                               w.packed.get() + g0 * w.packed_group_bytes, w.packed_group_bytes, act,
+                                               act_row, y[i] + g0 * kPackRows, w.rows());
         }
     }, tasks);
 }
@@ -252,7 +238,10 @@ void run_matmul(ThreadPool& pool, const KernelTable& kt, const MatmulArgs& args,
     const TypeKernels& wk = kt.types[args.W.type];
     const MatmulPlan plan = plan_matmul(wk, args.W, args.n, order);
     switch (plan.kind) {
-        case MatmulPlan::packed_groups: return run_packed_groups(pool, wk, args);
+        case MatmulPlan::packed_groups: {
+            const Tensor* w = &args.W;
+            return run_packed_groups(pool, kt, &w, &args.y, 1, args.act, args.act_row, args.n);
+        }
         case MatmulPlan::tiled_gemm: return run_tiled_gemm(pool, wk, args);
         case MatmulPlan::small_batch: return run_small_batch(pool, plan, args);
         case MatmulPlan::ggml_order:
@@ -283,11 +272,8 @@ void matmul_same_input(ThreadPool& pool, const KernelTable& kt, const Tensor* co
     }
     const uint8_t* act = convert_activations(pool, kt, *W[0], x, n, scratch);
     const size_t act_row = matmul_act_row_bytes(kt, *W[0]);
-    std::vector<MatmulArgs> args;
-    args.reserve((size_t)count);
-    for (int i = 0; i < count; ++i) args.push_back({*W[i], act, act_row, n, y[i]});
-    if (all_packed) return run_packed_groups_of(pool, kt, args.data(), count);
-    for (const MatmulArgs& a : args) run_matmul(pool, kt, a, order);
+    if (all_packed) return run_packed_groups(pool, kt, W, y, count, act, act_row, n);
+    for (int i = 0; i < count; ++i) run_matmul(pool, kt, {*W[i], act, act_row, n, y[i]}, order);
 }
 
 }  // namespace ei
