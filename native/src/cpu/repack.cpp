@@ -60,18 +60,36 @@ void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, const Pa
     }
 }
 
+// Where element e (0..255) of row j of a Q6_K group's super-block sits (layout in cpu/repack.h):
+// the byte with its low 4 bits (and the shift to them) and the byte with its high 2 bits (and theirs).
+struct Q6Place {
+    size_t lo, hi;
+    int lo_shift, hi_shift;
+};
+Q6Place q6_place(int e, int64_t j) {
+    const int s = e / 16, b = e % 4, p = e % 16 / 4;  // sub-block, byte in the row's 4, piece 0..3
+    const size_t line = (size_t)s * kQ6SubBlockBytes + (size_t)j * 4 + b;
+    return {line + 64 * (p % 2), line + 128, 4 * (p / 2), 2 * p};
+}
+
 // The 16 rows of one Q6_K group (layout in cpu/repack.h).
 void repack_group_q6_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
     uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
     int8_t* sc = reinterpret_cast<int8_t*>(out + lay.sc);       // [nb][16][16]
-    uint8_t* qs = out + lay.qs;                                 // [nb][64][16][4]
+    uint8_t* qs = out + lay.qs;                                 // [nb][16][3][16][4]
+    std::memset(qs, 0, (size_t)nb * 16 * kQ6SubBlockBytes);     // the bits are OR'd in
     for (int64_t j = 0; j < kPackRows; ++j) {
         const block_q6_K* x = reinterpret_cast<const block_q6_K*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
             for (int s = 0; s < QK_K / 16; ++s) sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
-            for (int e = 0; e < QK_K; ++e)
-                qs[((i * 64 + e / 4) * kPackRows + j) * 4 + e % 4] = (uint8_t)ref::q6_K_value(x[i], e);
+            uint8_t* q = qs + i * 16 * kQ6SubBlockBytes;
+            for (int e = 0; e < QK_K; ++e) {
+                const int v = ref::q6_K_value(x[i], e);  // 0..63
+                const Q6Place at = q6_place(e, j);
+                q[at.lo] |= (uint8_t)((v & 15) << at.lo_shift);
+                q[at.hi] |= (uint8_t)((v >> 4) << at.hi_shift);
+            }
         }
     }
 }
@@ -90,7 +108,7 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
         lay.m = nb * kPackRows * sizeof(uint16_t);  // (no minimums: where d ends)
         lay.sc = lay.qh = align64(lay.m);
         lay.qs = lay.sc + nb * 16 * kPackRows;      // sc: 256 bytes a super-block, a multiple of 64
-        lay.group = lay.qs + nb * kPackRows * QK_K;
+        lay.group = lay.qs + nb * 16 * kQ6SubBlockBytes;
         return lay;
     }
     lay.m = nb * kPackRows * sizeof(uint16_t);                      // after d
@@ -219,8 +237,12 @@ void gemm_packed_ref_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t
                 int32_t isum = 0;
                 for (int s = 0; s < 16; ++s) {
                     int32_t sub = -32 * act[i].bsums[s];  // the stored values' offset
-                    for (int e = 16 * s; e < 16 * s + 16; ++e)
-                        sub += qs[((i * 64 + e / 4) * kPackRows + j) * 4 + e % 4] * act[i].qs[e];
+                    for (int e = 16 * s; e < 16 * s + 16; ++e) {
+                        const Q6Place at = q6_place(e, j);
+                        const uint8_t* q = qs + i * 16 * kQ6SubBlockBytes;
+                        const int v = (q[at.lo] >> at.lo_shift & 15) | (q[at.hi] >> at.hi_shift & 3) << 4;
+                        sub += v * act[i].qs[e];
+                    }
                     isum += sc[(i * 16 + s) * kPackRows + j] * sub;
                 }
                 const float dd = fp16_to_fp32(d[i * kPackRows + j]) * act[i].d;

@@ -2,10 +2,12 @@
 // has the layout and the float order; bit for bit the scalar reference in cpu/repack.cpp and the
 // AVX-512 kernel in gemm_packed_q6k_avx512.cpp, for any number of columns).
 //
-// A group's 64-byte piece is two 256-bit halves, rows 0..7 and 8..15 (row 8h + j in int32 lane
-// j of half h). Both halves go through a column together, sharing its broadcast activation bytes
-// and each line of the group read once (a pass per half, which broadcasts twice and walks the
-// group twice, was measured about twice as slow for a lone column). Without VNNI the
+// A group's 64-byte lines are two 256-bit halves, rows 0..7 and 8..15 (row 8h + j in int32 lane
+// j of half h); a sub-block's three lines unpack, a half at a time, into four pieces of 8 rows x 4
+// u8 values 0..63 (piece p the values 4p..4p+3 of the sub-block; layout in cpu/repack.h), and
+// each half goes through every column of the panel, so the group is walked once (a pass per half
+// over the whole group, walking it twice, was measured about twice as slow for a lone column;
+// the activations' broadcasts are loads, taken twice). Without VNNI the
 // integer sums take VPMADDUBSW (u8 weight x s8 activation, adjacent pairs into int16): a pair is
 // at most 2 * 63 * 128 = 16128, two pieces' pairs added are still below 2^15, so nothing
 // saturates. VPMADDWD against the rows' scales (each row's int8 scale in both int16 of its lane)
@@ -37,8 +39,22 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// Half h of the four pieces of the sub-block at q. Shifts are 16-bit: the masks keep each piece's
+// nibble and its two high bits (placed at bits 4-5) and nothing a shift brought across bytes.
+inline void unpack_sub_block_half(const uint8_t* q, int h, __m256i piece[4]) {
+    const __m256i lo02 = _mm256_load_si256((const __m256i*)(q + 32 * h));
+    const __m256i lo13 = _mm256_load_si256((const __m256i*)(q + 64 + 32 * h));
+    const __m256i high = _mm256_load_si256((const __m256i*)(q + 128 + 32 * h));
+    const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    piece[0] = _mm256_or_si256(_mm256_and_si256(lo02, m0f), _mm256_and_si256(_mm256_slli_epi16(high, 4), m30));
+    piece[1] = _mm256_or_si256(_mm256_and_si256(lo13, m0f), _mm256_and_si256(_mm256_slli_epi16(high, 2), m30));
+    piece[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo02, 4), m0f), _mm256_and_si256(high, m30));
+    piece[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lo13, 4), m0f),
+                               _mm256_and_si256(_mm256_srli_epi16(high, 2), m30));
+}
+
 // One group's 16 rows x NC columns into y[c][0..15], as two halves of 8 rows (half h: rows
-// 8h..8h+7) sharing each column's broadcast activation bytes. With prefetch > 0, requests the
+// 8h..8h+7), a sub-block at a time. With prefetch > 0, requests the
 // group's lines `prefetch` bytes on (the next group's).
 template <int NC>
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
@@ -53,27 +69,25 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
         for (int c = 0; c < NC; ++c) isum[c][0] = isum[c][1] = offs[c][0] = offs[c][1] = _mm256_setzero_si256();
         if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
         for (int s = 0; s < kSubs; ++s) {
-            const uint8_t* q = qs + (i * QK_K / 4 + 4 * s) * 64;
+            const uint8_t* q = qs + (i * kSubs + s) * kQ6SubBlockBytes;
             const int8_t* scs = sc + (i * kSubs + s) * kPackRows;
             if (prefetch) {  // into L2 only, as the other packed kernels do
-                for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                for (int t = 0; t < 3; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
                 if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);
             }
             const __m128i s8 = _mm_load_si128((const __m128i*)scs);
             const __m256i scale[2] = {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8)),   // (sc_j, sc_j) in lane j
                                       _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s8, s8))};
-            for (int c = 0; c < NC; ++c) {
-                const int8_t* aq = act[c][i].qs + 16 * s;
-                const __m256i a0 = bcast4(aq), a1 = bcast4(aq + 4), a2 = bcast4(aq + 8), a3 = bcast4(aq + 12);
-                const __m256i bsum = _mm256_set1_epi32((int32_t)(uint16_t)act[c][i].bsums[s]);  // (bsum, 0)
-                for (int h = 0; h < 2; ++h) {
-                    const uint8_t* qh = q + 32 * h;
-                    const __m256i p01 = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)qh), a0),
-                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(qh + 64)), a1));
-                    const __m256i p23 = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(qh + 128)), a2),
-                        _mm256_maddubs_epi16(_mm256_load_si256((const __m256i*)(qh + 192)), a3));
+            for (int h = 0; h < 2; ++h) {
+                __m256i piece[4];
+                unpack_sub_block_half(q, h, piece);
+                for (int c = 0; c < NC; ++c) {
+                    const int8_t* aq = act[c][i].qs + 16 * s;
+                    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(piece[0], bcast4(aq)),
+                                                         _mm256_maddubs_epi16(piece[1], bcast4(aq + 4)));
+                    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(piece[2], bcast4(aq + 8)),
+                                                         _mm256_maddubs_epi16(piece[3], bcast4(aq + 12)));
+                    const __m256i bsum = _mm256_set1_epi32((int32_t)(uint16_t)act[c][i].bsums[s]);  // (bsum, 0)
                     isum[c][h] = _mm256_add_epi32(isum[c][h], _mm256_add_epi32(_mm256_madd_epi16(p01, scale[h]),
                                                                                _mm256_madd_epi16(p23, scale[h])));
                     offs[c][h] = _mm256_add_epi32(offs[c][h], _mm256_madd_epi16(scale[h], bsum));

@@ -2,9 +2,10 @@
 // (cpu/repack.h has the layout and the float order; bit for bit the scalar reference in
 // cpu/repack.cpp, for any number of columns).
 //
-// A 512-bit register holds a whole group's 4-byte piece of a super-block (qs[i][t]: 16 rows x 4
-// u8 values 0..63, row j in int32 lane j), stored unpacked, so it goes into VPDPBUSD as loaded.
-// Per sub-block s (pieces 4s..4s+3) and activation column, four VPDPBUSD against the column's
+// A sub-block's three 64-byte lines unpack into four 512-bit pieces (16 rows x 4 u8 values 0..63,
+// row j in int32 lane j; piece p the values 4p..4p+3 of the sub-block): two shifts and two masks
+// of the high-bit line place each piece's two bits at bits 4-5 with zeros above, so one VPTERNLOGD
+// per piece merges them under its nibble. Per sub-block s and activation column, four VPDPBUSD against the column's
 // 4-byte groups broadcast (signed q8_K values), started from -32 * bsums[s], give the 16 rows'
 // exact sub-block sums; one VPMULLD by the 16 rows' scales of s (int8 widened to int32) and one
 // add fold it into the super-block's int32 sum. VPDPBUSD and VPMULLD wrap, never saturate, and
@@ -12,7 +13,7 @@
 // of their additions. One convert, one multiply (d_w * d_a) and one FMA per super-block finish 16
 // outputs of a column.
 //
-// Columns go in panels of up to kCols sharing each loaded piece; a group passes under every panel
+// Columns go in panels of up to kCols sharing each unpacked piece; a group passes under every panel
 // before the next group (after the first panel it is in L1 or L2), and the first panel requests
 // the next group ahead, a sub-block at a time as it goes.
 #include <immintrin.h>
@@ -42,6 +43,22 @@ inline __m512i bcast4(const int8_t* p) {
     return _mm512_set1_epi32(v);
 }
 
+// The four pieces of the sub-block at q (layout in cpu/repack.h). Shifts are 16-bit, so bits cross
+// into the neighbouring byte: the masks keep exactly what each piece needs (bits 4-5 of `high`,
+// and the bits the shift brings into 6-7 are zeros of h01 or h23).
+inline void unpack_sub_block(const uint8_t* q, __m512i piece[4]) {
+    const __m512i lo02 = _mm512_load_si512((const void*)q), lo13 = _mm512_load_si512((const void*)(q + 64));
+    const __m512i high = _mm512_load_si512((const void*)(q + 128));
+    const __m512i m33 = _mm512_set1_epi8(0x33), m0f = _mm512_set1_epi8(0x0F);
+    const __m512i h02 = _mm512_and_si512(high, m33), h13 = _mm512_andnot_si512(m33, high);
+    // (a & m0f) | (b & ~m0f): m0f chooses, bit by bit, a where it is set and b where it is not.
+    constexpr int kMerge = 0xE4;
+    piece[0] = _mm512_ternarylogic_epi32(lo02, _mm512_slli_epi16(h02, 4), m0f, kMerge);
+    piece[1] = _mm512_ternarylogic_epi32(lo13, _mm512_slli_epi16(h13, 2), m0f, kMerge);
+    piece[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(lo02, 4), h02, m0f, kMerge);
+    piece[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(lo13, 4), _mm512_srli_epi16(h13, 2), m0f, kMerge);
+}
+
 // One group's 16 rows x NC columns. With prefetch > 0, requests the same lines `prefetch` bytes
 // on (the next group's).
 template <int NC>
@@ -57,14 +74,14 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
         for (auto& v : isum) v = _mm512_setzero_si512();
         if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
         for (int s = 0; s < kSubs; ++s) {
-            const uint8_t* q = qs + (i * QK_K / 4 + 4 * s) * 64;
+            const uint8_t* q = qs + (i * kSubs + s) * kQ6SubBlockBytes;
             const int8_t* scs = sc + (i * kSubs + s) * kPackRows;
-            if (prefetch) {  // the pieces into L2 only (as the other packed kernels: L1 requests throttled the stream)
-                for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+            if (prefetch) {  // the lines into L2 only (as the other packed kernels: L1 requests throttled the stream)
+                for (int t = 0; t < 3; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
                 if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);  // four sub-blocks' scales: one line
             }
             __m512i wq[4];
-            for (int t = 0; t < 4; ++t) wq[t] = _mm512_load_si512((const void*)(q + t * 64));
+            unpack_sub_block(q, wq);
             const __m512i scale = _mm512_cvtepi8_epi32(_mm_load_si128((const __m128i*)scs));
             for (int c = 0; c < NC; ++c) {
                 const int8_t* aq = act[c][i].qs + 16 * s;
