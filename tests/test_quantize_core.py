@@ -1,7 +1,7 @@
 """The weight quantizers of the core (`_core.quantize_rows`): bit-identical blocks with the `gguf`
-package's reference quantizers and with ggml's own (libggml-base from the llama.cpp build in the
-bench venv, when present), on random data and edge cases (zeros, ties, one-signed blocks, large
-and tiny magnitudes)."""
+package's reference quantizers and with ggml's own (libggml-base of a llama.cpp build: the bench
+venv's or scripts/llamacpp_bin.py's, when present), on random data and edge cases (zeros, ties,
+one-signed blocks, large and tiny magnitudes)."""
 from __future__ import annotations
 
 import ctypes
@@ -17,6 +17,7 @@ from support.llamacpp_venv import libggml_base
 T = gguf.GGMLQuantizationType
 LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 KQUANTS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
+IQUANTS = [T.IQ4_NL, T.IQ4_XS]
 PLAIN = [T.F32, T.F16, T.BF16]
 
 
@@ -63,7 +64,7 @@ def _libggml() -> ctypes.CDLL | None:
 def libggml():
     lib = _libggml()
     if lib is None:
-        pytest.skip("no libggml-base.so (llama.cpp build of the bench venv; set EDGEINFER_LIBGGML)")
+        pytest.skip("no libggml-base.so (build llama.cpp with scripts/llamacpp_bin.py, or set EDGEINFER_LIBGGML)")
     return lib
 
 
@@ -76,7 +77,7 @@ def _ggml_quantize(lib: ctypes.CDLL, qtype: int, x: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("qtype", LEGACY + KQUANTS + [T.F16, T.BF16], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", LEGACY + KQUANTS + IQUANTS + [T.F16, T.BF16], ids=lambda t: t.name)
 def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
     for x in _cases(512):
         ours = _core.quantize_rows(int(qtype), x, 2)
@@ -87,9 +88,11 @@ def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
 
 # Relative RMS round-trip error on Gaussian rows. Measured with these quantizers (identical to
 # ggml's, see above): q4_0 0.086, q4_1 0.078, q5_0 0.043, q5_1 0.038, q8_0 0.0054, q2_K 0.297,
-# q3_K 0.151, q4_K 0.072, q5_K 0.036, q6_K 0.018, f16 0.0002, bf16 0.0017; bounds ~15% above.
+# q3_K 0.151, q4_K 0.072, q5_K 0.036, q6_K 0.018, iq4_nl 0.0761, iq4_xs 0.0767, f16 0.0002,
+# bf16 0.0017; bounds ~15% above.
 ROUND_TRIP_BOUND = {T.Q4_0: 0.1, T.Q4_1: 0.09, T.Q5_0: 0.05, T.Q5_1: 0.044, T.Q8_0: 0.0063,
                     T.Q2_K: 0.34, T.Q3_K: 0.175, T.Q4_K: 0.083, T.Q5_K: 0.042, T.Q6_K: 0.021,
+                    T.IQ4_NL: 0.0875, T.IQ4_XS: 0.088,
                     T.F16: 3e-4, T.BF16: 2e-3, T.F32: 0.0}
 
 

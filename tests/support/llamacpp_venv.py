@@ -20,8 +20,27 @@ def has_llama_cpp() -> bool:
                                                     capture_output=True).returncode == 0
 
 
+def _ggml_library(name: str) -> Path | None:
+    """ggml's `name` (libggml-base.so, libggml-cpu.so): $EDGEINFER_LIBGGML's folder if set, else the
+    binding's in the bench venv, else the newest llama.cpp's build (scripts/llamacpp_bin.py)."""
+    if "EDGEINFER_LIBGGML" in os.environ:
+        patterns = [str(Path(os.environ["EDGEINFER_LIBGGML"]).parent / name)]
+    else:
+        llamacpp_bin = load_script("llamacpp_bin")
+        patterns = [str(BENCH_VENV / "lib" / "python3*" / "site-packages" / "llama_cpp" / "lib" / name),
+                    str(llamacpp_bin.default_root() / "*" / "build" / "bin" / name)]
+    for pattern in patterns:
+        paths = sorted(glob.glob(pattern))
+        if paths:
+            return Path(paths[-1])
+    return None
+
+
 def libggml_base() -> Path | None:
-    """The binding's libggml-base.so ($EDGEINFER_LIBGGML overrides the search), or None."""
-    pattern = str(BENCH_VENV / "lib" / "python3*" / "site-packages" / "llama_cpp" / "lib" / "libggml-base.so")
-    paths = glob.glob(os.environ.get("EDGEINFER_LIBGGML", pattern))
-    return Path(paths[0]) if paths else None
+    """libggml-base.so of a llama.cpp build ($EDGEINFER_LIBGGML names it), or None."""
+    return _ggml_library("libggml-base.so")
+
+
+def libggml_cpu() -> Path | None:
+    """libggml-cpu.so beside it (ggml's CPU kernels, built for this machine's CPU), or None."""
+    return _ggml_library("libggml-cpu.so")

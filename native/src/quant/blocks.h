@@ -122,6 +122,31 @@ struct block_q8_K {
     int16_t bsums[QK_K / 16];
 };
 
+// ---- i-quants with 4-bit indices into a non-linear table ------------------------------------
+// Kernels: quant/ref_iquants.cpp (scalar), cpu/x86/iquants_256.h (AVX2 / AVX-512).
+
+constexpr int QK4_NL = 32;
+// The 16 values a 4-bit index decodes to (ggml's kvalues_iq4nl): denser near zero, where most
+// weights are, than q4_0's evenly spaced -8..7.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// 4.5 bpw. x[j] = d * kIq4nlValues[q[j]], q[j] a nibble packed as in q4_0. llama.cpp's quantizer
+// falls back to it for rows that are not whole 256-element super-blocks.
+struct block_iq4_nl {
+    uint16_t d;               // fp16 scale
+    uint8_t qs[QK4_NL / 2];   // nibbles as in q4_0
+};
+
+// 4.25 bpw. 8 sub-blocks of 32: x = d * (ls[i] - 32) * kIq4nlValues[q], ls[i] a 6-bit value: its
+// low 4 bits in nibble i % 2 of scales_l[i / 2], its high 2 bits at bits 2i..2i+1 of scales_h;
+// sub-block i's nibbles are qs[16i .. 16i + 15], packed as in q4_0.
+struct block_iq4_xs {
+    uint16_t d;                     // fp16 super-block scale
+    uint16_t scales_h;              // high 2 bits of the 8 sub-block scales
+    uint8_t scales_l[QK_K / 64];    // low 4 bits of the 8 sub-block scales
+    uint8_t qs[QK_K / 2];           // 4-bit indices
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 size must match quant/types.cpp");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 size must match quant/types.cpp");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 size must match quant/types.cpp");
@@ -134,5 +159,7 @@ static_assert(sizeof(block_q4_K) == 144, "q4_K size must match quant/types.cpp")
 static_assert(sizeof(block_q5_K) == 176, "q5_K size must match quant/types.cpp");
 static_assert(sizeof(block_q6_K) == 210, "q6_K size must match quant/types.cpp");
 static_assert(sizeof(block_q8_K) == 292, "q8_K size must match quant/types.cpp");
+static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl size must match quant/types.cpp");
+static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs size must match quant/types.cpp");
 
 }  // namespace ei

@@ -26,6 +26,8 @@ QuantizeRowFn quantize_row_fn(uint32_t type) {
         case TYPE_Q4_K: return qref::quantize_row_q4_K;
         case TYPE_Q5_K: return qref::quantize_row_q5_K;
         case TYPE_Q6_K: return qref::quantize_row_q6_K;
+        case TYPE_IQ4_NL: return qref::quantize_row_iq4_nl;
+        case TYPE_IQ4_XS: return qref::quantize_row_iq4_xs;
         default: return nullptr;
     }
 }

@@ -22,21 +22,12 @@
 #include "common/fp16.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
+#include "quant/quantize_math.h"
 
 namespace ei {
 namespace qref {
 
 namespace {
-
-constexpr float kGroupMaxEps = 1e-15f;  // below this absmax a sub-block counts as all zero
-
-// Round to nearest (half to even, by the float adder), valid for |f| <= 2^22.
-inline int nearest_int(float f) {
-    const float v = f + 12582912.f;  // 1.5 * 2^23: the integer lands in the low mantissa bits
-    int i;
-    std::memcpy(&i, &v, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
 
 inline int clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 

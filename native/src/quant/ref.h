@@ -61,6 +61,12 @@ void vec_dot_q4_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q5_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q6_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 
+// ---- i-quants with a non-linear 4-bit table (ref_iquants.cpp) ----
+void to_float_iq4_nl(const void* src, float* dst, int64_t n);
+void to_float_iq4_xs(const void* src, float* dst, int64_t n);
+void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const void* x, const void* y);
+
 }  // namespace ref
 
 }  // namespace ei

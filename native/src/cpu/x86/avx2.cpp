@@ -2,10 +2,11 @@
 // has checked that the CPU and OS support them). The kernels themselves live in quants_256.h,
 // shared with the AVX-512 unit.
 #include "cpu/x86/quants_256.h"
+#include "cpu/x86/iquants_256.h"
 #include "cpu/x86/kquants_256.h"
 
 namespace ei {
 
-void fill_kernels_avx2(KernelTable& t) { fill_kernels_256(t); fill_kernels_kquants_256(t); }
+void fill_kernels_avx2(KernelTable& t) { fill_kernels_256(t); fill_kernels_kquants_256(t); fill_kernels_iquants_256(t); }
 
 }  // namespace ei

@@ -6,10 +6,11 @@
 // TODO(perf): 512-bit kernels processing two blocks per register (changes the float
 // summation order relative to llama.cpp; measure before and after).
 #include "cpu/x86/quants_256.h"
+#include "cpu/x86/iquants_256.h"
 #include "cpu/x86/kquants_256.h"
 
 namespace ei {
 
-void fill_kernels_avx512(KernelTable& t) { fill_kernels_256(t); fill_kernels_kquants_256(t); }
+void fill_kernels_avx512(KernelTable& t) { fill_kernels_256(t); fill_kernels_kquants_256(t); fill_kernels_iquants_256(t); }
 
 }  // namespace ei

