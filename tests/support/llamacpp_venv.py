@@ -44,3 +44,11 @@ def libggml_base() -> Path | None:
 def libggml_cpu() -> Path | None:
     """libggml-cpu.so beside it (ggml's CPU kernels, built for this machine's CPU), or None."""
     return _ggml_library("libggml-cpu.so")
+
+
+def llamacpp_tool(name: str) -> Path | None:
+    """A tool (llama-quantize, llama-imatrix, ...) of the newest llama.cpp's build made by
+    scripts/llamacpp_bin.py, or None where there is none."""
+    llamacpp_bin = load_script("llamacpp_bin")
+    paths = sorted(glob.glob(str(llamacpp_bin.default_root() / "*" / "build" / "bin" / name)))
+    return Path(paths[-1]) if paths else None
