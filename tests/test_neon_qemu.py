@@ -2,8 +2,8 @@
 for AArch64 (cross-compiled and run under qemu-aarch64 -cpu max on x86, natively on ARM), once
 with the NEON unit as setup.py compiles it (dotprod) and once without dotprod, and compares
 every NEON kernel with the scalar reference: quantizers and conversions byte for byte, the
-quantized dot products bit for bit (and all of them within the bounds of test_kernels.py and
-test_kquants.py). The script installs g++-aarch64-linux-gnu and qemu-user if they are missing;
+dot products within the bounds of test_kernels.py, test_kquants.py and test_iquants.py (how many
+are bit-identical is reported: the i-quants follow ggml's ARM float order, not the reference's). The script installs g++-aarch64-linux-gnu and qemu-user if they are missing;
 where it cannot (exit code 77) the test is skipped, or fails under EDGEINFER_REQUIRE_MODELS=1
 or CI=true, where the toolchain is expected to be there (scripts/test.sh installs it).
 """
@@ -23,7 +23,7 @@ SCRIPT = SCRIPTS_DIR / "test_neon.sh"
 
 # What the NEON table must override (the rest may stay scalar).
 EXPECTED_OVERRIDES = [f"vec_dot:{t}" for t in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K",
-                                               "q5_K", "q6_K", "f16", "f32")]
+                                               "q5_K", "q6_K", "iq4_nl", "iq4_xs", "f16", "f32")]
 EXPECTED_OVERRIDES += ["from_float:q8_0", "from_float:q8_1"]
 
 

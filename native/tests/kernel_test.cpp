@@ -13,12 +13,17 @@
 //  * from_float (activation quantizers, F16 conversion): the same bytes, on random rows and on
 //    edge cases (exact .5 ties, zero blocks, tiny and huge magnitudes). One known exception,
 //    printed as KNOWN and not counted: the x86 Q8 quantizers on blocks with amax < 2^-121.
-//  * to_float: the same float bits, on random blocks of every type.
+//  * to_float: the same float bits, on random blocks of every type; an entry the ISA table
+//    inherits must be the reference's own function (reported as such), never missing.
 //  * vec_dot: |t - r| <= tol * sum_i |w_i * y_i| (w, y dequantized; tol 1e-5, 4e-6 for the
-//    k-quants: the bounds of tests/test_kernels.py and tests/test_kquants.py), and exactly 0
-//    for zero activations. How many results are bit-identical is reported, not required: the
-//    NEON quantized dot products give the reference's bits as GCC builds both today, but that
-//    hangs on how the compiler contracts the reference's float expression.
+//    k-quants: the bounds of tests/test_kernels.py, tests/test_kquants.py and
+//    tests/test_iquants.py), exactly 0 for zero activations, and on a row whose last weight
+//    block and first activation block are all zero (d = 0). Row lengths include odd block counts
+//    (96 = 3 blocks of 32, 768 = 3 super-blocks). How many results are bit-identical is
+//    reported, not required: the NEON dot products of the legacy and k-quants give the
+//    reference's bits as GCC builds both today, but that hangs on how the compiler contracts the
+//    reference's float expression; the i-quants follow ggml's float order instead (per pair of
+//    blocks, per super-block), so they match the reference's integers but not its rounding.
 // One line per check, then "<isa>: N passed, N failed"; the exit code is 1 if anything failed.
 // Options: --expect-isa NAME fails unless dispatch selects NAME (the best ISA) on this machine.
 #include <algorithm>
@@ -95,6 +100,8 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
         case TYPE_Q4_K: each((block_q4_K*)raw.data(), [](block_q4_K& b) { b.d = random_scale(); b.dmin = random_scale(); }); break;
         case TYPE_Q5_K: each((block_q5_K*)raw.data(), [](block_q5_K& b) { b.d = random_scale(); b.dmin = random_scale(); }); break;
         case TYPE_Q6_K: each((block_q6_K*)raw.data(), [](block_q6_K& b) { b.d = random_scale(); }); break;
+        case TYPE_IQ4_NL: each((block_iq4_nl*)raw.data(), [](block_iq4_nl& b) { b.d = random_scale(); }); break;
+        case TYPE_IQ4_XS: each((block_iq4_xs*)raw.data(), [](block_iq4_xs& b) { b.d = random_scale(); }); break;
         case TYPE_Q8_K:
             each((block_q8_K*)raw.data(), [](block_q8_K& b) {
                 b.d = uniform(-0.1f, 0.1f);
@@ -112,8 +119,9 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
 }
 
 // The types the tables serve, in ggml id order.
-const uint32_t kTypes[] = {TYPE_F32,  TYPE_F16,  TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1, TYPE_Q8_0, TYPE_Q8_1,
-                           TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_K, TYPE_BF16};
+const uint32_t kTypes[] = {TYPE_F32,  TYPE_F16,  TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1,   TYPE_Q8_0,   TYPE_Q8_1,
+                           TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_K,   TYPE_IQ4_NL, TYPE_IQ4_XS,
+                           TYPE_BF16};
 
 bool is_kquant(uint32_t type) { return type >= TYPE_Q2_K && type <= TYPE_Q6_K; }
 bool is_float(uint32_t type) { return type == TYPE_F32 || type == TYPE_F16 || type == TYPE_BF16; }
@@ -205,7 +213,16 @@ void check_from_float(const KernelTable& r, const KernelTable& t, uint32_t type)
 // ---- to_float ------------------------------------------------------------------------------
 
 void check_to_float(const KernelTable& r, const KernelTable& t, uint32_t type) {
-    if (!t.types[type].to_float || t.types[type].to_float == r.types[type].to_float) return;
+    if (!r.types[type].to_float) return;
+    if (t.types[type].to_float == r.types[type].to_float) {
+        // Inherited: dequantization (and matmul's fallbacks that use it) runs the reference itself.
+        report(true, label("to_float", type, t.isa), "the scalar reference's (inherited)");
+        return;
+    }
+    if (!t.types[type].to_float) {
+        report(false, label("to_float", type, t.isa), "missing where the reference has one");
+        return;
+    }
     const int64_t n = 4096;
     int same = 0;
     const int rows = 8;
@@ -227,7 +244,7 @@ void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
     const int64_t bs = type_info(type).block_size;
     std::vector<int64_t> sizes;
     if (is_float(type)) sizes = {1, 7, 16, 33, 100, 1000, 2048};
-    else if (is_kquant(type)) sizes = {256, 768, 4096};
+    else if (bs == QK_K) sizes = {256, 768, 4096};  // k-quants, IQ4_XS
     else sizes = {32, 96, 256, 4096};
     const double tol = is_kquant(type) ? 4e-6 : 1e-5;
     for (int64_t n : sizes) {
@@ -236,9 +253,16 @@ void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
         int identical = 0, within = 0;
         double worst = 0.0;  // max |t - r| / sum |w y|
         for (int k = 0; k < rows; k++) {
-            const std::vector<uint8_t> w = random_row(type, n);
+            std::vector<uint8_t> w = random_row(type, n);
             std::vector<float> x = random_floats(n);
             if (k == 0) std::fill(x.begin(), x.end(), 0.0f);  // zero activations give exactly 0
+            if (k == 1 && !is_float(type)) {
+                // An all-zero weight block (every byte 0, so d = 0) as the last one, where an odd
+                // block count's tail is, and an all-zero first activation block (d = 0 too).
+                const size_t wb = type_info(type).type_size;
+                std::fill(w.end() - (std::ptrdiff_t)wb, w.end(), (uint8_t)0);
+                std::fill(x.begin(), x.begin() + type_info(act).block_size, 0.0f);
+            }
             std::vector<uint8_t> y(row_bytes(act, n));
             r.types[act].from_float(x.data(), y.data(), n);
             std::vector<float> wf((size_t)n), yf((size_t)n);
