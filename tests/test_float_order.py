@@ -1,5 +1,5 @@
-"""The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0, Q8_0
-(and Q6_K, where a table has its kernels) weights repacked into 16-row groups and summed per block
+"""The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0, Q8_0,
+IQ4_NL (and Q6_K, where a table has its kernels) weights repacked into 16-row groups and summed per block
 (super-block) exactly, one FMA per block and output.
 
 Every ISA's kernels give the scalar reference's bits for any number of columns; the reference
@@ -27,7 +27,7 @@ from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K, T.IQ4_NL]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
@@ -66,6 +66,8 @@ def weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1,
                                                           # -32 / 31 for Q6_K)
     w[2] = 0.0                                            # d = 0
+    if qtype == T.IQ4_NL:  # (gguf-py has no IQ4_NL quantizer; the core's is ggml's, bit for bit)
+        return _core.quantize_rows(int(qtype), w, 2).reshape(-1)
     return np.frombuffer(quantize(w, qtype).tobytes(), np.uint8)
 
 

@@ -1,4 +1,4 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q6_K layouts (cpu/repack.h): repacking, and the scalar
+// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / Q6_K layouts (cpu/repack.h): repacking, and the scalar
 // references of the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1, Q5_0, Q8_0 and Q6_K in
 // FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
@@ -22,7 +22,8 @@ namespace ei {
 namespace {
 
 bool has_packed_layout(uint32_t type) {
-    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0 || type == TYPE_Q6_K;
+    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0 || type == TYPE_Q6_K ||
+           type == TYPE_IQ4_NL;
 }
 
 // Elements of a block (a row's unit of repacking).
@@ -135,6 +136,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q6_K: repack_group_q6_K(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_IQ4_NL: repack_group<block_iq4_nl>(rows_in, src_row_bytes, nb, lay, out); break;
             default: repack_group<block_q4_0>(rows_in, src_row_bytes, nb, lay, out); break;
         }
     }
@@ -161,8 +163,8 @@ bool repack_enabled() {
 namespace {
 
 // One block's exact integer sum of row j of a group against an activation block (q_w the stored
-// value: a nibble 0..15, Q5_0's 5-bit value 0..31, or Q8_0's signed byte). Q4_0 and Q5_0 subtract
-// their offsets (8, 16) here.
+// value: a nibble 0..15, Q5_0's 5-bit value 0..31, Q8_0's signed byte, or IQ4_NL's table value of
+// its nibble). Q4_0 and Q5_0 subtract their offsets (8, 16) here.
 template <uint32_t Type, class Act>
 int32_t packed_block_isum(const uint8_t* qs, const uint8_t* qh, int64_t i, int64_t j, const Act& act) {
     int32_t isum = 0;
@@ -180,6 +182,10 @@ int32_t packed_block_isum(const uint8_t* qs, const uint8_t* qh, int64_t i, int64
                 const uint8_t h = qh[(i * 4 + t) * kPackRows + j];
                 lo |= ((h >> b) & 1) << 4;
                 hi |= ((h >> (4 + b)) & 1) << 4;
+            }
+            if constexpr (Type == TYPE_IQ4_NL) {
+                lo = kIq4nlValues[lo];
+                hi = kIq4nlValues[hi];
             }
             isum += lo * act.qs[4 * t + b] + hi * act.qs[16 + 4 * t + b];
         }
@@ -262,6 +268,7 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
     t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_q6_K;
+    t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_ref<TYPE_IQ4_NL>;
 }
 
 }  // namespace ei

@@ -1,7 +1,7 @@
-// Q4_0, Q4_1, Q5_0, Q8_0 and Q6_K weights repacked at load time into 16-row interleaved groups, for
+// Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and Q6_K weights repacked at load time into 16-row interleaved groups, for
 // the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
 // references of the types' own order, cpu/x86/gemm_packed_avx2.cpp and gemm_packed_avx512.cpp
-// the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0 and Q8_0 in that order;
+// the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0, Q8_0 and IQ4_NL in that order;
 // cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only;
 // in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
 // table repacks the types it has packed kernels for.
@@ -28,6 +28,8 @@
 // nibble (the blocks' own packing, unchanged), so qs[i][t] read as 64 bytes is, after `& 15`, the
 // 16 rows' elements 4t..4t+3 and, after `>> 4`, their elements 16+4t..16+4t+3; Q8_0's qs[i][t]
 // is the 16 rows' elements 4t..4t+3. A group is as many bytes as its 16 rows were (plus padding).
+// IQ4_NL's blocks are Q4_0's (d and nibbles), so its groups are too; a nibble is an index into
+// its table of 16 values, looked up in registers (VPSHUFB) by the kernels.
 //
 // Q6_K (256-element super-blocks, nb = K / 256 a row), its own layout:
 //   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
@@ -51,11 +53,12 @@
 //     isum = sum_e q_w[e] * q_a[e] - 8 * sum_e q_a[e]       (q_w the nibble 0..15; exact int32)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
-// (against vec_dot they differ by rounding only). In FloatOrder::fast (cpu/kernels.h), Q4_1, Q5_0
-// and Q8_0 use the same order, Q4_1 with its minimums in a second chain added at the end:
+// (against vec_dot they differ by rounding only). In FloatOrder::fast (cpu/kernels.h), Q4_1, Q5_0,
+// Q8_0 and IQ4_NL use the same order, Q4_1 with its minimums in a second chain added at the end:
 //   acc = acc_m = 0; for each block i in order:
 //     isum  = sum_e q_w[e] * q_a[e]                         (Q4_1: the nibble 0..15; Q8_0: signed;
-//                                                            Q5_0: 0..31, less 16 * sum_e q_a[e])
+//                                                            Q5_0: 0..31, less 16 * sum_e q_a[e];
+//                                                            IQ4_NL: the nibble's table value)
 //     acc   = fma((float)isum, d_w * d_a, acc)
 //     acc_m = fma(m_w, s_a, acc_m)                          (Q4_1 only; s_a the q8_1 block's s)
 //   y = acc + acc_m                                         (Q8_0: y = acc)

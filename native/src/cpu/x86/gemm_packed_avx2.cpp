@@ -1,6 +1,6 @@
-// AVX2 GEMV/GEMM over Q4_0, Q4_1, Q5_0 and Q8_0 weights repacked into 16-row groups
+// AVX2 GEMV/GEMM over Q4_0, Q4_1, Q5_0, Q8_0 and IQ4_NL weights repacked into 16-row groups
 // (cpu/repack.h has the layout and the float orders; cpu/repack.cpp the scalar references of the
-// types' own order): Q4_0, and Q4_1, Q5_0 and Q8_0 in FloatOrder::fast, in their own order (bit
+// types' own order): Q4_0, and Q4_1, Q5_0, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order (bit
 // for bit the scalar reference); Q4_1 and Q5_0 in vec_dot's order (bit for bit the AVX2 vec_dot).
 //
 // Own order (one FMA chain per output). A 256-bit register holds 8 rows x 4 bytes of a block
@@ -69,6 +69,11 @@ template <> struct Own<TYPE_Q5_0> {  // the 5-bit values 0..31 go in unsigned, t
 template <> struct Own<TYPE_Q8_0> {  // signed weights (sign transfer, above): no offset
     using Act = block_q8_0;
     static constexpr int kPieces = 8, kOffset = 0, kOnePassCols = 2;
+    static constexpr bool kMin = false;
+};
+template <> struct Own<TYPE_IQ4_NL> {  // the nibbles' signed table values, by sign transfer as Q8_0's
+    using Act = block_q8_0;
+    static constexpr int kPieces = 4, kOffset = 0, kOnePassCols = 1;
     static constexpr bool kMin = false;
 };
 
@@ -170,6 +175,24 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
             for (int c = 0; c < NC; ++c) {
                 const __m256i sa = _mm256_sign_epi8(bcast4(act[c][i].qs + 4 * t), v);
                 isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sa), ones));
+            }
+        }
+    } else if constexpr (Type == TYPE_IQ4_NL) {
+        // The nibbles looked up (VPSHUFB in each 128-bit lane) into signed values in [-127, 113],
+        // then as Q8_0: |q_w| x (q_a with q_w's sign), each piece's pair sums widened at once.
+        const __m256i low = _mm256_set1_epi8(15);
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)kIq4nlValues));
+        for (int c = 0; c < NC; ++c) isum[c] = _mm256_setzero_si256();
+        for (int t = 0; t < 4; ++t) {
+            const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
+            const __m256i wq[2] = {_mm256_shuffle_epi8(table, _mm256_and_si256(v, low)),
+                                   _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low))};
+            for (int h = 0; h < 2; ++h) {
+                const __m256i av = _mm256_sign_epi8(wq[h], wq[h]);
+                for (int c = 0; c < NC; ++c) {
+                    const __m256i sa = _mm256_sign_epi8(bcast4(act[c][i].qs + 16 * h + 4 * t), wq[h]);
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(av, sa), ones));
+                }
             }
         }
     } else {
@@ -465,6 +488,7 @@ void fill_gemm_packed_fast_avx2(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
+    t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx2(t);
 }
 

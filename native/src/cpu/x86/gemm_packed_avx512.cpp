@@ -1,5 +1,5 @@
 // AVX-512 VNNI GEMV/GEMM over weights repacked into 16-row groups (cpu/repack.h has the layout
-// and the float orders): Q4_0, and Q4_1, Q5_0 and Q8_0 in FloatOrder::fast, in their own order
+// and the float orders): Q4_0, and Q4_1, Q5_0, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order
 // (Q6_K's, also in FloatOrder::fast, are in gemm_packed_q6k_avx512.cpp)
 // (bit for bit the scalar reference in cpu/repack.cpp, as the AVX2 kernels in
 // gemm_packed_avx2.cpp); Q4_1 and Q8_0 in the order of this table's vec_dot (bit for bit).
@@ -11,8 +11,9 @@
 // one convert, one multiply (d_w * d_a) and one FMA finish 16 outputs. The AVX2 kernel needs
 // about three times the instructions for the same 16 outputs (no VNNI, 8 rows a register).
 // The fast order's other types go through the same tile: Q4_1 adds its m_w * s_a chain; Q8_0's
-// signed bytes go in as q_w + 128, corrected by -128 * sum(q_a); Q5_0's nibbles take their fifth
-// bits (values 0..31), corrected by -16 * sum(q_a). VPDPBUSD accumulates in int32 without
+// signed bytes go in as q_w + 128, corrected by -128 * sum(q_a), and so do IQ4_NL's table values
+// (a VPSHUFB of the nibbles); Q5_0's nibbles take their fifth bits (values 0..31), corrected by
+// -16 * sum(q_a). VPDPBUSD accumulates in int32 without
 // saturating, so every block sum is exact whatever the order of its additions.
 // Decode (a few columns) streams each group once from memory, the next one requested ahead.
 // Prefill unpacks a group once into a small buffer (L1) and runs panels of 8 columns over it.
@@ -67,6 +68,11 @@ template <> struct Own<TYPE_Q5_0> {  // the 5-bit values 0..31 go in as u8, thei
 template <> struct Own<TYPE_Q8_0> {  // the weights go in as q_w + 128 (u8, as VPDPBUSD wants)
     using Act = block_q8_0;
     static constexpr int kPieces = 8, kOffset = 128;
+    static constexpr bool kMin = false;
+};
+template <> struct Own<TYPE_IQ4_NL> {  // the nibbles' table values go in as value + 128
+    using Act = block_q8_0;
+    static constexpr int kPieces = 4, kOffset = 128;
     static constexpr bool kMin = false;
 };
 
@@ -126,6 +132,17 @@ inline void unpack_block(const uint8_t* qs, const uint8_t* qh, int64_t i, __m512
         const __m512i v = _mm512_load_si512((const void*)(qs + (i * 4 + t) * 64));
         wq[t] = _mm512_and_si512(v, low);
         wq[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+    if constexpr (Type == TYPE_IQ4_NL) {  // nibble -> table value + 128, by VPSHUFB in each 128-bit lane
+        alignas(16) static constexpr uint8_t kBiased[16] = {
+            (uint8_t)(kIq4nlValues[0] + 128),  (uint8_t)(kIq4nlValues[1] + 128),  (uint8_t)(kIq4nlValues[2] + 128),
+            (uint8_t)(kIq4nlValues[3] + 128),  (uint8_t)(kIq4nlValues[4] + 128),  (uint8_t)(kIq4nlValues[5] + 128),
+            (uint8_t)(kIq4nlValues[6] + 128),  (uint8_t)(kIq4nlValues[7] + 128),  (uint8_t)(kIq4nlValues[8] + 128),
+            (uint8_t)(kIq4nlValues[9] + 128),  (uint8_t)(kIq4nlValues[10] + 128), (uint8_t)(kIq4nlValues[11] + 128),
+            (uint8_t)(kIq4nlValues[12] + 128), (uint8_t)(kIq4nlValues[13] + 128), (uint8_t)(kIq4nlValues[14] + 128),
+            (uint8_t)(kIq4nlValues[15] + 128)};
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kBiased));
+        for (int t = 0; t < 8; ++t) wq[t] = _mm512_shuffle_epi8(table, wq[t]);
     }
     if constexpr (Type == TYPE_Q5_0) {
         const __m512i spread = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c,  // byte p: p / 4
@@ -402,6 +419,7 @@ void fill_gemm_packed_fast_avx512(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
+    t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx512(t);
 }
 

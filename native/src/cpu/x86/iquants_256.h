@@ -7,7 +7,10 @@
 // by the activations as signed bytes and summed in 8 int32 lanes of 4 adjacent products.
 //   IQ4_NL: blocks in pairs, the even block's lanes FMA'd by d_y * d_x into one accumulator, the
 //           odd block's into another; the two added and reduced (hsum_float_8); a last block
-//           of an odd count is added after, as a scalar FMA (ggml's C tail, contracted).
+//           of an odd count is added after, its product rounded apart from the sum (ggml's C
+//           tail: GCC's Zen tuning, which a -march=native build gets on the AMD machines this
+//           was checked on against that build's libggml-cpu, does not fuse a loop-carried sum;
+//           an Intel-tuned build may, and would differ in the last bit for odd block counts).
 //   IQ4_XS: per super-block, the sub-blocks' int32 lanes times their scale (ls - 32), even and
 //           odd sub-blocks summed apart, then added; one FMA per super-block by d_x * d_y.
 // The integer sums are exact (a pair of products is at most 2 * 127 * 127 < 2^15), so the
@@ -76,7 +79,7 @@ void vec_dot_iq4_nl_q8_0_256(int64_t n, float* s, const void* vx, const void* vy
         for (int j = 0; j < 16; ++j)
             isum += y[i].qs[j] * kIq4nlValues[x[i].qs[j] & 15] + y[i].qs[j + 16] * kIq4nlValues[x[i].qs[j] >> 4];
         float term = h2f(y[i].d) * h2f(x[i].d) * (float)isum;
-        __asm__("" : "+x"(term));  // a separate rounding, as ggml's build computes it: no FMA here
+        __asm__("" : "+x"(term));  // a separate rounding, as ggml's build computes it (above): no FMA
         sum += term;
     }
     *s = sum;
