@@ -1,5 +1,5 @@
 """The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0, Q8_0,
-IQ4_NL (and Q6_K, where a table has its kernels) weights repacked into 16-row groups and summed per block
+IQ4_NL (and Q6_K and IQ4_XS, where a table has their kernels) weights repacked into 16-row groups and summed per block
 (super-block) exactly, one FMA per block and output.
 
 Every ISA's kernels give the scalar reference's bits for any number of columns; the reference
@@ -27,11 +27,11 @@ from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K, T.IQ4_NL]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
-# Q6_K's rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
+# Q6_K's and IQ4_XS's rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
 # chunk's width (several panels).
 SHAPES_K = [(16, 1, 256), (32, 3, 512), (48, 9, 768), (192, 1, 1536), (16, 17, 1536), (64, 8, 768), (32, 21, 256),
             (16, 64, 512)]
@@ -66,7 +66,7 @@ def weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1,
                                                           # -32 / 31 for Q6_K)
     w[2] = 0.0                                            # d = 0
-    if qtype == T.IQ4_NL:  # (gguf-py has no IQ4_NL quantizer; the core's is ggml's, bit for bit)
+    if qtype in (T.IQ4_NL, T.IQ4_XS):  # (gguf-py has no i-quant quantizer; the core's is ggml's, bit for bit)
         return _core.quantize_rows(int(qtype), w, 2).reshape(-1)
     return np.frombuffer(quantize(w, qtype).tobytes(), np.uint8)
 
@@ -108,7 +108,7 @@ def test_each_output_is_its_own_chain_whatever_the_columns(qtype):
     """A column's outputs do not depend on which columns share the call (decode batches and
     prompt chunks get a single step's bits)."""
     rng = np.random.default_rng(5)
-    m, k = 48, 768 if qtype == T.Q6_K else 576
+    m, k = 48, 768 if gguf.GGML_QUANT_SIZES[qtype][0] == 256 else 576
     w, act = weights(qtype, m, k, rng), activations(19, k, rng)
     isa = _core.isa()
     together = _testing.gemm(int(qtype), w, m, act, isa=isa, order="packed_fast")

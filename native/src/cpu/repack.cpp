@@ -1,5 +1,5 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / Q6_K layouts (cpu/repack.h): repacking, and the scalar
-// references of the packed GEMV/GEMMs in the types' own order (Q4_0; Q4_1, Q5_0, Q8_0 and Q6_K in
+// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / Q6_K / IQ4_XS layouts (cpu/repack.h): repacking,
+// and the scalar references of the packed GEMV/GEMMs in the types' own order (Q4_0; the others in
 // FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 
@@ -23,11 +23,11 @@ namespace {
 
 bool has_packed_layout(uint32_t type) {
     return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0 || type == TYPE_Q6_K ||
-           type == TYPE_IQ4_NL;
+           type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
 }
 
 // Elements of a block (a row's unit of repacking).
-constexpr int64_t block_elems(uint32_t type) { return type == TYPE_Q6_K ? QK_K : QK4_0; }
+constexpr int64_t block_elems(uint32_t type) { return type == TYPE_Q6_K || type == TYPE_IQ4_XS ? QK_K : QK4_0; }
 
 // Bytes of a block's qs: 4-byte pieces, qs[i][t] for t < kQsBytes / 4.
 constexpr size_t qs_bytes(uint32_t type) { return type == TYPE_Q8_0 ? QK8_0 : QK4_0 / 2; }
@@ -95,6 +95,26 @@ void repack_group_q6_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, con
     }
 }
 
+// The 16 rows of one IQ4_XS group (layout in cpu/repack.h).
+void repack_group_iq4_xs(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay,
+                         uint8_t* out) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(out);        // [nb][16]
+    int8_t* sc = reinterpret_cast<int8_t*>(out + lay.sc);  // [nb][8][16]
+    uint8_t* qs = out + lay.qs;                            // [nb][8][4][16][4]
+    for (int64_t j = 0; j < kPackRows; ++j) {
+        const block_iq4_xs* x = reinterpret_cast<const block_iq4_xs*>(src + j * src_row_bytes);
+        for (int64_t i = 0; i < nb; ++i) {
+            d[i * kPackRows + j] = x[i].d;
+            for (int s = 0; s < QK_K / 32; ++s) {
+                const int ls = ((x[i].scales_l[s / 2] >> 4 * (s % 2)) & 15) | ((x[i].scales_h >> 2 * s) & 3) << 4;
+                sc[(i * 8 + s) * kPackRows + j] = (int8_t)(ls - 32);
+                for (int t = 0; t < 4; ++t)
+                    std::memcpy(qs + (((i * 8 + s) * 4 + t) * kPackRows + j) * 4, x[i].qs + 16 * s + 4 * t, 4);
+            }
+        }
+    }
+}
+
 }  // namespace
 
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols) {
@@ -110,6 +130,13 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
         lay.sc = lay.qh = align64(lay.m);
         lay.qs = lay.sc + nb * 16 * kPackRows;      // sc: 256 bytes a super-block, a multiple of 64
         lay.group = lay.qs + nb * 16 * kQ6SubBlockBytes;
+        return lay;
+    }
+    if (type == TYPE_IQ4_XS) {
+        lay.m = nb * kPackRows * sizeof(uint16_t);  // (no minimums: where d ends)
+        lay.sc = lay.qh = align64(lay.m);
+        lay.qs = lay.sc + nb * 8 * kPackRows;       // sc: 128 bytes a super-block, a multiple of 64
+        lay.group = lay.qs + nb * kPackRows * QK_K / 2;
         return lay;
     }
     lay.m = nb * kPackRows * sizeof(uint16_t);                      // after d
@@ -137,6 +164,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q6_K: repack_group_q6_K(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_IQ4_NL: repack_group<block_iq4_nl>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_IQ4_XS: repack_group_iq4_xs(rows_in, src_row_bytes, nb, lay, out); break;
             default: repack_group<block_q4_0>(rows_in, src_row_bytes, nb, lay, out); break;
         }
     }
@@ -225,32 +253,60 @@ void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     }
 }
 
-// The reference of Q6_K's gemm_16row_groups in FloatOrder::fast (formula in cpu/repack.h).
-void gemm_packed_ref_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                          size_t a_stride, float* y, int64_t ldy) {
+// Super-block i's exact integer sum of row j of a Q6_K group against an activation block:
+// sum_s sc_w[s] * (sum_{e in s} q_w[e] * q_a[e] - 32 * bsums_a[s]) (formula in cpu/repack.h).
+int32_t superblock_isum_q6_K(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j, const block_q8_K& act) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
+    const uint8_t* q = grp + lay.qs + i * 16 * kQ6SubBlockBytes;
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+        int32_t sub = -32 * act.bsums[s];  // the stored values' offset
+        for (int e = 16 * s; e < 16 * s + 16; ++e) {
+            const Q6Place at = q6_place(e, j);
+            const int v = (q[at.lo] >> at.lo_shift & 15) | (q[at.hi] >> at.hi_shift & 3) << 4;
+            sub += v * act.qs[e];
+        }
+        isum += sc[(i * 16 + s) * kPackRows + j] * sub;
+    }
+    return isum;
+}
+
+// The same for IQ4_XS: sum_s sc_w[s] * sum_{e in s} v(q_w[e]) * q_a[e].
+int32_t superblock_isum_iq4_xs(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j,
+                               const block_q8_K& act) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
+    const uint8_t* qs = grp + lay.qs;
+    int32_t isum = 0;
+    for (int s = 0; s < 8; ++s) {
+        const int8_t* aq = act.qs + 32 * s;
+        int32_t sub = 0;
+        for (int t = 0; t < 4; ++t)
+            for (int b = 0; b < 4; ++b) {
+                const uint8_t byte = qs[(((i * 8 + s) * 4 + t) * kPackRows + j) * 4 + b];
+                sub += kIq4nlValues[byte & 15] * aq[4 * t + b] + kIq4nlValues[byte >> 4] * aq[16 + 4 * t + b];
+            }
+        isum += sc[(i * 8 + s) * kPackRows + j] * sub;
+    }
+    return isum;
+}
+
+// The reference of Q6_K's and IQ4_XS's gemm_16row_groups in FloatOrder::fast (formulas in
+// cpu/repack.h): per output, one FMA a super-block of its exact integer sum, times d_w * d_a.
+template <uint32_t Type>
+void gemm_packed_ref_superblocks(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                                 size_t a_stride, float* y, int64_t ldy) {
     const int64_t nb = k / QK_K;
-    const PackedLayout lay = packed_layout(TYPE_Q6_K, k);
+    const PackedLayout lay = packed_layout(Type, k);
     for (int64_t c = 0; c < n; ++c) {
         const block_q8_K* act = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a) + c * a_stride);
         for (int64_t r = 0; r < m; ++r) {
             const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
             const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
-            const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
-            const uint8_t* qs = grp + lay.qs;
             const int64_t j = r % kPackRows;
             float acc = 0.0f;
             for (int64_t i = 0; i < nb; ++i) {
-                int32_t isum = 0;
-                for (int s = 0; s < 16; ++s) {
-                    int32_t sub = -32 * act[i].bsums[s];  // the stored values' offset
-                    for (int e = 16 * s; e < 16 * s + 16; ++e) {
-                        const Q6Place at = q6_place(e, j);
-                        const uint8_t* q = qs + i * 16 * kQ6SubBlockBytes;
-                        const int v = (q[at.lo] >> at.lo_shift & 15) | (q[at.hi] >> at.hi_shift & 3) << 4;
-                        sub += v * act[i].qs[e];
-                    }
-                    isum += sc[(i * 16 + s) * kPackRows + j] * sub;
-                }
+                const int32_t isum = Type == TYPE_Q6_K ? superblock_isum_q6_K(grp, lay, i, j, act[i])
+                                                       : superblock_isum_iq4_xs(grp, lay, i, j, act[i]);
                 const float dd = fp16_to_fp32(d[i * kPackRows + j]) * act[i].d;
                 acc = std::fma((float)isum, dd, acc);
             }
@@ -267,8 +323,9 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
-    t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_q6_K;
+    t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q6_K>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_ref<TYPE_IQ4_NL>;
+    t.types[TYPE_IQ4_XS].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_IQ4_XS>;
 }
 
 }  // namespace ei

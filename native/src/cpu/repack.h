@@ -1,8 +1,10 @@
-// Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL and Q6_K weights repacked at load time into 16-row interleaved groups, for
-// the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups; cpu/repack.cpp has the scalar
-// references of the types' own order, cpu/x86/gemm_packed_avx2.cpp and gemm_packed_avx512.cpp
-// the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0, Q8_0 and IQ4_NL in that order;
-// cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only;
+// Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q6_K and IQ4_XS weights repacked at load time into 16-row
+// interleaved groups, for the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups;
+// cpu/repack.cpp has the scalar references of the types' own order, cpu/x86/gemm_packed_avx2.cpp
+// and gemm_packed_avx512.cpp the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1,
+// Q5_0, Q8_0 and IQ4_NL in that order;
+// cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only,
+// cpu/x86/gemm_packed_iq4xs_avx2.cpp and gemm_packed_iq4xs_avx512.cpp IQ4_XS's, likewise;
 // in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
 // table repacks the types it has packed kernels for.
 //
@@ -47,6 +49,15 @@
 // 64 values in registers (AVX-512: VPTERNLOGD merges a nibble and its two high bits in one).
 // A sub-block's three lines are adjacent: one group is one sequential stream.
 //
+// IQ4_XS (256-element super-blocks of 8 sub-blocks of 32, nb = K / 256 a row), its own layout:
+//   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
+//   (padding to a multiple of 64 bytes)
+//   int8_t   sc[nb][8][16];      sc[i][s][j] = row j's sub-block scale of sub-block s, ls - 32
+//   uint8_t  qs[nb][8][4][16][4] qs[i][s][t][j][0..3] = row j's bytes qs[16s + 4t .. 16s + 4t + 3]
+//                                of super-block i: elements 32s + 4t + b (low nibbles) and
+//                                32s + 16 + 4t + b (high nibbles), as Q4_0's pieces of a block
+// (138 bytes a row's super-block: the 6-bit scales take a byte each, 2 more than stored.)
+//
 // Float order. Q4_0 is not a llama.cpp-exact type, so its kernels keep one FMA chain per output,
 // which the scalar reference and every ISA's kernel compute bit for bit:
 //   acc = 0; for each block i in order:
@@ -71,7 +82,14 @@
 //                                                        |isum| <= 16 * 128 * 16 * 63 * 128 < 2^31)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
-// In llama.cpp's order Q6_K is not repacked (its vec_dot reads the rows as stored).
+// IQ4_XS in FloatOrder::fast, against block_q8_K activations, likewise (v(q) the table value of a
+// nibble, sc_w[s] = ls - 32):
+//   acc = 0; for each super-block i in order:
+//     isum = sum_s sc_w[s] * sum_{e in s} v(q_w[e]) * q_a[e]     (exact int32: |isum| <= 8 * 32 *
+//                                                                 32 * 127 * 127 < 2^31)
+//     acc  = fma((float)isum, d_w * d_a, acc)
+//   y = acc
+// In llama.cpp's order Q6_K and IQ4_XS are not repacked (their vec_dots read the rows as stored).
 // In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
 // and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
@@ -112,7 +130,7 @@ bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
 struct PackedLayout {
     size_t m = 0;      // Q4_1's minimums (right after d)
     size_t qh = 0;     // Q5_0's fifth bits (64-byte aligned)
-    size_t sc = 0;     // Q6_K's sub-block scales (64-byte aligned)
+    size_t sc = 0;     // Q6_K's and IQ4_XS's sub-block scales (64-byte aligned)
     size_t qs = 0;     // the nibbles, Q8_0's bytes, Q6_K's 6-bit values (64-byte aligned)
     size_t group = 0;  // bytes of the group (a multiple of 64)
 };

@@ -18,5 +18,7 @@ void gemm_grouped_avx2(uint32_t type, int64_t k, int64_t m, int64_t n, const voi
 
 // Sets the AVX2 table's Q6_K gemm_16row_groups in FloatOrder::fast (cpu/repack.h).
 void fill_gemm_packed_fast_q6k_avx2(KernelTable& t);
+// Sets its IQ4_XS gemm_16row_groups in FloatOrder::fast (cpu/x86/gemm_packed_iq4xs_avx2.cpp).
+void fill_gemm_packed_fast_iq4xs_avx2(KernelTable& t);
 
 }  // namespace ei

@@ -18,5 +18,7 @@ void gemm_grouped_avx512(uint32_t type, int64_t k, int64_t m, int64_t n, const v
 
 // Sets the AVX-512 table's Q6_K gemm_16row_groups in FloatOrder::fast (cpu/repack.h).
 void fill_gemm_packed_fast_q6k_avx512(KernelTable& t);
+// Sets its IQ4_XS gemm_16row_groups in FloatOrder::fast (cpu/x86/gemm_packed_iq4xs_avx512.cpp).
+void fill_gemm_packed_fast_iq4xs_avx512(KernelTable& t);
 
 }  // namespace ei

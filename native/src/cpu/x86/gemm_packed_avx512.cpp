@@ -134,14 +134,7 @@ inline void unpack_block(const uint8_t* qs, const uint8_t* qh, int64_t i, __m512
         wq[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
     }
     if constexpr (Type == TYPE_IQ4_NL) {  // nibble -> table value + 128, by VPSHUFB in each 128-bit lane
-        alignas(16) static constexpr uint8_t kBiased[16] = {
-            (uint8_t)(kIq4nlValues[0] + 128),  (uint8_t)(kIq4nlValues[1] + 128),  (uint8_t)(kIq4nlValues[2] + 128),
-            (uint8_t)(kIq4nlValues[3] + 128),  (uint8_t)(kIq4nlValues[4] + 128),  (uint8_t)(kIq4nlValues[5] + 128),
-            (uint8_t)(kIq4nlValues[6] + 128),  (uint8_t)(kIq4nlValues[7] + 128),  (uint8_t)(kIq4nlValues[8] + 128),
-            (uint8_t)(kIq4nlValues[9] + 128),  (uint8_t)(kIq4nlValues[10] + 128), (uint8_t)(kIq4nlValues[11] + 128),
-            (uint8_t)(kIq4nlValues[12] + 128), (uint8_t)(kIq4nlValues[13] + 128), (uint8_t)(kIq4nlValues[14] + 128),
-            (uint8_t)(kIq4nlValues[15] + 128)};
-        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kBiased));
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kIq4nlBiased.v));
         for (int t = 0; t < 8; ++t) wq[t] = _mm512_shuffle_epi8(table, wq[t]);
     }
     if constexpr (Type == TYPE_Q5_0) {
@@ -421,6 +414,7 @@ void fill_gemm_packed_fast_avx512(KernelTable& t) {
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx512(t);
+    fill_gemm_packed_fast_iq4xs_avx512(t);
 }
 
 }  // namespace ei

@@ -26,6 +26,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx512.h"
 #include "quant/blocks.h"
 
@@ -99,34 +100,10 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
     for (int c = 0; c < NC; ++c) _mm512_storeu_ps(y + c * ldy, acc[c]);
 }
 
-void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act,
-               float* y, int64_t ldy, size_t prefetch) {
-    switch (nc) {
-        case 8: return tile<8>(nb, grp, lay, act, y, ldy, prefetch);
-        case 7: return tile<7>(nb, grp, lay, act, y, ldy, prefetch);
-        case 6: return tile<6>(nb, grp, lay, act, y, ldy, prefetch);
-        case 5: return tile<5>(nb, grp, lay, act, y, ldy, prefetch);
-        case 4: return tile<4>(nb, grp, lay, act, y, ldy, prefetch);
-        case 3: return tile<3>(nb, grp, lay, act, y, ldy, prefetch);
-        case 2: return tile<2>(nb, grp, lay, act, y, ldy, prefetch);
-        default: return tile<1>(nb, grp, lay, act, y, ldy, prefetch);
-    }
-}
-
-void gemm_packed_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                      size_t a_stride, float* y, int64_t ldy) {
-    const int64_t nb = k / QK_K, groups = m / kPackRows;
-    const PackedLayout lay = packed_layout(TYPE_Q6_K, k);
-    const uint8_t* a8 = static_cast<const uint8_t*>(a);
-    const block_q8_K* cols[kCols];
-    for (int64_t g = 0; g < groups; ++g) {
-        const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
-        for_each_panel(n, kCols, [&](int64_t p, int64_t c0, int nc) {
-            for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const block_q8_K*>(a8 + (c0 + c) * a_stride);
-            run_panel(nc, nb, grp, lay, cols, y + c0 * ldy + g * kPackRows, ldy, p == 0 ? pf : 0);
-        });
-    }
+void gemm_packed_q6_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride,
+                      float* y, int64_t ldy) {
+    run_packed_superblocks<kCols, TYPE_Q6_K>(k, m, n, w, w_stride, a, a_stride, y, ldy,
+                                       [](auto nc, auto&&... args) { tile<decltype(nc)::value>(args...); });
 }
 
 }  // namespace
