@@ -6,6 +6,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
 - matmul of quantized weights: the activations quantized to the weight type's vec_dot type (the
   CPU's from_float bytes), then per block the exact integers and the float order of the CPU's
   256-bit vec_dot (or of the repacked / tiled GEMM order cpu/matmul.cpp picks for the batch).
+  The i-quants IQ4_NL and IQ4_XS too: their table (kIq4nlValues) reaches the device through the
+  generated prelude, checked here value for value.
   F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
 - attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import os
 
+import gguf
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
@@ -33,9 +36,14 @@ from edgeinfer import _core
 from edgeinfer import _testing
 from edgeinfer.gpu.devices import list_devices, opencl_library
 from support.numpy_reference import causal_attention
+from support.quant_rows import random_blocks
 
-MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
-QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K]
+MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+# Weights as random blocks rather than the quantizer's output: every byte random but d, so the
+# rows reach every table index and every 6-bit IQ4_XS sub-block scale (ls - 32 from -32 to 31),
+# which a quantizer's rows of Gaussian weights use only a part of.
+RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS}
 
 # The reference kernels the device mirrors (x86 only; elsewhere the exactness tests skip).
 HAS_AVX2 = "avx2" in _core.available_isas()
@@ -70,6 +78,8 @@ def weight_rows(type_: T, rows: int, cols: int, rng: np.random.Generator) -> np.
         return w.view(np.uint8).reshape(rows, -1)
     if type_ == T.F16:
         return w.astype(np.float16).view(np.uint8).reshape(rows, -1)
+    if type_ in RANDOM_BLOCK_TYPES:
+        return random_blocks(type_, rows * cols, rng, signed_d=True).reshape(rows, -1)
     return _core.quantize_rows(int(type_), w)
 
 
@@ -111,6 +121,15 @@ def test_device_lays_out_the_prelude_as_the_core_does(dev):
     host = _testing.opencl_host_block_layouts()
     assert dev.block_layouts() == host
     assert len(host) > 40  # every field of every struct, not only the sizes
+
+
+def test_device_reads_the_preludes_tables_as_the_core_has_them(dev):
+    # The i-quants' 16 values: defined once (quant/blocks.h), generated into the prelude.
+    host = _testing.opencl_host_block_tables()
+    assert list(host) == ["kIq4nlValues"]
+    assert tuple(host["kIq4nlValues"]) == tuple(gguf.quants.IQ4_NL.kvalues)  # ggml's kvalues_iq4nl
+    assert "__constant char kIq4nlValues[16] = {" in _testing.opencl_block_prelude()
+    assert dev.block_tables() == host
 
 
 # ---- matmul ---------------------------------------------------------------------------------
@@ -170,7 +189,7 @@ def test_quantized_matmul_is_the_cpus_bit_for_bit(dev, type_, rows, n):
 
 
 @needs_avx2
-@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS], ids=lambda t: t.name)
 def test_quantized_matmul_of_long_rows(dev, type_):
     # 96 blocks of 32 (12 super-blocks) a row, the longest the models have is 64.
     rng = np.random.default_rng(7)
@@ -179,6 +198,22 @@ def test_quantized_matmul_of_long_rows(dev, type_):
     x = (rng.standard_normal((9, cols)) * 3).astype(np.float32)
     np.testing.assert_array_equal(dev.matmul(int(type_), w, x[:1]), cpu_matmul_avx2(type_, w, x[:1]))
     np.testing.assert_array_equal(dev.matmul(int(type_), w, x), cpu_matmul_avx2(type_, w, x))
+
+
+@pytest.mark.parametrize("cols", [32, 96, 544])  # 1, 3 and 17 blocks
+@pytest.mark.parametrize("n", [1, 5])
+def test_iq4_nl_matmul_of_an_odd_block_count(dev, cols, n):
+    # The CPU takes IQ4_NL blocks in pairs and the last of an odd count apart (its own rounding,
+    # added after the lanes' sum): rows of 512 values above never have one.
+    rng = np.random.default_rng(cols * 10 + n)
+    rows = 13
+    w = weight_rows(T.IQ4_NL, rows, cols, rng)
+    x = (rng.standard_normal((n, cols)) * 3).astype(np.float32)
+    got = dev.matmul(int(T.IQ4_NL), w, x)
+    if HAS_AVX2:
+        np.testing.assert_array_equal(got, cpu_matmul_avx2(T.IQ4_NL, w, x))
+    else:
+        assert nmse(got, _testing.gemm(int(T.IQ4_NL), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
 
 
 @pytest.mark.parametrize("act", [T.Q8_0, T.Q8_1, T.Q8_K], ids=lambda t: t.name)
@@ -201,6 +236,9 @@ def test_matmul_refuses_an_unsupported_type_and_a_bad_shape(dev):
     with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type q5_1"):
         dev.matmul(int(T.Q5_1), _core.quantize_rows(int(T.Q5_1), np.ones((4, 64), np.float32)),
                    np.ones((1, 64), np.float32))
+    iq2 = rng.integers(0, 256, (4, 66), dtype=np.uint8)  # 4 rows of one IQ2_XXS super-block: not yet
+    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type iq2_xxs"):
+        dev.matmul(int(T.IQ2_XXS), iq2, np.ones((1, 256), np.float32))
     with pytest.raises(_core.EdgeInferError, match="each weight row"):
         dev.matmul(int(T.Q4_0), w, np.ones((1, 96), np.float32))
     f32 = np.ones((2, 48), np.float32).view(np.uint8).reshape(2, -1)

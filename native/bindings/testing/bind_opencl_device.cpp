@@ -77,6 +77,12 @@ py::list layouts_list(const std::vector<ei::cl::LayoutEntry>& entries) {
     return out;
 }
 
+py::dict tables_dict(const std::vector<ei::cl::TableEntry>& entries) {
+    py::dict out;
+    for (const auto& e : entries) out[py::str(e.name)] = e.values;
+    return out;
+}
+
 void register_opencl_device_class(py::module_& m) {
     py::class_<TestDevice>(m, "OpenCLDevice",
                            "An opened OpenCL device whose ops run one call each on numpy arrays (for tests;\n"
@@ -107,6 +113,14 @@ void register_opencl_device_class(py::module_& m) {
             }
             return layouts_list(e);
         }, "[(block, field, bytes)]: sizeof ('' field) and field offsets as the device lays out the prelude.")
+        .def("block_tables", [](TestDevice& t) {
+            std::vector<ei::cl::TableEntry> e;
+            {
+                py::gil_scoped_release nogil;
+                e = ei::cl::device_block_tables(t.dev(), t.programs());
+            }
+            return tables_dict(e);
+        }, "{name: [values]}: the prelude's value tables (kIq4nlValues, ...) as a kernel reads them.")
         .def("matmul", [](TestDevice& t, uint32_t type, const Bytes& w, const Floats& x) {
             require(w.ndim() == 2 && x.ndim() == 2, "matmul: w is [rows, row_bytes] uint8, x [n, cols] float32");
             require(ei::type_known(type), "matmul: unknown type id " + std::to_string(type));
@@ -270,6 +284,9 @@ void register_opencl_device(py::module_& m) {
     m.def("opencl_host_block_layouts", [] { return layouts_list(ei::cl::host_block_layouts()); },
           "[(block, field, bytes)]: sizeof ('' field) and field offsets of quant/blocks.h's structs, in the\n"
           "order of OpenCLDevice.block_layouts().");
+    m.def("opencl_host_block_tables", [] { return tables_dict(ei::cl::host_block_tables()); },
+          "{name: [values]}: the value tables of quant/blocks.h (kIq4nlValues, ...), as\n"
+          "OpenCLDevice.block_tables() lists them.");
     m.def("opencl_block_prelude", [] { return ei::cl::block_prelude(); },
-          "The OpenCL C prelude generated from quant/blocks.h (block constants and structs).");
+          "The OpenCL C prelude generated from quant/blocks.h (block constants, structs and value tables).");
 }

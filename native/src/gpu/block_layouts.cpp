@@ -1,7 +1,8 @@
-// Host and device block layouts (see block_layouts.h).
+// Host and device block layouts and value tables (see block_layouts.h).
 #include "gpu/block_layouts.h"
 
 #include <cstddef>
+#include <iterator>
 
 #include "common/error.h"
 #include "gpu/kernel_sources.h"
@@ -32,6 +33,33 @@ std::vector<LayoutEntry> device_block_layouts(Device& dev, ProgramCache& program
     std::vector<uint64_t> v(out.size());
     dev.read(values, v.data(), v.size() * sizeof(uint64_t));
     for (size_t i = 0; i < out.size(); ++i) out[i].value = v[i];
+    return out;
+}
+
+std::vector<TableEntry> host_block_tables() {
+    std::vector<TableEntry> out;
+    // As for the layouts: a generated name that is not a table of blocks.h does not compile.
+#define EI_HOST_TABLE(name) out.push_back({#name, std::vector<int64_t>(std::begin(ei::name), std::end(ei::name))});
+    EI_BLOCK_TABLES(EI_HOST_TABLE)
+#undef EI_HOST_TABLE
+    return out;
+}
+
+std::vector<TableEntry> device_block_tables(Device& dev, ProgramCache& programs) {
+    std::vector<TableEntry> out = host_block_tables();
+    size_t count = 0;
+    for (const auto& t : out) count += t.values.size();
+    if (count == 0) return out;
+    Kernel probe = programs.kernel("block_tables", block_prelude() + generated::kTableProbe, "ei_block_tables");
+    Buffer values = dev.alloc(count * sizeof(int32_t), "the block table probe");
+    probe.set_args(values);
+    const size_t one = 1;
+    dev.run(probe, 1, &one, &one);
+    std::vector<int32_t> v(count);
+    dev.read(values, v.data(), v.size() * sizeof(int32_t));
+    size_t i = 0;
+    for (auto& t : out)
+        for (auto& x : t.values) x = v[i++];
     return out;
 }
 

@@ -1,6 +1,8 @@
 // The block layouts as the host compiler and as an OpenCL device compiler lay them out: sizeof
 // and every field offset of each struct of quant/blocks.h, in one order (the generated
-// EI_BLOCK_LAYOUT list), so a test can check that the generated prelude means the same bytes.
+// EI_BLOCK_LAYOUT list), so a test can check that the generated prelude means the same bytes;
+// and the value tables of blocks.h (kIq4nlValues, ...) as the host has them and as a kernel
+// reads the prelude's copies (the EI_BLOCK_TABLES list), for the same check of the values.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,9 +18,19 @@ struct LayoutEntry {
     uint64_t value;     // bytes: the size, or the field's offset
 };
 
+struct TableEntry {
+    std::string name;             // "kIq4nlValues"
+    std::vector<int64_t> values;  // every entry, in order
+};
+
 // From the C++ structs (sizeof / offsetof).
 std::vector<LayoutEntry> host_block_layouts();
 // The same list as the device's compiler lays out the generated prelude's structs.
 std::vector<LayoutEntry> device_block_layouts(Device& dev, ProgramCache& programs);
+
+// The tables from the C++ arrays.
+std::vector<TableEntry> host_block_tables();
+// The same tables as a kernel reads the generated prelude's __constant arrays.
+std::vector<TableEntry> device_block_tables(Device& dev, ProgramCache& programs);
 
 }  // namespace ei::cl

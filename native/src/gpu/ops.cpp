@@ -22,6 +22,7 @@ constexpr int64_t kAttnMaxHeadDim = 64 * 4;  // ATT_WG * ATT_DIMS_PER_ITEM (= HA
 // Which source files make up each program (the block prelude always comes first).
 std::string source_of(const std::string& program) {
     if (program == "matmul_f32" || program == "matmul_f16") return program_source({"dequant.cl", "matmul.cl"});
+    if (program.rfind("matmul_iq", 0) == 0) return program_source({"vec_dot.cl", "vec_dot_iquants.cl", "matmul.cl"});
     if (program.rfind("matmul_", 0) == 0) return program_source({"vec_dot.cl", "matmul.cl"});
     if (program == "quantize_act") return program_source({"quantize_act.cl"});
     if (program == "norm") return program_source({"norm.cl"});
@@ -63,7 +64,7 @@ void require_head(int64_t width, int64_t head_dim, bool rotated, const char* op)
 bool matmul_supports(uint32_t type) {
     switch (type) {
         case TYPE_F32: case TYPE_F16: case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q8_0:
-        case TYPE_Q4_K: case TYPE_Q6_K:
+        case TYPE_Q4_K: case TYPE_Q6_K: case TYPE_IQ4_NL: case TYPE_IQ4_XS:
             return true;
         default:
             return false;

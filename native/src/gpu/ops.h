@@ -13,7 +13,7 @@
 
 namespace ei::cl {
 
-// The weight types matmul takes (F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K).
+// The weight types matmul takes (F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS).
 bool matmul_supports(uint32_t type);
 // The activation types the device quantizes to (Q8_0, Q8_1, Q8_K): the vec_dot types of the
 // quantized weight types above.

@@ -2,10 +2,10 @@
 //  - float weights (F32, F16): -DDEQUANT32=dequant32_<type> (dequant.cl); matvec / matmat
 //    multiply the float activations x [n][cols] with the weights, 32-element chunks at a time.
 //  - quantized weights: -DVEC_DOT=vec_dot_row_<type> -DACT_BLOCK=block_<vec_dot type>
-//    (vec_dot.cl); matmul_q takes the activations already quantized to the weight type's
-//    vec_dot type (quantize_act.cl) and forms each output as the CPU does, integers and float
-//    order alike (llama.cpp's GPU backends also multiply quantized activations: CUDA's MMVQ /
-//    MMQ), so the device and the CPU agree bit for bit.
+//    (vec_dot.cl, vec_dot_iquants.cl); matmul_q takes the activations already quantized to the
+//    weight type's vec_dot type (quantize_act.cl) and forms each output as the CPU does, integers
+//    and float order alike (llama.cpp's GPU backends also multiply quantized activations:
+//    CUDA's MMVQ / MMQ), so the device and the CPU agree bit for bit.
 // W: [rows][cols] stored as rows of `row_bytes` bytes; y: [n][rows] float. cols is a multiple
 // of 32, and of the block size (the host checks).
 //

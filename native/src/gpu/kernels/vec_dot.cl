@@ -14,6 +14,7 @@
 //
 // vec_dot_row_<type>(row, y, nb, t, n, rows): row = the weight row's first byte, y = the
 // activation row's nb blocks, t = its index in a batch of n rows, rows = the weight's row count.
+// The i-quants' rows are in vec_dot_iquants.cl, which builds on this file's helpers.
 #pragma OPENCL FP_CONTRACT OFF  // every fma is spelled out, every other product rounded, as on the CPU
 
 inline float half_at(__global const ushort* p) { return vload_half(0, (__global const half*)p); }
