@@ -129,16 +129,6 @@ constexpr int QK4_NL = 32;
 // The 16 values a 4-bit index decodes to (ggml's kvalues_iq4nl): denser near zero, where most
 // weights are, than q4_0's evenly spaced -8..7.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-// The same values + 128, as unsigned bytes (VPDPBUSD multiplies u8 by s8; kernels subtract
-// 128 * sum(activations) after).
-struct Iq4nlBiased {
-    alignas(16) uint8_t v[16];
-};
-inline constexpr Iq4nlBiased kIq4nlBiased = [] {
-    Iq4nlBiased t{};
-    for (int i = 0; i < 16; ++i) t.v[i] = (uint8_t)(kIq4nlValues[i] + 128);
-    return t;
-}();
 
 // 4.5 bpw. x[j] = d * kIq4nlValues[q[j]], q[j] a nibble packed as in q4_0. llama.cpp's quantizer
 // falls back to it for rows that are not whole 256-element super-blocks.

@@ -39,6 +39,7 @@
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
 #include "cpu/x86/gemm_avx512.h"
+#include "cpu/x86/iq4_biased.h"
 #include "quant/blocks.h"
 
 namespace ei {

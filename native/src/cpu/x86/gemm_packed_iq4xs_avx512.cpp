@@ -26,6 +26,7 @@
 #include "cpu/repack.h"
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx512.h"
+#include "cpu/x86/iq4_biased.h"
 #include "quant/blocks.h"
 
 namespace ei {
