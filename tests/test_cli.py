@@ -212,13 +212,50 @@ def test_info_prints_the_summary(tiny_model_file, capsys):
 def test_info_json(tiny_model_file, capsys):
     main(["info", str(tiny_model_file), "--json"])
     info = json.loads(capsys.readouterr().out)
-    assert info["architecture"] == "llama" and info["supported"] is True
+    assert info["architecture"] == "llama" and info["supported"] is True and info["unsupported_types"] == []
     assert info["context_length"] == 256
     assert info["quantization"]["q8_0"]["tensors"] == 15
     assert info["tokenizer"] == {"model": "gpt2", "pre": "default", "vocab_size": 263}
     assert info["chat_template"] is False
     # token_embd 263x64 + output 263x64 + 2 layers x (4x64x64/... ) : counted from the shapes
     assert info["parameters"] == 263 * 64 * 2 + 64 + 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 96 * 64 + 2 * 64)
+
+
+def test_info_names_the_types_this_version_cannot_run_and_loading_says_it_in_one_line(tmp_path, monkeypatch,
+                                                                                    capsys):
+    import dataclasses
+
+    import gguf
+    import numpy as np
+
+    from edgeinfer import _core
+    from support import gguf_writing
+    from support.tiny_llama import KQUANTIZABLE, write_tiny_llama
+
+    # A type with no kernels yet, its blocks random bytes (no quantizer writes it either).
+    missing = next(t for t in (gguf.GGMLQuantizationType.IQ2_XXS, gguf.GGMLQuantizationType.IQ1_S,
+                               gguf.GGMLQuantizationType.TQ2_0) if t.name.lower() not in _core.weight_types())
+    block, size = gguf.GGML_QUANT_SIZES[missing]
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(gguf_writing, "_quantize", lambda value, qtype: rng.integers(
+        0, 256, (value.shape[0], value.shape[1] // block * size), dtype=np.uint8))
+    path = tmp_path / f"tiny-{missing.name}.gguf"
+    with np.errstate(invalid="ignore", over="ignore"):  # (random scales read back by gguf-py: NaNs are fine)
+        write_tiny_llama(path, dataclasses.replace(KQUANTIZABLE, weight_type=missing.name))
+    name = missing.name.lower()
+
+    assert main(["info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["supported"] is False and info["architecture_supported"] is True
+    assert info["unsupported_types"] == [name]
+    assert main(["info", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{name}: 15 tensors" in out and "(no kernels for this type in this version)" in out
+    assert f"runs here no: no kernels for {name}" in out
+
+    proc = run_cli("run", str(path), "-p", "hi", "-n", "1")
+    assert_clean_error(proc, f"has type {name}, which this version cannot compute with yet")
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_run_caps_threads_above_the_cpus_with_a_note(tiny_model_file):

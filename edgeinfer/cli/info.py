@@ -46,11 +46,18 @@ def summarize(gguf: Any) -> dict:
         n_params += count
     n_tokens = gguf.array_size("tokenizer.ggml.tokens")
     kv = kv_bytes_per_token(gguf)
+    runnable_types = set(_core.weight_types())
+    # F32 norms and biases never need a dot product; every other type a tensor has must be one the
+    # kernel set computes with (the loader refuses the file otherwise).
+    unsupported_types = sorted(name for name in mix if name not in runnable_types and name != "f32")
+    arch_supported = arch in _core.supported_architectures()
     return {
         "path": gguf.path,
         "file_size": int(gguf.file_size),
         "architecture": arch,
-        "supported": arch in _core.supported_architectures(),
+        "supported": arch_supported and not unsupported_types,
+        "architecture_supported": arch_supported,
+        "unsupported_types": unsupported_types,
         "name": gguf.get("general.name"),
         "parameters": n_params,
         "context_length": gguf.get(f"{arch}.context_length"),
@@ -98,13 +105,15 @@ def render(info: dict) -> Table:
     tokenizer = f"{tok['model']} (pre: {tok['pre'] or '-'})"
     if tok["vocab_size"] is not None:
         tokenizer += f", {tok['vocab_size']:,} tokens"
+    unsupported = set(info["unsupported_types"])
     quant = "\n".join(f"{name}: {q['tensors']} tensors, {human_bytes(q['bytes'])}"
+                      + (" (no kernels for this type in this version)" if name in unsupported else "")
                       for name, q in info["quantization"].items())
     rows = [
         ("file", f"{info['path']} ({human_bytes(info['file_size'])})"),
         ("name", info["name"] or "-"),
         ("architecture", f"{info['architecture']}"
-                         + ("" if info["supported"] else " (not supported by this version)")),
+                         + ("" if info["architecture_supported"] else " (not supported by this version)")),
         ("parameters", _params(info["parameters"])),
         ("context length", str(info["context_length"])),
         ("tensor types", quant),
@@ -112,10 +121,20 @@ def render(info: dict) -> Table:
         ("chat template", "yes" if info["chat_template"] else "no"),
         ("KV cache per token", _kv_text(info)),
         ("native ISA", info["isa"]),
+        ("runs here", "yes" if info["supported"] else "no: " + _why_not(info)),
     ]
     for key, value in rows:
         table.add_row(key, escape(str(value)))
     return table
+
+
+def _why_not(info: dict) -> str:
+    reasons = []
+    if not info["architecture_supported"]:
+        reasons.append(f"architecture {info['architecture']!r} is not implemented")
+    if info["unsupported_types"]:
+        reasons.append("no kernels for " + ", ".join(info["unsupported_types"]))
+    return "; ".join(reasons)
 
 
 def _kv_text(info: dict) -> str:

@@ -42,6 +42,16 @@ void register_kernels(py::module_& m) {
         return d;
     }, py::arg("type"), "Block geometry of a ggml type id: dict(name, block_size, type_size).");
 
+    m.def("weight_types", [] {
+        const ei::KernelTable& t = table_for(py::none());
+        std::vector<std::string> out;
+        for (uint32_t type = 0; type < ei::TYPE_COUNT; ++type)
+            if (ei::type_known(type) && t.types[type].vec_dot && t.types[type].to_float)
+                out.push_back(ei::type_info(type).name);
+        return out;
+    }, "Names of the tensor types the kernel set in use computes with (it has their dot product and "
+       "dequantization): a model whose weights are of another type cannot run.");
+
     m.def("dequantize", [](uint32_t type, const Bytes& raw, int64_t n, const py::object& isa) {
         const ei::TypeKernels& k = entry(table_for(isa), type);
         if (!k.to_float) throw ei::Error(std::string("no to_float kernel for ") + ei::type_info(type).name);
