@@ -61,6 +61,7 @@ BASELINE=(
     native/src/quant/ref_legacy.cpp
     native/src/quant/ref_kquants.cpp
     native/src/quant/ref_iquants.cpp
+    native/src/quant/ref_mxfp4.cpp
     native/src/cpu/ref_table.cpp
     native/src/quant/types.cpp
 )

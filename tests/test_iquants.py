@@ -8,7 +8,6 @@ round-trip error).
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 
 import gguf
@@ -17,20 +16,13 @@ import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 
 from edgeinfer import _core, _testing
-from support.llamacpp_venv import libggml_base, libggml_cpu
-from support.quant_rows import bits, gguf_dequantize, random_blocks, rng_for
+from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
+from support.quant_rows import activations, bits, gguf_dequantize, integer_rows, random_blocks, rng_for
 
 ISAS = _core.available_isas()
 IQ4 = [T.IQ4_NL, T.IQ4_XS]
 ROW_LENGTHS = {T.IQ4_NL: [32, 64, 96, 576, 1536], T.IQ4_XS: [256, 512, 1536, 2048]}
 CASES = [(t, n) for t in IQ4 for n in ROW_LENGTHS[t]]
-
-
-def activations(n: int, rng: np.random.Generator) -> np.ndarray:
-    x = rng.standard_normal(n).astype(np.float32) * rng.uniform(0.1, 4.0, size=n // 32).repeat(32).astype(np.float32)
-    if n >= 64:
-        x[32:64] = 0.0  # an all-zero block (d = 0)
-    return x
 
 
 @pytest.mark.parametrize("qtype", IQ4, ids=lambda t: t.name)
@@ -77,25 +69,9 @@ def q8_k_values(raw: np.ndarray) -> np.ndarray:
 # ---- against ggml's own kernels (a llama.cpp build: scripts/llamacpp_bin.py) ------------------
 
 
-class _TypeTraitsCpu(ctypes.Structure):
-    _fields_ = [("from_float", ctypes.c_void_p), ("vec_dot", ctypes.c_void_p),
-                ("vec_dot_type", ctypes.c_int), ("nrows", ctypes.c_int64)]
-
-
-_VecDot = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.c_void_p,
-                           ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-
-
 @pytest.fixture(scope="module")
 def ggml_cpu():
-    path = libggml_cpu()
-    if path is None:
-        pytest.skip("no libggml-cpu.so (build llama.cpp with scripts/llamacpp_bin.py, or set EDGEINFER_LIBGGML)")
-    lib = ctypes.CDLL(str(path))
-    lib.ggml_cpu_init()
-    lib.ggml_get_type_traits_cpu.restype = ctypes.POINTER(_TypeTraitsCpu)
-    lib.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
-    return lib
+    return load_ggml_cpu()
 
 
 @pytest.mark.parametrize("qtype,n", CASES, ids=str)
@@ -104,34 +80,17 @@ def test_vec_dot_is_ggmls_bit_for_bit(ggml_cpu, qtype, n):
     llama.cpp has one x86 version of these two, so the AVX2 and AVX-512 tables both match it."""
     if _core.isa() not in ("avx2", "avx512"):
         pytest.skip("ggml's x86 order is what the x86 tables reproduce")
-    traits = ggml_cpu.ggml_get_type_traits_cpu(int(qtype)).contents
-    assert traits.vec_dot_type == _testing.vec_dot_type(int(qtype))
-    vec_dot = _VecDot(traits.vec_dot)
+    act_type = ggml_vec_dot_type(ggml_cpu, int(qtype))
+    assert act_type == _testing.vec_dot_type(int(qtype))
     for case in range(4):
         rng = rng_for(qtype, n, 3, case)
         w = random_blocks(qtype, n, rng, signed_d=True)
-        y = _testing.quantize(traits.vec_dot_type, activations(n, rng), isa=_core.isa())
-        out = ctypes.c_float()
-        vec_dot(n, ctypes.byref(out), 0, w.ctypes.data, 0, y.ctypes.data, 0, 1)
-        assert _testing.vec_dot_raw(int(qtype), w, y, n, isa=_core.isa()) == out.value, case
+        y = _testing.quantize(act_type, activations(n, rng), isa=_core.isa())
+        ours = _testing.vec_dot_raw(int(qtype), w, y, n, isa=_core.isa())
+        assert ours == ggml_vec_dot(ggml_cpu, int(qtype), n, w, y), case
 
 
 # ---- the weight quantizers ------------------------------------------------------------------
-
-
-def integer_rows(rows: int, n: int, seed: int) -> np.ndarray:
-    """Weight-like float32 rows from integer arithmetic alone (the same values on every machine and
-    numpy version): a 32-bit LCG's values, scaled per row, with a heavier tail from their squares,
-    some exact zeros, a constant row and an all-zero row."""
-    state = (np.arange(rows * n, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(seed)) % np.uint64(2**32)
-    state = (state * np.uint64(1103515245) + np.uint64(12345)) % np.uint64(2**32)
-    u = (state.astype(np.int64) - 2**31).astype(np.float64) / 2**31        # [-1, 1), exact
-    x = (u + 0.5 * u ** 3) * (1 + np.arange(rows)[:, None].repeat(n, 1).reshape(-1) % 7)
-    x = x.astype(np.float32).reshape(rows, n)
-    x[1, ::5] = 0.0
-    x[2] = 0.75
-    x[3] = 0.0
-    return x
 
 
 # sha256 of ggml_quantize_chunk's bytes for integer_rows(16, 512, 7), from llama.cpp's libggml-base

@@ -124,10 +124,12 @@ def test_device_lays_out_the_prelude_as_the_core_does(dev):
 
 
 def test_device_reads_the_preludes_tables_as_the_core_has_them(dev):
-    # The i-quants' 16 values: defined once (quant/blocks.h), generated into the prelude.
+    # The i-quants' and MXFP4's 16 values: defined once (quant/blocks.h), generated into the prelude
+    # (no kernel reads MXFP4's yet: layers with it stay on the CPU).
     host = _testing.opencl_host_block_tables()
-    assert list(host) == ["kIq4nlValues"]
+    assert list(host) == ["kIq4nlValues", "kMxfp4Values"]
     assert tuple(host["kIq4nlValues"]) == tuple(gguf.quants.IQ4_NL.kvalues)  # ggml's kvalues_iq4nl
+    assert tuple(host["kMxfp4Values"]) == tuple(gguf.quants.MXFP4.kvalues)  # ggml's kvalues_mxfp4
     assert "__constant char kIq4nlValues[16] = {" in _testing.opencl_block_prelude()
     assert dev.block_tables() == host
 

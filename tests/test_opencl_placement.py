@@ -133,6 +133,15 @@ def test_the_cores_matmul_types_take_the_iq4_layers_and_refuse_the_other_i_quant
     assert "layers 4 stay on the CPU: iq3_s weights have no OpenCL kernel yet." in p.notes
 
 
+def test_mxfp4_layers_stay_on_the_cpu_and_say_why():
+    # The CPU computes MXFP4 (test_mxfp4.py); the device has no kernel for it.
+    assert "mxfp4" in _core.weight_types() and "mxfp4" not in _core.opencl_matmul_types()
+    p = plan_placement(costs(types={2: "mxfp4"}), parse_gpu_layers("all"), [fake_device(4096)], 0,
+                       _core.opencl_matmul_types())
+    assert p.gpu_layers == (0, 1, 3, 4, 5, 6, 7, 8, 9)
+    assert "layers 2 stay on the CPU: mxfp4 weights have no OpenCL kernel yet." in p.notes
+
+
 def test_a_tensor_over_the_largest_allocation_keeps_its_layer_on_the_cpu():
     p = plan("all", devices=[fake_device(4096, max_alloc_mib=4)])  # tensors of 5 MiB
     assert p.gpu_layers == ()

@@ -18,6 +18,7 @@ T = gguf.GGMLQuantizationType
 LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 KQUANTS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 IQUANTS = [T.IQ4_NL, T.IQ4_XS]
+MX = [T.MXFP4]
 PLAIN = [T.F32, T.F16, T.BF16]
 
 
@@ -77,7 +78,7 @@ def _ggml_quantize(lib: ctypes.CDLL, qtype: int, x: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("qtype", LEGACY + KQUANTS + IQUANTS + [T.F16, T.BF16], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", LEGACY + KQUANTS + IQUANTS + MX + [T.F16, T.BF16], ids=lambda t: t.name)
 def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
     for x in _cases(512):
         ours = _core.quantize_rows(int(qtype), x, 2)
@@ -88,11 +89,12 @@ def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
 
 # Relative RMS round-trip error on Gaussian rows. Measured with these quantizers (identical to
 # ggml's, see above): q4_0 0.086, q4_1 0.078, q5_0 0.043, q5_1 0.038, q8_0 0.0054, q2_K 0.297,
-# q3_K 0.151, q4_K 0.072, q5_K 0.036, q6_K 0.018, iq4_nl 0.0761, iq4_xs 0.0767, f16 0.0002,
-# bf16 0.0017; bounds ~15% above.
+# q3_K 0.151, q4_K 0.072, q5_K 0.036, q6_K 0.018, iq4_nl 0.0761, iq4_xs 0.0767, mxfp4 0.1146
+# (a power-of-two scale puts a block's largest value anywhere in [4, 8) of its units, E2M1's
+# largest being 6), f16 0.0002, bf16 0.0017; bounds ~15% above.
 ROUND_TRIP_BOUND = {T.Q4_0: 0.1, T.Q4_1: 0.09, T.Q5_0: 0.05, T.Q5_1: 0.044, T.Q8_0: 0.0063,
                     T.Q2_K: 0.34, T.Q3_K: 0.175, T.Q4_K: 0.083, T.Q5_K: 0.042, T.Q6_K: 0.021,
-                    T.IQ4_NL: 0.0875, T.IQ4_XS: 0.088,
+                    T.IQ4_NL: 0.0875, T.IQ4_XS: 0.088, T.MXFP4: 0.132,
                     T.F16: 3e-4, T.BF16: 2e-3, T.F32: 0.0}
 
 

@@ -43,11 +43,14 @@ PRESETS: dict[str, tuple[FT, T]] = {
     "Q6_K": (FT.MOSTLY_Q6_K, T.Q6_K),
     "IQ4_NL": (FT.MOSTLY_IQ4_NL, T.IQ4_NL),
     "IQ4_XS": (FT.MOSTLY_IQ4_XS, T.IQ4_XS),
+    # No MXFP4_MOE: llama.cpp's preset of that name puts MXFP4 on MoE expert tensors only (3-D,
+    # one matrix per expert) and Q8_0 everywhere else, and the core runs no MoE models; MXFP4
+    # stays writable per tensor (--tensor-type REGEX=mxfp4).
 }
 
 # Types the core can write (quant/quantize.h); overrides must name one of these.
 WRITABLE = (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS)
+            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.MXFP4)
 PLAIN = (T.F32, T.F16, T.BF16)
 
 # A type whose blocks do not fit the row falls back to this one (then to F16 if that fails too).

@@ -102,6 +102,8 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
         case TYPE_Q6_K: each((block_q6_K*)raw.data(), [](block_q6_K& b) { b.d = random_scale(); }); break;
         case TYPE_IQ4_NL: each((block_iq4_nl*)raw.data(), [](block_iq4_nl& b) { b.d = random_scale(); }); break;
         case TYPE_IQ4_XS: each((block_iq4_xs*)raw.data(), [](block_iq4_xs& b) { b.d = random_scale(); }); break;
+        // An E8M0 exponent for 2^(e - 128) in 2^-11..2^-4, the magnitudes random_scale gives.
+        case TYPE_MXFP4: each((block_mxfp4*)raw.data(), [](block_mxfp4& b) { b.e = (uint8_t)(117 + g_rng() % 8); }); break;
         case TYPE_Q8_K:
             each((block_q8_K*)raw.data(), [](block_q8_K& b) {
                 b.d = uniform(-0.1f, 0.1f);
@@ -121,7 +123,7 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
 // The types the tables serve, in ggml id order.
 const uint32_t kTypes[] = {TYPE_F32,  TYPE_F16,  TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1,   TYPE_Q8_0,   TYPE_Q8_1,
                            TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_K,   TYPE_IQ4_NL, TYPE_IQ4_XS,
-                           TYPE_BF16};
+                           TYPE_BF16, TYPE_MXFP4};
 
 bool is_kquant(uint32_t type) { return type >= TYPE_Q2_K && type <= TYPE_Q6_K; }
 bool is_float(uint32_t type) { return type == TYPE_F32 || type == TYPE_F16 || type == TYPE_BF16; }

@@ -1,5 +1,6 @@
-"""Rows of quantized blocks for the kernel tests: random blocks whose scales decode to finite
-values, a seeded generator per test case, and gguf-py's dequantization as the reference."""
+"""Rows for the kernel tests: random quantized blocks whose scales decode to finite values,
+activations, machine-independent weight rows for quantizer digests, a seeded generator per test
+case, and gguf-py's dequantization as the reference."""
 from __future__ import annotations
 
 import gguf
@@ -8,7 +9,11 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 
 # Byte offset of a block's fp16 scale d (the k-quants keep theirs after the quants and scales).
 SCALE_OFFSET = {T.Q4_0: 0, T.Q4_1: 0, T.Q5_0: 0, T.Q5_1: 0, T.Q8_0: 0,
-                T.Q2_K: 80, T.Q3_K: 108, T.Q4_K: 0, T.Q5_K: 0, T.Q6_K: 208, T.IQ4_NL: 0, T.IQ4_XS: 0}
+                T.Q2_K: 80, T.Q3_K: 108, T.Q4_K: 0, T.Q5_K: 0, T.Q6_K: 208, T.IQ4_NL: 0, T.IQ4_XS: 0,
+                T.MXFP4: 0}
+# Types whose scale is an E8M0 byte (2^(e - 127), a bare exponent; halved for MXFP4's doubled
+# table) rather than an fp16 d: random_blocks gives it 2^-5..2^0.
+E8M0_SCALE = {T.MXFP4}
 # Types with an fp16 minimum right after d: the legacy block minimum m, the k-quants' dmin.
 HAS_MIN = {T.Q4_1, T.Q5_1, T.Q2_K, T.Q4_K, T.Q5_K}
 _KQUANTS = {T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K}
@@ -24,19 +29,47 @@ def random_blocks(qtype: T, n: int, rng: np.random.Generator, d_scale: float | N
     """The bytes of n values of `qtype` blocks: every byte random but the fp16 scale d, |N(0, 1)|
     d_scale (N(0, 1) d_scale with `signed_d`), and the minimum after it where the type has one: a
     legacy block's m is N(0, 1) 0.5, a k-quant's dmin (subtracted) |N(0, 1)| d_scale. d_scale
-    defaults to 0.05, and 0.02 for the k-quants."""
+    defaults to 0.05, and 0.02 for the k-quants. An E8M0 scale byte (MXFP4) is uniform over the
+    exponents of 2^-5..2^0 instead (it has no sign, and d_scale does not apply)."""
     block_size, type_size = GGML_QUANT_SIZES[qtype]
     kquant = qtype in _KQUANTS
     d_scale = d_scale if d_scale is not None else 0.02 if kquant else 0.05
     nb = n // block_size
     blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
     o = SCALE_OFFSET[qtype]
+    if qtype in E8M0_SCALE:
+        blocks[:, o] = rng.integers(128 - 5, 128 + 1, size=nb)  # MXFP4 decodes 2^(e - 128)
+        return blocks.reshape(-1)
     d = rng.standard_normal((nb, 1))
     blocks[:, o:o + 2] = ((d if signed_d else np.abs(d)) * d_scale).astype(np.float16).view(np.uint8)
     if qtype in HAS_MIN:
         m = np.abs(rng.standard_normal((nb, 1))) * d_scale if kquant else rng.standard_normal((nb, 1)) * 0.5
         blocks[:, o + 2:o + 4] = m.astype(np.float16).view(np.uint8)
     return blocks.reshape(-1)
+
+
+def activations(n: int, rng: np.random.Generator) -> np.ndarray:
+    """n float32 activations, N(0, 1) scaled per 32-element block by 0.1..4, and with n >= 64 an
+    all-zero second block (a Q8 block with d = 0)."""
+    x = rng.standard_normal(n).astype(np.float32) * rng.uniform(0.1, 4.0, size=n // 32).repeat(32).astype(np.float32)
+    if n >= 64:
+        x[32:64] = 0.0
+    return x
+
+
+def integer_rows(rows: int, n: int, seed: int) -> np.ndarray:
+    """Weight-like float32 rows from integer arithmetic alone (the same values on every machine and
+    numpy version), for golden digests of quantizer bytes: a 32-bit LCG's values, scaled per row,
+    with a heavier tail from their squares, some exact zeros, a constant row and an all-zero row."""
+    state = (np.arange(rows * n, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(seed)) % np.uint64(2**32)
+    state = (state * np.uint64(1103515245) + np.uint64(12345)) % np.uint64(2**32)
+    u = (state.astype(np.int64) - 2**31).astype(np.float64) / 2**31        # [-1, 1), exact
+    x = (u + 0.5 * u ** 3) * (1 + np.arange(rows)[:, None].repeat(n, 1).reshape(-1) % 7)
+    x = x.astype(np.float32).reshape(rows, n)
+    x[1, ::5] = 0.0
+    x[2] = 0.75
+    x[3] = 0.0
+    return x
 
 
 def gguf_dequantize(qtype: T, raw: np.ndarray) -> np.ndarray:

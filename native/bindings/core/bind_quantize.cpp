@@ -37,7 +37,7 @@ void register_quantize(py::module_& m) {
     }, py::arg("type"), py::arg("x"), py::arg("n_threads") = 1,
        "Quantize float32 rows [rows, n_per_row] to ggml type id `type` with ggml's reference "
        "quantizer (bit-identical blocks) -> uint8 [rows, row_bytes]. Types: f32, f16, bf16, q4_0, "
-       "q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K.");
+       "q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.");
 
     m.def("has_quantizer", [](uint32_t type) { return ei::quantize_row_fn(type) != nullptr; }, py::arg("type"),
           "True if quantize_rows can write ggml type id `type`.");

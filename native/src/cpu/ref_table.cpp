@@ -34,6 +34,8 @@ void fill_kernels_scalar(KernelTable& t) {
     // activations, IQ4_XS's super-blocks Q8_K.
     t.types[TYPE_IQ4_NL] = {ref::to_float_iq4_nl, nullptr, ref::vec_dot_iq4_nl_q8_0, TYPE_Q8_0};
     t.types[TYPE_IQ4_XS] = {ref::to_float_iq4_xs, nullptr, ref::vec_dot_iq4_xs_q8_K, TYPE_Q8_K};
+    // MXFP4's 32-element blocks take Q8_0 activations, as in ggml-cpu's type traits.
+    t.types[TYPE_MXFP4] = {ref::to_float_mxfp4, nullptr, ref::vec_dot_mxfp4_q8_0, TYPE_Q8_0};
     // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
     t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
     fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)

@@ -147,6 +147,23 @@ struct block_iq4_xs {
     uint8_t qs[QK_K / 2];           // 4-bit indices
 };
 
+// ---- MXFP4: the OCP microscaling format's 4-bit floats -------------------------------------
+// Kernels: quant/ref_mxfp4.cpp (scalar), cpu/x86/mxfp4_256.h (AVX2 / AVX-512),
+// cpu/arm/mxfp4_neon.h (NEON).
+
+constexpr int QK_MXFP4 = 32;
+// The 16 E2M1 values a 4-bit code decodes to, doubled so that they are integers (ggml's
+// kvalues_mxfp4): bit 3 is the sign, so codes 0 and 8 are both zero. The block scale is halved
+// to make up for the doubling (common/e8m0.h).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 4.25 bpw. x[j] = 2^(e - 128) * kMxfp4Values[q[j]], q[j] a nibble packed as in q4_0; e is an
+// E8M0 byte (a bare power-of-two exponent, bias 127; 2^(e - 127) halved, see above).
+struct block_mxfp4 {
+    uint8_t e;                 // E8M0 shared exponent
+    uint8_t qs[QK_MXFP4 / 2];  // nibbles as in q4_0
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 size must match quant/types.cpp");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 size must match quant/types.cpp");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 size must match quant/types.cpp");
@@ -161,5 +178,6 @@ static_assert(sizeof(block_q6_K) == 210, "q6_K size must match quant/types.cpp")
 static_assert(sizeof(block_q8_K) == 292, "q8_K size must match quant/types.cpp");
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl size must match quant/types.cpp");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs size must match quant/types.cpp");
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 size must match quant/types.cpp");
 
 }  // namespace ei

@@ -28,6 +28,7 @@ QuantizeRowFn quantize_row_fn(uint32_t type) {
         case TYPE_Q6_K: return qref::quantize_row_q6_K;
         case TYPE_IQ4_NL: return qref::quantize_row_iq4_nl;
         case TYPE_IQ4_XS: return qref::quantize_row_iq4_xs;
+        case TYPE_MXFP4: return qref::quantize_row_mxfp4;
         default: return nullptr;
     }
 }

@@ -15,7 +15,7 @@ namespace ei {
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 
 // The reference quantizer of `type`, or nullptr if it has none: f32, f16, bf16, q4_0, q4_1,
-// q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs.
+// q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.
 QuantizeRowFn quantize_row_fn(uint32_t type);
 
 // Quantizes nrows rows of n_per_row floats (row-major) into `type`, rows split over n_threads
@@ -39,6 +39,8 @@ void quantize_row_q6_K(const float* x, void* y, int64_t n);
 // quantize_iquants.cpp: the non-linear 4-bit types.
 void quantize_row_iq4_nl(const float* x, void* y, int64_t n);
 void quantize_row_iq4_xs(const float* x, void* y, int64_t n);
+// quantize_mxfp4.cpp: E2M1 codes with an E8M0 block exponent.
+void quantize_row_mxfp4(const float* x, void* y, int64_t n);
 }  // namespace qref
 
 }  // namespace ei

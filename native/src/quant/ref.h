@@ -66,6 +66,14 @@ void to_float_iq4_nl(const void* src, float* dst, int64_t n);
 void to_float_iq4_xs(const void* src, float* dst, int64_t n);
 void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const void* x, const void* y);
+// sum_j values[q[j]] * a[j] over the 32 elements whose 4-bit codes are qs[0..15] (element j in the
+// low nibble of byte j, element j + 16 in its high one): a block's exact integer dot product for
+// the types with a 16-entry table (IQ4_NL, IQ4_XS's sub-blocks, MXFP4).
+int table4_dot_32(const uint8_t* qs, const int8_t* a, const int8_t* values);
+
+// ---- MXFP4, E2M1 codes with an E8M0 block exponent (ref_mxfp4.cpp) ----
+void to_float_mxfp4(const void* src, float* dst, int64_t n);
+void vec_dot_mxfp4_q8_0(int64_t n, float* s, const void* x, const void* y);
 
 }  // namespace ref
 

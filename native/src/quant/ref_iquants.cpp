@@ -21,17 +21,16 @@ int iq4_xs_scale(const block_iq4_xs& b, int ib) {
     return ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 15) | ((b.scales_h >> 2 * ib) & 3) << 4;
 }
 
-// sum_j v(q[j]) * a[j] over the 32 elements whose nibbles are qs[0..15] (element j low, j + 16 high).
-int dot_nibbles(const uint8_t* qs, const int8_t* a) {
+}  // namespace
+
+int table4_dot_32(const uint8_t* qs, const int8_t* a, const int8_t* values) {
     int sum = 0;
     for (int j = 0; j < 16; ++j) {
-        sum += a[j] * kIq4nlValues[qs[j] & 15];
-        sum += a[j + 16] * kIq4nlValues[qs[j] >> 4];
+        sum += a[j] * values[qs[j] & 15];
+        sum += a[j + 16] * values[qs[j] >> 4];
     }
     return sum;
 }
-
-}  // namespace
 
 void to_float_iq4_nl(const void* src, float* dst, int64_t n) {
     const block_iq4_nl* x = (const block_iq4_nl*)src;
@@ -65,7 +64,7 @@ void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const void* vx, const void* vy) {
     float sumf = 0.0f;
     for (int64_t i = 0; i < n / QK4_NL; ++i) {
         const float d = fp16_to_fp32(y[i].d) * fp16_to_fp32(x[i].d);
-        sumf += d * (float)dot_nibbles(x[i].qs, y[i].qs);
+        sumf += d * (float)table4_dot_32(x[i].qs, y[i].qs, kIq4nlValues);
     }
     *s = sumf;
 }
@@ -78,7 +77,7 @@ void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
         const float d4d8 = fp16_to_fp32(x[i].d) * y[i].d;
         for (int ib = 0; ib < QK_K / 32; ++ib) {
             const float dl = d4d8 * (float)(iq4_xs_scale(x[i], ib) - 32);
-            sumf += dl * (float)dot_nibbles(x[i].qs + 16 * ib, y[i].qs + 32 * ib);
+            sumf += dl * (float)table4_dot_32(x[i].qs + 16 * ib, y[i].qs + 32 * ib, kIq4nlValues);
         }
     }
     *s = sumf;

@@ -44,8 +44,9 @@ namespace ei {
 namespace {
 
 // sum(v(q[j]) * y[j]) over the 32 elements whose nibbles are qs[0..15] (element j in the low
-// nibble of byte j, element j + 16 in its high nibble); `table` holds kIq4nlValues.
-inline int iq4_dot_32(const uint8_t* qs, const int8_t* y, int8x16_t table) {
+// nibble of byte j, element j + 16 in its high nibble); `table` holds the 16 values (kIq4nlValues,
+// or kMxfp4Values for mxfp4_neon.h).
+inline int table4_dot_32(const uint8_t* qs, const int8_t* y, int8x16_t table) {
     const uint8x16_t b = vld1q_u8(qs);
     const int8x16_t lo = vqtbl1q_s8(table, vandq_u8(b, vdupq_n_u8(0x0F)));
     const int8x16_t hi = vqtbl1q_s8(table, vshrq_n_u8(b, 4));
@@ -59,24 +60,38 @@ inline void iq4_xs_scales_neon(const block_iq4_xs& b, int ls[8]) {
         ls[k] = (((b.scales_l[k / 2] >> (4 * (k % 2))) & 15) | (((b.scales_h >> (2 * k)) & 3) << 4)) - 32;
 }
 
-void vec_dot_iq4_nl_q8_0_neon(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_iq4_nl* x = (const block_iq4_nl*)vx;
+// ggml's ARM loop for blocks of 32 4-bit indices into a 16-entry int8 table with one scale per
+// block, against Q8_0: IQ4_NL here, MXFP4 (cpu/arm/mxfp4_neon.h), whose ggml vec_dots differ only
+// in the table and in how a block's scale is read (x_scale: its float value; ggml writes both as
+// scale_x * d_y * sumi_0 + scale_x * d_y * sumi_1). The float order is the header comment's, but
+// which product of the pair GCC fuses into the other differs between the two functions (read from
+// each one's disassembly): kFuseFirst gives fma(d_0, sumi_0, d_1 * sumi_1) (IQ4_NL), else
+// fma(d_1, sumi_1, d_0 * sumi_0) (MXFP4).
+template <class Block, float (*x_scale)(const Block&), bool kFuseFirst>
+void vec_dot_table4_q8_0_neon(int64_t n, float* s, const void* vx, const void* vy, const int8_t* values) {
+    const Block* x = (const Block*)vx;
     const block_q8_0* y = (const block_q8_0*)vy;
-    const int64_t nb = n / QK4_NL;
-    const int8x16_t table = vld1q_s8(kIq4nlValues);
+    const int64_t nb = n / QK8_0;
+    const int8x16_t table = vld1q_s8(values);
     float sumf = 0.0f;
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        const int sumi0 = iq4_dot_32(x[i].qs, y[i].qs, table);
-        const int sumi1 = iq4_dot_32(x[i + 1].qs, y[i + 1].qs, table);
-        const float d0 = h2f(x[i].d) * h2f(y[i].d);
-        const float d1 = h2f(x[i + 1].d) * h2f(y[i + 1].d);
+        const float sumi0 = (float)table4_dot_32(x[i].qs, y[i].qs, table);
+        const float sumi1 = (float)table4_dot_32(x[i + 1].qs, y[i + 1].qs, table);
+        const float d0 = x_scale(x[i]) * h2f(y[i].d);
+        const float d1 = x_scale(x[i + 1]) * h2f(y[i + 1].d);
         // the pair's two terms with one rounding saved, then one plain add into sumf
-        sumf += std::fma(d0, (float)sumi0, d1 * (float)sumi1);
+        sumf += kFuseFirst ? std::fma(d0, sumi0, d1 * sumi1) : std::fma(d1, sumi1, d0 * sumi0);
     }
     for (; i < nb; i++)  // ggml's scalar tail (an odd count's last block), contracted
-        sumf = std::fma(h2f(y[i].d) * h2f(x[i].d), (float)iq4_dot_32(x[i].qs, y[i].qs, table), sumf);
+        sumf = std::fma(h2f(y[i].d) * x_scale(x[i]), (float)table4_dot_32(x[i].qs, y[i].qs, table), sumf);
     *s = sumf;
+}
+
+inline float iq4_nl_scale(const block_iq4_nl& b) { return h2f(b.d); }
+
+void vec_dot_iq4_nl_q8_0_neon(int64_t n, float* s, const void* vx, const void* vy) {
+    vec_dot_table4_q8_0_neon<block_iq4_nl, iq4_nl_scale, true>(n, s, vx, vy, kIq4nlValues);
 }
 
 void vec_dot_iq4_xs_q8_K_neon(int64_t n, float* s, const void* vx, const void* vy) {
@@ -88,7 +103,7 @@ void vec_dot_iq4_xs_q8_K_neon(int64_t n, float* s, const void* vx, const void* v
         int ls[8];
         iq4_xs_scales_neon(x[i], ls);
         int sumi = 0;
-        for (int k = 0; k < QK_K / 32; k++) sumi += ls[k] * iq4_dot_32(x[i].qs + 16 * k, y[i].qs + 32 * k, table);
+        for (int k = 0; k < QK_K / 32; k++) sumi += ls[k] * table4_dot_32(x[i].qs + 16 * k, y[i].qs + 32 * k, table);
         sumf = std::fma(h2f(x[i].d) * y[i].d, (float)sumi, sumf);
     }
     *s = sumf;

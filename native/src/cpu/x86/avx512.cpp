@@ -8,9 +8,15 @@
 #include "cpu/x86/quants_256.h"
 #include "cpu/x86/iquants_256.h"
 #include "cpu/x86/kquants_256.h"
+#include "cpu/x86/mxfp4_256.h"
 
 namespace ei {
 
-void fill_kernels_avx512(KernelTable& t) { fill_kernels_256(t); fill_kernels_kquants_256(t); fill_kernels_iquants_256(t); }
+void fill_kernels_avx512(KernelTable& t) {
+    fill_kernels_256(t);
+    fill_kernels_kquants_256(t);
+    fill_kernels_iquants_256(t);
+    fill_kernels_mxfp4_256(t);
+}
 
 }  // namespace ei

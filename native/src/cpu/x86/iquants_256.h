@@ -11,6 +11,7 @@
 //           tail: GCC's Zen tuning, which a -march=native build gets on the AMD machines this
 //           was checked on against that build's libggml-cpu, does not fuse a loop-carried sum;
 //           an Intel-tuned build may, and would differ in the last bit for odd block counts).
+//           MXFP4's vec_dot is the same loop with another table and scale (cpu/x86/mxfp4_256.h).
 //   IQ4_XS: per super-block, the sub-blocks' int32 lanes times their scale (ls - 32), even and
 //           odd sub-blocks summed apart, then added; one FMA per super-block by d_x * d_y.
 // The integer sums are exact (a pair of products is at most 2 * 127 * 127 < 2^15), so the
@@ -24,13 +25,15 @@
 #include "cpu/kernels.h"
 #include "cpu/x86/quants_256.h"
 #include "quant/blocks.h"
+#include "quant/ref.h"
 
 namespace ei {
 namespace {
 
-// The 32 table values of a block's 16 bytes of nibbles: elements 0..15 (low nibbles) in bytes
-// 0..15, elements 16..31 (high nibbles) in bytes 16..31.
-inline __m256i iq4_values_32(const uint8_t* qs, __m128i table) {
+// The 32 table values of a block's 16 bytes of nibbles (`table`: 16 int8 values, kIq4nlValues or
+// kMxfp4Values): elements 0..15 (low nibbles) in bytes 0..15, elements 16..31 (high nibbles) in
+// bytes 16..31.
+inline __m256i table4_values_32(const uint8_t* qs, __m128i table) {
     const __m128i bits = _mm_loadu_si128((const __m128i*)qs);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(bits, 4), m4)),
@@ -59,30 +62,40 @@ inline __m256i dot_i8_lanes_scaled(__m256i x, __m256i y, int ls) {
 
 inline __m128i iq4_table() { return _mm_loadu_si128((const __m128i*)kIq4nlValues); }
 
-void vec_dot_iq4_nl_q8_0_256(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_iq4_nl* x = (const block_iq4_nl*)vx;
+// ggml's x86 loop for blocks of 32 4-bit indices into a 16-entry int8 table with one scale per
+// block, against Q8_0: IQ4_NL here, MXFP4 (cpu/x86/mxfp4_256.h), whose ggml vec_dots differ only
+// in the table and in how a block's scale is read (x_scale: its float value). Per pair of blocks,
+// each block's 8 lanes FMA'd by d_y * x_scale into its own accumulator (even, odd); the two added
+// and reduced; the last block of an odd count in ggml's C tail, (d_y * x_scale) * isum added to
+// the sum as a separate rounding (see the header's comment: ggml's build does not fuse it).
+template <class Block, float (*x_scale)(const Block&)>
+void vec_dot_table4_q8_0_256(int64_t n, float* s, const void* vx, const void* vy, const int8_t* values) {
+    const Block* x = (const Block*)vx;
     const block_q8_0* y = (const block_q8_0*)vy;
-    const int64_t nb = n / QK4_NL;
-    const __m128i table = iq4_table();
+    const int64_t nb = n / QK8_0;
+    const __m128i table = _mm_loadu_si128((const __m128i*)values);
     __m256 acc_even = _mm256_setzero_ps(), acc_odd = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 1 < nb; i += 2) {
-        const __m256i p0 = dot_i8_lanes(iq4_values_32(x[i].qs, table), _mm256_loadu_si256((const __m256i*)y[i].qs));
+        const __m256i p0 = dot_i8_lanes(table4_values_32(x[i].qs, table), _mm256_loadu_si256((const __m256i*)y[i].qs));
         const __m256i p1 =
-            dot_i8_lanes(iq4_values_32(x[i + 1].qs, table), _mm256_loadu_si256((const __m256i*)y[i + 1].qs));
-        acc_even = _mm256_fmadd_ps(set1_fp16_product(y[i].d, x[i].d), _mm256_cvtepi32_ps(p0), acc_even);
-        acc_odd = _mm256_fmadd_ps(set1_fp16_product(y[i + 1].d, x[i + 1].d), _mm256_cvtepi32_ps(p1), acc_odd);
+            dot_i8_lanes(table4_values_32(x[i + 1].qs, table), _mm256_loadu_si256((const __m256i*)y[i + 1].qs));
+        acc_even = _mm256_fmadd_ps(_mm256_set1_ps(h2f(y[i].d) * x_scale(x[i])), _mm256_cvtepi32_ps(p0), acc_even);
+        acc_odd = _mm256_fmadd_ps(_mm256_set1_ps(h2f(y[i + 1].d) * x_scale(x[i + 1])), _mm256_cvtepi32_ps(p1), acc_odd);
     }
     float sum = hsum_float_8(_mm256_add_ps(acc_even, acc_odd));
     for (; i < nb; ++i) {
-        int isum = 0;
-        for (int j = 0; j < 16; ++j)
-            isum += y[i].qs[j] * kIq4nlValues[x[i].qs[j] & 15] + y[i].qs[j + 16] * kIq4nlValues[x[i].qs[j] >> 4];
-        float term = h2f(y[i].d) * h2f(x[i].d) * (float)isum;
+        float term = h2f(y[i].d) * x_scale(x[i]) * (float)ref::table4_dot_32(x[i].qs, y[i].qs, values);
         __asm__("" : "+x"(term));  // a separate rounding, as ggml's build computes it (above): no FMA
         sum += term;
     }
     *s = sum;
+}
+
+inline float iq4_nl_scale(const block_iq4_nl& b) { return h2f(b.d); }
+
+void vec_dot_iq4_nl_q8_0_256(int64_t n, float* s, const void* vx, const void* vy) {
+    vec_dot_table4_q8_0_256<block_iq4_nl, iq4_nl_scale>(n, s, vx, vy, kIq4nlValues);
 }
 
 void vec_dot_iq4_xs_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
@@ -97,9 +110,9 @@ void vec_dot_iq4_xs_q8_K_256(int64_t n, float* s, const void* vx, const void* vy
             const int ls0 = ((x[i].scales_l[ib / 2] & 15) | ((sh << 4) & 0x30)) - 32;
             const int ls1 = ((x[i].scales_l[ib / 2] >> 4) | ((sh << 2) & 0x30)) - 32;
             sh >>= 4;
-            sum_even = _mm256_add_epi32(sum_even, dot_i8_lanes_scaled(iq4_values_32(x[i].qs + 16 * ib, table),
+            sum_even = _mm256_add_epi32(sum_even, dot_i8_lanes_scaled(table4_values_32(x[i].qs + 16 * ib, table),
                                             _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib)), ls0));
-            sum_odd = _mm256_add_epi32(sum_odd, dot_i8_lanes_scaled(iq4_values_32(x[i].qs + 16 * ib + 16, table),
+            sum_odd = _mm256_add_epi32(sum_odd, dot_i8_lanes_scaled(table4_values_32(x[i].qs + 16 * ib + 16, table),
                                             _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib + 32)), ls1));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d),
