@@ -67,6 +67,26 @@ def test_shift_moves_values_and_keeps_the_head_bit_identical(tiny):
     assert not np.array_equal(after[:, 0, 3:], before[:, 0, 8:])    # K rows are re-rotated
 
 
+def test_shift_moves_unroped_keys_as_they_are(tiny_llama_file):
+    """SmolLM3's every fourth layer is not roped: its keys hold no position, so a shift moves them
+    unchanged, while the roped layers' are re-rotated as llama's (the same weights as a llama file:
+    layers 0-2 compute alike, only the last, unroped one differs)."""
+    def shifted(arch: str) -> tuple[np.ndarray, np.ndarray]:
+        path, _ = tiny_llama_file(TinyConfig(arch=arch, n_layer=4))
+        ctx = Model.load(path, n_ctx=64, n_threads=2).context
+        ctx.decode(np.array(PROMPT, dtype=np.int32))
+        before = ctx.kv_snapshot(len(PROMPT)).reshape(4, 2, len(PROMPT), -1)  # [layer][K, V][pos][bytes]
+        ctx.shift(3, 5)
+        return before, ctx.kv_snapshot(len(PROMPT) - 5).reshape(4, 2, len(PROMPT) - 5, -1)
+
+    before, after = shifted("smollm3")
+    assert np.array_equal(after[3, 0, 3:], before[3, 0, 8:])
+    assert not np.array_equal(after[:3, 0, 3:], before[:3, 0, 8:])
+    llama_before, llama_after = shifted("llama")
+    assert np.array_equal(before[:3], llama_before[:3]) and not np.array_equal(before[3], llama_before[3])
+    assert np.array_equal(after[:3], llama_after[:3])
+
+
 def test_bad_shift_arguments_change_nothing(tiny):
     _, _, path = tiny
     m = Model.load(path, n_ctx=64, n_threads=2)

@@ -18,18 +18,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:
 
 from edgeinfer import Model  # noqa: E402
 from edgeinfer.cli import main as cli_main  # noqa: E402
-from support.hf_tiny import (SAMPLE_TEXTS, gemma_hf_tokenizer, hf_decode_logits, hf_logits,  # noqa: E402
-                     make_tiny_checkpoint, train_sentencepiece)
-
-PROMPTS = ["The quick brown fox jumps over the lazy dog. 12345",
-           "Hello, world!\n  def f(x): return x ** 2  # word17 token3 piece1 " * 3]
-
-# The F32 weights are used as stored, but the KV cache holds F16 keys and values and attention
-# accumulates V in F16 (ggml's CPU flash attention, which the core mirrors): with these weights
-# (init std 0.2, logits up to ~7) that is up to ~0.5% of the logits' range after 130 tokens, the
-# same with and without RoPE scaling. A wrong tensor layout or RoPE gives errors of the order of
-# the logits themselves; the RoPE factors are also checked exactly below.
-REL_TOL = 1e-2
+from support.hf_compare import PROMPTS, check_against_hf  # noqa: E402
+from support.hf_tiny import SAMPLE_TEXTS, gemma_hf_tokenizer, make_tiny_checkpoint, train_sentencepiece  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -40,38 +30,6 @@ def spm_model(tmp_path_factory) -> Path:
 def convert(folder: Path, out: Path, outtype: str = "f32") -> Path:
     assert cli_main(["convert", str(folder), str(out), "--outtype", outtype]) == 0
     return out
-
-
-def assert_logits_close(ours: np.ndarray, ref: np.ndarray) -> None:
-    scale = float(np.abs(ref).max())
-    diff = float(np.abs(ours - ref).max())
-    bound = REL_TOL * scale
-    assert diff <= bound, f"max abs diff {diff:.4g} for logits up to {scale:.3g}"
-    # The same top token wherever the reference's top two differ by more than twice the largest
-    # error seen (a nearer tie may flip either way); random tiny models have many near ties.
-    top2 = np.sort(ref, axis=1)[:, -2:]
-    decisive = top2[:, 1] - top2[:, 0] > 2 * diff
-    print(f"max abs diff {diff:.4g} of {scale:.3g}, decisive rows {decisive.mean():.0%}")
-    assert decisive.mean() > 0.6   # not a vacuous check
-    assert (ours.argmax(axis=1) == ref.argmax(axis=1))[decisive].all()
-
-
-def check_against_hf(model, gguf_path: Path, n_ctx: int = 256, prompts: list[str] = PROMPTS,
-                     decode: bool = True) -> None:
-    em = Model.load(gguf_path, n_ctx=n_ctx, n_threads=2)
-    for prompt in prompts:
-        ids = em.tokenize(prompt)
-        assert len(ids) > 8
-        assert_logits_close(em.eval_logits(ids), hf_logits(model, ids))
-        if prompt is not prompts[0] or not decode:
-            continue   # decode the first prompt only: one transformers call a token is the slow part
-        # token by token through the KV cache, against transformers' cache
-        em.prompt_cache.reset()
-        ours = []
-        for t in ids:
-            em.prompt_cache.decode([t])
-            ours.append(np.array(em.context.logits)[-1])
-        assert_logits_close(np.stack(ours), hf_decode_logits(model, ids))
 
 
 VARIANTS = {
@@ -89,6 +47,7 @@ VARIANTS = {
     "qwen3": ("qwen3", {}),
     "phi3": ("phi3", {}),
     "gemma3": ("gemma3", {}),
+    "smollm3": ("smollm3", {}),
 }
 
 
@@ -175,6 +134,25 @@ def test_gemma3_scaled_local_rope_is_refused():
             "sliding_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 10000.0}}
     with pytest.raises(ModelFormatError, match="sliding-window"):
         Gemma3({**GEMMA3_SHAPE, "rope_parameters": rope}).local_rope_base()
+
+
+@pytest.mark.parametrize("cfg, match", [
+    ({"no_rope_layers": [1, 1, 0, 1, 1]}, "no_rope_layers"),            # NoPE on another layer
+    ({"no_rope_layer_interval": 2}, "no_rope_layers"),
+    ({"use_sliding_window": True, "sliding_window": 16}, "sliding window"),
+    ({"attention_bias": True}, "attention_bias"),
+    ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 1e6}}, "llama3"),
+])
+def test_smollm3_configs_gguf_cannot_express_are_refused(cfg, match):
+    """llama.cpp's loader skips RoPE on every fourth layer, whatever the file says (no key carries
+    it), and passes its graph no rope factors: other patterns are refused, not run wrong."""
+    from edgeinfer.convert.architectures import SmolLM3
+    from edgeinfer.errors import ModelFormatError
+
+    shape = {"num_hidden_layers": 5, "hidden_size": 64, "num_attention_heads": 4}
+    assert SmolLM3(shape).name == "smollm3"
+    with pytest.raises(ModelFormatError, match=match):
+        SmolLM3({**shape, **cfg})
 
 
 def test_llama3_rope_factors_match_transformers():

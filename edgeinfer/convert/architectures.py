@@ -260,6 +260,38 @@ class Gemma3(Architecture):
         return shape
 
 
+def _refuse_biases(cfg: dict[str, Any], name: str) -> None:
+    """The llama-style families run no projection biases: a checkpoint with them is refused rather
+    than converted into a file whose biases would go unused."""
+    for key in ("attention_bias", "mlp_bias"):
+        if cfg.get(key):
+            raise ModelFormatError(f"{name} with {key} is not supported")
+
+
+class SmolLM3(Architecture):
+    """SmolLM3: Llama (Q/K permuted for llama.cpp's adjacent-pair RoPE) with RoPE skipped on every
+    fourth layer. llama.cpp fixes that interval at 4 in its loader and no GGUF key carries it,
+    so a config whose no_rope_layers follow another pattern is refused, as is a sliding window;
+    its graph passes no rope factors, so llama3 scaling (a rope_freqs tensor) is refused too."""
+    arch = MODEL_ARCH.SMOLLM3
+    rope_types = ("default", "linear")
+    no_rope_interval = 4   # llama.cpp's n_no_rope_layer_step
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        _refuse_biases(cfg, "SmolLM3")
+        interval = int(cfg.get("no_rope_layer_interval") or self.no_rope_interval)
+        flags = cfg.get("no_rope_layers")   # 1: the layer is roped (transformers' meaning)
+        if flags is None:
+            flags = [int((i + 1) % interval != 0) for i in range(self.n_layer)]
+        expected = [int((i + 1) % self.no_rope_interval != 0) for i in range(self.n_layer)]
+        if [int(bool(f)) for f in flags] != expected:
+            raise ModelFormatError(f"SmolLM3 with no_rope_layers {list(flags)} is not supported: GGUF files "
+                                   f"(llama.cpp's loader) skip RoPE on every {self.no_rope_interval}th layer only")
+        if cfg.get("use_sliding_window") and cfg.get("sliding_window"):
+            raise ModelFormatError("SmolLM3 with a sliding window is not supported")
+
+
 # config.json "architectures"[0] -> conversion
 ARCHITECTURES: dict[str, type[Architecture]] = {
     "LlamaForCausalLM": Architecture,
@@ -268,6 +300,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "Qwen3ForCausalLM": Qwen3,
     "Phi3ForCausalLM": Phi3,
     "Gemma3ForCausalLM": Gemma3,
+    "SmolLM3ForCausalLM": SmolLM3,
 }
 
 

@@ -87,6 +87,9 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
                     sliding_window=16, query_pre_attn_scalar=32, pad_token_id=0)),
     "phi3": ("Phi3Config", "Phi3ForCausalLM",
              dict(num_attention_heads=4, num_key_value_heads=4, pad_token_id=0, sliding_window=None)),
+    # 5 layers: the fourth skips RoPE (NoPE) and is not the last; tied output, as SmolLM3's
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM",
+                dict(num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=5, pad_token_id=0)),
 }
 
 

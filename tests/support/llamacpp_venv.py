@@ -52,3 +52,12 @@ def llamacpp_tool(name: str) -> Path | None:
     llamacpp_bin = load_script("llamacpp_bin")
     paths = sorted(glob.glob(str(llamacpp_bin.default_root() / "*" / "build" / "bin" / name)))
     return Path(paths[-1]) if paths else None
+
+
+def llamacpp_converter() -> Path | None:
+    """convert_hf_to_gguf.py of the newest llama.cpp source tree scripts/llamacpp_bin.py unpacked
+    (beside its gguf-py, which it must import rather than the installed gguf), or None."""
+    llamacpp_bin = load_script("llamacpp_bin")
+    pattern = llamacpp_bin.default_root() / "*" / "src" / "*" / "*" / "convert_hf_to_gguf.py"
+    paths = sorted(p for p in glob.glob(str(pattern)) if (Path(p).parent / "gguf-py" / "gguf").is_dir())
+    return Path(paths[-1]) if paths else None

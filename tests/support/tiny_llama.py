@@ -35,6 +35,8 @@ class TinyConfig:
     rope_freq_factors: bool = False   # a Llama-3.1-style rope_freqs tensor
     rope_linear_factor: float = 0.0   # rope.scaling.type linear with this factor (0 = none)
     weight_type: str = "F32"  # F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS for the 2-D matmul weights
+    arch: str = "llama"       # general.architecture: "smollm3" is the same file with every fourth
+                              # layer unroped (the numpy reference knows llama only)
 
     @property
     def head_dim(self) -> int:
@@ -92,7 +94,7 @@ def write_tiny_llama(path: Path, cfg: TinyConfig = TinyConfig(), seed: int = 0,
     types += [kind for _, kind in extra_tokens]
     weights = make_weights(cfg, len(tokens), seed)
 
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), cfg.arch)
     writer.add_name("tiny-random-llama")
     writer.add_context_length(cfg.n_ctx_train)
     writer.add_embedding_length(cfg.n_embd)

@@ -71,7 +71,8 @@ public:
     void forward(ForwardEnv& env, const ForwardBatch& batch) const;
     // Context shift: m cached K rows of `layer` ([m][n_head_kv][head_dim] floats, rotated for
     // their old positions) rotated further by `delta` positions, in place, with the layer's own
-    // RoPE. Refused (Error) where a rotation cannot move a key exactly (a RoPE attention factor).
+    // RoPE (none on an unroped layer). Refused (Error) where a rotation cannot move a key exactly
+    // (a RoPE attention factor).
     void rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m, int32_t delta,
                             int64_t n_ctx) const;
 

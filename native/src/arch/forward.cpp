@@ -74,6 +74,9 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
 void ArchModel::rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m, int32_t delta,
                                    int64_t n_ctx) const {
     const LayerConfig c = layer_config((int)layer, n_ctx);
+    // Unroped keys hold no position to move. (llama.cpp's shift skips layers !has_rope, but its
+    // smollm3 leaves every layer marked roped and so rotates NoPE keys; moving them is wrong.)
+    if (c.nope) return;
     // A rotation by delta moves a key exactly only when cos and sin are not scaled.
     if (c.rope.attn_factor != 1.0f)
         throw Error("context shift is not supported for the " + hp_.arch +

@@ -3,7 +3,8 @@
 //   h = rms_norm(x) * attn_norm
 //   q, k, v = Wq h (+ bq), Wk h (+ bk), Wv h (+ bv)    or one fused Wqkv h, split in that order
 //   q = rms_norm_per_head(q) * q_norm;  k likewise      (Qwen 3, Gemma 3)
-//   rope(q), rope(k)                                    (normal or neox mode, the layer's params)
+//   rope(q), rope(k)                                    (normal or neox mode, the layer's params;
+//                                                        skipped on NoPE layers: SmolLM3)
 //   q *= q_scale                                        (Gemma 3, Phi-3: attention then scales by 1)
 //   cache k, v;  a = attention(q, K, V)                 (causal, grouped-query, optional window)
 //   x += post_attn_norm(Wo a)                           (the norm only where the layer has one)
@@ -36,6 +37,8 @@ struct LayerShapes {
 struct LayerConfig {
     RopeParams rope{};
     bool rope_neox = false;  // pairs (i, i + n_rot/2), else adjacent pairs (2i, 2i + 1)
+    bool nope = false;       // no positional embedding: Q and K are not roped (SmolLM3's every
+                             // fourth layer), so the cached keys never move on a context shift
     int64_t window = 0;      // > 0: sliding-window attention over that many positions
     float q_scale = 0.0f;    // > 0: Q is scaled by it after rope and attention scales by 1;
                              // 0: attention scales by 1 / sqrt(head_dim)
@@ -88,8 +91,10 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
     // Per-head norms: rms_norm over each head_dim row (ggml_rms_norm on the 3-D view).
     if (ops.present(L.q_norm)) ops.rms_norm(a.q, L.q_norm, a.q, n * s.n_head, hd);
     if (ops.present(L.k_norm)) ops.rms_norm(a.k, L.k_norm, a.k, n * s.n_head_kv, hd);
-    ops.rope(a.q, n, s.n_head, hd, pos0, c);
-    ops.rope(a.k, n, s.n_head_kv, hd, pos0, c);
+    if (!c.nope) {
+        ops.rope(a.q, n, s.n_head, hd, pos0, c);
+        ops.rope(a.k, n, s.n_head_kv, hd, pos0, c);
+    }
     // Q is scaled before attention (ggml_scale), K is not: the F16 rounding of q inside
     // attention then sees llama.cpp's values.
     if (c.q_scale > 0.0f) ops.scale(a.q, c.q_scale, n * qw);
