@@ -1,5 +1,5 @@
 """Files written by llama.cpp's own converter (convert_hf_to_gguf.py of the llama.cpp source tree
-scripts/llamacpp_bin.py unpacks; skipped without it) from a tiny SmolLM3 checkpoint:
+scripts/llamacpp_bin.py unpacks; skipped without it) from tiny SmolLM3 and Granite checkpoints:
 edgeinfer loads them and computes transformers' logits, and the very logits of the file
 `edgeinfer convert` writes from the same checkpoint (the same tensors and keys)."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.skipif(CONVERTER is None, reason="no llama.cpp source 
                                                            "unpacks one)"),
               pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")]
 
-FAMILIES = ["smollm3"]
+FAMILIES = ["smollm3", "granite"]
 
 
 @pytest.fixture(scope="module")

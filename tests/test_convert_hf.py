@@ -48,6 +48,7 @@ VARIANTS = {
     "phi3": ("phi3", {}),
     "gemma3": ("gemma3", {}),
     "smollm3": ("smollm3", {}),
+    "granite": ("granite", {}),
 }
 
 
@@ -153,6 +154,22 @@ def test_smollm3_configs_gguf_cannot_express_are_refused(cfg, match):
     assert SmolLM3(shape).name == "smollm3"
     with pytest.raises(ModelFormatError, match=match):
         SmolLM3({**shape, **cfg})
+
+
+def test_granite_writes_transformers_default_multipliers(spm_model, tmp_path):
+    """A config.json without the multipliers means transformers' 1.0 for each, an attention scale
+    of 1 included: the file says so (llama.cpp's converter would leave them out, and its loader
+    then scale attention by 1/sqrt(head_dim)). The multipliers' effect on the logits is checked
+    by the granite case above."""
+    make_tiny_checkpoint(tmp_path / "hf", "granite", spm_model)
+    cfg_path = tmp_path / "hf" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"):
+        del cfg[key]
+    cfg_path.write_text(json.dumps(cfg))
+    meta = Model.load(convert(tmp_path / "hf", tmp_path / "model.gguf"), n_ctx=256).metadata
+    assert [meta[f"granite.{k}"] for k in ("embedding_scale", "attention.scale", "residual_scale", "logit_scale")] \
+        == [1.0] * 4
 
 
 def test_llama3_rope_factors_match_transformers():

@@ -1,5 +1,5 @@
 """Files written by edgeinfer convert load in llama.cpp and compute the same logits there: tiny
-Llama, Qwen 2, Qwen 3, Phi-3 (also with LongRoPE), Gemma 3 and SmolLM3 checkpoints built
+Llama, Qwen 2, Qwen 3, Phi-3 (also with LongRoPE), Gemma 3, SmolLM3 and Granite checkpoints built
 with transformers, converted to F32, evaluated by llama-cpp-python in its own virtual environment
 (scripts/bench_compare.py makes it; the test is skipped without it) and by edgeinfer."""
 from __future__ import annotations
@@ -43,7 +43,8 @@ LONGROPE = {"max_position_embeddings": 256, "original_max_position_embeddings": 
                                 "long_factor": [1.0 + 0.5 * i for i in range(8)],
                                 "short_factor": [1.0 + 0.1 * i for i in range(8)]}}
 CASES = {"llama": ("llama", {}), "qwen2": ("qwen2", {}), "qwen3": ("qwen3", {}), "phi3": ("phi3", {}),
-         "phi3-longrope": ("phi3", LONGROPE), "gemma3": ("gemma3", {}), "smollm3": ("smollm3", {})}
+         "phi3-longrope": ("phi3", LONGROPE), "gemma3": ("gemma3", {}), "smollm3": ("smollm3", {}),
+         "granite": ("granite", {})}
 
 
 @pytest.mark.parametrize("case", list(CASES))

@@ -1,7 +1,8 @@
 """Offload of the architectures whose layer is the llama layer with extras, now that every
 architecture runs the one layer (layers/decoder_layer.h) on either backend: Qwen 2 (Q/K/V
 biases), Qwen 3 (per-head Q and K norms), Phi-3 (fused QKV and gate/up projections, Q scaled
-before attention, LongRoPE's factors and attention factor) and SmolLM3 (layer 3 unroped). Tiny checkpoints made with
+before attention, LongRoPE's factors and attention factor), SmolLM3 (layer 3 unroped) and Granite
+(attention and residual multipliers; the embedding and logits ones are the CPU's). Tiny checkpoints made with
 transformers, converted and quantized to Q8_0 with edgeinfer; full and partial offload compared
 bit for bit with the CPU path under the AVX2 kernels the device mirrors (tests/test_opencl_offload.py
 explains the oracle), teacher-forced on the CPU's greedy tokens."""
@@ -30,6 +31,7 @@ FAMILIES = {   # contexts of 512 positions, as the CPU reference (support/opencl
     # A context of 512 over an original 64 positions: the long factors, and cos / sin scaled.
     "phi3": dict(max_position_embeddings=1024, original_max_position_embeddings=64, rope_parameters=LONGROPE),
     "smollm3": dict(max_position_embeddings=512),
+    "granite": dict(max_position_embeddings=512),
 }
 
 

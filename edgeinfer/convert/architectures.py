@@ -292,6 +292,33 @@ class SmolLM3(Architecture):
             raise ModelFormatError("SmolLM3 with a sliding window is not supported")
 
 
+class Granite(Architecture):
+    """IBM Granite 3.x (dense): Llama (Q/K permuted) with four multipliers written as llama.cpp's
+    converter names them: embedding_multiplier -> embedding_scale, attention_multiplier ->
+    attention.scale (replacing 1/sqrt(head_dim)), residual_multiplier -> residual_scale,
+    logits_scaling -> logit_scale (logits divided by it). Each is written even where config.json
+    omits it, at transformers' default of 1, which llama.cpp's converter would leave out (and its
+    loader then read as 'not set': attention at 1/sqrt(head_dim), not 1)."""
+    arch = MODEL_ARCH.GRANITE
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        _refuse_biases(cfg, "Granite")
+
+    def multiplier(self, key: str) -> float:
+        value = float(self.cfg.get(key, 1.0))
+        if not (math.isfinite(value) and value > 0.0):
+            raise ModelFormatError(f"config.json: {key} {value} must be positive")
+        return value
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        super().write_metadata(w)
+        w.add_embedding_scale(self.multiplier("embedding_multiplier"))
+        w.add_attention_scale(self.multiplier("attention_multiplier"))
+        w.add_residual_scale(self.multiplier("residual_multiplier"))
+        w.add_logit_scale(self.multiplier("logits_scaling"))
+
+
 # config.json "architectures"[0] -> conversion
 ARCHITECTURES: dict[str, type[Architecture]] = {
     "LlamaForCausalLM": Architecture,
@@ -301,6 +328,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "Phi3ForCausalLM": Phi3,
     "Gemma3ForCausalLM": Gemma3,
     "SmolLM3ForCausalLM": SmolLM3,
+    "GraniteForCausalLM": Granite,
 }
 
 

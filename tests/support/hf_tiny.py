@@ -90,6 +90,11 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     # 5 layers: the fourth skips RoPE (NoPE) and is not the last; tied output, as SmolLM3's
     "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM",
                 dict(num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=5, pad_token_id=0)),
+    # Granite 3.3-2B's embedding, residual and logits multipliers; an attention multiplier away
+    # from 1/sqrt(head_dim) = 0.25, so that a dropped one shows
+    "granite": ("GraniteConfig", "GraniteForCausalLM",
+                dict(num_attention_heads=4, num_key_value_heads=2, embedding_multiplier=12.0,
+                     attention_multiplier=0.1, residual_multiplier=0.22, logits_scaling=8.0)),
 }
 
 

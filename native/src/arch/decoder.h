@@ -4,6 +4,7 @@
 //   x = token_embd[tokens] (* embed_scale)
 //   for each layer: x = decoder_layer(x)                (on the CPU, or a range on a device)
 //   logits = Woutput (rms_norm(x) * output_norm)        (Woutput = token_embd when tied;
+//                                                        / logit_scale: Granite;
 //                                                        a final tanh softcap where the file has one)
 //
 // and the loader pieces the architecture files build it with.
@@ -23,9 +24,11 @@ namespace ei {
 struct DecoderModel {
     LayerShapes shapes;
     Tensor tok_embd;                     // [n_vocab][n_embd]
-    float embed_scale = 0.0f;            // > 0: the embeddings are scaled by it (Gemma: sqrt(n_embd))
+    float embed_scale = 0.0f;            // > 0: the embeddings are scaled by it (Gemma: sqrt(n_embd),
+                                         // Granite: its embedding multiplier)
     const float* output_norm = nullptr;  // [n_embd]
     Tensor output;                       // [n_vocab][n_embd] (token_embd when tied)
+    float logit_scale = 0.0f;            // > 0: logits divided by it (Granite's logits scaling)
     float final_softcap = 0.0f;          // > 0: logits = c * tanh(logits / c)
     std::vector<CpuLayerWeights> layers;
     std::vector<LayerConfig> configs;    // per layer

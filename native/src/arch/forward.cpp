@@ -63,6 +63,8 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     if (m == 0) return;  // no logits wanted: the cache is all this batch was for
     rms_norm(last, M.output_norm, a.h, m, d, s.norm_eps);
     matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch, b.order);
+    // ggml_scale(logits, 1/s): a multiply by the float reciprocal, not a division, for its bits.
+    if (M.logit_scale > 0.0f) scale_inplace(b.logits, 1.0f / M.logit_scale, m * hp_.n_vocab);
     if (M.final_softcap > 0.0f) {
         // ggml_scale(1/c), ggml_tanh, ggml_scale(c)
         const float c = M.final_softcap;

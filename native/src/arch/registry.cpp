@@ -13,6 +13,7 @@ std::unique_ptr<ArchModel> load_qwen2(const GgufFile& file, const KernelTable& k
 std::unique_ptr<ArchModel> load_qwen3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_phi3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_smollm3(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
@@ -23,6 +24,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"qwen3", load_qwen3},
     {"phi3", load_phi3},
     {"smollm3", load_smollm3},
+    {"granite", load_granite},
 };
 }  // namespace
 

@@ -6,10 +6,13 @@
 //   rope(q), rope(k)                                    (normal or neox mode, the layer's params;
 //                                                        skipped on NoPE layers: SmolLM3)
 //   q *= q_scale                                        (Gemma 3, Phi-3: attention then scales by 1)
-//   cache k, v;  a = attention(q, K, V)                 (causal, grouped-query, optional window)
-//   x += post_attn_norm(Wo a)                           (the norm only where the layer has one)
+//   cache k, v;  a = attention(q, K, V)                 (causal, grouped-query, optional window;
+//                                                        scores * attn_scale or 1/sqrt(head_dim))
+//   x += post_attn_norm(Wo a) * residual_scale          (the norm only where the layer has one,
+//                                                        the scale only where set: Granite)
 //   h = rms_norm(x) * ffn_norm
-//   x += post_ffn_norm(Wdown glu(Wgate h, Wup h))       (SwiGLU or GEGLU; or one fused Wgate_up)
+//   x += post_ffn_norm(Wdown glu(Wgate h, Wup h)) * residual_scale
+//                                                       (SwiGLU or GEGLU; or one fused Wgate_up)
 //
 // What an architecture adds is data: which weights a layer has (LayerWeights, absent ones
 // empty) and how it ropes and attends (LayerConfig). A backend supplies `Ops`, the operations
@@ -41,7 +44,11 @@ struct LayerConfig {
                              // fourth layer), so the cached keys never move on a context shift
     int64_t window = 0;      // > 0: sliding-window attention over that many positions
     float q_scale = 0.0f;    // > 0: Q is scaled by it after rope and attention scales by 1;
-                             // 0: attention scales by 1 / sqrt(head_dim)
+                             // 0: attention scales by attn_scale
+    float attn_scale = 0.0f; // > 0: the attention scores' scale (Granite's attention multiplier,
+                             // llama.cpp's kq_scale); 0: 1 / sqrt(head_dim)
+    float residual_scale = 0.0f;  // != 0: each sub-block's output is scaled by it before its
+                                  // residual add (Granite's residual multiplier); 0: not scaled
     bool gelu = false;       // GEGLU feed-forward, else SwiGLU
 };
 
@@ -102,11 +109,15 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
 
     const int64_t m = n - r0;
     if (m == 0) return;  // no row goes on: the cache is all this batch was for
-    const float scale = c.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)hd);
+    const float scale = c.q_scale > 0.0f      ? 1.0f
+                        : c.attn_scale > 0.0f ? c.attn_scale
+                                              : 1.0f / std::sqrt((float)hd);
     const AttentionShape shape{s.n_head, s.n_head_kv, hd, scale, c.window};
     ops.attention(il, ops.rows(a.q, r0, qw), m, pos0 + r0, shape, a.att);
     ops.matmul(L.wo, a.att, m, a.out);
     if (ops.present(L.post_attn_norm)) ops.rms_norm(a.out, L.post_attn_norm, a.out, m, d);
+    // ggml_scale of the sub-block's output before ggml_add, as llama.cpp's Granite graph does.
+    if (c.residual_scale != 0.0f) ops.scale(a.out, c.residual_scale, m * d);
     const typename Ops::Buf xr = ops.rows(a.x, r0, d);
     ops.add(xr, a.out, m * d);
 
@@ -121,6 +132,7 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
     }
     ops.matmul(L.w_down, a.gate, m, a.out);
     if (ops.present(L.post_ffn_norm)) ops.rms_norm(a.out, L.post_ffn_norm, a.out, m, d);
+    if (c.residual_scale != 0.0f) ops.scale(a.out, c.residual_scale, m * d);
     ops.add(xr, a.out, m * d);
 }
 
