@@ -33,8 +33,29 @@ QuantizeRowFn quantize_row_fn(uint32_t type) {
     }
 }
 
-void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads) {
+QuantizeRowImatrixFn quantize_row_imatrix_fn(uint32_t type) {
+    switch (type) {
+        case TYPE_Q4_0: return qref::quantize_row_q4_0_imatrix;
+        case TYPE_Q4_1: return qref::quantize_row_q4_1_imatrix;
+        case TYPE_Q5_0: return qref::quantize_row_q5_0_imatrix;
+        case TYPE_Q5_1: return qref::quantize_row_q5_1_imatrix;
+        case TYPE_Q2_K: return qref::quantize_row_q2_K_imatrix;
+        case TYPE_Q3_K: return qref::quantize_row_q3_K_imatrix;
+        case TYPE_Q4_K: return qref::quantize_row_q4_K_imatrix;
+        case TYPE_Q5_K: return qref::quantize_row_q5_K_imatrix;
+        case TYPE_Q6_K: return qref::quantize_row_q6_K_imatrix;
+        case TYPE_IQ4_NL: return qref::quantize_row_iq4_nl_imatrix;
+        case TYPE_IQ4_XS: return qref::quantize_row_iq4_xs_imatrix;
+        default: return nullptr;
+    }
+}
+
+bool quantizer_uses_imatrix(uint32_t type) { return quantize_row_imatrix_fn(type) != nullptr; }
+
+void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads,
+                   const float* imatrix) {
     const QuantizeRowFn fn = quantize_row_fn(type);
+    const QuantizeRowImatrixFn fn_imatrix = imatrix ? quantize_row_imatrix_fn(type) : nullptr;
     if (!fn) {
         const char* name = type_known(type) ? type_info(type).name : "unknown";
         throw Error(std::string("no quantizer for type ") + name + " (id " + std::to_string(type) + ")");
@@ -45,7 +66,12 @@ void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, in
                     " block size " + std::to_string(ti.block_size));
     const size_t row_size = row_bytes(type, n_per_row);
     auto run = [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) fn(src + r * n_per_row, (uint8_t*)dst + (size_t)r * row_size, n_per_row);
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* x = src + r * n_per_row;
+            void* y = (uint8_t*)dst + (size_t)r * row_size;
+            if (fn_imatrix) fn_imatrix(x, y, n_per_row, imatrix);
+            else fn(x, y, n_per_row);
+        }
     };
     if (n_threads <= 1 || nrows < 2) {
         run(0, nrows);

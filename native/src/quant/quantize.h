@@ -3,6 +3,11 @@
 // an importance matrix), re-implemented with the same float operations in the same order, so the
 // blocks come out bit-identical; the tests compare against the `gguf` package and llama.cpp.
 //
+// With an importance matrix (llama-quantize --imatrix: one weight per column, the same for every
+// row) ggml runs other quantizers for the 4- and 5-bit legacy types, the k-quants and the IQ4
+// types (quantize_row_*_impl): weighted fits of the same block formats, re-implemented here in
+// the same way (quantize_rows' `imatrix`). The other types ignore the weights, in ggml and here.
+//
 // These are not the activation quantizers of the kernel table (cpu/kernels.h): ggml-cpu's
 // runtime q8_0 rounds half to even with id = 127/amax, its reference rounds half away from zero
 // with id = 1/d, and files must carry the reference's bytes.
@@ -18,10 +23,23 @@ using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.
 QuantizeRowFn quantize_row_fn(uint32_t type);
 
+// Quantizes one row of n elements with importance weights imatrix[0..n-1] into dst.
+using QuantizeRowImatrixFn = void (*)(const float* src, void* dst, int64_t n, const float* imatrix);
+
+// The imatrix quantizer of `type`, or nullptr if ggml's quantizer for it ignores the weights:
+// q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs have one.
+QuantizeRowImatrixFn quantize_row_imatrix_fn(uint32_t type);
+
+// Whether an importance matrix changes what quantize_rows writes for `type`.
+bool quantizer_uses_imatrix(uint32_t type);
+
 // Quantizes nrows rows of n_per_row floats (row-major) into `type`, rows split over n_threads
-// threads (each row is independent, so the bytes do not depend on the thread count). Throws
-// ei::Error for a type without a quantizer or a row length that is not a whole number of blocks.
-void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads);
+// threads (each row is independent, so the bytes do not depend on the thread count). imatrix:
+// n_per_row importance weights for every row, or nullptr (the reference quantizer); a type that
+// does not use them ignores them. Throws ei::Error for a type without a quantizer or a row
+// length that is not a whole number of blocks.
+void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads,
+                   const float* imatrix = nullptr);
 
 namespace qref {
 // quantize_legacy.cpp: 32-element blocks.
@@ -41,6 +59,19 @@ void quantize_row_iq4_nl(const float* x, void* y, int64_t n);
 void quantize_row_iq4_xs(const float* x, void* y, int64_t n);
 // quantize_mxfp4.cpp: E2M1 codes with an E8M0 block exponent.
 void quantize_row_mxfp4(const float* x, void* y, int64_t n);
+
+// The imatrix quantizers (ggml's quantize_row_*_impl), beside their reference versions.
+void quantize_row_q4_0_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q4_1_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q5_0_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q5_1_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q2_K_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q3_K_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q4_K_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q5_K_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_q6_K_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq4_nl_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq4_xs_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 }  // namespace qref
 
 }  // namespace ei

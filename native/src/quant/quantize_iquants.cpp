@@ -1,5 +1,6 @@
-// Reference quantizers of IQ4_NL and IQ4_XS (ggml's quantize_iq4_nl / quantize_iq4_xs, which
-// llama-quantize runs; both go through quantize_row_iq4_nl_impl with 7 tries a block).
+// Quantizers of IQ4_NL and IQ4_XS (ggml's quantize_iq4_nl / quantize_iq4_xs, which llama-quantize
+// runs, with or without an importance matrix; both go through quantize_row_iq4_nl_impl with 7
+// tries a block).
 //
 // Per block of 32 the scale is searched: start from d = -max / values[0] (max the signed element
 // of largest magnitude, so the extreme element maps to the table's -127 end), take the
@@ -37,8 +38,7 @@ void quantize_iq4_super_block(int n, const float* x, const float* quant_weights,
     float weight[kBlock];
     uint8_t L[QK_K];
 
-    float sigma2 = 0;
-    for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+    float sigma2 = sum_of_squares(x, n);
     sigma2 *= 2.f / n;
 
     std::memset(q4, 0, n / 2);
@@ -49,8 +49,7 @@ void quantize_iq4_super_block(int n, const float* x, const float* quant_weights,
         const float* xb = x + ib * kBlock;
         uint8_t* Lb = L + ib * kBlock;
         if (quant_weights) {
-            const float* qw = quant_weights + ib * kBlock;
-            for (int j = 0; j < kBlock; ++j) weight[j] = qw[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+            importance_weights(kBlock, xb, quant_weights + ib * kBlock, sigma2, weight);
         } else {
             for (int j = 0; j < kBlock; ++j) weight[j] = xb[j] * xb[j];
         }
@@ -134,16 +133,22 @@ void quantize_iq4_super_block(int n, const float* x, const float* quant_weights,
 
 }  // namespace
 
-void quantize_row_iq4_nl(const float* x, void* vy, int64_t n) {
+void quantize_row_iq4_nl(const float* x, void* vy, int64_t n) { quantize_row_iq4_nl_imatrix(x, vy, n, nullptr); }
+
+void quantize_row_iq4_xs(const float* x, void* vy, int64_t n) { quantize_row_iq4_xs_imatrix(x, vy, n, nullptr); }
+
+void quantize_row_iq4_nl_imatrix(const float* x, void* vy, int64_t n, const float* imatrix) {
     block_iq4_nl* y = (block_iq4_nl*)vy;
     for (int64_t i = 0; i < n / QK4_NL; ++i)
-        quantize_iq4_super_block(QK4_NL, x + i * QK4_NL, nullptr, &y[i].d, y[i].qs, nullptr, nullptr);
+        quantize_iq4_super_block(QK4_NL, x + i * QK4_NL, imatrix ? imatrix + i * QK4_NL : nullptr, &y[i].d, y[i].qs,
+                                 nullptr, nullptr);
 }
 
-void quantize_row_iq4_xs(const float* x, void* vy, int64_t n) {
+void quantize_row_iq4_xs_imatrix(const float* x, void* vy, int64_t n, const float* imatrix) {
     block_iq4_xs* y = (block_iq4_xs*)vy;
     for (int64_t i = 0; i < n / QK_K; ++i)
-        quantize_iq4_super_block(QK_K, x + i * QK_K, nullptr, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l);
+        quantize_iq4_super_block(QK_K, x + i * QK_K, imatrix ? imatrix + i * QK_K : nullptr, &y[i].d, y[i].qs,
+                                 &y[i].scales_h, y[i].scales_l);
 }
 
 }  // namespace qref

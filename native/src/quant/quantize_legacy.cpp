@@ -1,4 +1,5 @@
-// Reference quantizers of the 32-element block types (ggml's quantize_row_q{4_0,4_1,5_0,5_1,8_0}_ref).
+// Quantizers of the 32-element block types: ggml's reference (quantize_row_q{4_0,4_1,5_0,5_1,8_0}_ref)
+// and, for the 4- and 5-bit types, its imatrix path (quantize_row_q{4_0,4_1,5_0,5_1}_impl).
 //
 // Per block of 32 floats:
 //   q4_0: m = the element of largest magnitude (first one on ties), d = m / -8,
@@ -16,6 +17,7 @@
 #include "common/fp16.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
+#include "quant/quantize_math.h"
 
 namespace ei {
 namespace qref {
@@ -75,6 +77,28 @@ void quantize_affine(const float* x, float mn, float d, int qmax, uint8_t q[32])
         q[j] = (uint8_t)(l < qmax ? l : qmax);
     }
 }
+
+// The imatrix fits of one block, weights qw * sqrt(sigma2 + x^2) with qw the block's slice of
+// the importance matrix. Symmetric: q in 0..2 nmax - 1, returns d (x ~ d * (q - nmax)).
+float fit_symmetric(const float* xb, const float* qw, float sigma2, int nmax, uint8_t q[32]) {
+    float w[32];
+    int8_t L[32];
+    importance_weights(32, xb, qw, sigma2, w);
+    const float d = make_qx_quants(32, nmax, xb, L, w);
+    std::memcpy(q, L, 32);
+    return d;
+}
+
+// Affine: q in 0..nmax, returns d and sets *neg_min (x ~ d * q - *neg_min).
+float fit_affine(const float* xb, const float* qw, float sigma2, int nmax, uint8_t q[32], float* neg_min) {
+    float w[32];
+    uint8_t Laux[32];
+    importance_weights(32, xb, qw, sigma2, w);
+    return make_qkx3_quants(32, nmax, xb, w, q, neg_min, Laux);
+}
+
+// The mean square of a row, which every block's imatrix weights include.
+float row_sigma2(const float* x, int64_t n) { return sum_of_squares(x, n) / n; }
 
 }  // namespace
 
@@ -139,6 +163,52 @@ void quantize_row_q8_0(const float* x, void* vy, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = fp32_to_fp16(d);
         for (int j = 0; j < QK8_0; j++) y[i].qs[j] = (int8_t)std::round(x[j] * id);  // half away from zero
+    }
+}
+
+void quantize_row_q4_0_imatrix(const float* x, void* vy, int64_t n, const float* imatrix) {
+    block_q4_0* y = (block_q4_0*)vy;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t i = 0; i < n / QK4_0; i++) {
+        uint8_t q[32];
+        y[i].d = fp32_to_fp16(fit_symmetric(x + QK4_0 * i, imatrix + QK4_0 * i, sigma2, 8, q));
+        pack_nibbles(q, y[i].qs);
+    }
+}
+
+void quantize_row_q5_0_imatrix(const float* x, void* vy, int64_t n, const float* imatrix) {
+    block_q5_0* y = (block_q5_0*)vy;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t i = 0; i < n / QK5_0; i++) {
+        uint8_t q[32];
+        y[i].d = fp32_to_fp16(fit_symmetric(x + QK5_0 * i, imatrix + QK5_0 * i, sigma2, 16, q));
+        pack_fifth_bits(q, y[i].qh);
+        pack_nibbles(q, y[i].qs);
+    }
+}
+
+void quantize_row_q4_1_imatrix(const float* x, void* vy, int64_t n, const float* imatrix) {
+    block_q4_1* y = (block_q4_1*)vy;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t i = 0; i < n / QK4_1; i++) {
+        uint8_t q[32];
+        float neg_min;
+        y[i].d = fp32_to_fp16(fit_affine(x + QK4_1 * i, imatrix + QK4_1 * i, sigma2, 15, q, &neg_min));
+        y[i].m = fp32_to_fp16(-neg_min);
+        pack_nibbles(q, y[i].qs);
+    }
+}
+
+void quantize_row_q5_1_imatrix(const float* x, void* vy, int64_t n, const float* imatrix) {
+    block_q5_1* y = (block_q5_1*)vy;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t i = 0; i < n / QK5_1; i++) {
+        uint8_t q[32];
+        float neg_min;
+        y[i].d = fp32_to_fp16(fit_affine(x + QK5_1 * i, imatrix + QK5_1 * i, sigma2, 31, q, &neg_min));
+        y[i].m = fp32_to_fp16(-neg_min);
+        pack_fifth_bits(q, y[i].qh);
+        pack_nibbles(q, y[i].qs);
     }
 }
 
