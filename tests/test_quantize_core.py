@@ -4,15 +4,13 @@ venv's or scripts/llamacpp_bin.py's, when present), on random data and edge case
 one-signed blocks, large and tiny magnitudes)."""
 from __future__ import annotations
 
-import ctypes
-
 import gguf
 import numpy as np
 import pytest
 from gguf.quants import quantize as gguf_quantize
 
 from edgeinfer import _core
-from support.llamacpp_venv import libggml_base
+from support.ggml_quants import ggml_quantize, load_ggml_base
 
 T = gguf.GGMLQuantizationType
 LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
@@ -50,39 +48,16 @@ def test_matches_gguf_reference_bit_for_bit(qtype):
         assert mismatched.size == 0, f"{qtype.name}: rows {mismatched[:8]} differ"
 
 
-def _libggml() -> ctypes.CDLL | None:
-    path = libggml_base()
-    if path is None:
-        return None
-    lib = ctypes.CDLL(str(path))
-    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
-    lib.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                        ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
-    return lib
-
-
 @pytest.fixture(scope="module")
 def libggml():
-    lib = _libggml()
-    if lib is None:
-        pytest.skip("no libggml-base.so (build llama.cpp with scripts/llamacpp_bin.py, or set EDGEINFER_LIBGGML)")
-    return lib
-
-
-def _ggml_quantize(lib: ctypes.CDLL, qtype: int, x: np.ndarray) -> np.ndarray:
-    """ggml_quantize_chunk without an importance matrix: what llama-quantize writes."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    row_bytes = x.shape[1] // _core.type_info(qtype)["block_size"] * _core.type_info(qtype)["type_size"]
-    out = np.zeros((x.shape[0], row_bytes), dtype=np.uint8)
-    lib.ggml_quantize_chunk(qtype, x.ctypes.data, out.ctypes.data, 0, x.shape[0], x.shape[1], None)
-    return out
+    return load_ggml_base()
 
 
 @pytest.mark.parametrize("qtype", LEGACY + KQUANTS + IQUANTS + MX + [T.F16, T.BF16], ids=lambda t: t.name)
 def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
     for x in _cases(512):
         ours = _core.quantize_rows(int(qtype), x, 2)
-        ref = _ggml_quantize(libggml, int(qtype), x)
+        ref = ggml_quantize(libggml, int(qtype), x)
         mismatched = np.flatnonzero((ours != ref).any(axis=1))
         assert mismatched.size == 0, f"{qtype.name}: rows {mismatched[:8]} differ"
 
