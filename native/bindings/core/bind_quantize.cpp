@@ -1,5 +1,6 @@
 // Weight quantization for `edgeinfer quantize` and tests: float32 rows in, GGUF blocks out, with
-// ggml's reference quantizers (quant/quantize.h). The GIL is released while the rows are done.
+// ggml's quantizers (quant/quantize.h), optionally with an importance matrix. The GIL is released
+// while the rows are done.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
