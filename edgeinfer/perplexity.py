@@ -34,6 +34,34 @@ def token_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return log_z - x[np.arange(len(targets)), targets]
 
 
+def text_chunks(model: Model, text: str, n_ctx: int, n_chunks: int | None = None) -> list[np.ndarray]:
+    """`text` tokenized once and cut into chunks of `n_ctx` token ids, each starting with BOS when
+    the model adds one (llama-perplexity's and llama-imatrix's chunks); at most `n_chunks`."""
+    if model.n_ctx < n_ctx:
+        raise EdgeInferError(f"the model's context ({model.n_ctx}) is smaller than the chunk size {n_ctx}")
+    tokens = np.asarray(model.tokenize(text, add_special=True), dtype=np.int64)
+    available = len(tokens) // n_ctx
+    if available == 0:
+        raise EdgeInferError(f"the text has {len(tokens)} tokens, fewer than one chunk of {n_ctx}")
+    n = available if n_chunks is None else min(n_chunks, available)
+    bos = model.vocab.bos if model.vocab.add_bos else -1
+    chunks = []
+    for i in range(n):
+        chunk = tokens[i * n_ctx:(i + 1) * n_ctx].copy()
+        if bos >= 0:
+            chunk[0] = bos
+        chunks.append(chunk)
+    return chunks
+
+
+def perplexity_from_nll(nll: np.ndarray) -> tuple[float, float]:
+    """(PPL, its standard error) from the scored tokens' negative log-likelihoods: llama-perplexity's
+    error estimate, the delta method on exp(mean) from the NLL's variance."""
+    mean = float(nll.mean())
+    var = float((nll * nll).mean() - mean * mean)
+    return math.exp(mean), math.exp(mean) * math.sqrt(max(var, 0.0) / max(len(nll) - 1, 1))
+
+
 def perplexity(
     model: Model,
     text: str,
@@ -44,21 +72,12 @@ def perplexity(
 ) -> PerplexityResult:
     """Scores `text`; `on_chunk(i, n, running_ppl)` is called after each chunk, and
     `on_scored(i, logits, targets)` with chunk i's scored rows (for KL divergence)."""
-    if model.n_ctx < n_ctx:
-        raise EdgeInferError(f"the model's context ({model.n_ctx}) is smaller than the chunk size {n_ctx}")
-    tokens = np.asarray(model.tokenize(text, add_special=True), dtype=np.int64)
-    available = len(tokens) // n_ctx
-    if available == 0:
-        raise EdgeInferError(f"the text has {len(tokens)} tokens, fewer than one chunk of {n_ctx}")
-    n = available if n_chunks is None else min(n_chunks, available)
-    bos = model.vocab.bos if model.vocab.add_bos else -1
+    chunks = text_chunks(model, text, n_ctx, n_chunks)
+    n = len(chunks)
     first = n_ctx // 2
     nll_all: list[np.ndarray] = []
     running: list[float] = []
-    for i in range(n):
-        chunk = tokens[i * n_ctx:(i + 1) * n_ctx].copy()
-        if bos >= 0:
-            chunk[0] = bos
+    for i, chunk in enumerate(chunks):
         logits = model.eval_logits(chunk.tolist(), first=first)  # rows first..n_ctx-1
         nll_all.append(token_nll(logits[:-1], chunk[first + 1:n_ctx]))
         if on_scored:
@@ -67,9 +86,5 @@ def perplexity(
         if on_chunk:
             on_chunk(i, n, running[-1])
     nll = np.concatenate(nll_all)
-    mean = float(nll.mean())
-    # llama-perplexity's error estimate: delta method on exp(mean), from the NLL's variance.
-    var = float((nll * nll).mean() - mean * mean)
-    stderr = math.exp(mean) * math.sqrt(max(var, 0.0) / max(len(nll) - 1, 1))
-    return PerplexityResult(ppl=math.exp(mean), stderr=stderr, n_chunks=n, n_ctx=n_ctx,
-                            n_scored=len(nll), chunk_ppl=running)
+    ppl, stderr = perplexity_from_nll(nll)
+    return PerplexityResult(ppl=ppl, stderr=stderr, n_chunks=n, n_ctx=n_ctx, n_scored=len(nll), chunk_ppl=running)

@@ -112,7 +112,7 @@ LOGIT_BOUND = {"F32": 1e-6, "F16": 0.002, "BF16": 0.008, "Q4_0": 0.26, "Q4_1": 0
 
 
 def test_tiny_model_quantized_to_every_preset_stays_close_to_f32(tiny_f32, tmp_path):
-    assert set(LOGIT_BOUND) == set(PRESETS)
+    assert set(LOGIT_BOUND) | {"Q2_K_S"} == set(PRESETS)   # Q2_K_S needs an imatrix: test_imatrix.py
     ids = list(range(3, 40))
     ref = Model.load(tiny_f32, n_ctx=64, n_threads=2).eval_logits(ids)
     for preset, bound in LOGIT_BOUND.items():

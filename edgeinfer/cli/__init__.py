@@ -1,5 +1,5 @@
 """``edgeinfer`` command line: run, chat, info, bench, pull, models, serve, quantize, convert,
-perplexity, devices.
+perplexity, imatrix, devices.
 
 Every failure a user can cause (a bad path, an unknown model, a broken file, no network) ends as
 one ``error: ...`` line on stderr and exit status 1; Ctrl-C exits with 130. Tracebacks are shown
@@ -32,6 +32,7 @@ COMMANDS = {
     "quantize": "quantize:main",
     "convert": "convert:main",
     "perplexity": "perplexity:main",
+    "imatrix": "imatrix:main",
     "devices": "devices:main",
 }
 

@@ -319,6 +319,9 @@ def _add_quantize(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                    help="type of the tensors whose name matches REGEX (repeatable; the first match wins)")
     p.add_argument("--allow-requantize", action="store_true",
                    help="accept an input that is already quantized (quality suffers; prefer the original)")
+    p.add_argument("--imatrix", metavar="FILE",
+                   help="importance matrix for the quantizers (from `edgeinfer imatrix` or llama-imatrix, GGUF "
+                        "or .dat); needed by Q2_K_S and the 1-3-bit i-quants, better results for all")
 
 
 def _add_convert(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -339,22 +342,27 @@ def _add_convert(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
                    help="threads for quantized output types (default: all CPUs)")
 
 
+def _add_text_chunks(p: argparse.ArgumentParser, text: str, chunks: str) -> None:
+    """MODEL, -f TEXT, -c, --chunks and -t: the commands that run a model over a text in chunks
+    (perplexity, imatrix)."""
+    _add_model(p)
+    p.add_argument("-f", "--file", required=True, metavar="PATH", help=f"{text} ('-' = stdin)")
+    p.add_argument("-c", "--ctx-size", type=_positive_int, default=512, metavar="N",
+                   help="tokens per chunk (default: %(default)s)")
+    p.add_argument("--chunks", type=_positive_int, default=None, metavar="N", help=f"{chunks} (default: all)")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="CPU threads (default: physical cores)")
+
+
 def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("perplexity", parents=[common],
                        help="measure a model's perplexity on a text (like llama-perplexity)",
                        description="Cut the text into chunks of -c tokens, evaluate each from an empty context and "
                                    "score the second half of each chunk, as llama-perplexity does. Prints the running "
                                    "estimate per chunk and the final PPL ± its standard error.")
-    _add_model(p)
-    p.add_argument("-f", "--file", required=True, metavar="PATH", help="the text to score ('-' = stdin)")
-    p.add_argument("-c", "--ctx-size", type=_positive_int, default=512, metavar="N",
-                   help="tokens per chunk (default: %(default)s)")
+    _add_text_chunks(p, "the text to score", "score only the first N chunks")
     p.add_argument("-b", "--batch-size", type=_positive_int, default=None, metavar="N",
                    help="tokens per forward call (default: the chunk size)")
-    p.add_argument("--chunks", type=_positive_int, default=None, metavar="N",
-                   help="score only the first N chunks (default: all)")
-    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
-                   help="CPU threads (default: physical cores)")
     add_kv_cache_options(p)
     p.add_argument("--kl-divergence-base", metavar="FILE",
                    help="alone: save this model's top logits per scored token to FILE; with --kl-divergence: "
@@ -368,6 +376,24 @@ def _add_perplexity(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                    help="logits kept per token in the base file; the rest of the vocabulary is one bucket, "
                         "so the KLD is a lower bound, ~2%% low at the default (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _add_imatrix(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("imatrix", parents=[common],
+                       help="collect an importance matrix for quantize --imatrix (like llama-imatrix)",
+                       description="Run the model over a calibration text in chunks of -c tokens (each from an "
+                                   "empty context) and save, for every weight matrix, the sum of each input "
+                                   "column's square: what quantize --imatrix weighs rounding errors by. The file "
+                                   "is llama.cpp's format (GGUF, or its legacy .dat), so either tool reads it.")
+    _add_text_chunks(p, "the calibration text", "use only the first N chunks")
+    p.add_argument("-o", "--output", default="imatrix.gguf", metavar="FILE",
+                   help="the file to write (default: %(default)s)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--output-format", choices=["gguf", "dat"], default=None,
+                   help="gguf (llama-imatrix's default) or dat (its legacy format); default: from the "
+                        "file name, gguf unless it ends in .dat")
+    p.add_argument("--process-output", action="store_true",
+                   help="also collect the output projection's input (llama-imatrix --process-output)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -410,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_quantize(sub, common)
     _add_convert(sub, common)
     _add_perplexity(sub, common)
+    _add_imatrix(sub, common)
 
     p = sub.add_parser("devices", parents=[common], help="list OpenCL platforms and devices")
     p.add_argument("--json", action="store_true", help="print the devices as JSON")

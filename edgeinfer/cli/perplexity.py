@@ -17,7 +17,7 @@ from edgeinfer.perplexity import perplexity
 from edgeinfer.pull import resolve_model
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
     with open(path, encoding="utf-8") as f:
@@ -28,7 +28,7 @@ def main(args: argparse.Namespace) -> int:
     kl_file = args.kl_file or (args.kl_divergence_base if args.kl_divergence else None)
     if args.kl_divergence and not kl_file:
         raise EdgeInferError("--kl-divergence needs the base file: --kl-divergence-base FILE (or --kl-file FILE)")
-    text = _read_text(args.file)
+    text = read_text(args.file)
     path = resolve_model(args.model, reporter=RichReporter(stderr))
     with warnings_on_stderr():
         model = Model.load(path, n_ctx=args.ctx_size, n_threads=args.threads,

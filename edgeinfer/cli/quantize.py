@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.quantize import QuantizeOptions, TensorPlan, parse_tensor_type, parse_type, quantize_file
+from edgeinfer.quantize.imatrix_file import load as load_imatrix
 
 
 def _mib(n: int) -> str:
@@ -25,6 +26,7 @@ def options_from_args(args: argparse.Namespace) -> QuantizeOptions:
         token_embedding_type=parse_type(args.token_embedding_type) if args.token_embedding_type else None,
         tensor_types=[parse_tensor_type(s) for s in args.tensor_type],
         allow_requantize=args.allow_requantize,
+        has_imatrix=args.imatrix is not None,
     )
 
 
@@ -34,6 +36,10 @@ def _terminate_as_interrupt(signum, frame):  # noqa: ARG001
 
 def main(args: argparse.Namespace) -> int:
     options = options_from_args(args)
+    imatrix = load_imatrix(args.imatrix) if args.imatrix else None
+    if imatrix is not None:
+        stderr.print(f"importance matrix: {len(imatrix.entries)} entries, {imatrix.chunk_count} chunks"
+                     + (f" of {imatrix.datasets[0]}" if imatrix.datasets else ""), highlight=False, soft_wrap=True)
     # SIGTERM unwinds like Ctrl-C, so the partial output file is removed on the way out.
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
@@ -62,7 +68,8 @@ def main(args: argparse.Namespace) -> int:
     try:
         with warnings_on_stderr("warning"):
             result = quantize_file(args.input, args.output, options, n_threads=args.threads,
-                                   on_plan=on_plan, on_tensor=on_tensor, force=args.force)
+                                   on_plan=on_plan, on_tensor=on_tensor, force=args.force,
+                                   imatrix=imatrix, imatrix_path=args.imatrix)
     finally:
         if progress.live.is_started:
             progress.stop()

@@ -33,6 +33,7 @@ PRESETS: dict[str, tuple[FT, T]] = {
     "Q5_1": (FT.MOSTLY_Q5_1, T.Q5_1),
     "Q8_0": (FT.MOSTLY_Q8_0, T.Q8_0),
     "Q2_K": (FT.MOSTLY_Q2_K, T.Q2_K),
+    "Q2_K_S": (FT.MOSTLY_Q2_K_S, T.Q2_K),     # needs an importance matrix (requires_imatrix)
     "Q3_K_S": (FT.MOSTLY_Q3_K_S, T.Q3_K),
     "Q3_K_M": (FT.MOSTLY_Q3_K_M, T.Q3_K),
     "Q3_K_L": (FT.MOSTLY_Q3_K_L, T.Q3_K),
@@ -95,6 +96,7 @@ class QuantizeOptions:
     token_embedding_type: T | None = None
     tensor_types: list[tuple[re.Pattern[str], T]] = field(default_factory=list)
     allow_requantize: bool = False
+    has_imatrix: bool = False                    # an importance matrix is given (some rules differ)
 
 
 @dataclass
@@ -186,6 +188,21 @@ def _category(name: str) -> str:
     return "other"
 
 
+# Types whose quantizers give garbage without importance weights (llama.cpp refuses them then).
+_NEED_IMATRIX = (T.IQ3_XXS, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ1_M, T.IQ1_S)
+
+
+def requires_imatrix(name: str, dst_type: T, ftype: FT) -> bool:
+    """Whether quantizing tensor `name` to `dst_type` under preset `ftype` needs an importance
+    matrix, as llama-quantize decides: the 1-3-bit i-quants, and Q2_K inside a Q2_K_S file; never
+    the token embeddings or the output projection."""
+    if _category(name) in ("token_embd", "output"):
+        return False
+    if dst_type == T.Q2_K:
+        return ftype == FT.MOSTLY_Q2_K_S
+    return dst_type in _NEED_IMATRIX
+
+
 def use_more_bits(i_layer: int, n_layers: int) -> bool:
     """The layers llama.cpp's _M presets give more bits: first and last eighth, every third between."""
     return i_layer < n_layers // 8 or i_layer >= 7 * n_layers // 8 or (i_layer - n_layers // 8) % 3 == 2
@@ -242,6 +259,8 @@ class _Planner:
             i = self.i_attention_wv
             if ft == FT.MOSTLY_Q2_K:
                 new_type = T.Q4_K if s.n_gqa >= 4 else T.Q3_K
+            elif ft == FT.MOSTLY_Q2_K_S and s.n_gqa >= 4:
+                new_type = T.Q4_K
             elif ft == FT.MOSTLY_Q3_K_M:
                 new_type = T.Q5_K if i < 2 else T.Q4_K
             elif ft == FT.MOSTLY_Q3_K_L:
@@ -262,6 +281,9 @@ class _Planner:
             i, n = self._layer(t.name, self.i_ffn_down)
             if ft == FT.MOSTLY_Q2_K:
                 new_type = T.Q3_K
+            elif ft == FT.MOSTLY_Q2_K_S:
+                if i < n // 8:
+                    new_type = T.Q4_K
             elif ft == FT.MOSTLY_Q3_K_M:
                 new_type = (T.Q5_K if i < n // 16 else
                             T.Q4_K if s.arch != "falcon" or use_more_bits(i, n) else T.Q3_K)
@@ -272,12 +294,16 @@ class _Planner:
                     new_type = T.Q6_K if i < n // 16 else T.Q5_K if use_more_bits(i, n) else T.Q4_K
                 elif use_more_bits(i, n):
                     new_type = T.Q6_K
-            elif ft in _IQ4 and i < n // 8:   # (llama.cpp: only without an importance matrix)
+            elif ft in _IQ4 and i < n // 8 and not self.options.has_imatrix:
                 new_type = T.Q5_K
             elif ft == FT.MOSTLY_Q5_K_M and use_more_bits(i, n):
                 new_type = T.Q6_K
             elif ft == FT.MOSTLY_Q4_K_S and s.arch != "falcon" and i < n // 8:
                 new_type = T.Q5_K
+            elif ft in (FT.MOSTLY_Q4_0, FT.MOSTLY_Q5_0) and self.options.has_imatrix and i < n // 8:
+                # llama.cpp guards the first layers' ffn_down this way only with an importance
+                # matrix, so that quantizing without one keeps giving the files it always gave.
+                new_type = T.Q4_1 if ft == FT.MOSTLY_Q4_0 else T.Q5_1
             self.i_ffn_down += 1
             return new_type
         if cat == "attn_output":

@@ -18,8 +18,9 @@ from gguf import GGMLQuantizationType as T
 from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.output_file import check_output_path
+from edgeinfer.quantize.imatrix_file import ImportanceMatrix, imatrix_metadata
 from edgeinfer.quantize.plan import (PLAIN, PRESETS, ModelShape, QuantizeOptions, TensorInfo, TensorPlan,
-                                     make_plan)
+                                     make_plan, requires_imatrix)
 from edgeinfer.quantize.writer import GGUFOutput, OutTensor, read_raw_metadata, set_kv, uint32_kv
 from edgeinfer.threads import resolve_n_threads, usable_cpus
 
@@ -65,6 +66,33 @@ def _to_float(raw: np.ndarray, qtype: int, n: int) -> np.ndarray:
     return _core.dequantize(int(qtype), np.ascontiguousarray(raw), n)
 
 
+def _importance_weights(plans: list[TensorPlan], options: QuantizeOptions,
+                        imatrix: ImportanceMatrix | None) -> dict[str, np.ndarray]:
+    """Each quantized tensor's importance weights, checked before any work as llama-quantize checks
+    them: a tensor whose type needs them and has none is refused, as is one whose entry is not a
+    row's length (except the token embeddings, which llama-imatrix never sees)."""
+    ftype, _ = PRESETS[options.preset]
+    out: dict[str, np.ndarray] = {}
+    for p in plans:
+        if p.src_type == p.dst_type:
+            continue
+        w = imatrix.weights(p.name) if imatrix is not None else None
+        if w is not None and w.size != p.shape[0]:
+            if p.name == "token_embd.weight":
+                w = None
+            else:
+                raise EdgeInferError(f"the importance matrix has {w.size} values for {p.name}, whose rows have "
+                                     f"{p.shape[0]}: it was made for another model")
+        if w is None and requires_imatrix(p.name, p.dst_type, ftype):
+            reason = ("an importance matrix (edgeinfer imatrix MODEL -f TEXT, then --imatrix FILE)"
+                      if imatrix is None else f"importance weights for {p.name}, which the importance matrix lacks")
+            raise EdgeInferError(f"{options.preset} needs {reason}: without them {p.dst_type.name} "
+                                 f"quantization of {p.name} loses most of the model's quality")
+        if w is not None:
+            out[p.name] = w
+    return out
+
+
 def plan_file(src: _core.GgufFile, options: QuantizeOptions) -> list[TensorPlan]:
     tensors = [TensorInfo(t["name"], list(t["shape"]), T(t["type"])) for t in src.tensors()]
     return make_plan(tensors, ModelShape.from_metadata(src), options)
@@ -78,6 +106,8 @@ def quantize_file(
     on_plan: Callable[[list[TensorPlan]], None] | None = None,
     on_tensor: Callable[[TensorPlan, int, int], None] | None = None,
     force: bool = False,
+    imatrix: ImportanceMatrix | None = None,
+    imatrix_path: str | Path | None = None,
 ) -> QuantizeResult:
     """Writes `dst_path` as `src_path` converted with `options`, on `n_threads` threads (None: every
     usable CPU; more: capped, with a warning). `on_plan(plans)` is called once before any data is
@@ -85,7 +115,10 @@ def quantize_file(
     Raises EdgeInferError, before any work, when `dst_path` cannot be written (see
     edgeinfer.output_file: it is the input, a folder, in a missing or read-only folder, or exists
     and not `force`); and for a quantized input without `allow_requantize`, an unknown type or a
-    tensor type the core cannot read; the output file is then not created."""
+    tensor type the core cannot read; the output file is then not created.
+    `imatrix` (read from `imatrix_path`, recorded in the output's metadata as llama-quantize does):
+    importance weights for the quantizers; a preset that needs one and has none is refused, as is
+    an importance matrix whose size does not match a tensor's rows."""
     start = time.perf_counter()
     src_path, dst_path = Path(src_path), Path(dst_path)
     check_output_path(dst_path, inputs=[src_path], force=force)
@@ -103,6 +136,7 @@ def quantize_file(
     for p in plans:
         if p.src_type != p.dst_type and not _core.has_quantizer(int(p.dst_type)):
             raise EdgeInferError(f"{p.name}: cannot write type {p.dst_type.name}")
+    weights = _importance_weights(plans, options, imatrix)
     if on_plan:
         on_plan(plans)
 
@@ -110,6 +144,8 @@ def quantize_file(
     _version, metadata = read_raw_metadata(src_path)
     metadata = set_kv(metadata, uint32_kv("general.quantization_version", GGML_QUANT_VERSION))
     metadata = set_kv(metadata, uint32_kv("general.file_type", int(ftype)))
+    if imatrix is not None:
+        metadata += imatrix_metadata(imatrix, imatrix_path, len(imatrix.entries))
     out_tensors = [OutTensor(p.name, p.shape, int(p.dst_type), tensor_nbytes(p.dst_type, p.shape)) for p in plans]
 
     bytes_in = bytes_out = n_elements = 0
@@ -127,7 +163,8 @@ def quantize_file(
                 for r0 in range(0, nrows, slab):
                     r1 = min(nrows, r0 + slab)
                     x = _to_float(raw[r0 * row_in:r1 * row_in], p.src_type, (r1 - r0) * n_per_row)
-                    q = _core.quantize_rows(int(p.dst_type), x.reshape(r1 - r0, n_per_row), n_threads)
+                    q = _core.quantize_rows(int(p.dst_type), x.reshape(r1 - r0, n_per_row), n_threads,
+                                            imatrix=weights.get(p.name))
                     out.write_tensor_data(memoryview(q).cast("B"))
             bytes_in += raw.nbytes
             bytes_out += ot.nbytes

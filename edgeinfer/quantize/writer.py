@@ -85,6 +85,15 @@ def uint32_kv(key: str, value: int) -> RawKV:
     return RawKV(key, _string(key) + struct.pack("<II", _UINT32, value))
 
 
+def string_kv(key: str, value: str) -> RawKV:
+    return RawKV(key, _string(key) + struct.pack("<I", _STRING) + _string(value))
+
+
+def string_array_kv(key: str, values: list[str]) -> RawKV:
+    return RawKV(key, _string(key) + struct.pack("<IIQ", _ARRAY, _STRING, len(values)) +
+                 b"".join(_string(v) for v in values))
+
+
 def set_kv(entries: list[RawKV], new: RawKV) -> list[RawKV]:
     """`entries` without any entry of `new`'s key, then `new` at the end (ggml's gguf_set_* order,
     so the header comes out as llama-quantize writes it)."""

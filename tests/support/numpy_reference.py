@@ -99,9 +99,16 @@ class LlamaReference:
         self.k_cache: list[np.ndarray] = [np.zeros((0, cfg.n_head_kv, cfg.head_dim))] * cfg.n_layer
         self.v_cache: list[np.ndarray] = [np.zeros((0, cfg.n_head_kv, cfg.head_dim))] * cfg.n_layer
 
-    def forward(self, tokens: list[int]) -> np.ndarray:
-        """Appends tokens after the cached ones; returns logits for each: [n, n_vocab]."""
+    def forward(self, tokens: list[int], on_matmul=None) -> np.ndarray:
+        """Appends tokens after the cached ones; returns logits for each: [n, n_vocab].
+        on_matmul(weight name, input rows) is called before each matrix product."""
         c, w = self.cfg, self.w
+
+        def mm(x: np.ndarray, name: str) -> np.ndarray:
+            if on_matmul:
+                on_matmul(name, x)
+            return x @ w[name].T
+
         n = len(tokens)
         pos0 = self.k_cache[0].shape[0]
         pos = np.arange(pos0, pos0 + n, dtype=np.float64)
@@ -111,18 +118,18 @@ class LlamaReference:
         for il in range(c.n_layer):
             p = f"blk.{il}."
             h = rms_norm(x, w[p + "attn_norm.weight"], c.norm_eps)
-            q = (h @ w[p + "attn_q.weight"].T).reshape(n, c.n_head, c.head_dim)
-            k = (h @ w[p + "attn_k.weight"].T).reshape(n, c.n_head_kv, c.head_dim)
-            v = (h @ w[p + "attn_v.weight"].T).reshape(n, c.n_head_kv, c.head_dim)
+            q = mm(h, p + "attn_q.weight").reshape(n, c.n_head, c.head_dim)
+            k = mm(h, p + "attn_k.weight").reshape(n, c.n_head_kv, c.head_dim)
+            v = mm(h, p + "attn_v.weight").reshape(n, c.n_head_kv, c.head_dim)
             q, k = rope(q, pos, c.rope_base, factors, scale), rope(k, pos, c.rope_base, factors, scale)
             self.k_cache[il] = np.concatenate([self.k_cache[il], k.astype(np.float16).astype(np.float64)])
             self.v_cache[il] = np.concatenate([self.v_cache[il], v.astype(np.float16).astype(np.float64)])
             att = causal_attention(q, self.k_cache[il], self.v_cache[il], pos0)
-            x = x + att.reshape(n, -1) @ w[p + "attn_output.weight"].T
+            x = x + mm(att.reshape(n, -1), p + "attn_output.weight")
             h = rms_norm(x, w[p + "ffn_norm.weight"], c.norm_eps)
-            x = x + (silu(h @ w[p + "ffn_gate.weight"].T) * (h @ w[p + "ffn_up.weight"].T)) @ w[p + "ffn_down.weight"].T
-        out_w = w.get("output.weight", w["token_embd.weight"])
-        return rms_norm(x, w["output_norm.weight"], c.norm_eps) @ out_w.T
+            x = x + mm(silu(mm(h, p + "ffn_gate.weight")) * mm(h, p + "ffn_up.weight"), p + "ffn_down.weight")
+        out_name = "output.weight" if "output.weight" in w else "token_embd.weight"
+        return mm(rms_norm(x, w["output_norm.weight"], c.norm_eps), out_name)
 
 
 class Gemma3Reference:

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <optional>
 
 #include "common/error.h"
@@ -121,6 +122,26 @@ void kv_restore(Context& ctx, int seq, py::array_t<uint8_t, py::array::c_style> 
     ctx.restore_kv(n_stored, n_use, src, size, seq);
 }
 
+// What start_activation_stats collected: (weight name, sum of squares, sum, rows) per matmul
+// weight, in name order (the file's tensor names: what llama-imatrix's files are keyed by).
+py::list activation_stats(const Context& ctx) {
+    py::list out;
+    const ei::ActivationStats* stats = ctx.activation_stats();
+    if (!stats) return out;
+    std::map<std::string, const ei::ActivationStats::Entry*> by_name;
+    for (const ei::GgufTensor& t : ctx.model().file()->tensors()) {
+        auto it = stats->entries().find(t.data);
+        if (it != stats->entries().end()) by_name[t.name] = &it->second;
+    }
+    for (const auto& [name, e] : by_name) {
+        py::array_t<float> sum2((py::ssize_t)e->sum2.size()), sum((py::ssize_t)e->sum.size());
+        std::copy(e->sum2.begin(), e->sum2.end(), sum2.mutable_data());
+        std::copy(e->sum.begin(), e->sum.end(), sum.mutable_data());
+        out.append(py::make_tuple(name, sum2, sum, e->rows));
+    }
+    return out;
+}
+
 // The single-sequence API, defined once for Context (sequence 0) and for SequenceRef.
 template <class T>
 void def_sequence_api(py::class_<T>& cls) {
@@ -228,6 +249,12 @@ void register_model(py::module_& m) {
              "sequence's last token), in token order. Each token is computed exactly as decoding it alone "
              "would (as_single_steps). Checked first: on an error nothing changed.")
         .def_property_readonly("n_seq", &Context::n_seq)
+        .def("start_activation_stats", &Context::start_activation_stats, py::arg("include_output") = false,
+             "Sum every matmul's input from now on (what `edgeinfer imatrix` collects), restarting from zero; "
+             "include_output: the output head's input too. Refused with offloaded layers.")
+        .def("stop_activation_stats", &Context::stop_activation_stats)
+        .def("activation_stats", &activation_stats,
+             "[(weight name, sum of x^2 per input column, sum of x, rows)] collected since start_activation_stats.")
         .def("sequence",
              [](Context& self, int seq) {
                  if (seq < 0 || seq >= self.n_seq())

@@ -33,6 +33,9 @@ struct ForwardEnv {
     // Layers on another backend (layers/device_layers.h), or nullptr: a forward runs each range
     // of them there with one call, and every other layer here.
     DeviceLayers* device = nullptr;
+    // Where every matmul's input is summed (`edgeinfer imatrix`), or nullptr; every layer then
+    // runs here.
+    ActivationStats* activation_stats = nullptr;
 
     // A float buffer of at least n values in slot `slot` (contents undefined).
     float* buffer(size_t slot, size_t n) {

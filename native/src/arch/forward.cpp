@@ -31,7 +31,9 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
     CpuLayerOps ops(env.pool, env.kt, *env.kv, env.matmul_scratch, s.norm_eps, fused, b.order);
     ops.set_sequence_runs(b.runs, b.n_runs);
+    ops.set_activation_stats(env.activation_stats);
     if (b.runs && env.device) throw Error("a batch of several sequences cannot run offloaded layers");
+    if (env.activation_stats && env.device) throw Error("activation statistics are collected with every layer on the CPU");
 
     embed_tokens(env.kt, M.tok_embd, b.tokens, n, a.x);
     if (M.embed_scale > 0.0f) scale_inplace(a.x, M.embed_scale, n * d);  // ggml_scale(inpL, ...)
@@ -62,6 +64,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     }
     if (m == 0) return;  // no logits wanted: the cache is all this batch was for
     rms_norm(last, M.output_norm, a.h, m, d, s.norm_eps);
+    if (env.activation_stats && env.activation_stats->include_output()) env.activation_stats->record(M.output, a.h, m);
     matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch, b.order);
     // ggml_scale(logits, 1/s): a multiply by the float reciprocal, not a division, for its bits.
     if (M.logit_scale > 0.0f) scale_inplace(b.logits, 1.0f / M.logit_scale, m * hp_.n_vocab);

@@ -53,6 +53,12 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
 
 Context::~Context() = default;
 
+void Context::start_activation_stats(bool include_output) {
+    if (offload_) throw Error("activation statistics need every layer on the CPU; load the model without offload");
+    stats_ = std::make_unique<ActivationStats>(include_output);
+    env_.activation_stats = stats_.get();
+}
+
 void Context::sync_offloaded_kv(int64_t n) const {
     if (offload_) offload_->sync_kv_to_host(std::min(n, n_past_));
 }

@@ -8,6 +8,7 @@
 
 #include "common/thread_pool.h"
 #include "cpu/batch_order.h"
+#include "engine/activation_stats.h"
 #include "gpu/offload_types.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -86,6 +87,14 @@ public:
     // The OpenCL offload, or nullptr when every layer runs on the CPU.
     const cl::Offload* offload() const { return offload_.get(); }
 
+    // Sums every matmul input of the decodes that follow into a new ActivationStats (what
+    // `edgeinfer imatrix` collects; include_output: the output head's input too), until
+    // stop_activation_stats. Throws Error when layers are offloaded (their inputs stay on the device).
+    void start_activation_stats(bool include_output);
+    void stop_activation_stats() { env_.activation_stats = nullptr; }
+    // What the last start collected (nullptr before any).
+    const ActivationStats* activation_stats() const { return stats_.get(); }
+
     // ---- several sequences (engine/context_sequences.cpp) ------------------------------------
     int n_seq() const { return 1 + (int)more_kv_.size(); }
     // Sequence dst becomes a copy of the first n positions of sequence src (a shared prefix).
@@ -113,6 +122,7 @@ private:
     void use_logits_buffer(size_t n_floats);
     int64_t n_logit_rows_ = 0;
     int64_t n_past_ = 0;
+    std::unique_ptr<ActivationStats> stats_;
     // Sequences 1 .. n_seq - 1: their caches and cached position counts.
     std::vector<std::unique_ptr<KvCache>> more_kv_;
     std::vector<int64_t> more_past_;

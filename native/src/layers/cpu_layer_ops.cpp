@@ -11,16 +11,20 @@ void CpuLayerOps::rms_norm(const float* x, const float* w, float* out, int64_t r
 }
 
 void CpuLayerOps::matmul(const Tensor& W, const float* x, int64_t n, float* y) {
+    if (stats_) stats_->record(W, x, n);
     ei::matmul(pool_, kt_, W, x, n, y, scratch_, order_);
 }
 
 void CpuLayerOps::matmul_same_input(const Tensor* const* W, float* const* y, int count, const float* x, int64_t n) {
+    if (stats_)
+        for (int i = 0; i < count; ++i) stats_->record(*W[i], x, n);
     ei::matmul_same_input(pool_, kt_, W, y, count, x, n, scratch_, order_);
 }
 
 void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float* a, int64_t wa, float* b,
                                int64_t wb, float* c, int64_t wc) {
     const int64_t stride = wa + wb + wc;
+    if (stats_) stats_->record(W, x, n);
     ei::matmul(pool_, kt_, W, x, n, fused_, scratch_, order_);
     for (int64_t t = 0; t < n; ++t) {
         const float* row = fused_ + t * stride;
@@ -32,6 +36,7 @@ void CpuLayerOps::matmul_split(const Tensor& W, const float* x, int64_t n, float
 
 void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, int64_t ff, bool gelu, float* gate,
                                    float* /*up*/) {
+    if (stats_) stats_->record(W, x, n);
     ei::matmul(pool_, kt_, W, x, n, fused_, scratch_, order_);
     for (int64_t t = 0; t < n; ++t) glu(gelu, fused_ + t * 2 * ff, fused_ + t * 2 * ff + ff, gate + t * ff, ff);
 }

@@ -6,6 +6,7 @@
 
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
+#include "engine/activation_stats.h"
 #include "cpu/matmul.h"
 #include "kv/kv_cache.h"
 #include "layers/decoder_layer.h"
@@ -37,6 +38,8 @@ public:
     // A batch of several sequences (runs cover every row, in order): positions, cached rows and
     // attention per run, each in its sequence's cache; the layer's pos0 and kv are then unused.
     void set_sequence_runs(const SequenceRun* runs, size_t n_runs) { runs_ = runs, n_runs_ = n_runs; }
+    // Every matmul's input is added to `stats` (nullptr: none), keyed by its weight.
+    void set_activation_stats(ActivationStats* stats) { stats_ = stats; }
 
     static bool present(const Tensor& t) { return t.present(); }
     static bool present(const float* v) { return v != nullptr; }
@@ -70,6 +73,7 @@ private:
     BatchOrder order_;
     const SequenceRun* runs_ = nullptr;
     size_t n_runs_ = 0;
+    ActivationStats* stats_ = nullptr;
     std::vector<int32_t> pos_;
 };
 

@@ -1,0 +1,38 @@
+// What `edgeinfer imatrix` collects: for every weight matrix the forward pass multiplies, the sum
+// over all input rows of each input column's square (and of the column itself), and the number of
+// rows. llama-imatrix collects the same from its MUL_MAT inputs; a quantizer later weighs each
+// column's rounding error by the mean square (quant/quantize.h, the importance weights).
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu/tensor.h"
+
+namespace ei {
+
+class ActivationStats {
+public:
+    struct Entry {
+        std::vector<float> sum2;  // [cols] sum of x[j]^2 over the rows seen
+        std::vector<float> sum;   // [cols] sum of x[j]
+        int64_t rows = 0;
+    };
+
+    // include_output: also the output head's input (llama-imatrix --process-output).
+    explicit ActivationStats(bool include_output = false) : include_output_(include_output) {}
+    bool include_output() const { return include_output_; }
+
+    // Adds x [rows][W.cols()], the input of a matmul with W. Rows are added in order, each into
+    // float sums one column at a time, as llama-imatrix adds them: the same inputs give its bits.
+    void record(const Tensor& W, const float* x, int64_t rows);
+
+    // Keyed by the weight's data in the mapping (Tensor::data), which names it in the file.
+    const std::unordered_map<const uint8_t*, Entry>& entries() const { return entries_; }
+
+private:
+    bool include_output_;
+    std::unordered_map<const uint8_t*, Entry> entries_;
+};
+
+}  // namespace ei
