@@ -62,6 +62,7 @@ BASELINE=(
     native/src/quant/ref_kquants.cpp
     native/src/quant/ref_iquants.cpp
     native/src/quant/ref_mxfp4.cpp
+    native/src/quant/ref_iq1_tq.cpp
     native/src/cpu/ref_table.cpp
     native/src/quant/types.cpp
 )

@@ -17,6 +17,7 @@ LEGACY = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0]
 KQUANTS = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 IQUANTS = [T.IQ4_NL, T.IQ4_XS]
 MX = [T.MXFP4]
+TERNARY = [T.TQ1_0, T.TQ2_0]  # gguf-py quantizes these too
 PLAIN = [T.F32, T.F16, T.BF16]
 
 
@@ -39,7 +40,7 @@ def _cases(n_per_row: int) -> list[np.ndarray]:
     return [normal, edge, ties, heavy, *scales]
 
 
-@pytest.mark.parametrize("qtype", LEGACY + PLAIN, ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", LEGACY + TERNARY + PLAIN, ids=lambda t: t.name)
 def test_matches_gguf_reference_bit_for_bit(qtype):
     for x in _cases(256):
         ours = _core.quantize_rows(int(qtype), x, 2)
@@ -53,7 +54,7 @@ def libggml():
     return load_ggml_base()
 
 
-@pytest.mark.parametrize("qtype", LEGACY + KQUANTS + IQUANTS + MX + [T.F16, T.BF16], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", LEGACY + KQUANTS + IQUANTS + MX + TERNARY + [T.F16, T.BF16], ids=lambda t: t.name)
 def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
     for x in _cases(512):
         ours = _core.quantize_rows(int(qtype), x, 2)
@@ -66,10 +67,11 @@ def test_matches_ggml_quantize_chunk_bit_for_bit(libggml, qtype):
 # ggml's, see above): q4_0 0.086, q4_1 0.078, q5_0 0.043, q5_1 0.038, q8_0 0.0054, q2_K 0.297,
 # q3_K 0.151, q4_K 0.072, q5_K 0.036, q6_K 0.018, iq4_nl 0.0761, iq4_xs 0.0767, mxfp4 0.1146
 # (a power-of-two scale puts a block's largest value anywhere in [4, 8) of its units, E2M1's
-# largest being 6), f16 0.0002, bf16 0.0017; bounds ~15% above.
+# largest being 6), tq1_0 = tq2_0 0.802 (-1, 0, 1 times the largest of 256 Gaussian values: the
+# ternary types are for weights trained ternary), f16 0.0002, bf16 0.0017; bounds ~15% above.
 ROUND_TRIP_BOUND = {T.Q4_0: 0.1, T.Q4_1: 0.09, T.Q5_0: 0.05, T.Q5_1: 0.044, T.Q8_0: 0.0063,
                     T.Q2_K: 0.34, T.Q3_K: 0.175, T.Q4_K: 0.083, T.Q5_K: 0.042, T.Q6_K: 0.021,
-                    T.IQ4_NL: 0.0875, T.IQ4_XS: 0.088, T.MXFP4: 0.132,
+                    T.IQ4_NL: 0.0875, T.IQ4_XS: 0.088, T.MXFP4: 0.132, T.TQ1_0: 0.92, T.TQ2_0: 0.92,
                     T.F16: 3e-4, T.BF16: 2e-3, T.F32: 0.0}
 
 

@@ -44,6 +44,10 @@ PRESETS: dict[str, tuple[FT, T]] = {
     "Q6_K": (FT.MOSTLY_Q6_K, T.Q6_K),
     "IQ4_NL": (FT.MOSTLY_IQ4_NL, T.IQ4_NL),
     "IQ4_XS": (FT.MOSTLY_IQ4_XS, T.IQ4_XS),
+    # The ternary types: llama-quantize's presets differ from their default type only in the
+    # token embeddings (Q4_K) and the output projection (Q6_K, as for most presets).
+    "TQ1_0": (FT.MOSTLY_TQ1_0, T.TQ1_0),
+    "TQ2_0": (FT.MOSTLY_TQ2_0, T.TQ2_0),
     # No MXFP4_MOE: llama.cpp's preset of that name puts MXFP4 on MoE expert tensors only (3-D,
     # one matrix per expert) and Q8_0 everywhere else, and the core runs no MoE models; MXFP4
     # stays writable per tensor (--tensor-type REGEX=mxfp4).
@@ -51,12 +55,14 @@ PRESETS: dict[str, tuple[FT, T]] = {
 
 # Types the core can write (quant/quantize.h); overrides must name one of these.
 WRITABLE = (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.MXFP4)
+            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.MXFP4, T.TQ1_0, T.TQ2_0)
 PLAIN = (T.F32, T.F16, T.BF16)
 
 # A type whose blocks do not fit the row falls back to this one (then to F16 if that fails too).
-_FALLBACK = {T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0, T.IQ4_XS: T.IQ4_NL}
+_FALLBACK = {T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0, T.IQ4_XS: T.IQ4_NL,
+             T.TQ1_0: T.Q4_0, T.TQ2_0: T.Q4_0}
 _IQ4 = (FT.MOSTLY_IQ4_NL, FT.MOSTLY_IQ4_XS)
+_TERNARY = (FT.MOSTLY_TQ1_0, FT.MOSTLY_TQ2_0)
 
 # Never quantized although 2-D and named "*weight" (small or precision-critical tables).
 _KEEP_SUBSTRINGS = ("_norm.weight", "ffn_gate_inp.weight", "altup", "laurel", "per_layer_model_proj",
@@ -254,7 +260,7 @@ class _Planner:
                 return T.Q8_0
             return new_type if new_type == T.Q8_0 else T.Q6_K
         if cat == "token_embd":
-            return new_type
+            return T.Q4_K if ft in _TERNARY else new_type
         if cat in ("attn_v", "attn_qkv", "attn_kv_b"):
             i = self.i_attention_wv
             if ft == FT.MOSTLY_Q2_K:

@@ -104,6 +104,15 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
         case TYPE_IQ4_XS: each((block_iq4_xs*)raw.data(), [](block_iq4_xs& b) { b.d = random_scale(); }); break;
         // An E8M0 exponent for 2^(e - 128) in 2^-11..2^-4, the magnitudes random_scale gives.
         case TYPE_MXFP4: each((block_mxfp4*)raw.data(), [](block_mxfp4& b) { b.e = (uint8_t)(117 + g_rng() % 8); }); break;
+        case TYPE_IQ1_S: each((block_iq1_s*)raw.data(), [](block_iq1_s& b) { b.d = random_scale(); }); break;
+        case TYPE_IQ1_M:  // d is the top nibbles of the four 16-bit scale words
+            each((block_iq1_m*)raw.data(), [](block_iq1_m& b) {
+                const uint16_t d = random_scale();
+                for (int k = 0; k < 4; k++) b.scales[2 * k + 1] = (uint8_t)((b.scales[2 * k + 1] & 0x0F) | ((d >> 4 * k) & 15) << 4);
+            });
+            break;
+        case TYPE_TQ1_0: each((block_tq1_0*)raw.data(), [](block_tq1_0& b) { b.d = random_scale(); }); break;
+        case TYPE_TQ2_0: each((block_tq2_0*)raw.data(), [](block_tq2_0& b) { b.d = random_scale(); }); break;
         case TYPE_Q8_K:
             each((block_q8_K*)raw.data(), [](block_q8_K& b) {
                 b.d = uniform(-0.1f, 0.1f);
@@ -120,10 +129,10 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
     return raw;
 }
 
-// The types the tables serve, in ggml id order.
+// The types the tables serve (the later additions appended, each group in ggml id order).
 const uint32_t kTypes[] = {TYPE_F32,  TYPE_F16,  TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1,   TYPE_Q8_0,   TYPE_Q8_1,
                            TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_K,   TYPE_IQ4_NL, TYPE_IQ4_XS,
-                           TYPE_BF16, TYPE_MXFP4};
+                           TYPE_BF16, TYPE_MXFP4, TYPE_IQ1_S, TYPE_IQ1_M, TYPE_TQ1_0, TYPE_TQ2_0};
 
 bool is_kquant(uint32_t type) { return type >= TYPE_Q2_K && type <= TYPE_Q6_K; }
 bool is_float(uint32_t type) { return type == TYPE_F32 || type == TYPE_F16 || type == TYPE_BF16; }
@@ -246,7 +255,7 @@ void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
     const int64_t bs = type_info(type).block_size;
     std::vector<int64_t> sizes;
     if (is_float(type)) sizes = {1, 7, 16, 33, 100, 1000, 2048};
-    else if (bs == QK_K) sizes = {256, 768, 4096};  // k-quants, IQ4_XS
+    else if (bs == QK_K) sizes = {256, 768, 4096};  // k-quants, IQ4_XS, IQ1, TQ
     else sizes = {32, 96, 256, 4096};
     const double tol = is_kquant(type) ? 4e-6 : 1e-5;
     for (int64_t n : sizes) {

@@ -54,7 +54,7 @@ void register_quantize(py::module_& m) {
     }, py::arg("type"), py::arg("x"), py::arg("n_threads") = 1, py::arg("imatrix") = py::none(),
        "Quantize float32 rows [rows, n_per_row] to ggml type id `type` with ggml's quantizer "
        "(bit-identical blocks) -> uint8 [rows, row_bytes]. Types: f32, f16, bf16, q4_0, q4_1, q5_0, "
-       "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4. `imatrix`: None, or the "
+       "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, tq1_0, tq2_0. `imatrix`: None, or the "
        "importance weights of the row's n_per_row columns (float32, the same for every row), as "
        "llama-quantize --imatrix uses them; types whose ggml quantizer ignores them ignore them.");
 

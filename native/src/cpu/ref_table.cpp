@@ -36,6 +36,11 @@ void fill_kernels_scalar(KernelTable& t) {
     t.types[TYPE_IQ4_XS] = {ref::to_float_iq4_xs, nullptr, ref::vec_dot_iq4_xs_q8_K, TYPE_Q8_K};
     // MXFP4's 32-element blocks take Q8_0 activations, as in ggml-cpu's type traits.
     t.types[TYPE_MXFP4] = {ref::to_float_mxfp4, nullptr, ref::vec_dot_mxfp4_q8_0, TYPE_Q8_0};
+    // The 1-bit i-quants and the ternary types: 256-element super-blocks against Q8_K.
+    t.types[TYPE_IQ1_S] = {ref::to_float_iq1_s, nullptr, ref::vec_dot_iq1_s_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ1_M] = {ref::to_float_iq1_m, nullptr, ref::vec_dot_iq1_m_q8_K, TYPE_Q8_K};
+    t.types[TYPE_TQ1_0] = {ref::to_float_tq1_0, nullptr, ref::vec_dot_tq1_0_q8_K, TYPE_Q8_K};
+    t.types[TYPE_TQ2_0] = {ref::to_float_tq2_0, nullptr, ref::vec_dot_tq2_0_q8_K, TYPE_Q8_K};
     // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
     t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
     fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)

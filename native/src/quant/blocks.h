@@ -164,6 +164,47 @@ struct block_mxfp4 {
     uint8_t qs[QK_MXFP4 / 2];  // nibbles as in q4_0
 };
 
+// ---- 1-bit i-quants and ternary types: 256-element super-blocks, Q8_K activations --------------
+// Kernels: quant/ref_iq1_tq.cpp (scalar), cpu/x86/iq1_tq_256.h (AVX2 / AVX-512),
+// cpu/arm/iq1_tq_neon.h (NEON). The IQ1 lattice (2048 groups of 8 values in {-1, 0, 1}) and the
+// delta 1/8 are in quant/iq1_grids.h: too big for this header, which the OpenCL prelude mirrors.
+
+// 1.5625 bpw. 8 sub-blocks of 32, each 4 groups of 8: x = d * (2 * s + 1) * (g[j] +- 1/8), g the
+// group's grid entry kIq1sGrid[qs[4i + l] | (bits 3l..3l+2 of qh[i]) << 8], s = bits 12..14 of
+// qh[i], the delta's sign bit 15 of qh[i] (set: -1/8).
+struct block_iq1_s {
+    uint16_t d;                 // fp16 super-block scale
+    uint8_t qs[QK_K / 8];       // low 8 bits of the 32 grid indices
+    uint16_t qh[QK_K / 32];     // per sub-block: 4 x 3 index bits, 3-bit scale, delta sign
+};
+
+// 1.75 bpw. 16 half sub-blocks of 16, each 2 groups of 8: x = d * (2 * s + 1) * (g[j] +- 1/8), g
+// kIq1sGrid[qs[k] | (bits 0..2 or 4..6 of qh[k / 2]) << 8] for group k, its delta's sign bit 3 or
+// 7 of the same byte; s the 3-bit scale of half sub-block h at bits 3 (h % 4) of the uint16_t word
+// h / 4 of scales; the fp16 d is the top nibbles of those four words, word 0's lowest.
+struct block_iq1_m {
+    uint8_t qs[QK_K / 8];       // low 8 bits of the 32 grid indices
+    uint8_t qh[QK_K / 16];      // per group pair: 3 index bits + delta sign, twice
+    uint8_t scales[QK_K / 32];  // 4 uint16_t words: 4 x 3-bit scales + a nibble of d each
+};
+
+// 1.6875 bpw. x = d * (t - 1), t in {0, 1, 2}: base-3 digits packed 5 to a byte (4 in qh), stored
+// as ceil(v * 256 / 243) so that digit k of a byte b is ((uint8_t)(b * 3^k) * 3) >> 8. Element order:
+// digit k of qs[m] (m < 32) is element 32k + m, of qs[32 + m] (m < 16) element 160 + 16k + m, of
+// qh[m] element 240 + 4k + m.
+struct block_tq1_0 {
+    uint8_t qs[(QK_K - 4 * QK_K / 64) / 5];  // 48 bytes of 5 digits
+    uint8_t qh[QK_K / 64];                   // 4 bytes of 4 digits
+    uint16_t d;                              // fp16 scale
+};
+
+// 2.0625 bpw. x = d * (t - 1), t = bits 2l..2l+1 of qs[32c + m] for element 128c + 32l + m
+// (t = 3 decodes to 2 * d; the quantizer never writes it).
+struct block_tq2_0 {
+    uint8_t qs[QK_K / 4];       // 2-bit digits
+    uint16_t d;                 // fp16 scale
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 size must match quant/types.cpp");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 size must match quant/types.cpp");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 size must match quant/types.cpp");
@@ -179,5 +220,9 @@ static_assert(sizeof(block_q8_K) == 292, "q8_K size must match quant/types.cpp")
 static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl size must match quant/types.cpp");
 static_assert(sizeof(block_iq4_xs) == 136, "iq4_xs size must match quant/types.cpp");
 static_assert(sizeof(block_mxfp4) == 17, "mxfp4 size must match quant/types.cpp");
+static_assert(sizeof(block_iq1_s) == 50, "iq1_s size must match quant/types.cpp");
+static_assert(sizeof(block_iq1_m) == 56, "iq1_m size must match quant/types.cpp");
+static_assert(sizeof(block_tq1_0) == 54, "tq1_0 size must match quant/types.cpp");
+static_assert(sizeof(block_tq2_0) == 66, "tq2_0 size must match quant/types.cpp");
 
 }  // namespace ei

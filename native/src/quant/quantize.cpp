@@ -29,6 +29,8 @@ QuantizeRowFn quantize_row_fn(uint32_t type) {
         case TYPE_IQ4_NL: return qref::quantize_row_iq4_nl;
         case TYPE_IQ4_XS: return qref::quantize_row_iq4_xs;
         case TYPE_MXFP4: return qref::quantize_row_mxfp4;
+        case TYPE_TQ1_0: return qref::quantize_row_tq1_0;
+        case TYPE_TQ2_0: return qref::quantize_row_tq2_0;
         default: return nullptr;
     }
 }

@@ -20,7 +20,7 @@ namespace ei {
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 
 // The reference quantizer of `type`, or nullptr if it has none: f32, f16, bf16, q4_0, q4_1,
-// q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4.
+// q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, tq1_0, tq2_0.
 QuantizeRowFn quantize_row_fn(uint32_t type);
 
 // Quantizes one row of n elements with importance weights imatrix[0..n-1] into dst.
@@ -59,6 +59,9 @@ void quantize_row_iq4_nl(const float* x, void* y, int64_t n);
 void quantize_row_iq4_xs(const float* x, void* y, int64_t n);
 // quantize_mxfp4.cpp: E2M1 codes with an E8M0 block exponent.
 void quantize_row_mxfp4(const float* x, void* y, int64_t n);
+// quantize_ternary.cpp: base-3 and 2-bit digits of -1, 0, 1 times the block's largest magnitude.
+void quantize_row_tq1_0(const float* x, void* y, int64_t n);
+void quantize_row_tq2_0(const float* x, void* y, int64_t n);
 
 // The imatrix quantizers (ggml's quantize_row_*_impl), beside their reference versions.
 void quantize_row_q4_0_imatrix(const float* x, void* y, int64_t n, const float* imatrix);

@@ -75,6 +75,16 @@ int table4_dot_32(const uint8_t* qs, const int8_t* a, const int8_t* values);
 void to_float_mxfp4(const void* src, float* dst, int64_t n);
 void vec_dot_mxfp4_q8_0(int64_t n, float* s, const void* x, const void* y);
 
+// ---- 1-bit i-quants and ternary types, against Q8_K (ref_iq1_tq.cpp) ----
+void to_float_iq1_s(const void* src, float* dst, int64_t n);
+void to_float_iq1_m(const void* src, float* dst, int64_t n);
+void to_float_tq1_0(const void* src, float* dst, int64_t n);
+void to_float_tq2_0(const void* src, float* dst, int64_t n);
+void vec_dot_iq1_s_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq1_m_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_tq1_0_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_tq2_0_q8_K(int64_t n, float* s, const void* x, const void* y);
+
 }  // namespace ref
 
 }  // namespace ei

@@ -1,11 +1,12 @@
 // NEON kernels for AArch64 with the dot-product extension (compiled with
 // -march=armv8.2-a+dotprod+fp16; dispatch.cpp selects them only where HWCAP_ASIMDDP is set).
 // The kernels live in quants_neon.h (32-element block types, float types, Q8_0/Q8_1
-// quantizers), kquants_neon.h (k-quants), iquants_neon.h (IQ4_NL, IQ4_XS) and mxfp4_neon.h
-// (MXFP4); every entry they do not set keeps the scalar reference that build_table fills first.
+// quantizers), kquants_neon.h (k-quants), iquants_neon.h (IQ4_NL, IQ4_XS), mxfp4_neon.h
+// (MXFP4) and iq1_tq_neon.h (IQ1_S, IQ1_M, TQ1_0, TQ2_0); every entry they do not set keeps the scalar reference that build_table fills first.
 // native/tests/kernel_test.cpp (run under qemu by scripts/test_neon.sh) checks each one against
 // that reference.
 #if defined(__aarch64__)
+#include "cpu/arm/iq1_tq_neon.h"
 #include "cpu/arm/iquants_neon.h"
 #include "cpu/arm/kquants_neon.h"
 #include "cpu/arm/mxfp4_neon.h"
@@ -23,6 +24,7 @@ void fill_kernels_neon(KernelTable& t) {
     fill_kernels_kquants_neon(t);
     fill_kernels_iquants_neon(t);
     fill_kernels_mxfp4_neon(t);
+    fill_kernels_iq1_tq_neon(t);
     // ggml's tiled k-quant GEMM (the float order of vec_dot_ggml_tiled) runs on x86 only; on ARM it
     // multiplies every batch with its vec_dot, so the NEON table has no tiled order (matmul
     // then uses vec_dot) rather than inheriting the slow scalar one.

