@@ -21,7 +21,8 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 from edgeinfer import _core, _testing
 from edgeinfer.cli import main
 from edgeinfer.model import Model
-from edgeinfer.quantize import QuantizeOptions, parse_tensor_type, quantize_file
+from edgeinfer.quantize import QuantizeOptions, make_plan, parse_tensor_type, quantize_file
+from edgeinfer.quantize.plan import ModelShape, TensorInfo
 from support import gguf_writing
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
 from support.numpy_reference import LlamaReference, rel_err
@@ -223,6 +224,34 @@ GGML_QUANTIZE_DIGESTS = {
 def test_quantizer_gives_ggmls_bytes_for_the_golden_rows(qtype):
     ours = _core.quantize_rows(int(qtype), integer_rows(16, 512, 7), 2)
     assert hashlib.sha256(ours.tobytes()).hexdigest() == GGML_QUANTIZE_DIGESTS[qtype]
+
+
+@pytest.mark.parametrize("preset", ["TQ1_0", "TQ2_0"])
+def test_ternary_presets_follow_llama_quantize_rules(preset):
+    """llama-quant.cpp's rules for these presets: untied token embeddings Q4_K, the output (or a
+    tied embedding) Q6_K as for most presets, everything else the ternary type; rows that are not
+    whole super-blocks fall back to Q4_0 (SmolLM2's 576-wide ones), Q6_K's to Q8_0."""
+    qtype = T[preset]
+    shape = ModelShape("llama", n_layer=2, n_head=9, n_head_kv=3)
+    untied = {p.name: p.dst_type for p in make_plan(llama_tensors(768, 1536, tied=False), shape, QuantizeOptions(preset))}
+    assert untied["token_embd.weight"] == T.Q4_K and untied["output.weight"] == T.Q6_K
+    assert untied["blk.1.attn_v.weight"] == untied["blk.0.ffn_down.weight"] == qtype
+    plans = make_plan(llama_tensors(576, 1536, tied=True), shape, QuantizeOptions(preset))
+    tied = {p.name: p.dst_type for p in plans}
+    assert tied["token_embd.weight"] == T.Q8_0                  # Q6_K asked, 576 % 256 != 0
+    assert tied["blk.0.attn_q.weight"] == T.Q4_0 and tied["blk.1.ffn_down.weight"] == qtype
+    assert any(p.notice and "blk.0.ffn_up.weight" in p.notice and "Q4_0" in p.notice for p in plans)
+
+
+def llama_tensors(n_embd: int, n_ff: int, tied: bool) -> list[TensorInfo]:
+    out = [TensorInfo("token_embd.weight", [n_embd, 1000], T.F32)]
+    if not tied:
+        out.append(TensorInfo("output.weight", [n_embd, 1000], T.F32))
+    for i in range(2):
+        for name, shape in (("attn_q", [n_embd, n_embd]), ("attn_v", [n_embd, n_embd // 3]),
+                            ("ffn_up", [n_embd, n_ff]), ("ffn_down", [n_ff, n_embd])):
+            out.append(TensorInfo(f"blk.{i}.{name}.weight", shape, T.F32))
+    return out
 
 
 def test_no_quantizer_for_the_iq1_types():
