@@ -142,6 +142,16 @@ def test_mxfp4_layers_stay_on_the_cpu_and_say_why():
     assert "layers 2 stay on the CPU: mxfp4 weights have no OpenCL kernel yet." in p.notes
 
 
+def test_iq1_and_ternary_layers_stay_on_the_cpu_and_say_why():
+    # The CPU computes IQ1_S, IQ1_M, TQ1_0, TQ2_0 (test_iq1_tq.py); the device has no kernel for them.
+    types = {1: "iq1_s", 2: "iq1_m", 3: "tq1_0", 4: "tq2_0"}
+    assert set(types.values()) <= set(_core.weight_types()) - set(_core.opencl_matmul_types())
+    p = plan_placement(costs(types=types), parse_gpu_layers("all"), [fake_device(4096)], 0, _core.opencl_matmul_types())
+    assert p.gpu_layers == (0, 5, 6, 7, 8, 9)
+    for layer, name in types.items():
+        assert f"layers {layer} stay on the CPU: {name} weights have no OpenCL kernel yet." in p.notes
+
+
 def test_a_tensor_over_the_largest_allocation_keeps_its_layer_on_the_cpu():
     p = plan("all", devices=[fake_device(4096, max_alloc_mib=4)])  # tensors of 5 MiB
     assert p.gpu_layers == ()
