@@ -17,7 +17,8 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 
 from edgeinfer import _core, _testing
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
-from support.quant_rows import activations, bits, gguf_dequantize, integer_rows, random_blocks, rng_for
+from support.quant_rows import (activations, bits, gguf_dequantize, integer_rows, q8_k_values, random_blocks,
+                                 rng_for)
 
 ISAS = _core.available_isas()
 IQ4 = [T.IQ4_NL, T.IQ4_XS]
@@ -57,13 +58,6 @@ def test_vec_dot_is_the_exact_block_sum_within_float_rounding(qtype, n):
         assert abs(got - terms.sum()) <= 1e-5 * np.abs(terms).sum() + 1e-30, (isa, got, terms.sum())
     if {"avx2", "avx512"} <= set(ISAS):
         assert results["avx2"] == results["avx512"]  # one kernel source: the same operations
-
-
-def q8_k_values(raw: np.ndarray) -> np.ndarray:
-    """A Q8_K row's values d * q (not in gguf-py: float d, 256 int8, 16 int16 sums)."""
-    blocks = raw.reshape(-1, 292)
-    d = blocks[:, 0:4].copy().view(np.float32).astype(np.float64)
-    return (blocks[:, 4:260].copy().view(np.int8).astype(np.float64) * d).reshape(-1)
 
 
 # ---- against ggml's own kernels (a llama.cpp build: scripts/llamacpp_bin.py) ------------------

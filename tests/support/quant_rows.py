@@ -10,7 +10,8 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 # Byte offset of a block's fp16 scale d (the k-quants keep theirs after the quants and scales).
 SCALE_OFFSET = {T.Q4_0: 0, T.Q4_1: 0, T.Q5_0: 0, T.Q5_1: 0, T.Q8_0: 0,
                 T.Q2_K: 80, T.Q3_K: 108, T.Q4_K: 0, T.Q5_K: 0, T.Q6_K: 208, T.IQ4_NL: 0, T.IQ4_XS: 0,
-                T.MXFP4: 0}
+                T.MXFP4: 0,
+                T.IQ2_XXS: 0, T.IQ2_XS: 0, T.IQ2_S: 0, T.IQ3_XXS: 0, T.IQ3_S: 0}
 # Types whose scale is an E8M0 byte (2^(e - 127), a bare exponent; halved for MXFP4's doubled
 # table) rather than an fp16 d: random_blocks gives it 2^-5..2^0.
 E8M0_SCALE = {T.MXFP4}
@@ -75,6 +76,13 @@ def integer_rows(rows: int, n: int, seed: int) -> np.ndarray:
 def gguf_dequantize(qtype: T, raw: np.ndarray) -> np.ndarray:
     """gguf-py's dequantization of a row's bytes (bit-identical to ggml's), as float32."""
     return gguf.quants.dequantize(raw.reshape(-1, GGML_QUANT_SIZES[qtype][1]), qtype).reshape(-1).astype(np.float32)
+
+
+def q8_k_values(raw: np.ndarray) -> np.ndarray:
+    """A Q8_K row's values d * q (not in gguf-py: float d, 256 int8, 16 int16 sums)."""
+    blocks = raw.reshape(-1, 292)
+    d = blocks[:, 0:4].copy().view(np.float32).astype(np.float64)
+    return (blocks[:, 4:260].copy().view(np.int8).astype(np.float64) * d).reshape(-1)
 
 
 def bits(a: np.ndarray) -> np.ndarray:

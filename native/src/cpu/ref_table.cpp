@@ -41,6 +41,12 @@ void fill_kernels_scalar(KernelTable& t) {
     t.types[TYPE_IQ1_M] = {ref::to_float_iq1_m, nullptr, ref::vec_dot_iq1_m_q8_K, TYPE_Q8_K};
     t.types[TYPE_TQ1_0] = {ref::to_float_tq1_0, nullptr, ref::vec_dot_tq1_0_q8_K, TYPE_Q8_K};
     t.types[TYPE_TQ2_0] = {ref::to_float_tq2_0, nullptr, ref::vec_dot_tq2_0_q8_K, TYPE_Q8_K};
+    // The 2- and 3-bit lattice i-quants, Q8_K activations for all five.
+    t.types[TYPE_IQ2_XXS] = {ref::to_float_iq2_xxs, nullptr, ref::vec_dot_iq2_xxs_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ2_XS] = {ref::to_float_iq2_xs, nullptr, ref::vec_dot_iq2_xs_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ2_S] = {ref::to_float_iq2_s, nullptr, ref::vec_dot_iq2_s_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ3_XXS] = {ref::to_float_iq3_xxs, nullptr, ref::vec_dot_iq3_xxs_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ3_S] = {ref::to_float_iq3_s, nullptr, ref::vec_dot_iq3_s_q8_K, TYPE_Q8_K};
     // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
     t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
     fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)

@@ -205,6 +205,59 @@ struct block_tq2_0 {
     uint16_t d;                 // fp16 scale
 };
 
+// ---- i-quants with 2- and 3-bit codes on an E8 lattice ---------------------------------------
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S. Super-blocks of 256 in sub-blocks of 32; each group of
+// 8 (IQ2) or 4 (IQ3) magnitudes is one index into a grid of lattice points (quant/iq_grids.h, the
+// grids' one definition: they stay out of this file, which holds one-line tables only), each
+// element's sign is a bit of its own. ls is a 4-bit sub-block scale. Kernels: quant/ref_iq23.cpp
+// (scalar), cpu/x86/iq23_256.h (AVX2 / AVX-512), cpu/arm/iq23_neon.h (NEON).
+
+// 2.0625 bpw. Sub-block i is qs[4i .. 4i + 3] read as two little-endian uint32 a, b: bytes of a
+// are 4 indices into kIq2xxsGrid (8 magnitudes each), b holds 4 x 7 sign bits (group l at bit
+// 7l, expanded to 8 by even parity: kIq2Signs) and ls = b >> 28.
+// x = d * (0.5 + ls) * 0.25 * grid * sign.
+struct block_iq2_xxs {
+    uint16_t d;               // fp16 super-block scale
+    uint16_t qs[QK_K / 8];    // grid indices, signs and scales as above
+};
+
+// 2.3125 bpw. qs[g] for group g of 8: 9-bit index into kIq2xsGrid, 7 sign bits above it (expanded
+// as in iq2_xxs). Sub-block i's groups 0-1 take ls = scales[i] & 15, groups 2-3 scales[i] >> 4.
+// x = d * (0.5 + ls) * 0.25 * grid * sign.
+struct block_iq2_xs {
+    uint16_t d;                 // fp16 super-block scale
+    uint16_t qs[QK_K / 8];      // 9-bit grid index | 7 sign bits << 9
+    uint8_t scales[QK_K / 32];  // two 4-bit scales per sub-block of 32
+};
+
+// 2.5625 bpw. Group g of 8: index qs[g] | (2 bits of qh[g / 4] at 2 * (g % 4)) << 8 into
+// kIq2sGrid, 8 explicit sign bits qs[32 + g]; ls as in iq2_xs. x = d * (0.5 + ls) * 0.25 * grid * sign.
+struct block_iq2_s {
+    uint16_t d;                 // fp16 super-block scale
+    uint8_t qs[QK_K / 4];       // low 8 bits of the 32 grid indices, then 32 sign bytes
+    uint8_t qh[QK_K / 32];      // high 2 bits of the indices, 4 per byte
+    uint8_t scales[QK_K / 32];  // two 4-bit scales per sub-block of 32
+};
+
+// 3.0625 bpw. qs[0..63]: one index into kIq3xxsGrid (4 magnitudes) per group of 4; then per
+// sub-block i a little-endian uint32 at qs[64 + 4i]: 4 x 7 sign bits (per 8 elements, as in
+// iq2_xxs) and ls = that >> 28. x = d * (0.5 + ls) * 0.5 * grid * sign.
+struct block_iq3_xxs {
+    uint16_t d;                 // fp16 super-block scale
+    uint8_t qs[3 * QK_K / 8];   // grid indices, then signs and scales
+};
+
+// 3.4375 bpw. Group g of 4: index qs[g] | (bit g % 8 of qh[g / 8]) << 8 into kIq3sGrid; 8
+// explicit sign bits per 8 elements; sub-block i takes ls = nibble i % 2 of scales[i / 2].
+// x = d * (1 + 2 * ls) * grid * sign.
+struct block_iq3_s {
+    uint16_t d;                 // fp16 super-block scale
+    uint8_t qs[QK_K / 4];       // low 8 bits of the 64 grid indices
+    uint8_t qh[QK_K / 32];      // their 9th bits
+    uint8_t signs[QK_K / 8];    // one sign bit per element
+    uint8_t scales[QK_K / 64];  // 4-bit sub-block scales
+};
+
 static_assert(sizeof(block_q4_0) == 18, "q4_0 size must match quant/types.cpp");
 static_assert(sizeof(block_q4_1) == 20, "q4_1 size must match quant/types.cpp");
 static_assert(sizeof(block_q5_0) == 22, "q5_0 size must match quant/types.cpp");
@@ -224,5 +277,8 @@ static_assert(sizeof(block_iq1_s) == 50, "iq1_s size must match quant/types.cpp"
 static_assert(sizeof(block_iq1_m) == 56, "iq1_m size must match quant/types.cpp");
 static_assert(sizeof(block_tq1_0) == 54, "tq1_0 size must match quant/types.cpp");
 static_assert(sizeof(block_tq2_0) == 66, "tq2_0 size must match quant/types.cpp");
+static_assert(sizeof(block_iq2_xxs) == 66 && sizeof(block_iq2_xs) == 74 && sizeof(block_iq2_s) == 82 &&
+                  sizeof(block_iq3_xxs) == 98 && sizeof(block_iq3_s) == 110,
+              "iq2 / iq3 sizes must match quant/types.cpp");
 
 }  // namespace ei

@@ -84,6 +84,17 @@ void vec_dot_iq1_s_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq1_m_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_tq1_0_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_tq2_0_q8_K(int64_t n, float* s, const void* x, const void* y);
+// ---- 2- and 3-bit lattice i-quants, against Q8_K (ref_iq23.cpp) ----
+void to_float_iq2_xxs(const void* src, float* dst, int64_t n);
+void to_float_iq2_xs(const void* src, float* dst, int64_t n);
+void to_float_iq2_s(const void* src, float* dst, int64_t n);
+void to_float_iq3_xxs(const void* src, float* dst, int64_t n);
+void to_float_iq3_s(const void* src, float* dst, int64_t n);
+void vec_dot_iq2_xxs_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq2_xs_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq2_s_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq3_xxs_q8_K(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq3_s_q8_K(int64_t n, float* s, const void* x, const void* y);
 
 }  // namespace ref
 

@@ -10,6 +10,7 @@
 #include "cpu/x86/kquants_256.h"
 #include "cpu/x86/mxfp4_256.h"
 #include "cpu/x86/iq1_tq_256.h"
+#include "cpu/x86/iq23_256.h"
 
 namespace ei {
 
@@ -19,6 +20,7 @@ void fill_kernels_avx512(KernelTable& t) {
     fill_kernels_iquants_256(t);
     fill_kernels_mxfp4_256(t);
     fill_kernels_iq1_tq_256(t);
+    fill_kernels_iq23_256(t);
 }
 
 }  // namespace ei
