@@ -63,6 +63,7 @@ BASELINE=(
     native/src/quant/ref_iquants.cpp
     native/src/quant/ref_mxfp4.cpp
     native/src/quant/ref_iq1_tq.cpp
+    native/src/quant/ref_iq23.cpp
     native/src/cpu/ref_table.cpp
     native/src/quant/types.cpp
 )

@@ -25,6 +25,7 @@ SCRIPT = SCRIPTS_DIR / "test_neon.sh"
 EXPECTED_OVERRIDES = [f"vec_dot:{t}" for t in ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K",
                                                "q5_K", "q6_K", "iq4_nl", "iq4_xs", "mxfp4", "f16",
                                                "f32", "iq1_s", "iq1_m", "tq1_0", "tq2_0")]
+EXPECTED_OVERRIDES += [f"vec_dot:{t}" for t in ("iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s")]
 EXPECTED_OVERRIDES += ["from_float:q8_0", "from_float:q8_1"]
 
 

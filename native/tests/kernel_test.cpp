@@ -113,6 +113,13 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
             break;
         case TYPE_TQ1_0: each((block_tq1_0*)raw.data(), [](block_tq1_0& b) { b.d = random_scale(); }); break;
         case TYPE_TQ2_0: each((block_tq2_0*)raw.data(), [](block_tq2_0& b) { b.d = random_scale(); }); break;
+        // The lattice i-quants: random grid indices, signs and scales under a random fp16 d (first).
+        case TYPE_IQ2_XXS: case TYPE_IQ2_XS: case TYPE_IQ2_S: case TYPE_IQ3_XXS: case TYPE_IQ3_S:
+            for (int64_t i = 0; i < nb; i++) {
+                const uint16_t d = random_scale();
+                std::memcpy(raw.data() + i * type_info(type).type_size, &d, 2);
+            }
+            break;
         case TYPE_Q8_K:
             each((block_q8_K*)raw.data(), [](block_q8_K& b) {
                 b.d = uniform(-0.1f, 0.1f);
@@ -132,7 +139,8 @@ std::vector<uint8_t> random_row(uint32_t type, int64_t n) {
 // The types the tables serve (the later additions appended, each group in ggml id order).
 const uint32_t kTypes[] = {TYPE_F32,  TYPE_F16,  TYPE_Q4_0, TYPE_Q4_1, TYPE_Q5_0, TYPE_Q5_1,   TYPE_Q8_0,   TYPE_Q8_1,
                            TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_Q8_K,   TYPE_IQ4_NL, TYPE_IQ4_XS,
-                           TYPE_BF16, TYPE_MXFP4, TYPE_IQ1_S, TYPE_IQ1_M, TYPE_TQ1_0, TYPE_TQ2_0};
+                           TYPE_BF16, TYPE_MXFP4, TYPE_IQ1_S, TYPE_IQ1_M, TYPE_TQ1_0, TYPE_TQ2_0,
+                           TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ3_XXS, TYPE_IQ3_S, TYPE_IQ2_S};
 
 bool is_kquant(uint32_t type) { return type >= TYPE_Q2_K && type <= TYPE_Q6_K; }
 bool is_float(uint32_t type) { return type == TYPE_F32 || type == TYPE_F16 || type == TYPE_BF16; }
