@@ -23,8 +23,8 @@ from edgeinfer.cli import main
 from edgeinfer.model import Model
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
 from support.numpy_reference import LlamaReference, rel_err
-from support.quant_rows import (activations, bits, gguf_dequantize, integer_rows, q8_k_values, random_blocks,
-                                 rng_for)
+from support.quant_rows import (activations, bits, fma32, gguf_dequantize, integer_rows, q8_k_values,
+                                 random_blocks, rng_for)
 from support.tiny_llama import KQUANTIZABLE, TinyConfig
 
 ISAS = _core.available_isas()
@@ -68,13 +68,11 @@ def every_grid_point(qtype: T) -> np.ndarray:
     elif qtype == T.IQ2_XS:     # uint16: 9-bit index | signs << 9
         q = blocks[:, 2:66].copy().view(np.uint16)
         blocks[:, 2:66] = ((q & ~np.uint16(511)) | idx.astype(np.uint16)).view(np.uint8)
-    elif qtype in (T.IQ2_S, T.IQ3_S):  # low 8 bits in qs, high bits in qh
-        n_groups = idx.shape[1]
-        blocks[:, 2:2 + n_groups] = idx & 255
-        high = (idx >> 8).reshape(n_blocks, -1, 4 if qtype == T.IQ2_S else 8)
-        width = 2 if qtype == T.IQ2_S else 1
-        qh_at = 2 + (64 if qtype == T.IQ2_S else 64)
-        blocks[:, qh_at:qh_at + 8] = (high << (width * np.arange(high.shape[2]))).sum(axis=2)
+    elif qtype in (T.IQ2_S, T.IQ3_S):  # low 8 bits in qs[0..], the high ones in qh (byte 66 on)
+        blocks[:, 2:2 + idx.shape[1]] = idx & 255
+        per_byte, width = (4, 2) if qtype == T.IQ2_S else (8, 1)
+        high = (idx >> 8).reshape(n_blocks, 8, per_byte)
+        blocks[:, 66:74] = (high << (width * np.arange(per_byte))).sum(axis=2)
     else:                       # IQ3_XXS: one index byte per group of 4
         blocks[:, 2:66] = idx
     return blocks.reshape(-1)
@@ -102,6 +100,43 @@ def test_vec_dot_is_the_exact_block_sum_within_float_rounding(qtype, n):
         assert abs(got - terms.sum()) <= 1e-5 * np.abs(terms).sum() + 1e-30, (isa, got, terms.sum())
     if {"avx2", "avx512"} <= set(ISAS):
         assert results["avx2"] == results["avx512"]  # one kernel source: the same operations
+
+
+# ---- the order of ggml-cpu's tiled GEMM (tiled.cpp: llama.cpp's x86 path for 8+ rows) --------
+
+# The constant that the integer scales 2 ls + 1 leave out of each type's dequantization scale.
+SCALE_C = {T.IQ2_XXS: 0.125, T.IQ2_XS: 0.125, T.IQ2_S: 0.125, T.IQ3_XXS: 0.25, T.IQ3_S: 1.0}
+
+
+def model_tiled_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
+    """Per super-block the exact integer sum of (2 ls + 1) * signed grid value * q8, then
+    r = f32(sum) * (d_x * c) and acc = fma(r, d_y, acc)."""
+    c = np.float32(SCALE_C[qtype])
+    blocks = w.reshape(-1, GGML_QUANT_SIZES[qtype][1]).copy()
+    d_x = blocks[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(-1)
+    blocks[:, 0:2] = np.array([1.0], dtype=np.float16).view(np.uint8)
+    scaled_q = (gguf_dequantize(qtype, blocks.reshape(-1)) / c).astype(np.int64)  # exact integers
+    raw = y.reshape(-1, 292)
+    d_y = raw[:, 0:4].copy().view(np.float32).reshape(-1)
+    qs = raw[:, 4:260].copy().view(np.int8).astype(np.int64)
+    acc = np.float32(0)
+    for b in range(d_y.size):
+        sumi = int((scaled_q[256 * b:256 * (b + 1)] * qs[b]).sum())
+        acc = fma32(np.float32(np.float32(sumi) * np.float32(d_x[b] * c)), d_y[b], acc)
+    return acc
+
+
+@pytest.mark.parametrize("qtype", IQ23, ids=lambda t: t.name)
+def test_tiled_vec_dot_is_ggml_tiled_float_sequence(qtype):
+    """Every x86 table and the scalar one (NEON has none: ggml's ARM build multiplies every batch
+    with its vec_dot); checked whole-model against llama-perplexity in the commit that added it."""
+    n = 2304
+    rng = rng_for(qtype, n, 7)
+    w, y = random_blocks(qtype, n, rng, signed_d=True), _testing.quantize(int(T.Q8_K), activations(n, rng))
+    expected = model_tiled_vec_dot(qtype, w, y)
+    for isa in [isa for isa in ISAS if isa != "neon"]:
+        got = np.float32(_testing.vec_dot_raw(int(qtype), w, y, n, isa=isa, order="tiled"))
+        assert bits(got) == bits(expected), (isa, got, expected)
 
 
 # ---- against ggml's own vec_dot (a llama.cpp build: scripts/llamacpp_bin.py) -----------------
@@ -176,6 +211,27 @@ def test_vec_dot_gives_ggmls_golden_digest(qtype):
 
 
 # ---- the rest of the core -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["llama_cpp_order", "fast_order"])
+def test_matmul_takes_llama_cpps_order_for_the_batch_in_either_float_order(fast):
+    """No repacking and no order of their own: below 8 rows each output is its row's vec_dot,
+    from 8 rows the tiled GEMM's order (where the table has it), in the fast order as in
+    llama.cpp's."""
+    rows, k = 8, 512
+    for qtype in IQ23:
+        rng = rng_for(qtype, 6, int(fast))
+        w = random_blocks(qtype, rows * k, rng, signed_d=True)
+        w_rows = w.reshape(rows, -1)
+        for n in (1, 5, 9):
+            x = activations(n * k, rng).reshape(n, k)
+            got = _testing.matmul([(int(qtype), w, rows)], x, 2, None, fast, False, False)[0]
+            order = "tiled" if n >= 8 and _core.isa() != "neon" else "vec_dot"
+            ys = [_testing.quantize(int(T.Q8_K), x[c]) for c in range(n)]
+            want = np.array([[_testing.vec_dot_raw(int(qtype), w_rows[r], ys[c], k, order=order) for r in range(rows)]
+                             for c in range(n)], dtype=np.float32)
+            np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{qtype.name} n={n}")
+
 
 PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 

@@ -23,8 +23,6 @@ Bounds used below:
 """
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 import pytest
 
@@ -33,7 +31,8 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
 from edgeinfer import _testing  # noqa: E402
-from support.quant_rows import HAS_MIN, SCALE_OFFSET, bits, gguf_dequantize, random_blocks, rng_for  # noqa: E402
+from support.quant_rows import (HAS_MIN, SCALE_OFFSET, bits, fma32, gguf_dequantize, random_blocks,  # noqa: E402
+                               rng_for)
 
 ISAS = _core.available_isas()
 SIMD_ISAS = [isa for isa in ISAS if isa != "scalar"]
@@ -237,18 +236,6 @@ def test_vec_dot_within_derived_bound_of_float_reference(qtype, n):
 
 
 # -- a float32 model of ggml's x86 AVX2 kernels (arch/x86/quants.c, ggml_vec_dot_qN_K_q8_K) --
-
-
-def f32_round(r: Fraction) -> np.float32:
-    """The float32 nearest to r, ties to even (exactly: compare the neighbours as fractions)."""
-    f = np.float32(float(r))
-    cands = [f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))]
-    best = min(cands, key=lambda c: (abs(Fraction(float(c)) - r), int(np.array(c).view(np.uint32)) & 1))
-    return np.float32(best)
-
-
-def fma32(a, b, c) -> np.float32:
-    return f32_round(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
 
 
 def hsum_float_8(v: list) -> np.float32:

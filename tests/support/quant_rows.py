@@ -3,6 +3,8 @@ activations, machine-independent weight rows for quantizer digests, a seeded gen
 case, and gguf-py's dequantization as the reference."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import gguf
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
@@ -88,3 +90,16 @@ def q8_k_values(raw: np.ndarray) -> np.ndarray:
 def bits(a: np.ndarray) -> np.ndarray:
     """The float32 values' bit patterns, to compare floats exactly (NaNs and signed zeros too)."""
     return np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+
+
+def f32_round(r: Fraction) -> np.float32:
+    """The float32 nearest to r, ties to even (exactly: compare the neighbours as fractions)."""
+    f = np.float32(float(r))
+    cands = [f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))]
+    best = min(cands, key=lambda c: (abs(Fraction(float(c)) - r), int(np.array(c).view(np.uint32)) & 1))
+    return np.float32(best)
+
+
+def fma32(a, b, c) -> np.float32:
+    """float32 fma(a, b, c): the exact a * b + c rounded once, as the hardware instruction."""
+    return f32_round(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))

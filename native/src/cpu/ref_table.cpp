@@ -47,6 +47,11 @@ void fill_kernels_scalar(KernelTable& t) {
     t.types[TYPE_IQ2_S] = {ref::to_float_iq2_s, nullptr, ref::vec_dot_iq2_s_q8_K, TYPE_Q8_K};
     t.types[TYPE_IQ3_XXS] = {ref::to_float_iq3_xxs, nullptr, ref::vec_dot_iq3_xxs_q8_K, TYPE_Q8_K};
     t.types[TYPE_IQ3_S] = {ref::to_float_iq3_s, nullptr, ref::vec_dot_iq3_s_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ2_XXS].vec_dot_ggml_tiled = ref::vec_dot_iq2_xxs_q8_K_tiled;
+    t.types[TYPE_IQ2_XS].vec_dot_ggml_tiled = ref::vec_dot_iq2_xs_q8_K_tiled;
+    t.types[TYPE_IQ2_S].vec_dot_ggml_tiled = ref::vec_dot_iq2_s_q8_K_tiled;
+    t.types[TYPE_IQ3_XXS].vec_dot_ggml_tiled = ref::vec_dot_iq3_xxs_q8_K_tiled;
+    t.types[TYPE_IQ3_S].vec_dot_ggml_tiled = ref::vec_dot_iq3_s_q8_K_tiled;
     // Q8_K is an activation type only (never stored in files, no dot product takes it as weights).
     t.types[TYPE_Q8_K] = {ref::to_float_q8_K, ref::from_float_q8_K, nullptr, TYPE_Q8_K};
     fill_ops_scalar(t.ops);          // attention row, SwiGLU, RoPE (cpu/ops_ref.cpp)

@@ -95,6 +95,13 @@ void vec_dot_iq2_xs_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq2_s_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq3_xxs_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq3_s_q8_K(int64_t n, float* s, const void* x, const void* y);
+// The same in the order of ggml-cpu's tiled GEMM (per super-block the exact integer sum times
+// d_x's scale, then one FMA by d_y).
+void vec_dot_iq2_xxs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq2_xs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq2_s_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq3_xxs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq3_s_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 
 }  // namespace ref
 

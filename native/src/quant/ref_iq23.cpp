@@ -12,6 +12,11 @@
 // then sumf += (d_x * d_y) * bsum, and at the end s = c * sumf with c = 1/8 (IQ2_*), 1/4
 // (IQ3_XXS), 1 (IQ3_S): (2 ls + 1) * c is the scale above without d. The ISA kernels have the
 // same integers and ggml's x86 / ARM float orders (cpu/x86/iq23_256.h, cpu/arm/iq23_neon.h).
+// The *_tiled functions are the order of ggml-cpu's tiled GEMM (tiled.cpp), which llama.cpp runs
+// on these weights on x86 for batches of 8 rows and more: the same bsum per super-block, then
+//   r = (float)bsum * (d_x * c),  acc = fma(r, d_y, acc)
+// (c folded into the weight's scale; the epilogue's add contracted, as for the k-quants there).
+#include <cmath>
 #include <cstring>
 
 #include "common/fp16.h"
@@ -104,27 +109,41 @@ void to_float_iq23(const void* src, float* dst, int64_t n) {
     }
 }
 
+// A super-block's exact integer: sum over its halves of (2 ls + 1) * sum(q * q8).
+template <class Block>
+int32_t block_sum(const Block& x, const block_q8_K& y) {
+    SubBlock sb;
+    int32_t bsum = 0;
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        decode(x, ib, sb);
+        for (int h = 0; h < 2; ++h) {
+            int32_t sumi = 0;
+            for (int j = 16 * h; j < 16 * h + 16; ++j) sumi += sb.q[j] * y.qs[32 * ib + j];
+            bsum += (2 * sb.ls[h] + 1) * sumi;
+        }
+    }
+    return bsum;
+}
+
 // c: the constant the integer scales 2 ls + 1 are short of (see the header).
 template <class Block>
 void vec_dot_iq23(int64_t n, float* s, const void* vx, const void* vy, float c) {
     const Block* x = (const Block*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    SubBlock sb;
     float sumf = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = fp16_to_fp32(x[i].d) * y[i].d;
-        int32_t bsum = 0;
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            decode(x[i], ib, sb);
-            for (int h = 0; h < 2; ++h) {
-                int32_t sumi = 0;
-                for (int j = 16 * h; j < 16 * h + 16; ++j) sumi += sb.q[j] * y[i].qs[32 * ib + j];
-                bsum += (2 * sb.ls[h] + 1) * sumi;
-            }
-        }
-        sumf += d * (float)bsum;
-    }
+    for (int64_t i = 0; i < n / QK_K; ++i) sumf += fp16_to_fp32(x[i].d) * y[i].d * (float)block_sum(x[i], y[i]);
     *s = c * sumf;
+}
+
+// ggml's tiled GEMM order (the header).
+template <class Block>
+void vec_dot_iq23_tiled(int64_t n, float* s, const void* vx, const void* vy, float c) {
+    const Block* x = (const Block*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i)
+        acc = std::fma((float)block_sum(x[i], y[i]) * (fp16_to_fp32(x[i].d) * c), y[i].d, acc);
+    *s = acc;
 }
 
 }  // namespace
@@ -148,6 +167,22 @@ void vec_dot_iq3_xxs_q8_K(int64_t n, float* s, const void* x, const void* y) {
     vec_dot_iq23<block_iq3_xxs>(n, s, x, y, 0.25f);
 }
 void vec_dot_iq3_s_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_iq23<block_iq3_s>(n, s, x, y, 1.0f); }
+
+void vec_dot_iq2_xxs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled<block_iq2_xxs>(n, s, x, y, 0.125f);
+}
+void vec_dot_iq2_xs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled<block_iq2_xs>(n, s, x, y, 0.125f);
+}
+void vec_dot_iq2_s_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled<block_iq2_s>(n, s, x, y, 0.125f);
+}
+void vec_dot_iq3_xxs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled<block_iq3_xxs>(n, s, x, y, 0.25f);
+}
+void vec_dot_iq3_s_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled<block_iq3_s>(n, s, x, y, 1.0f);
+}
 
 }  // namespace ref
 }  // namespace ei

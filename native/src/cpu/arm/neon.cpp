@@ -31,7 +31,9 @@ void fill_kernels_neon(KernelTable& t) {
     // ggml's tiled k-quant GEMM (the float order of vec_dot_ggml_tiled) runs on x86 only; on ARM it
     // multiplies every batch with its vec_dot, so the NEON table has no tiled order (matmul
     // then uses vec_dot) rather than inheriting the slow scalar one.
-    for (uint32_t type : {TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K}) t.types[type].vec_dot_ggml_tiled = nullptr;
+    for (uint32_t type : {TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S,
+                          TYPE_IQ3_XXS, TYPE_IQ3_S})
+        t.types[type].vec_dot_ggml_tiled = nullptr;
 }
 #endif
 

@@ -17,9 +17,14 @@
 // are ggml's bits (tests/test_iq23.py compares with the llama.cpp build's libggml-cpu.so).
 // The scalar references (quant/ref_iq23.cpp) have the same integers per super-block and differ
 // from these by float order only. Dequantization stays the reference's (one product per element).
+//
+// For batches of 8 rows and more llama.cpp multiplies these weights with ggml-cpu's tiled GEMM
+// instead (tiled.cpp; x86 only), whose order vec_dot_ggml_tiled gives: per super-block the same
+// integer, summed whole, r = (float)sum * (d_x * c), acc = fma(r, d_y, acc) (ref_iq23.cpp).
 #pragma once
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "common/fp16.h"
@@ -109,23 +114,41 @@ inline Iq23Sub iq23_sub(const block_iq3_s& b, int ib) {
     return {mag, iq23_sign_bits_32(iq23_u32(b.signs + 4 * ib)), _mm256_set1_epi16((short)(2 * ls + 1))};
 }
 
+// A super-block's 8 int32 lanes (the header's lane k).
+template <class Block>
+inline __m256i iq23_lanes(const Block& x, const block_q8_K& y) {
+    __m256i lanes = _mm256_setzero_si256();
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        const Iq23Sub sub = iq23_sub(x, ib);
+        const __m256i q8 = _mm256_loadu_si256((const __m256i*)(y.qs + 32 * ib));
+        const __m256i pairs = _mm256_maddubs_epi16(sub.mag, _mm256_sign_epi8(q8, sub.sign));
+        lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, sub.scale));
+    }
+    return lanes;
+}
+
 // ggml's x86 float order for all five (the header); c as there.
 template <class Block>
 void vec_dot_iq23_256(int64_t n, float* s, const void* vx, const void* vy, float c) {
     const Block* x = (const Block*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        __m256i lanes = _mm256_setzero_si256();
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const Iq23Sub sub = iq23_sub(x[i], ib);
-            const __m256i q8 = _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib));
-            const __m256i pairs = _mm256_maddubs_epi16(sub.mag, _mm256_sign_epi8(q8, sub.sign));
-            lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(pairs, sub.scale));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(lanes), acc);
-    }
+    for (int64_t i = 0; i < n / QK_K; ++i)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(iq23_lanes(x[i], y[i])), acc);
     *s = c * hsum_float_8(acc);
+}
+
+// The tiled GEMM's order (the header).
+template <class Block>
+void vec_dot_iq23_tiled_256(int64_t n, float* s, const void* vx, const void* vy, float c) {
+    const Block* x = (const Block*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const float r = (float)hsum_i32_8(iq23_lanes(x[i], y[i])) * (h2f(x[i].d) * c);
+        acc = std::fma(r, y[i].d, acc);
+    }
+    *s = acc;
 }
 
 void vec_dot_iq2_xxs_q8_K_256(int64_t n, float* s, const void* x, const void* y) {
@@ -144,12 +167,37 @@ void vec_dot_iq3_s_q8_K_256(int64_t n, float* s, const void* x, const void* y) {
     vec_dot_iq23_256<block_iq3_s>(n, s, x, y, 1.0f);
 }
 
+void vec_dot_iq2_xxs_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled_256<block_iq2_xxs>(n, s, x, y, 0.125f);
+}
+void vec_dot_iq2_xs_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled_256<block_iq2_xs>(n, s, x, y, 0.125f);
+}
+void vec_dot_iq2_s_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled_256<block_iq2_s>(n, s, x, y, 0.125f);
+}
+void vec_dot_iq3_xxs_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled_256<block_iq3_xxs>(n, s, x, y, 0.25f);
+}
+void vec_dot_iq3_s_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq23_tiled_256<block_iq3_s>(n, s, x, y, 1.0f);
+}
+
 inline void fill_kernels_iq23_256(KernelTable& t) {
-    t.types[TYPE_IQ2_XXS].vec_dot = vec_dot_iq2_xxs_q8_K_256;
-    t.types[TYPE_IQ2_XS].vec_dot = vec_dot_iq2_xs_q8_K_256;
-    t.types[TYPE_IQ2_S].vec_dot = vec_dot_iq2_s_q8_K_256;
-    t.types[TYPE_IQ3_XXS].vec_dot = vec_dot_iq3_xxs_q8_K_256;
-    t.types[TYPE_IQ3_S].vec_dot = vec_dot_iq3_s_q8_K_256;
+    const struct {
+        uint32_t type;
+        VecDotFn vec_dot, tiled;
+    } kernels[] = {
+        {TYPE_IQ2_XXS, vec_dot_iq2_xxs_q8_K_256, vec_dot_iq2_xxs_q8_K_tiled_256},
+        {TYPE_IQ2_XS, vec_dot_iq2_xs_q8_K_256, vec_dot_iq2_xs_q8_K_tiled_256},
+        {TYPE_IQ2_S, vec_dot_iq2_s_q8_K_256, vec_dot_iq2_s_q8_K_tiled_256},
+        {TYPE_IQ3_XXS, vec_dot_iq3_xxs_q8_K_256, vec_dot_iq3_xxs_q8_K_tiled_256},
+        {TYPE_IQ3_S, vec_dot_iq3_s_q8_K_256, vec_dot_iq3_s_q8_K_tiled_256},
+    };
+    for (const auto& k : kernels) {
+        t.types[k.type].vec_dot = k.vec_dot;
+        t.types[k.type].vec_dot_ggml_tiled = k.tiled;
+    }
 }
 
 }  // namespace
