@@ -51,12 +51,19 @@ def summarize(gguf: Any) -> dict:
     # kernel set computes with (the loader refuses the file otherwise).
     unsupported_types = sorted(name for name in mix if name not in runnable_types and name != "f32")
     arch_supported = arch in _core.supported_architectures()
+    settings_error = None
+    if arch_supported:
+        try:   # what the loader would refuse in the hyper-parameters (a RoPE scaling it lacks, ...)
+            gguf.hparams()
+        except ModelFormatError as e:
+            settings_error = str(e)
     return {
         "path": gguf.path,
         "file_size": int(gguf.file_size),
         "architecture": arch,
-        "supported": arch_supported and not unsupported_types,
+        "supported": arch_supported and not unsupported_types and settings_error is None,
         "architecture_supported": arch_supported,
+        "settings_error": settings_error,
         "unsupported_types": unsupported_types,
         "name": gguf.get("general.name"),
         "parameters": n_params,
@@ -134,6 +141,8 @@ def _why_not(info: dict) -> str:
         reasons.append(f"architecture {info['architecture']!r} is not implemented")
     if info["unsupported_types"]:
         reasons.append("no kernels for " + ", ".join(info["unsupported_types"]))
+    if info.get("settings_error"):
+        reasons.append(info["settings_error"])
     return "; ".join(reasons)
 
 

@@ -120,6 +120,12 @@ void register_gguf(py::module_& m) {
                  d["rope_freq_base"] = hp.rope_freq_base;
                  d["rope_freq_base_swa"] = hp.rope_freq_base_swa;
                  d["rope_freq_scale"] = hp.rope_freq_scale;
+                 d["rope_scaling"] = ei::rope_scaling_name(hp.rope_scaling);
+                 d["rope_attn_factor"] = hp.rope_attn_factor;
+                 d["rope_n_ctx_orig"] = hp.rope_n_ctx_orig;
+                 d["yarn_ext_factor"] = hp.yarn_ext_factor;
+                 d["yarn_beta_fast"] = hp.yarn_beta_fast;
+                 d["yarn_beta_slow"] = hp.yarn_beta_slow;
                  d["q_width"] = hp.q_width();
                  d["kv_width"] = hp.kv_width();
                  return d;
@@ -127,7 +133,9 @@ void register_gguf(py::module_& m) {
              "The hyper-parameters every decoder shares, read as the core reads them when it loads the\n"
              "model (arch/hparams.h), without loading it: a dict with arch, n_ctx_train, n_embd, n_layer,\n"
              "n_head, n_head_kv, head_dim, n_ff, n_rot, norm_eps, rope_freq_base, rope_freq_base_swa,\n"
-             "rope_freq_scale, q_width and kv_width (values per K or V row). Raises ModelFormatError\n"
+             "rope_freq_scale, rope_scaling (none, linear, yarn, longrope), rope_attn_factor (cos and sin's scale),\n"
+             "rope_n_ctx_orig, yarn_ext_factor, yarn_beta_fast, yarn_beta_slow, q_width and kv_width (values\n"
+             "per K or V row). Raises ModelFormatError\n"
              "if a key is missing or invalid.")
         .def("get",
              [](const GgufFile& f, const std::string& key, py::object fallback) {

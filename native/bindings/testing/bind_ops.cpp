@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "common/thread_pool.h"
 #include "cpu/kernels.h"
 #include "layers/cpu_blocks.h"
+#include "layers/params.h"
 #include "shared/table_arg.h"
 
 namespace py = pybind11;
@@ -124,6 +127,30 @@ void register_ops(py::module_& m) {
     }, py::arg("x"), py::arg("cs"), py::arg("isa") = py::none(),
        "RoPE normal-mode rotation of adjacent pairs: cs = [cos0, sin0, cos1, sin1, ...] (n_rot values); "
        "dims past n_rot are copied.");
+
+    m.def("rope_cos_sin", [](int64_t n_rot, const std::vector<int32_t>& positions, float freq_base, float freq_scale,
+                             const std::optional<Floats>& freq_factors, float attn_factor, float ext_factor,
+                             int32_t n_ctx_orig, float beta_fast, float beta_slow, bool scale_magnitude) {
+        require(n_rot > 0 && n_rot % 2 == 0, "rope_cos_sin: n_rot must be even and positive");
+        if (freq_factors)
+            require(freq_factors->ndim() == 1 && freq_factors->shape(0) == n_rot / 2,
+                    "rope_cos_sin: freq_factors is [n_rot/2]");
+        ei::RopeParams p{n_rot, freq_base, freq_scale, freq_factors ? freq_factors->data() : nullptr};
+        p.attn_factor = attn_factor;
+        p.ext_factor = ext_factor;
+        p.n_ctx_orig = n_ctx_orig;
+        p.beta_fast = beta_fast;
+        p.beta_slow = beta_slow;
+        p.scale_magnitude = scale_magnitude;
+        py::array_t<float> out({(int64_t)positions.size(), n_rot});
+        for (size_t i = 0; i < positions.size(); ++i) ei::rope_cos_sin(p, positions[i], out.mutable_data() + i * n_rot);
+        return out;
+    }, py::arg("n_rot"), py::arg("positions"), py::arg("freq_base"), py::arg("freq_scale") = 1.0f,
+       py::arg("freq_factors") = py::none(), py::arg("attn_factor") = 1.0f, py::arg("ext_factor") = 0.0f,
+       py::arg("n_ctx_orig") = 0, py::arg("beta_fast") = 32.0f, py::arg("beta_slow") = 1.0f,
+       py::arg("scale_magnitude") = true,
+       "layers/params.h rope_cos_sin for each position -> float32 [n, n_rot] (cos, sin per pair): the "
+       "rotation every backend applies, YaRN (ext_factor != 0) included.");
 
     m.def("geglu", [](const Floats& gate, const Floats& up, const py::object& isa) {
         const ei::KernelTable& t = table_for(isa);

@@ -20,7 +20,15 @@ LayerShapes layer_shapes(const HParams& hp) {
 }
 
 RopeParams file_rope(const HParams& hp, const float* freq_factors) {
-    return RopeParams{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, freq_factors};
+    RopeParams p{hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale, freq_factors};
+    p.attn_factor = hp.rope_attn_factor;
+    p.n_ctx_orig = (int32_t)hp.rope_n_ctx_orig;
+    if (hp.rope_scaling == RopeScaling::yarn) {
+        p.ext_factor = hp.yarn_ext_factor;
+        p.beta_fast = hp.yarn_beta_fast;
+        p.beta_slow = hp.yarn_beta_slow;
+    }
+    return p;
 }
 
 void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m) {

@@ -47,7 +47,8 @@ struct LayerParts {
 };
 
 LayerShapes layer_shapes(const HParams& hp);
-// The rope of the file's hyper-parameters (base, linear scale), over n_rot dims.
+// The rope of the file's hyper-parameters (base, linear or YaRN scaling, attention factor), over
+// n_rot dims.
 RopeParams file_rope(const HParams& hp, const float* freq_factors = nullptr);
 // token_embd, output_norm and output (falling back to token_embd when tied); sets hp.n_vocab.
 void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m);

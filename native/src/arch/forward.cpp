@@ -82,13 +82,15 @@ void ArchModel::rotate_cached_keys(const KernelTable& kt, int64_t layer, float* 
     // Unroped keys hold no position to move. (llama.cpp's shift skips layers !has_rope, but its
     // smollm3 leaves every layer marked roped and so rotates NoPE keys; moving them is wrong.)
     if (c.nope) return;
-    // A rotation by delta moves a key exactly only when cos and sin are not scaled.
-    if (c.rope.attn_factor != 1.0f)
-        throw Error("context shift is not supported for the " + hp_.arch +
-                    " architecture with a RoPE attention factor (LongRoPE)");
+    // Every angle is linear in the position (YaRN's mix and LongRoPE's factors included), so
+    // rotating a key by delta's angles moves it to pos + delta; its magnitude (attn_factor,
+    // YaRN's correction) it holds already, so the rotation is by the angle only. (llama.cpp's
+    // shift scales the cached keys again.)
+    RopeParams rope = c.rope;
+    rope.scale_magnitude = false;
     const std::vector<int32_t> pos((size_t)m, delta);
-    if (c.rope_neox) rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), c.rope);
-    else rope_norm(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), c.rope);
+    if (c.rope_neox) rope_neox(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
+    else rope_norm(kt, rows, m, hp_.n_head_kv, hp_.head_dim, pos.data(), rope);
 }
 
 }  // namespace ei

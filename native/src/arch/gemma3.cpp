@@ -28,6 +28,9 @@ constexpr int kSwaPattern = 6;
 std::unique_ptr<ArchModel> load_gemma3(const GgufFile& f, const KernelTable& kt) {
     HParams hp = read_hparams(f);
     const std::string a = hp.arch + ".";
+    // llama.cpp would run the local layers with YaRN's mix at scale 1; no Gemma 3 uses YaRN.
+    if (hp.rope_scaling == RopeScaling::yarn)
+        f.fail(a + "rope.scaling.type", "rope scaling 'yarn' is not supported for the gemma3 architecture");
     const int64_t n_swa = f.get_int(a + "attention.sliding_window", 0);
     if (n_swa < 0) f.fail(a + "attention.sliding_window", "must not be negative");
     DecoderModel m;
@@ -47,6 +50,7 @@ std::unique_ptr<ArchModel> load_gemma3(const GgufFile& f, const KernelTable& kt)
     // rope_freq_base_train_swa / rope_freq_scale_train_swa).
     LayerConfig local = global;
     local.rope = RopeParams{hp.n_rot, hp.rope_freq_base_swa, 1.0f, nullptr};
+    local.rope.attn_factor = hp.rope_attn_factor;  // llama.cpp's one attn_factor for every layer
     local.window = n_swa;
 
     LayerParts parts;

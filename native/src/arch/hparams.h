@@ -8,10 +8,16 @@
 
 namespace ei {
 
+// The RoPE scalings the core implements (<arch>.rope.scaling.type); any other is refused at load.
+// longrope: Phi-3's per-frequency factor tensors (arch/phi3.cpp), the only architecture with them.
+enum class RopeScaling { none, linear, yarn, longrope };
+const char* rope_scaling_name(RopeScaling s);
+
 struct HParams {
     std::string arch;        // general.architecture
     int64_t n_vocab = 0;     // rows of token_embd
-    int64_t n_ctx_train = 0; // <arch>.context_length
+    int64_t n_ctx_train = 0; // <arch>.context_length, or YaRN's original context times its factor
+                             // where that is larger
     int64_t n_embd = 0;      // <arch>.embedding_length
     int64_t n_layer = 0;     // <arch>.block_count
     int64_t n_head = 0;      // <arch>.attention.head_count
@@ -23,7 +29,15 @@ struct HParams {
     float rope_freq_base = 10000.0f;  // <arch>.rope.freq_base
     float rope_freq_base_swa = 10000.0f;  // <arch>.rope.freq_base_swa: the sliding-window layers'
                                           // base (Gemma 3's local layers, which are never scaled)
-    float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor for linear scaling
+    RopeScaling rope_scaling = RopeScaling::none;  // <arch>.rope.scaling.type
+    float rope_freq_scale = 1.0f;     // 1 / <arch>.rope.scaling.factor (linear and YaRN scaling)
+    float rope_attn_factor = 1.0f;    // what cos and sin are scaled by: <arch>.rope.scaling.attn_factor,
+                                      // times YaRN's magnitude correction (llama_context's yarn_attn_factor)
+    // YaRN (rope_scaling == yarn; llama.cpp's defaults where the file has no yarn_* key)
+    int64_t rope_n_ctx_orig = 0;      // <arch>.rope.scaling.original_context_length (default n_ctx_train)
+    float yarn_ext_factor = 0.0f;     // <arch>.rope.scaling.yarn_ext_factor: 1 with YaRN, else 0
+    float yarn_beta_fast = 32.0f;     // <arch>.rope.scaling.yarn_beta_fast
+    float yarn_beta_slow = 1.0f;      // <arch>.rope.scaling.yarn_beta_slow
 
     int64_t q_width() const { return n_head * head_dim; }   // width of Q and of the attention output
     int64_t kv_width() const { return n_head_kv * head_dim; } // width of one K (or V) row

@@ -7,7 +7,7 @@
 // LongRoPE (the 128k-context models): per-frequency divisors rope_factors_long / _short, the long
 // ones when the context is longer than rope.scaling.original_context_length (llama.cpp's choice,
 // made once per context; transformers chooses per sequence length), and cos/sin scaled by
-// rope.scaling.attn_factor.
+// rope.scaling.attn_factor (read for every architecture, arch/hparams.cpp).
 #include <cmath>
 
 #include "arch/arch.h"
@@ -40,22 +40,19 @@ private:
 
 std::unique_ptr<ArchModel> load_phi3(const GgufFile& f, const KernelTable& kt) {
     HParams hp = read_hparams(f);
-    const std::string a = hp.arch + ".";
     const float* factors_long = load_f32_vector(f, TensorKind::rope_factors_long, -1, hp.n_rot / 2, /*required=*/false);
     const float* factors_short = load_f32_vector(f, TensorKind::rope_factors_short, -1, hp.n_rot / 2, /*required=*/false);
     if (!factors_long != !factors_short)
         f.fail("tensor 'rope_factors_long.weight'", "LongRoPE needs both the long and the short factors");
-    const int64_t n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length", hp.n_ctx_train);
     LayerConfig config;
-    config.rope = file_rope(hp);
-    config.rope.attn_factor = (float)f.get_float(a + "rope.scaling.attn_factor", 1.0);
-    if (!(config.rope.attn_factor > 0.0f)) f.fail(a + "rope.scaling.attn_factor", "must be positive");
+    config.rope = file_rope(hp);  // attn_factor: rope.scaling.attn_factor (arch/hparams.cpp)
     config.rope_neox = true;
     config.q_scale = 1.0f / std::sqrt((float)hp.head_dim);
     LayerParts parts;
     parts.fused_qkv = true;
     parts.fused_gate_up = true;
     DecoderModel m = load_uniform_decoder(f, kt, hp, parts, config);
+    const int64_t n_ctx_orig = hp.rope_n_ctx_orig;
     return std::make_unique<Phi3>(std::move(hp), std::move(m), factors_long, factors_short, n_ctx_orig);
 }
 

@@ -5,16 +5,9 @@
 
 namespace ei::cl {
 
-namespace {
-bool same_rope(const RopeParams& a, const RopeParams& b) {
-    return a.n_rot == b.n_rot && a.freq_base == b.freq_base && a.freq_scale == b.freq_scale &&
-           a.freq_factors == b.freq_factors && a.attn_factor == b.attn_factor;
-}
-}  // namespace
-
 void RopeTables::add(const RopeParams& rope) {
     for (const Entry& e : entries_)
-        if (same_rope(e.rope, rope)) return;
+        if (same_rotation(e.rope, rope)) return;
     entries_.push_back(Entry{rope, dev_.alloc((size_t)(n_batch_ * rope.n_rot) * sizeof(float), "a rope table")});
 }
 
@@ -29,7 +22,7 @@ void RopeTables::write(int64_t n, int64_t pos0) {
 
 const Buffer& RopeTables::at(const RopeParams& rope) const {
     for (const Entry& e : entries_)
-        if (same_rope(e.rope, rope)) return e.cs;
+        if (same_rotation(e.rope, rope)) return e.cs;
     throw Error("no rope table for a layer's rope (the offload did not see that layer)");
 }
 
