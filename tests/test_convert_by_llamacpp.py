@@ -4,10 +4,6 @@ edgeinfer loads them and computes transformers' logits, and the very logits of t
 `edgeinfer convert` writes from the same checkpoint (the same tensors and keys)."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -18,7 +14,7 @@ from edgeinfer import Model  # noqa: E402
 from edgeinfer.convert import convert_checkpoint  # noqa: E402
 from support.hf_compare import PROMPTS, check_against_hf  # noqa: E402
 from support.hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
-from support.llamacpp_venv import llamacpp_converter  # noqa: E402
+from support.llamacpp_venv import llamacpp_converter, start_llamacpp_converter  # noqa: E402
 
 CONVERTER = llamacpp_converter()
 pytestmark = [pytest.mark.skipif(CONVERTER is None, reason="no llama.cpp source tree (scripts/llamacpp_bin.py "
@@ -34,17 +30,12 @@ def converted(tmp_path_factory):
     converter runs (mostly importing torch) go side by side."""
     tmp = tmp_path_factory.mktemp("llamacpp-convert")
     spm_model = train_sentencepiece(tmp / "spm")
-    # The converter's own gguf-py first: the installed gguf may predate what it writes.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CONVERTER.parent / "gguf-py"),
-                                                         os.environ.get("PYTHONPATH", "")])}
     runs, out = {}, {}
     for family in FAMILIES:
         hf = tmp / family
         model = make_tiny_checkpoint(hf, family, spm_model)
         theirs, ours = tmp / f"{family}-llamacpp.gguf", tmp / f"{family}-edgeinfer.gguf"
-        runs[family] = subprocess.Popen([sys.executable, str(CONVERTER), str(hf), "--outfile", str(theirs),
-                                         "--outtype", "f32"], env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
+        runs[family] = start_llamacpp_converter(CONVERTER, hf, theirs)
         convert_checkpoint(hf, ours, "f32")
         out[family] = model, theirs, ours
     for family, run in runs.items():

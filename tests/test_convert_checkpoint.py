@@ -173,7 +173,7 @@ def _rename_tensor(folder: Path) -> None:
 @pytest.mark.parametrize("change, message", [
     (lambda f: (f / "config.json").unlink(), "no config.json"),
     (lambda f: _set_config(f, architectures=["GPT2LMHeadModel"]), "'GPT2LMHeadModel' cannot be converted yet"),
-    (lambda f: _set_config(f, rope_parameters={"rope_type": "yarn", "factor": 4.0}), "rope scaling 'yarn'"),
+    (lambda f: _set_config(f, rope_parameters={"rope_type": "dynamic", "factor": 4.0}), "rope scaling 'dynamic'"),
     (lambda f: (f / "model-00002-of-00002.safetensors").unlink(), "shard model-00002-of-00002.safetensors is missing"),
     (_truncate_shard, "outside the file"),
     (_rename_tensor, "model.nrm0.weight has no GGUF name"),

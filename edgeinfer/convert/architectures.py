@@ -32,15 +32,70 @@ def rope_parameters(cfg: dict[str, Any], layer_type: str = "full_attention") -> 
     params.update(cfg.get("rope_scaling") or {})
     if "rope_theta" not in params and cfg.get("rope_theta") is not None:
         params["rope_theta"] = cfg["rope_theta"]
+    if "original_max_position_embeddings" not in params and cfg.get("original_max_position_embeddings") is not None:
+        params["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]   # as llama.cpp's
     params["rope_type"] = params.get("rope_type", params.get("type", "default")) or "default"
     return params
+
+
+def yarn_metadata(rope: dict[str, Any]) -> dict[str, float | int]:
+    """YaRN's keys as llama.cpp's converter writes them (factor, original context, and the
+    optional extrapolation_factor, attention_factor, beta_fast, beta_slow where config.json has
+    them), for the settings the core computes as transformers does; anything else is refused."""
+    if rope.get("factor") is None:
+        # transformers would derive max_position_embeddings / original; llama.cpp's converter
+        # writes no scaling at all.
+        raise ModelFormatError("rope scaling 'yarn' without a factor is not supported")
+    if rope.get("original_max_position_embeddings") is None:
+        raise ModelFormatError("rope scaling 'yarn' needs original_max_position_embeddings")
+    if rope.get("truncate") is False:
+        raise ModelFormatError("rope scaling 'yarn' with truncate: false is not supported (ggml always "
+                               "rounds the correction range to whole dims)")
+    attention_factor = rope.get("attention_factor", rope.get("attn_factor"))
+    if attention_factor is None and rope.get("mscale") and rope.get("mscale_all_dim"):
+        raise ModelFormatError("rope scaling 'yarn' with mscale and mscale_all_dim is not supported")
+    out: dict[str, float | int] = {"factor": float(rope["factor"]),
+                                   "orig_ctx_len": int(rope["original_max_position_embeddings"])}
+    if not (math.isfinite(out["factor"]) and out["factor"] > 0):
+        raise ModelFormatError(f"rope scaling 'yarn': factor {out['factor']} must be positive")
+    for config_key, key in (("extrapolation_factor", "ext_factor"), ("beta_fast", "beta_fast"),
+                            ("beta_slow", "beta_slow")):
+        if rope.get(config_key) is not None:
+            out[key] = float(rope[config_key])
+    if attention_factor is not None:
+        out["attn_factor"] = float(attention_factor)
+    return out
+
+
+def write_rope_scaling(w: GGUFWriter, rope: dict[str, Any]) -> None:
+    """The rope.scaling.* keys of the linear and YaRN scalings (no keys for none; llama3 and
+    LongRoPE are tensors their families write)."""
+    if rope["rope_type"] == "linear":
+        w.add_rope_scaling_type(RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(float(rope["factor"]))
+    elif rope["rope_type"] == "yarn":
+        yarn = yarn_metadata(rope)
+        w.add_rope_scaling_type(RopeScalingType.YARN)
+        w.add_rope_scaling_factor(yarn["factor"])
+        w.add_rope_scaling_orig_ctx_len(int(yarn["orig_ctx_len"]))
+        if "ext_factor" in yarn:
+            w.add_rope_scaling_yarn_ext_factor(yarn["ext_factor"])
+        if "attn_factor" in yarn:
+            w.add_rope_scaling_yarn_attn_factor(yarn["attn_factor"])
+        if "beta_fast" in yarn:
+            w.add_rope_scaling_yarn_beta_fast(yarn["beta_fast"])
+        if "beta_slow" in yarn:
+            w.add_rope_scaling_yarn_beta_slow(yarn["beta_slow"])
 
 
 class Architecture:
     """The llama family's conversion; the other families adjust it."""
     arch = MODEL_ARCH.LLAMA
     permute_qk = True          # HF rotates halves (neox); llama.cpp runs llama with adjacent pairs
-    rope_types = ("default", "linear", "llama3")
+    # "dynamic" (NTK) is refused: llama.cpp's converter writes no scaling for it (a plain-RoPE file
+    # that transformers' model would leave once a sequence passes max_position_embeddings), and
+    # ggml has no dynamic scaling.
+    rope_types = ("default", "linear", "yarn", "llama3")
     add_space_prefix: bool | None = None   # the family's fixed tokenizer.ggml.add_space_prefix
                                            # (None: what tokenizer_config.json says, if anything)
 
@@ -55,6 +110,8 @@ class Architecture:
         if self.rope["rope_type"] not in self.rope_types:
             raise ModelFormatError(f"rope scaling '{self.rope['rope_type']}' is not supported for "
                                    f"{self.name} yet (supported: {', '.join(self.rope_types)})")
+        if self.rope["rope_type"] == "yarn":
+            yarn_metadata(self.rope)   # refuse what cannot be written before any tensor is
         self.names: TensorNameMap = get_tensor_name_map(self.arch, self.n_layer)
 
     @property
@@ -78,9 +135,7 @@ class Architecture:
             w.add_value_length(self.head_dim)
         w.add_rope_dimension_count(self.head_dim)
         w.add_vocab_size(int(_require(c, "vocab_size")))
-        if self.rope["rope_type"] == "linear":
-            w.add_rope_scaling_type(RopeScalingType.LINEAR)
-            w.add_rope_scaling_factor(float(self.rope["factor"]))
+        write_rope_scaling(w, self.rope)
 
     # --- tensors ---------------------------------------------------------------------------------
     def derived(self, hf_name: str) -> bool:
@@ -143,7 +198,7 @@ class Qwen2(Architecture):
     """Qwen 2 / 2.5: Llama plus Q/K/V biases, neox RoPE (no permutation)."""
     arch = MODEL_ARCH.QWEN2
     permute_qk = False
-    rope_types = ("default", "linear")
+    rope_types = ("default", "linear", "yarn")
 
 
 class Qwen3(Qwen2):
@@ -240,9 +295,7 @@ class Gemma3(Architecture):
         w.add_head_count_kv(self.n_head_kv)
         if c.get("final_logit_softcapping") is not None:
             w.add_final_logit_softcapping(float(c["final_logit_softcapping"]))
-        if self.rope["rope_type"] == "linear":
-            w.add_rope_scaling_type(RopeScalingType.LINEAR)
-            w.add_rope_scaling_factor(float(self.rope["factor"]))
+        write_rope_scaling(w, self.rope)
 
     def gguf_name(self, hf_name: str) -> str | None:
         return super().gguf_name(hf_name.removeprefix("language_model."))
@@ -274,7 +327,7 @@ class SmolLM3(Architecture):
     so a config whose no_rope_layers follow another pattern is refused, as is a sliding window;
     its graph passes no rope factors, so llama3 scaling (a rope_freqs tensor) is refused too."""
     arch = MODEL_ARCH.SMOLLM3
-    rope_types = ("default", "linear")
+    rope_types = ("default", "linear", "yarn")
     no_rope_interval = 4   # llama.cpp's n_no_rope_layer_step
 
     def __init__(self, cfg: dict[str, Any]):

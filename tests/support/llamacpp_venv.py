@@ -61,3 +61,16 @@ def llamacpp_converter() -> Path | None:
     pattern = llamacpp_bin.default_root() / "*" / "src" / "*" / "*" / "convert_hf_to_gguf.py"
     paths = sorted(p for p in glob.glob(str(pattern)) if (Path(p).parent / "gguf-py" / "gguf").is_dir())
     return Path(paths[-1]) if paths else None
+
+
+def start_llamacpp_converter(converter: Path, hf_folder: Path, out: Path, outtype: str = "f32") -> subprocess.Popen:
+    """convert_hf_to_gguf.py of `hf_folder` into `out`, started (mostly importing torch: callers
+    run several side by side), importing the converter's own gguf-py first (the installed gguf may
+    predate what it writes). Output and errors in .communicate()'s first item."""
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(converter.parent / "gguf-py"),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(converter), str(hf_folder), "--outfile", str(out),
+                             "--outtype", outtype], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
