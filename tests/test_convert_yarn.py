@@ -148,33 +148,53 @@ def test_converter_refuses_what_it_cannot_write_faithfully(rope, match, hf_arch)
         architecture_for(hf_arch, cfg)
 
 
+def shift_errors(path, arch: str, n_ctx: int, ids: list[int], **rope) -> dict[bool, float]:
+    """Decode `ids`, shift 10 positions out after the first 4, and compare the moved keys with the
+    cached ones rotated by -10 in numpy (neox pairs): the largest relative error with the angle
+    alone (False) and with the magnitude applied again (True)."""
+    m = Model.load(path, n_ctx=n_ctx, n_threads=2)
+    hp = m.metadata
+    n_head_kv, n_layer = hp[f"{arch}.attention.head_count_kv"], hp[f"{arch}.block_count"]
+    n_keep, d, n = 4, 10, len(ids)
+    ctx = m.context
+    ctx.decode(np.array(ids, dtype=np.int32))
+    before = ctx.kv_snapshot(n).view(np.float16).reshape(n_layer, 2, n, n_head_kv, -1).astype(np.float64)
+    ctx.shift(n_keep, d)
+    after = ctx.kv_snapshot(n - d).view(np.float16).reshape(n_layer, 2, n - d, n_head_kv, -1).astype(np.float64)
+    n_rot = before.shape[-1]
+    k = before[:, 0, n_keep + d:]
+    x0, x1 = k[..., :n_rot // 2], k[..., n_rot // 2:]
+    errors = {}
+    for scaled in (False, True):
+        cs = _testing.rope_cos_sin(n_rot, [-d], scale_magnitude=scaled, **rope)[0].astype(np.float64)
+        c, s = cs[0::2], cs[1::2]
+        want = np.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
+        errors[scaled] = np.abs(after[:, 0, n_keep:] - want).max() / np.abs(want).max()
+    return errors
+
+
 def test_context_shift_rotates_yarn_keys_by_the_angle_only(converted):
     """A key cached at p holds cos/sin scaled by YaRN's magnitude; moving it to p - d rotates it
     by -d's angles alone (a second scaling would put every moved key 14% off)."""
     name, arch, _, ours, _ = converted
     if name != "qwen2":
         pytest.skip("once")
-    m = Model.load(ours, n_ctx=N_CTX, n_threads=2)
-    hp = m.metadata
-    n_head_kv, n_layer = hp[f"{arch}.attention.head_count_kv"], hp[f"{arch}.block_count"]
-    ids, n_keep, d = long_ids(m), 4, 10
-    ctx = m.context
-    ctx.decode(np.array(ids, dtype=np.int32))
-    n = len(ids)
-    before = ctx.kv_snapshot(n).view(np.float16).reshape(n_layer, 2, n, n_head_kv, -1).astype(np.float64)
-    ctx.shift(n_keep, d)
-    after = ctx.kv_snapshot(n - d).view(np.float16).reshape(n_layer, 2, n - d, n_head_kv, -1).astype(np.float64)
-    n_rot = before.shape[-1]
-    cos_sin = {}
-    for scaled in (False, True):
-        cs = _testing.rope_cos_sin(n_rot, [-d], 10000.0, 0.25, ext_factor=1.0, n_ctx_orig=32,
-                                   scale_magnitude=scaled)
-        cos_sin[scaled] = cs[0, 0::2].astype(np.float64), cs[0, 1::2].astype(np.float64)
-    k = before[:, 0, n_keep + d:]
-    half = n_rot // 2
-    x0, x1 = k[..., :half], k[..., half:]    # neox pairs (i, i + n_rot / 2)
-    errors = {}
-    for scaled, (c, s) in cos_sin.items():
-        want = np.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
-        errors[scaled] = np.abs(after[:, 0, n_keep:] - want).max() / np.abs(want).max()
+    ids = long_ids(Model.load(ours, n_ctx=N_CTX))
+    errors = shift_errors(ours, arch, N_CTX, ids, freq_base=10000.0, freq_scale=0.25, ext_factor=1.0, n_ctx_orig=32)
     assert errors[False] < 2e-3 and errors[True] > 5e-2, errors
+
+
+def test_context_shift_rotates_longrope_keys_by_the_angle_only(spm_model, tmp_path):
+    """The same for Phi-3's LongRoPE (the long factors, cos/sin scaled by its attention factor),
+    which the core refused to shift before rotations by the angle alone."""
+    long_factor = [1.0 + 0.5 * i for i in range(8)]
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, "long_factor": long_factor,
+            "short_factor": [1.0 + 0.1 * i for i in range(8)]}
+    make_tiny_checkpoint(tmp_path / "hf", "phi3", spm_model, max_position_embeddings=256,
+                         original_max_position_embeddings=16, rope_parameters=rope)
+    convert_checkpoint(tmp_path / "hf", tmp_path / "phi3.gguf", "f32")
+    m = Model.load(tmp_path / "phi3.gguf", n_ctx=N_CTX)
+    attn = m.metadata["phi3.rope.scaling.attn_factor"]
+    errors = shift_errors(tmp_path / "phi3.gguf", "phi3", N_CTX, long_ids(m), freq_base=10000.0,
+                          freq_factors=np.array(long_factor, np.float32), attn_factor=attn)
+    assert attn > 1.1 and errors[False] < 2e-3 and errors[True] > 5e-2, errors
