@@ -1,7 +1,7 @@
 """Offload of the architectures whose layer is the llama layer with extras, now that every
 architecture runs the one layer (layers/decoder_layer.h) on either backend: Qwen 2 (Q/K/V
 biases), Qwen 3 (per-head Q and K norms), Phi-3 (fused QKV and gate/up projections, Q scaled
-before attention, LongRoPE's factors and attention factor), SmolLM3 (layer 3 unroped) and Granite
+before attention, LongRoPE's factors and attention factor), Qwen 3 with YaRN, SmolLM3 (layer 3 unroped) and Granite
 (attention and residual multipliers; the embedding and logits ones are the CPU's). Tiny checkpoints made with
 transformers, converted and quantized to Q8_0 with edgeinfer; full and partial offload compared
 bit for bit with the CPU path under the AVX2 kernels the device mirrors (tests/test_opencl_offload.py
@@ -25,13 +25,17 @@ N_LAYER = 4
 PROMPTS = [[1, 45, 203, 17, 99, 250, 8, 77, 31, 160], [1, 300, 12, 12, 160, 5]]
 LONGROPE = {"rope_type": "longrope", "rope_theta": 10000.0,
             "long_factor": [1.0 + 0.5 * i for i in range(8)], "short_factor": [1.0 + 0.1 * i for i in range(8)]}
+YARN = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64, "rope_theta": 10000.0}
 FAMILIES = {   # contexts of 512 positions, as the CPU reference (support/opencl_cpu_reference.py) uses
-    "qwen2": dict(max_position_embeddings=512),
-    "qwen3": dict(max_position_embeddings=512),
+    "qwen2": ("qwen2", dict(max_position_embeddings=512)),
+    "qwen3": ("qwen3", dict(max_position_embeddings=512)),
     # A context of 512 over an original 64 positions: the long factors, and cos / sin scaled.
-    "phi3": dict(max_position_embeddings=1024, original_max_position_embeddings=64, rope_parameters=LONGROPE),
-    "smollm3": dict(max_position_embeddings=512),
-    "granite": dict(max_position_embeddings=512),
+    "phi3": ("phi3", dict(max_position_embeddings=1024, original_max_position_embeddings=64,
+                          rope_parameters=LONGROPE)),
+    "smollm3": ("smollm3", dict(max_position_embeddings=512)),
+    "granite": ("granite", dict(max_position_embeddings=512)),
+    # YaRN over an original 64 positions: the mixed angles, and cos / sin scaled.
+    "qwen3-yarn": ("qwen3", dict(max_position_embeddings=512, rope_parameters=YARN)),
 }
 
 
@@ -44,7 +48,8 @@ def spm_model(tmp_path_factory):
 def family(request, spm_model, tmp_path_factory):
     """(name, a Q8_0 GGUF of a tiny random model of the family, the CPU reference)."""
     tmp = tmp_path_factory.mktemp(request.param)
-    make_tiny_checkpoint(tmp / "hf", request.param, spm_model, num_hidden_layers=N_LAYER, **FAMILIES[request.param])
+    family, overrides = FAMILIES[request.param]
+    make_tiny_checkpoint(tmp / "hf", family, spm_model, num_hidden_layers=N_LAYER, **overrides)
     f32, q8 = tmp / "f32.gguf", tmp / "q8_0.gguf"
     assert cli_main(["convert", str(tmp / "hf"), str(f32), "--outtype", "f32"]) == 0
     assert cli_main(["quantize", str(f32), str(q8), "Q8_0"]) == 0
