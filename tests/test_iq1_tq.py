@@ -26,7 +26,7 @@ from edgeinfer.quantize.plan import ModelShape, TensorInfo
 from support import gguf_writing
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
 from support.numpy_reference import LlamaReference, rel_err
-from support.quant_rows import activations, bits, gguf_dequantize, integer_rows, rng_for
+from support.quant_rows import activations, bits, gguf_dequantize, integer_rows, rng_for, tiled_order_dot
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
 ISAS = _core.available_isas()
@@ -116,6 +116,64 @@ def test_vec_dot_is_the_exact_sum_within_float_rounding(qtype, n):
         assert abs(got - terms.sum()) <= 1e-5 * np.abs(terms).sum() + 1e-30, (isa, got, terms.sum())
     if {"avx2", "avx512"} <= set(ISAS):
         assert results["avx2"] == results["avx512"]  # one kernel source: the same operations
+
+
+# ---- the order of ggml-cpu's tiled GEMM (tiled.cpp: llama.cpp's x86 path for 8+ rows) --------
+
+IQ1 = [T.IQ1_S, T.IQ1_M]  # tiled.cpp's type list has no TQ1_0, TQ2_0: ggml multiplies them by vec_dot
+
+
+def d_of(qtype: T, blocks: np.ndarray) -> np.ndarray:
+    """The fp16 super-block scales of IQ1 blocks [nb, type_size], as float32 [nb]."""
+    if qtype == T.IQ1_S:
+        return blocks[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(-1)
+    words = blocks[:, 48:56].copy().view(np.uint16) >> np.uint16(12)
+    h = sum(words[:, k] << np.uint16(4 * k) for k in range(4)).astype(np.uint16)
+    return h.view(np.float16).astype(np.float32)
+
+
+def model_tiled_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
+    """Per super-block the exact integer sum of (2s + 1) * (8 g + delta sign) * q8 (ggml's tiled
+    unpacking: 8 times gguf-py's values at d = 1), then r = f32(sum) * (d_x * 1/8) and
+    acc = fma(r, d_y, acc)."""
+    blocks = w.reshape(-1, GGML_QUANT_SIZES[qtype][1]).copy()
+    d_x = d_of(qtype, blocks)
+    ones = with_scale(qtype, blocks, np.ones(blocks.shape[0]))
+    scaled_q = (gguf_dequantize(qtype, ones.reshape(-1)) * 8).astype(np.int64)  # exact integers
+    return tiled_order_dot(scaled_q, d_x * np.float32(0.125), y)
+
+
+@pytest.mark.parametrize("qtype", IQ1, ids=lambda t: t.name)
+def test_tiled_vec_dot_is_ggml_tiled_float_sequence(qtype):
+    """Every x86 table and the scalar one (NEON has none: ggml's ARM build multiplies every batch
+    with its vec_dot); checked whole-model against llama-perplexity in the commit that added it."""
+    n = 1536
+    rng = rng_for(qtype, n, 7)
+    w, y = random_row(qtype, n, rng), _testing.quantize(int(T.Q8_K), activations(n, rng), isa="scalar")
+    expected = model_tiled_vec_dot(qtype, w, y)
+    for isa in [isa for isa in ISAS if isa != "neon"]:
+        got = np.float32(_testing.vec_dot_raw(int(qtype), w, y, n, isa=isa, order="tiled"))
+        assert bits(got) == bits(expected), (isa, got, expected)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["llama_cpp_order", "fast_order"])
+def test_matmul_takes_llama_cpps_order_for_the_batch_in_either_float_order(fast):
+    """No repacking and no order of their own: below 8 rows each output is its row's vec_dot,
+    from 8 rows the tiled GEMM's order for IQ1_S and IQ1_M (where the table has it), vec_dot's
+    for TQ1_0 and TQ2_0 at any batch."""
+    rows, k = 8, 512
+    for qtype in TYPES:
+        rng = rng_for(qtype, 6, int(fast))
+        w = random_row(qtype, rows * k, rng)
+        w_rows = w.reshape(rows, -1)
+        for n in (1, 5, 9):
+            x = activations(n * k, rng).reshape(n, k)
+            got = _testing.matmul([(int(qtype), w, rows)], x, 2, None, fast, False, False)[0]
+            tiled = qtype in IQ1 and n >= 8 and _core.isa() != "neon"
+            ys = [_testing.quantize(int(T.Q8_K), x[c]) for c in range(n)]
+            want = np.array([[_testing.vec_dot_raw(int(qtype), w_rows[r], ys[c], k, order="tiled" if tiled else "vec_dot")
+                              for r in range(rows)] for c in range(n)], dtype=np.float32)
+            np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{qtype.name} n={n}")
 
 
 # ---- against ggml's own vec_dot (a llama.cpp build: scripts/llamacpp_bin.py) -----------------

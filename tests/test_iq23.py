@@ -23,8 +23,8 @@ from edgeinfer.cli import main
 from edgeinfer.model import Model
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
 from support.numpy_reference import LlamaReference, rel_err
-from support.quant_rows import (activations, bits, fma32, gguf_dequantize, integer_rows, q8_k_values,
-                                 random_blocks, rng_for)
+from support.quant_rows import (activations, bits, gguf_dequantize, integer_rows, q8_k_values, random_blocks,
+                                 rng_for, tiled_order_dot)
 from support.tiny_llama import KQUANTIZABLE, TinyConfig
 
 ISAS = _core.available_isas()
@@ -116,14 +116,7 @@ def model_tiled_vec_dot(qtype: T, w: np.ndarray, y: np.ndarray) -> np.float32:
     d_x = blocks[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(-1)
     blocks[:, 0:2] = np.array([1.0], dtype=np.float16).view(np.uint8)
     scaled_q = (gguf_dequantize(qtype, blocks.reshape(-1)) / c).astype(np.int64)  # exact integers
-    raw = y.reshape(-1, 292)
-    d_y = raw[:, 0:4].copy().view(np.float32).reshape(-1)
-    qs = raw[:, 4:260].copy().view(np.int8).astype(np.int64)
-    acc = np.float32(0)
-    for b in range(d_y.size):
-        sumi = int((scaled_q[256 * b:256 * (b + 1)] * qs[b]).sum())
-        acc = fma32(np.float32(np.float32(sumi) * np.float32(d_x[b] * c)), d_y[b], acc)
-    return acc
+    return tiled_order_dot(scaled_q, d_x * c, y)
 
 
 @pytest.mark.parametrize("qtype", IQ23, ids=lambda t: t.name)

@@ -18,7 +18,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 from edgeinfer import _core, _testing
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
 from support.quant_rows import (activations, bits, gguf_dequantize, integer_rows, q8_k_values, random_blocks,
-                                 rng_for)
+                                 rng_for, tiled_order_dot)
 
 ISAS = _core.available_isas()
 IQ4 = [T.IQ4_NL, T.IQ4_XS]
@@ -58,6 +58,55 @@ def test_vec_dot_is_the_exact_block_sum_within_float_rounding(qtype, n):
         assert abs(got - terms.sum()) <= 1e-5 * np.abs(terms).sum() + 1e-30, (isa, got, terms.sum())
     if {"avx2", "avx512"} <= set(ISAS):
         assert results["avx2"] == results["avx512"]  # one kernel source: the same operations
+
+
+# ---- IQ4_XS in the order of ggml-cpu's tiled GEMM (tiled.cpp: llama.cpp's x86 path for 8+ rows;
+# IQ4_NL is not in its list: ggml repacks it) ---------------------------------------------------
+
+
+def model_tiled_vec_dot(w: np.ndarray, y: np.ndarray) -> np.float32:
+    """Per super-block the exact integer sum of (ls - 32) * table value * q8 (gguf-py's values at
+    d = 1), then r = f32(sum) * d_x and acc = fma(r, d_y, acc)."""
+    blocks = w.reshape(-1, GGML_QUANT_SIZES[T.IQ4_XS][1]).copy()
+    d_x = blocks[:, 0:2].copy().view(np.float16).astype(np.float32).reshape(-1)
+    blocks[:, 0:2] = np.array([1.0], dtype=np.float16).view(np.uint8)
+    scaled_q = gguf_dequantize(T.IQ4_XS, blocks.reshape(-1)).astype(np.int64)  # exact integers
+    return tiled_order_dot(scaled_q, d_x, y)
+
+
+def test_iq4_xs_tiled_vec_dot_is_ggml_tiled_float_sequence():
+    """Every x86 table and the scalar one (NEON has none: ggml's ARM build has no tiled GEMM);
+    checked whole-model against llama-perplexity in the commit that added it."""
+    n = 2048
+    rng = rng_for(T.IQ4_XS, n, 7)
+    w = random_blocks(T.IQ4_XS, n, rng, signed_d=True)
+    y = _testing.quantize(int(T.Q8_K), activations(n, rng), isa="scalar")
+    expected = model_tiled_vec_dot(w, y)
+    for isa in [isa for isa in ISAS if isa != "neon"]:
+        got = np.float32(_testing.vec_dot_raw(int(T.IQ4_XS), w, y, n, isa=isa, order="tiled"))
+        assert bits(got) == bits(expected), (isa, got, expected)
+
+
+def test_iq4_xs_matmul_takes_llama_cpps_order_for_the_batch():
+    """In llama.cpp's float order IQ4_XS stays unpacked: below 8 rows each output is its row's
+    vec_dot, from 8 rows the tiled GEMM's order (where the table has it). In the fast order the
+    weights of whole 16-row groups are repacked and keep the packed kernels' float order."""
+    k = 512
+    rng = rng_for(T.IQ4_XS, 6)
+    for rows in (8, 16):
+        w = random_blocks(T.IQ4_XS, rows * k, rng, signed_d=True)
+        w_rows = w.reshape(rows, -1)
+        for n in (1, 5, 9):
+            x = activations(n * k, rng).reshape(n, k)
+            got = _testing.matmul([(int(T.IQ4_XS), w, rows)], x, 2, None, False, False, False)[0]
+            order = "tiled" if n >= 8 and _core.isa() != "neon" else "vec_dot"
+            ys = [_testing.quantize(int(T.Q8_K), x[c]) for c in range(n)]
+            want = np.array([[_testing.vec_dot_raw(int(T.IQ4_XS), w_rows[r], ys[c], k, order=order)
+                              for r in range(rows)] for c in range(n)], dtype=np.float32)
+            np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"rows={rows} n={n}")
+    fast = _testing.matmul([(int(T.IQ4_XS), w, 16)], x, 2, None, True, False, False)[0]
+    packed = _testing.gemm(int(T.IQ4_XS), w, 16, x, order="packed_fast")
+    np.testing.assert_array_equal(bits(fast), bits(packed))
 
 
 # ---- against ggml's own kernels (a llama.cpp build: scripts/llamacpp_bin.py) ------------------

@@ -103,3 +103,18 @@ def f32_round(r: Fraction) -> np.float32:
 def fma32(a, b, c) -> np.float32:
     """float32 fma(a, b, c): the exact a * b + c rounded once, as the hardware instruction."""
     return f32_round(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
+
+
+def tiled_order_dot(int_values: np.ndarray, d_x: np.ndarray, y: np.ndarray) -> np.float32:
+    """One output in the order of ggml-cpu's tiled GEMM (tiled.cpp), float by float: per 256-element
+    super-block b the exact integer sum of int_values (the weight's values as integers, sub-block
+    scales included) times the Q8_K codes, r = f32(sum) * d_x[b] (the float32 weight scale, with
+    any constant the integers leave out folded in), acc = fma(r, d_y, acc)."""
+    raw = y.reshape(-1, 292)
+    d_y = raw[:, 0:4].copy().view(np.float32).reshape(-1)
+    qs = raw[:, 4:260].copy().view(np.int8).astype(np.int64)
+    acc = np.float32(0)
+    for b in range(d_y.size):
+        isum = int((int_values[256 * b:256 * (b + 1)].astype(np.int64) * qs[b]).sum())
+        acc = fma32(np.float32(np.float32(isum) * np.float32(d_x[b])), d_y[b], acc)
+    return acc

@@ -34,6 +34,7 @@ void fill_kernels_scalar(KernelTable& t) {
     // activations, IQ4_XS's super-blocks Q8_K.
     t.types[TYPE_IQ4_NL] = {ref::to_float_iq4_nl, nullptr, ref::vec_dot_iq4_nl_q8_0, TYPE_Q8_0};
     t.types[TYPE_IQ4_XS] = {ref::to_float_iq4_xs, nullptr, ref::vec_dot_iq4_xs_q8_K, TYPE_Q8_K};
+    t.types[TYPE_IQ4_XS].vec_dot_ggml_tiled = ref::vec_dot_iq4_xs_q8_K_tiled;
     // MXFP4's 32-element blocks take Q8_0 activations, as in ggml-cpu's type traits.
     t.types[TYPE_MXFP4] = {ref::to_float_mxfp4, nullptr, ref::vec_dot_mxfp4_q8_0, TYPE_Q8_0};
     // The 1-bit i-quants and the ternary types: 256-element super-blocks against Q8_K.
@@ -41,6 +42,9 @@ void fill_kernels_scalar(KernelTable& t) {
     t.types[TYPE_IQ1_M] = {ref::to_float_iq1_m, nullptr, ref::vec_dot_iq1_m_q8_K, TYPE_Q8_K};
     t.types[TYPE_TQ1_0] = {ref::to_float_tq1_0, nullptr, ref::vec_dot_tq1_0_q8_K, TYPE_Q8_K};
     t.types[TYPE_TQ2_0] = {ref::to_float_tq2_0, nullptr, ref::vec_dot_tq2_0_q8_K, TYPE_Q8_K};
+    // ggml's tiled GEMM takes the IQ1 types, not the ternary ones.
+    t.types[TYPE_IQ1_S].vec_dot_ggml_tiled = ref::vec_dot_iq1_s_q8_K_tiled;
+    t.types[TYPE_IQ1_M].vec_dot_ggml_tiled = ref::vec_dot_iq1_m_q8_K_tiled;
     // The 2- and 3-bit lattice i-quants, Q8_K activations for all five.
     t.types[TYPE_IQ2_XXS] = {ref::to_float_iq2_xxs, nullptr, ref::vec_dot_iq2_xxs_q8_K, TYPE_Q8_K};
     t.types[TYPE_IQ2_XS] = {ref::to_float_iq2_xs, nullptr, ref::vec_dot_iq2_xs_q8_K, TYPE_Q8_K};

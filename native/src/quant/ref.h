@@ -66,6 +66,9 @@ void to_float_iq4_nl(const void* src, float* dst, int64_t n);
 void to_float_iq4_xs(const void* src, float* dst, int64_t n);
 void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const void* x, const void* y);
+// IQ4_XS in the order of ggml-cpu's tiled GEMM (exact integer per super-block times d_x, then one
+// FMA by d_y).
+void vec_dot_iq4_xs_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 // sum_j values[q[j]] * a[j] over the 32 elements whose 4-bit codes are qs[0..15] (element j in the
 // low nibble of byte j, element j + 16 in its high one): a block's exact integer dot product for
 // the types with a 16-entry table (IQ4_NL, IQ4_XS's sub-blocks, MXFP4).
@@ -82,6 +85,10 @@ void to_float_tq1_0(const void* src, float* dst, int64_t n);
 void to_float_tq2_0(const void* src, float* dst, int64_t n);
 void vec_dot_iq1_s_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_iq1_m_q8_K(int64_t n, float* s, const void* x, const void* y);
+// IQ1_S, IQ1_M in the order of ggml-cpu's tiled GEMM (the exact integer 8 sumi + sumi_delta per
+// super-block times d_x / 8, then one FMA by d_y).
+void vec_dot_iq1_s_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
+void vec_dot_iq1_m_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_tq1_0_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_tq2_0_q8_K(int64_t n, float* s, const void* x, const void* y);
 // ---- 2- and 3-bit lattice i-quants, against Q8_K (ref_iq23.cpp) ----

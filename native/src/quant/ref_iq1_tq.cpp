@@ -13,8 +13,15 @@
 //   tq1_0:  s += (float)sum((t - 1) * q) * (d_x * d_y)
 //   tq2_0:  s += (float)sum((t - 1) * q) * (d_y * d_x)
 // The ISA kernels (cpu/x86/iq1_tq_256.h, cpu/arm/iq1_tq_neon.h) take ggml's x86 / ARM orders, so
-// they differ from these by float order only. Integer ranges: an IQ1 super-block's sums stay below
+// they differ from these by float order only.
+// The *_tiled functions (IQ1_S, IQ1_M only: ggml's tiled GEMM has no ternary types) are the order
+// of ggml-cpu's tiled GEMM (tiled.cpp), which llama.cpp runs on x86 for batches of 8 rows and
+// more. It unpacks each value as 8 g + delta sign (an integer) and folds the 1/8 into d_x, so per
+// super-block the exact integer is 8 sumi + sumi_delta (sums as above), and
+//   r = (float)(8 sumi + sumi_delta) * (d_x * 1/8),  acc = fma(r, d_y, acc)
+// (the epilogue's add contracted, as for the k-quants: cpu/x86/kquants_256.h). Integer ranges: an IQ1 super-block's sums stay below
 // 8 * 15 * 32 * 128 < 2^24, so their conversions to float are exact, as in ggml.
+#include <cmath>
 #include <cstring>
 
 #include "common/fp16.h"
@@ -124,44 +131,85 @@ void to_float_tq2_0(const void* src, float* dst, int64_t n) {
     }
 }
 
-void vec_dot_iq1_s_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_iq1_s* x = (const block_iq1_s*)vx;
+namespace {
+
+// A super-block's two exact integers: sumi = sum s * (g . q), delta = sum s * sign * (sum of q).
+struct Iq1Sums {
+    int sumi = 0, delta = 0;
+};
+
+Iq1Sums iq1_s_sums(const block_iq1_s& x, const block_q8_K& y) {
+    Iq1Sums r;
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        const int8_t* q = y.qs + 32 * ib;
+        int lsum = 0;
+        for (int l = 0; l < 4; ++l) lsum += dot_i8(iq1_group(iq1_s_index(x, ib, l)), q + 8 * l, 8);
+        const int ls = iq1_s_scale(x, ib);
+        r.sumi += ls * lsum;
+        r.delta += ls * iq1_s_sign(x, ib) * (y.bsums[2 * ib] + y.bsums[2 * ib + 1]);
+    }
+    return r;
+}
+
+Iq1Sums iq1_m_sums(const block_iq1_m& x, const block_q8_K& y) {
+    uint16_t sc[4];
+    iq1_m_words(x, sc);
+    Iq1Sums r;
+    for (int k = 0; k < QK_K / 8; ++k) {
+        const int8_t* q = y.qs + 8 * k;
+        int qsum = 0;
+        for (int j = 0; j < 8; ++j) qsum += q[j];
+        const int ls = iq1_m_scale(sc, k / 2);
+        r.sumi += ls * dot_i8(iq1_group(iq1_m_index(x, k)), q, 8);
+        r.delta += ls * iq1_m_sign(x, k) * qsum;
+    }
+    return r;
+}
+
+inline float iq1_d(const block_iq1_s& x) { return fp16_to_fp32(x.d); }
+inline float iq1_d(const block_iq1_m& x) {
+    uint16_t sc[4];
+    iq1_m_words(x, sc);
+    return iq1_m_d(sc);
+}
+inline Iq1Sums iq1_sums(const block_iq1_s& x, const block_q8_K& y) { return iq1_s_sums(x, y); }
+inline Iq1Sums iq1_sums(const block_iq1_m& x, const block_q8_K& y) { return iq1_m_sums(x, y); }
+
+// ggml's generic order (the header).
+template <class Block>
+void vec_dot_iq1(int64_t n, float* s, const void* vx, const void* vy) {
+    const Block* x = (const Block*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
     float sumf = 0.0f;
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        int sumi = 0, sumi_delta = 0;  // sum s * (g . q); sum s * sign * (sum of q)
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const int8_t* q = y[i].qs + 32 * ib;
-            int lsum = 0;
-            for (int l = 0; l < 4; ++l) lsum += dot_i8(iq1_group(iq1_s_index(x[i], ib, l)), q + 8 * l, 8);
-            const int ls = iq1_s_scale(x[i], ib);
-            sumi += ls * lsum;
-            sumi_delta += ls * iq1_s_sign(x[i], ib) * (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]);
-        }
-        sumf += fp16_to_fp32(x[i].d) * y[i].d * ((float)sumi + kIq1Delta * (float)sumi_delta);
+        const Iq1Sums b = iq1_sums(x[i], y[i]);
+        sumf += iq1_d(x[i]) * y[i].d * ((float)b.sumi + kIq1Delta * (float)b.delta);
     }
     *s = sumf;
 }
 
-void vec_dot_iq1_m_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_iq1_m* x = (const block_iq1_m*)vx;
+// The tiled GEMM's order (the header).
+template <class Block>
+void vec_dot_iq1_tiled(int64_t n, float* s, const void* vx, const void* vy) {
+    const Block* x = (const Block*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    float sumf = 0.0f;
+    float acc = 0.0f;
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        uint16_t sc[4];
-        iq1_m_words(x[i], sc);
-        int sumi = 0, sumi_delta = 0;
-        for (int k = 0; k < QK_K / 8; ++k) {
-            const int8_t* q = y[i].qs + 8 * k;
-            int qsum = 0;
-            for (int j = 0; j < 8; ++j) qsum += q[j];
-            const int ls = iq1_m_scale(sc, k / 2);
-            sumi += ls * dot_i8(iq1_group(iq1_m_index(x[i], k)), q, 8);
-            sumi_delta += ls * iq1_m_sign(x[i], k) * qsum;
-        }
-        sumf += iq1_m_d(sc) * y[i].d * ((float)sumi + kIq1Delta * (float)sumi_delta);
+        const Iq1Sums b = iq1_sums(x[i], y[i]);
+        acc = std::fma((float)(8 * b.sumi + b.delta) * (iq1_d(x[i]) * 0.125f), y[i].d, acc);
     }
-    *s = sumf;
+    *s = acc;
+}
+
+}  // namespace
+
+void vec_dot_iq1_s_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_iq1<block_iq1_s>(n, s, x, y); }
+void vec_dot_iq1_m_q8_K(int64_t n, float* s, const void* x, const void* y) { vec_dot_iq1<block_iq1_m>(n, s, x, y); }
+void vec_dot_iq1_s_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq1_tiled<block_iq1_s>(n, s, x, y);
+}
+void vec_dot_iq1_m_q8_K_tiled(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq1_tiled<block_iq1_m>(n, s, x, y);
 }
 
 void vec_dot_tq1_0_q8_K(int64_t n, float* s, const void* vx, const void* vy) {

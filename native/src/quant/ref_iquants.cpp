@@ -7,6 +7,14 @@
 // integer sum of each 32-element (sub-)block and combine in float in ggml's generic order:
 //   iq4_nl:  s += (d_y * d_x) * sum(v(q_x) * q_y)                     per block
 //   iq4_xs:  s += ((d_x * d_y) * (ls - 32)) * sum(v(q_x) * q_y)        per sub-block
+// vec_dot_iq4_xs_q8_K_tiled is IQ4_XS in the order of ggml-cpu's tiled GEMM (tiled.cpp), which
+// llama.cpp runs on x86 for batches of 8 rows and more (it does not repack IQ4_XS): per
+// super-block the exact integer isum = sum over sub-blocks of (ls - 32) * sum(v(q_x) * q_y), then
+//   r = (float)isum * d_x,  acc = fma(r, d_y, acc)
+// (the epilogue's add contracted, as for the k-quants: cpu/x86/kquants_256.h). |isum| < 2^28, so
+// its conversion may round, the same way in both. IQ4_NL has no such order: ggml repacks it.
+#include <cmath>
+
 #include "common/fp16.h"
 #include "quant/blocks.h"
 #include "quant/ref.h"
@@ -67,6 +75,19 @@ void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const void* vx, const void* vy) {
         sumf += d * (float)table4_dot_32(x[i].qs, y[i].qs, kIq4nlValues);
     }
     *s = sumf;
+}
+
+void vec_dot_iq4_xs_q8_K_tiled(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_iq4_xs* x = (const block_iq4_xs*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        int32_t isum = 0;
+        for (int ib = 0; ib < QK_K / 32; ++ib)
+            isum += (iq4_xs_scale(x[i], ib) - 32) * table4_dot_32(x[i].qs + 16 * ib, y[i].qs + 32 * ib, kIq4nlValues);
+        acc = std::fma((float)isum * fp16_to_fp32(x[i].d), y[i].d, acc);
+    }
+    *s = acc;
 }
 
 void vec_dot_iq4_xs_q8_K(int64_t n, float* s, const void* vx, const void* vy) {

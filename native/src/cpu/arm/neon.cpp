@@ -32,7 +32,7 @@ void fill_kernels_neon(KernelTable& t) {
     // multiplies every batch with its vec_dot, so the NEON table has no tiled order (matmul
     // then uses vec_dot) rather than inheriting the slow scalar one.
     for (uint32_t type : {TYPE_Q2_K, TYPE_Q3_K, TYPE_Q4_K, TYPE_Q5_K, TYPE_Q6_K, TYPE_IQ2_XXS, TYPE_IQ2_XS, TYPE_IQ2_S,
-                          TYPE_IQ3_XXS, TYPE_IQ3_S})
+                          TYPE_IQ3_XXS, TYPE_IQ3_S, TYPE_IQ1_S, TYPE_IQ1_M, TYPE_IQ4_XS})
         t.types[type].vec_dot_ggml_tiled = nullptr;
 }
 #endif

@@ -16,6 +16,10 @@
 //   IQ1_M: two lane accumulators, of s * (g . q) and of s * sign * q (the scale of the half
 //     sub-block: lanes 0..3 the first 16 elements, 4..7 the last 16); per super-block both FMA'd by
 //     d = d_y * d_x; the result fma(hsum(acc_delta), 1/8, hsum(acc)) (VFMADD132SS in ggml's build).
+// For batches of 8 rows and more llama.cpp multiplies IQ1_S and IQ1_M (not TQ1_0, TQ2_0) with
+// ggml-cpu's tiled GEMM instead (tiled.cpp; x86 only), whose order vec_dot_ggml_tiled gives: per
+// super-block the exact 8 sumi + delta from the same lanes, r = (float)isum * (d_x / 8),
+// acc = fma(r, d_y, acc) (quant/ref_iq1_tq.cpp).
 // tests/test_iq1_tq.py compares each with that library's vec_dot bit for bit. Activations must be
 // what a Q8_K quantizer writes (no -128: the sign trick of the byte products would wrap it, in
 // ggml's code as in this).
@@ -126,26 +130,71 @@ inline __m256i iq1_groups(int a, int b, int c, int d) {
                              (long long)kIq1sGrid[a]);
 }
 
+// A super-block's integers in ggml's x86 lanes: `sum` of s * (g . q) (the header's lanes), and the
+// delta sums (IQ1_S: one scalar in lane 0; IQ1_M: lanes of s * sign * q).
+struct Iq1Lanes {
+    __m256i sum, delta;
+};
+
+inline Iq1Lanes iq1_lanes(const block_iq1_s& x, const block_q8_K& y) {
+    __m256i sum = _mm256_setzero_si256();
+    int sum_delta = 0;
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        const uint8_t* qs = x.qs + 4 * ib;
+        const unsigned qh = x.qh[ib];
+        const __m256i g = iq1_groups(qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700), qs[2] | (qh << 2 & 0x700),
+                                     qs[3] | (qh >> 1 & 0x700));
+        const int ls = 2 * (qh >> 12 & 7) + 1;
+        sum = _mm256_add_epi32(sum, dot_i8_lanes_scaled(g, _mm256_loadu_si256((const __m256i*)(y.qs + 32 * ib)), ls));
+        sum_delta += (y.bsums[2 * ib] + y.bsums[2 * ib + 1]) * (qh & 0x8000 ? -ls : ls);
+    }
+    return {sum, _mm256_setr_epi32(sum_delta, 0, 0, 0, 0, 0, 0, 0)};
+}
+
+inline uint16_t iq1_m_d16(const block_iq1_m& x) {
+    uint16_t sc[4];
+    std::memcpy(sc, x.scales, sizeof sc);
+    return (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+}
+
+inline Iq1Lanes iq1_lanes(const block_iq1_m& x, const block_q8_K& y) {
+    const __m256i one8 = _mm256_set1_epi8(1);
+    uint16_t sc[4];
+    std::memcpy(sc, x.scales, sizeof sc);
+    __m256i sum = _mm256_setzero_si256(), sum_delta = _mm256_setzero_si256();
+    for (int ib = 0; ib < QK_K / 32; ++ib) {
+        const uint8_t* qs = x.qs + 4 * ib;
+        const unsigned h0 = x.qh[2 * ib], h1 = x.qh[2 * ib + 1];
+        const __m256i g = iq1_groups(qs[0] | (h0 << 8 & 0x700), qs[1] | (h0 << 4 & 0x700), qs[2] | (h1 << 8 & 0x700),
+                                     qs[3] | (h1 << 4 & 0x700));
+        // +1 or -1 per group of 8, by the sign bits 3 and 7 of the group pair's byte.
+        const __m256i sign = _mm256_or_si256(one8, _mm256_set_epi64x(h1 & 0x80 ? -1 : 0, h1 & 0x08 ? -1 : 0,
+                                                                      h0 & 0x80 ? -1 : 0, h0 & 0x08 ? -1 : 0));
+        const unsigned w = sc[ib / 2] >> 6 * (ib % 2);
+        const int16_t ls0 = (int16_t)(2 * (w & 7) + 1), ls1 = (int16_t)(2 * (w >> 3 & 7) + 1);
+        const __m256i ls = _mm256_set_m128i(_mm_set1_epi16(ls1), _mm_set1_epi16(ls0));
+        const __m256i q = _mm256_loadu_si256((const __m256i*)(y.qs + 32 * ib));
+        const __m256i dot = _mm256_maddubs_epi16(_mm256_sign_epi8(g, g), _mm256_sign_epi8(q, g));
+        const __m256i qsum = _mm256_maddubs_epi16(one8, _mm256_sign_epi8(q, sign));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(dot, ls));
+        sum_delta = _mm256_add_epi32(sum_delta, _mm256_madd_epi16(qsum, ls));
+    }
+    return {sum, sum_delta};
+}
+
+inline float iq1_d(const block_iq1_s& x) { return h2f(x.d); }
+inline float iq1_d(const block_iq1_m& x) { return h2f(iq1_m_d16(x)); }
+
 void vec_dot_iq1_s_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_iq1_s* x = (const block_iq1_s*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
     __m256 acc = _mm256_setzero_ps();
     float acc_delta = 0.0f;
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        __m256i sum = _mm256_setzero_si256();
-        int sum_delta = 0;
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const uint8_t* qs = x[i].qs + 4 * ib;
-            const unsigned qh = x[i].qh[ib];
-            const __m256i g = iq1_groups(qs[0] | (qh << 8 & 0x700), qs[1] | (qh << 5 & 0x700), qs[2] | (qh << 2 & 0x700),
-                                         qs[3] | (qh >> 1 & 0x700));
-            const int ls = 2 * (qh >> 12 & 7) + 1;
-            sum = _mm256_add_epi32(sum, dot_i8_lanes_scaled(g, _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib)), ls));
-            sum_delta += (y[i].bsums[2 * ib] + y[i].bsums[2 * ib + 1]) * (qh & 0x8000 ? -ls : ls);
-        }
-        const float d = y[i].d * h2f(x[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sum), acc);
-        acc_delta = std::fma(d, (float)sum_delta, acc_delta);
+        const Iq1Lanes b = iq1_lanes(x[i], y[i]);
+        const float d = y[i].d * iq1_d(x[i]);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(b.sum), acc);
+        acc_delta = std::fma(d, (float)_mm256_cvtsi256_si32(b.delta), acc_delta);
     }
     float delta = kIq1Delta * acc_delta;
     __asm__("" : "+x"(delta));  // rounded before the add, as ggml's build computes it (no FMA)
@@ -155,41 +204,43 @@ void vec_dot_iq1_s_q8_K_256(int64_t n, float* s, const void* vx, const void* vy)
 void vec_dot_iq1_m_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_iq1_m* x = (const block_iq1_m*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
-    const __m256i one8 = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps(), acc_delta = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        uint16_t sc[4];
-        std::memcpy(sc, x[i].scales, sizeof sc);
-        const uint16_t d16 = (uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-        __m256i sum = _mm256_setzero_si256(), sum_delta = _mm256_setzero_si256();
-        for (int ib = 0; ib < QK_K / 32; ++ib) {
-            const uint8_t* qs = x[i].qs + 4 * ib;
-            const unsigned h0 = x[i].qh[2 * ib], h1 = x[i].qh[2 * ib + 1];
-            const __m256i g = iq1_groups(qs[0] | (h0 << 8 & 0x700), qs[1] | (h0 << 4 & 0x700), qs[2] | (h1 << 8 & 0x700),
-                                         qs[3] | (h1 << 4 & 0x700));
-            // +1 or -1 per group of 8, by the sign bits 3 and 7 of the group pair's byte.
-            const __m256i sign = _mm256_or_si256(one8, _mm256_set_epi64x(h1 & 0x80 ? -1 : 0, h1 & 0x08 ? -1 : 0,
-                                                                          h0 & 0x80 ? -1 : 0, h0 & 0x08 ? -1 : 0));
-            const unsigned w = sc[ib / 2] >> 6 * (ib % 2);
-            const int16_t ls0 = (int16_t)(2 * (w & 7) + 1), ls1 = (int16_t)(2 * (w >> 3 & 7) + 1);
-            const __m256i ls = _mm256_set_m128i(_mm_set1_epi16(ls1), _mm_set1_epi16(ls0));
-            const __m256i q = _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib));
-            const __m256i dot = _mm256_maddubs_epi16(_mm256_sign_epi8(g, g), _mm256_sign_epi8(q, g));
-            const __m256i qsum = _mm256_maddubs_epi16(one8, _mm256_sign_epi8(q, sign));
-            sum = _mm256_add_epi32(sum, _mm256_madd_epi16(dot, ls));
-            sum_delta = _mm256_add_epi32(sum_delta, _mm256_madd_epi16(qsum, ls));
-        }
-        const __m256 d = _mm256_set1_ps(y[i].d * h2f(d16));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum), acc);
-        acc_delta = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum_delta), acc_delta);
+        const Iq1Lanes b = iq1_lanes(x[i], y[i]);
+        const __m256 d = _mm256_set1_ps(y[i].d * iq1_d(x[i]));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(b.sum), acc);
+        acc_delta = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(b.delta), acc_delta);
     }
     *s = std::fma(hsum_float_8(acc_delta), kIq1Delta, hsum_float_8(acc));
+}
+
+// ggml's tiled GEMM order (the header): the exact 8 sumi + delta, times d_x / 8, one FMA by d_y.
+template <class Block>
+void vec_dot_iq1_tiled_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const Block* x = (const Block*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const Iq1Lanes b = iq1_lanes(x[i], y[i]);
+        const int isum = 8 * hsum_i32_8(b.sum) + hsum_i32_8(b.delta);
+        acc = std::fma((float)isum * (iq1_d(x[i]) * 0.125f), y[i].d, acc);
+    }
+    *s = acc;
+}
+
+void vec_dot_iq1_s_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq1_tiled_256<block_iq1_s>(n, s, x, y);
+}
+void vec_dot_iq1_m_q8_K_tiled_256(int64_t n, float* s, const void* x, const void* y) {
+    vec_dot_iq1_tiled_256<block_iq1_m>(n, s, x, y);
 }
 
 // Dequantization stays the scalar reference's.
 inline void fill_kernels_iq1_tq_256(KernelTable& t) {
     t.types[TYPE_IQ1_S].vec_dot = vec_dot_iq1_s_q8_K_256;
     t.types[TYPE_IQ1_M].vec_dot = vec_dot_iq1_m_q8_K_256;
+    t.types[TYPE_IQ1_S].vec_dot_ggml_tiled = vec_dot_iq1_s_q8_K_tiled_256;
+    t.types[TYPE_IQ1_M].vec_dot_ggml_tiled = vec_dot_iq1_m_q8_K_tiled_256;
     t.types[TYPE_TQ1_0].vec_dot = vec_dot_tq1_0_q8_K_256;
     t.types[TYPE_TQ2_0].vec_dot = vec_dot_tq2_0_q8_K_256;
 }

@@ -14,6 +14,10 @@
 //           MXFP4's vec_dot is the same loop with another table and scale (cpu/x86/mxfp4_256.h).
 //   IQ4_XS: per super-block, the sub-blocks' int32 lanes times their scale (ls - 32), even and
 //           odd sub-blocks summed apart, then added; one FMA per super-block by d_x * d_y.
+//           For batches of 8 rows and more llama.cpp multiplies IQ4_XS (which it does not
+//           repack) with ggml-cpu's tiled GEMM (tiled.cpp; x86 only), whose order
+//           vec_dot_ggml_tiled gives: the same lanes summed exactly, r = (float)isum * d_x,
+//           acc = fma(r, d_y, acc) (quant/ref_iquants.cpp). IQ4_NL has none: ggml repacks it.
 // The integer sums are exact (a pair of products is at most 2 * 127 * 127 < 2^15), so the
 // scalar references (quant/ref_iquants.cpp) differ from these by float order only.
 #pragma once
@@ -98,32 +102,49 @@ void vec_dot_iq4_nl_q8_0_256(int64_t n, float* s, const void* vx, const void* vy
     vec_dot_table4_q8_0_256<block_iq4_nl, iq4_nl_scale>(n, s, vx, vy, kIq4nlValues);
 }
 
+// A super-block's 8 int32 lanes (the header's): each sub-block's lanes times ls - 32, even and odd
+// sub-blocks summed apart, then added.
+inline __m256i iq4_xs_lanes(const block_iq4_xs& x, const block_q8_K& y, __m128i table) {
+    __m256i sum_even = _mm256_setzero_si256(), sum_odd = _mm256_setzero_si256();
+    unsigned sh = x.scales_h;
+    for (int ib = 0; ib < QK_K / 32; ib += 2) {
+        const int ls0 = ((x.scales_l[ib / 2] & 15) | ((sh << 4) & 0x30)) - 32;
+        const int ls1 = ((x.scales_l[ib / 2] >> 4) | ((sh << 2) & 0x30)) - 32;
+        sh >>= 4;
+        sum_even = _mm256_add_epi32(sum_even, dot_i8_lanes_scaled(table4_values_32(x.qs + 16 * ib, table),
+                                        _mm256_loadu_si256((const __m256i*)(y.qs + 32 * ib)), ls0));
+        sum_odd = _mm256_add_epi32(sum_odd, dot_i8_lanes_scaled(table4_values_32(x.qs + 16 * ib + 16, table),
+                                        _mm256_loadu_si256((const __m256i*)(y.qs + 32 * ib + 32)), ls1));
+    }
+    return _mm256_add_epi32(sum_even, sum_odd);
+}
+
 void vec_dot_iq4_xs_q8_K_256(int64_t n, float* s, const void* vx, const void* vy) {
     const block_iq4_xs* x = (const block_iq4_xs*)vx;
     const block_q8_K* y = (const block_q8_K*)vy;
     const __m128i table = iq4_table();
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; ++i) {
-        __m256i sum_even = _mm256_setzero_si256(), sum_odd = _mm256_setzero_si256();
-        unsigned sh = x[i].scales_h;
-        for (int ib = 0; ib < QK_K / 32; ib += 2) {
-            const int ls0 = ((x[i].scales_l[ib / 2] & 15) | ((sh << 4) & 0x30)) - 32;
-            const int ls1 = ((x[i].scales_l[ib / 2] >> 4) | ((sh << 2) & 0x30)) - 32;
-            sh >>= 4;
-            sum_even = _mm256_add_epi32(sum_even, dot_i8_lanes_scaled(table4_values_32(x[i].qs + 16 * ib, table),
-                                            _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib)), ls0));
-            sum_odd = _mm256_add_epi32(sum_odd, dot_i8_lanes_scaled(table4_values_32(x[i].qs + 16 * ib + 16, table),
-                                            _mm256_loadu_si256((const __m256i*)(y[i].qs + 32 * ib + 32)), ls1));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d),
-                              _mm256_cvtepi32_ps(_mm256_add_epi32(sum_even, sum_odd)), acc);
-    }
+    for (int64_t i = 0; i < n / QK_K; ++i)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(iq4_xs_lanes(x[i], y[i], table)),
+                              acc);
     *s = hsum_float_8(acc);
+}
+
+// ggml's tiled GEMM order (the header): the lanes' exact sum times d_x, one FMA by d_y.
+void vec_dot_iq4_xs_q8_K_tiled_256(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_iq4_xs* x = (const block_iq4_xs*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const __m128i table = iq4_table();
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; ++i)
+        acc = std::fma((float)hsum_i32_8(iq4_xs_lanes(x[i], y[i], table)) * h2f(x[i].d), y[i].d, acc);
+    *s = acc;
 }
 
 inline void fill_kernels_iquants_256(KernelTable& t) {
     t.types[TYPE_IQ4_NL].vec_dot = vec_dot_iq4_nl_q8_0_256;
     t.types[TYPE_IQ4_XS].vec_dot = vec_dot_iq4_xs_q8_K_256;
+    t.types[TYPE_IQ4_XS].vec_dot_ggml_tiled = vec_dot_iq4_xs_q8_K_tiled_256;
 }
 
 }  // namespace
