@@ -33,7 +33,7 @@ void register_quantize(py::module_& m) {
         if (imatrix && (imatrix->ndim() != 1 || imatrix->shape(0) != n_per_row))
             throw ei::Error("quantize_rows: imatrix must be a 1-D float32 array of n_per_row = " +
                             std::to_string(n_per_row) + " weights, got shape " + shape_text(*imatrix));
-        if (!ei::quantize_row_fn(type)) {
+        if (!ei::has_quantizer(type)) {
             const char* name = ei::type_known(type) ? ei::type_info(type).name : "unknown";
             throw ei::Error(std::string("no quantizer for type ") + name);
         }
@@ -54,13 +54,17 @@ void register_quantize(py::module_& m) {
     }, py::arg("type"), py::arg("x"), py::arg("n_threads") = 1, py::arg("imatrix") = py::none(),
        "Quantize float32 rows [rows, n_per_row] to ggml type id `type` with ggml's quantizer "
        "(bit-identical blocks) -> uint8 [rows, row_bytes]. Types: f32, f16, bf16, q4_0, q4_1, q5_0, "
-       "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, tq1_0, tq2_0. `imatrix`: None, or the "
-       "importance weights of the row's n_per_row columns (float32, the same for every row), as "
-       "llama-quantize --imatrix uses them; types whose ggml quantizer ignores them ignore them.");
+       "q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, mxfp4, tq1_0, tq2_0, iq2_xxs, iq2_xs, "
+       "iq2_s, iq1_s, iq1_m. `imatrix`: None, or the importance weights of the row's n_per_row columns "
+       "(float32, the same for every row), as llama-quantize --imatrix uses them; types whose ggml "
+       "quantizer ignores them ignore them; iq2_xxs, iq2_xs and iq1_s need them.");
 
     m.def("quantizer_uses_imatrix", [](uint32_t type) { return ei::quantizer_uses_imatrix(type); }, py::arg("type"),
           "True if an importance matrix changes what quantize_rows writes for ggml type id `type`.");
 
-    m.def("has_quantizer", [](uint32_t type) { return ei::quantize_row_fn(type) != nullptr; }, py::arg("type"),
-          "True if quantize_rows can write ggml type id `type`.");
+    m.def("has_quantizer", [](uint32_t type) { return ei::has_quantizer(type); }, py::arg("type"),
+          "True if quantize_rows can write ggml type id `type` (see quantizer_needs_imatrix).");
+
+    m.def("quantizer_needs_imatrix", [](uint32_t type) { return ei::quantizer_needs_imatrix(type); },
+          py::arg("type"), "True if quantize_rows refuses ggml type id `type` without an imatrix.");
 }

@@ -31,6 +31,8 @@ QuantizeRowFn quantize_row_fn(uint32_t type) {
         case TYPE_MXFP4: return qref::quantize_row_mxfp4;
         case TYPE_TQ1_0: return qref::quantize_row_tq1_0;
         case TYPE_TQ2_0: return qref::quantize_row_tq2_0;
+        case TYPE_IQ2_S: return qref::quantize_row_iq2_s;
+        case TYPE_IQ1_M: return qref::quantize_row_iq1_m;
         default: return nullptr;
     }
 }
@@ -48,21 +50,33 @@ QuantizeRowImatrixFn quantize_row_imatrix_fn(uint32_t type) {
         case TYPE_Q6_K: return qref::quantize_row_q6_K_imatrix;
         case TYPE_IQ4_NL: return qref::quantize_row_iq4_nl_imatrix;
         case TYPE_IQ4_XS: return qref::quantize_row_iq4_xs_imatrix;
+        case TYPE_IQ2_XXS: return qref::quantize_row_iq2_xxs_imatrix;
+        case TYPE_IQ2_XS: return qref::quantize_row_iq2_xs_imatrix;
+        case TYPE_IQ2_S: return qref::quantize_row_iq2_s_imatrix;
+        case TYPE_IQ1_S: return qref::quantize_row_iq1_s_imatrix;
+        case TYPE_IQ1_M: return qref::quantize_row_iq1_m_imatrix;
         default: return nullptr;
     }
 }
 
 bool quantizer_uses_imatrix(uint32_t type) { return quantize_row_imatrix_fn(type) != nullptr; }
 
+bool has_quantizer(uint32_t type) { return quantize_row_fn(type) || quantize_row_imatrix_fn(type); }
+
+bool quantizer_needs_imatrix(uint32_t type) { return !quantize_row_fn(type) && quantize_row_imatrix_fn(type); }
+
 void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads,
                    const float* imatrix) {
     const QuantizeRowFn fn = quantize_row_fn(type);
     const QuantizeRowImatrixFn fn_imatrix = imatrix ? quantize_row_imatrix_fn(type) : nullptr;
-    if (!fn) {
+    if (!has_quantizer(type)) {
         const char* name = type_known(type) ? type_info(type).name : "unknown";
         throw Error(std::string("no quantizer for type ") + name + " (id " + std::to_string(type) + ")");
     }
     const TypeInfo& ti = type_info(type);
+    if (!fn && !fn_imatrix)
+        throw Error(std::string("quantizing to ") + ti.name + " needs importance weights (an imatrix): its "
+                    "quantizer fits the grid to them and has no unweighted form");
     if (n_per_row <= 0 || n_per_row % ti.block_size != 0)
         throw Error("row length " + std::to_string(n_per_row) + " is not a multiple of the " + ti.name +
                     " block size " + std::to_string(ti.block_size));

@@ -7,6 +7,8 @@
 // row) ggml runs other quantizers for the 4- and 5-bit legacy types, the k-quants and the IQ4
 // types (quantize_row_*_impl): weighted fits of the same block formats, re-implemented here in
 // the same way (quantize_rows' `imatrix`). The other types ignore the weights, in ggml and here.
+// IQ2_XXS, IQ2_XS and IQ1_S have only an imatrix quantizer (ggml asserts the weights); IQ2_S and
+// IQ1_M have both.
 //
 // These are not the activation quantizers of the kernel table (cpu/kernels.h): ggml-cpu's
 // runtime q8_0 rounds half to even with id = 127/amax, its reference rounds half away from zero
@@ -27,17 +29,24 @@ QuantizeRowFn quantize_row_fn(uint32_t type);
 using QuantizeRowImatrixFn = void (*)(const float* src, void* dst, int64_t n, const float* imatrix);
 
 // The imatrix quantizer of `type`, or nullptr if ggml's quantizer for it ignores the weights:
-// q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs have one.
+// q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, iq2_xxs, iq2_xs, iq2_s,
+// iq1_s, iq1_m have one.
 QuantizeRowImatrixFn quantize_row_imatrix_fn(uint32_t type);
 
 // Whether an importance matrix changes what quantize_rows writes for `type`.
 bool quantizer_uses_imatrix(uint32_t type);
 
+// Whether quantize_rows can write `type` (with an importance matrix, if it needs one).
+bool has_quantizer(uint32_t type);
+
+// Whether quantize_rows refuses `type` without an importance matrix (ggml's quantizer asserts one).
+bool quantizer_needs_imatrix(uint32_t type);
+
 // Quantizes nrows rows of n_per_row floats (row-major) into `type`, rows split over n_threads
 // threads (each row is independent, so the bytes do not depend on the thread count). imatrix:
 // n_per_row importance weights for every row, or nullptr (the reference quantizer); a type that
-// does not use them ignores them. Throws ei::Error for a type without a quantizer or a row
-// length that is not a whole number of blocks.
+// does not use them ignores them. Throws ei::Error for a type without a quantizer, a type that
+// needs an imatrix called without one, or a row length that is not a whole number of blocks.
 void quantize_rows(uint32_t type, const float* src, void* dst, int64_t nrows, int64_t n_per_row, int n_threads,
                    const float* imatrix = nullptr);
 
@@ -75,6 +84,16 @@ void quantize_row_q5_K_imatrix(const float* x, void* y, int64_t n, const float* 
 void quantize_row_q6_K_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq4_nl_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq4_xs_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+
+// quantize_iq2.cpp and quantize_iq1.cpp: the lattice i-quants. IQ2_XXS, IQ2_XS and IQ1_S need
+// `imatrix`; IQ2_S and IQ1_M take nullptr for their reference versions.
+void quantize_row_iq2_xxs_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq2_xs_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq2_s_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq2_s(const float* x, void* y, int64_t n);
+void quantize_row_iq1_s_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq1_m_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq1_m(const float* x, void* y, int64_t n);
 }  // namespace qref
 
 }  // namespace ei
