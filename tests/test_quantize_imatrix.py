@@ -14,24 +14,11 @@ from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
 from support.ggml_quants import ggml_quantize, load_ggml_base
-from support.quant_rows import integer_rows
+from support.quant_rows import integer_imatrix, integer_rows
 
 WEIGHTED = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
 IGNORING = [T.F32, T.F16, T.BF16, T.Q8_0, T.MXFP4]
 N = 512
-
-
-def integer_imatrix(n: int, seed: int) -> np.ndarray:
-    """Importance weights from integer arithmetic alone (exact in float32, the same on every
-    machine): a 12-bit mantissa times 2^-20..2^19, every ninth one zero, and one zero 32-column
-    slice (a block, or a k-quant sub-block, that counts for nothing)."""
-    k = (np.arange(n, dtype=np.uint64) * np.uint64(2246822519) + np.uint64(seed)) % np.uint64(2**32)
-    mantissa = ((k >> np.uint64(8)) % np.uint64(4096) + np.uint64(1)).astype(np.float64)
-    exponent = (k % np.uint64(40)).astype(np.int64) - 20
-    w = np.ldexp(mantissa, exponent).astype(np.float32)
-    w[::9] = 0.0
-    w[64:96] = 0.0
-    return w
 
 
 def golden_rows() -> np.ndarray:

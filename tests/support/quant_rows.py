@@ -75,6 +75,19 @@ def integer_rows(rows: int, n: int, seed: int) -> np.ndarray:
     return x
 
 
+def integer_imatrix(n: int, seed: int) -> np.ndarray:
+    """Importance weights from integer arithmetic alone (exact in float32, the same on every
+    machine): a 12-bit mantissa times 2^-20..2^19, every ninth one zero, and one zero 32-column
+    slice (a block, or a k-quant sub-block, that counts for nothing)."""
+    k = (np.arange(n, dtype=np.uint64) * np.uint64(2246822519) + np.uint64(seed)) % np.uint64(2**32)
+    mantissa = ((k >> np.uint64(8)) % np.uint64(4096) + np.uint64(1)).astype(np.float64)
+    exponent = (k % np.uint64(40)).astype(np.int64) - 20
+    w = np.ldexp(mantissa, exponent).astype(np.float32)
+    w[::9] = 0.0
+    w[64:96] = 0.0
+    return w
+
+
 def gguf_dequantize(qtype: T, raw: np.ndarray) -> np.ndarray:
     """gguf-py's dequantization of a row's bytes (bit-identical to ggml's), as float32."""
     return gguf.quants.dequantize(raw.reshape(-1, GGML_QUANT_SIZES[qtype][1]), qtype).reshape(-1).astype(np.float32)
