@@ -312,9 +312,10 @@ def llama_tensors(n_embd: int, n_ff: int, tied: bool) -> list[TensorInfo]:
     return out
 
 
-def test_no_quantizer_for_the_iq1_types():
-    # llama.cpp's IQ1 quantizers need an importance matrix; the core has none for them.
-    assert not _core.has_quantizer(int(T.IQ1_S)) and not _core.has_quantizer(int(T.IQ1_M))
+def test_iq1_s_is_quantized_with_an_importance_matrix_only():
+    # As in ggml: IQ1_S asserts its weights, IQ1_M falls back to x^2 (test_quantize_iq_lowbit.py).
+    assert _core.quantizer_needs_imatrix(int(T.IQ1_S)) and not _core.quantizer_needs_imatrix(int(T.IQ1_M))
+    assert _core.has_quantizer(int(T.IQ1_S)) and _core.has_quantizer(int(T.IQ1_M))
 
 
 # ---- the rest of the core -------------------------------------------------------------------

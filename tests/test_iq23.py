@@ -231,8 +231,9 @@ PROMPT = [5, 77, 230, 12, 150, 9, 200, 41, 33, 260, 17]
 
 @pytest.mark.parametrize("qtype", IQ23, ids=lambda t: t.name)
 def test_tiny_model_runs_and_info_calls_it_supported(tiny_llama_file, capsys, qtype):
-    """Random valid blocks scaled to the tiny model's weights (tests/support/gguf_writing.py: the
-    core has no quantizer for these), against the numpy reference on the stored weights."""
+    """The tiny model's weights as the core quantizes them without an imatrix, or random valid
+    blocks scaled to them where it needs one (tests/support/gguf_writing.py), against the numpy
+    reference on the stored weights."""
     cfg = TinyConfig(**{**KQUANTIZABLE.__dict__, "weight_type": qtype.name})
     path, weights = tiny_llama_file(cfg)
     got = Model.load(path, n_ctx=64, n_threads=2).eval_logits(PROMPT)

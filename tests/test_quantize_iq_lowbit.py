@@ -18,6 +18,8 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
+from edgeinfer.quantize import QuantizeOptions, make_plan, parse_tensor_type
+from edgeinfer.quantize.plan import ModelShape, TensorInfo
 from support.ggml_quants import ggml_quantize, load_ggml_base
 from support.quant_rows import integer_imatrix, integer_rows
 
@@ -151,3 +153,16 @@ def test_thread_count_does_not_change_the_bytes():
     for qtype in TYPES:
         one = _core.quantize_rows(int(qtype), x, 1, imatrix=w)
         assert np.array_equal(one, _core.quantize_rows(int(qtype), x, 3, imatrix=w)), qtype.name
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+def test_tensor_type_override_falls_back_to_iq4_nl_where_rows_are_not_super_blocks(qtype):
+    # llama-quant.cpp's tensor_type_fallback: the 256-element i-quants take IQ4_NL, then F16.
+    tensors = [TensorInfo("blk.0.attn_q.weight", [576, 576], T.F32),
+               TensorInfo("blk.0.ffn_down.weight", [1536, 576], T.F32),
+               TensorInfo("blk.0.ffn_up.weight", [200, 576], T.F32)]
+    options = QuantizeOptions("Q4_0", tensor_types=[parse_tensor_type(f".*={qtype.name.lower()}")])
+    plans = {p.name: p for p in make_plan(tensors, ModelShape("llama", n_layer=1, n_head=9, n_head_kv=3), options)}
+    assert plans["blk.0.ffn_down.weight"].dst_type == qtype
+    assert plans["blk.0.attn_q.weight"].dst_type == T.IQ4_NL and "IQ4_NL" in plans["blk.0.attn_q.weight"].notice
+    assert plans["blk.0.ffn_up.weight"].dst_type == T.F16

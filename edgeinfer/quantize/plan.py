@@ -55,12 +55,14 @@ PRESETS: dict[str, tuple[FT, T]] = {
 
 # Types the core can write (quant/quantize.h); overrides must name one of these.
 WRITABLE = (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.MXFP4, T.TQ1_0, T.TQ2_0)
+            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.MXFP4, T.TQ1_0, T.TQ2_0,
+            T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ1_S, T.IQ1_M)
 PLAIN = (T.F32, T.F16, T.BF16)
 
 # A type whose blocks do not fit the row falls back to this one (then to F16 if that fails too).
 _FALLBACK = {T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0, T.IQ4_XS: T.IQ4_NL,
-             T.TQ1_0: T.Q4_0, T.TQ2_0: T.Q4_0}
+             T.TQ1_0: T.Q4_0, T.TQ2_0: T.Q4_0,
+             T.IQ2_XXS: T.IQ4_NL, T.IQ2_XS: T.IQ4_NL, T.IQ2_S: T.IQ4_NL, T.IQ1_S: T.IQ4_NL, T.IQ1_M: T.IQ4_NL}
 _IQ4 = (FT.MOSTLY_IQ4_NL, FT.MOSTLY_IQ4_XS)
 _TERNARY = (FT.MOSTLY_TQ1_0, FT.MOSTLY_TQ2_0)
 

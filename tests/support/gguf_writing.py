@@ -33,14 +33,14 @@ def add_weights(writer: gguf.GGUFWriter, weights: dict[str, np.ndarray], weight_
 
 def _quantize(value: np.ndarray, qtype: gguf.GGMLQuantizationType) -> np.ndarray:
     """gguf-py's quantizer, or for the types it only reads (the i-quants) the core's, which writes
-    llama-quantize's bytes (test_quantize_core.py), or for the types neither quantizes stand-in
-    blocks (_stand_in_blocks): uint8 [rows, row_bytes] in every case."""
+    llama-quantize's bytes (test_quantize_core.py), or for the types neither quantizes without an
+    importance matrix stand-in blocks (_stand_in_blocks): uint8 [rows, row_bytes] in every case."""
     try:
         return gguf.quants.quantize(value, qtype)
     except NotImplementedError:
         from edgeinfer import _core
 
-        if not _core.has_quantizer(int(qtype)):
+        if not _core.has_quantizer(int(qtype)) or _core.quantizer_needs_imatrix(int(qtype)):
             return _stand_in_blocks(value, qtype)
         return _core.quantize_rows(int(qtype), np.ascontiguousarray(value, np.float32))
 
