@@ -28,6 +28,8 @@ QuantizeRowFn quantize_row_fn(uint32_t type) {
         case TYPE_Q6_K: return qref::quantize_row_q6_K;
         case TYPE_IQ4_NL: return qref::quantize_row_iq4_nl;
         case TYPE_IQ4_XS: return qref::quantize_row_iq4_xs;
+        case TYPE_IQ3_XXS: return qref::quantize_row_iq3_xxs;
+        case TYPE_IQ3_S: return qref::quantize_row_iq3_s;
         case TYPE_MXFP4: return qref::quantize_row_mxfp4;
         case TYPE_TQ1_0: return qref::quantize_row_tq1_0;
         case TYPE_TQ2_0: return qref::quantize_row_tq2_0;
@@ -55,6 +57,8 @@ QuantizeRowImatrixFn quantize_row_imatrix_fn(uint32_t type) {
         case TYPE_IQ2_S: return qref::quantize_row_iq2_s_imatrix;
         case TYPE_IQ1_S: return qref::quantize_row_iq1_s_imatrix;
         case TYPE_IQ1_M: return qref::quantize_row_iq1_m_imatrix;
+        case TYPE_IQ3_XXS: return qref::quantize_row_iq3_xxs_imatrix;
+        case TYPE_IQ3_S: return qref::quantize_row_iq3_s_imatrix;
         default: return nullptr;
     }
 }

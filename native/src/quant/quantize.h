@@ -6,9 +6,9 @@
 // With an importance matrix (llama-quantize --imatrix: one weight per column, the same for every
 // row) ggml runs other quantizers for the 4- and 5-bit legacy types, the k-quants and the IQ4
 // types (quantize_row_*_impl): weighted fits of the same block formats, re-implemented here in
-// the same way (quantize_rows' `imatrix`). The other types ignore the weights, in ggml and here.
-// IQ2_XXS, IQ2_XS and IQ1_S have only an imatrix quantizer (ggml asserts the weights); IQ2_S and
-// IQ1_M have both.
+// the same way (quantize_rows' `imatrix`); IQ3_XXS and IQ3_S run one search, its weights x^2
+// without an imatrix. The other types ignore the weights, in ggml and here. IQ2_XXS, IQ2_XS and
+// IQ1_S have only an imatrix quantizer (ggml asserts the weights); IQ2_S and IQ1_M have both.
 //
 // These are not the activation quantizers of the kernel table (cpu/kernels.h): ggml-cpu's
 // runtime q8_0 rounds half to even with id = 127/amax, its reference rounds half away from zero
@@ -30,7 +30,7 @@ using QuantizeRowImatrixFn = void (*)(const float* src, void* dst, int64_t n, co
 
 // The imatrix quantizer of `type`, or nullptr if ggml's quantizer for it ignores the weights:
 // q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs, iq2_xxs, iq2_xs, iq2_s,
-// iq1_s, iq1_m have one.
+// iq1_s, iq1_m, iq3_xxs, iq3_s have one.
 QuantizeRowImatrixFn quantize_row_imatrix_fn(uint32_t type);
 
 // Whether an importance matrix changes what quantize_rows writes for `type`.
@@ -66,6 +66,9 @@ void quantize_row_q6_K(const float* x, void* y, int64_t n);
 // quantize_iquants.cpp: the non-linear 4-bit types.
 void quantize_row_iq4_nl(const float* x, void* y, int64_t n);
 void quantize_row_iq4_xs(const float* x, void* y, int64_t n);
+// quantize_iq3.cpp: 3-bit codes of 4 elements on a grid (IQ3_XXS: 256 points, IQ3_S: 512).
+void quantize_row_iq3_xxs(const float* x, void* y, int64_t n);
+void quantize_row_iq3_s(const float* x, void* y, int64_t n);
 // quantize_mxfp4.cpp: E2M1 codes with an E8M0 block exponent.
 void quantize_row_mxfp4(const float* x, void* y, int64_t n);
 // quantize_ternary.cpp: base-3 and 2-bit digits of -1, 0, 1 times the block's largest magnitude.
@@ -94,6 +97,9 @@ void quantize_row_iq2_s(const float* x, void* y, int64_t n);
 void quantize_row_iq1_s_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq1_m_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq1_m(const float* x, void* y, int64_t n);
+// quantize_iq3.cpp: IQ3_XXS and IQ3_S (also without `imatrix`: nullptr).
+void quantize_row_iq3_xxs_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
+void quantize_row_iq3_s_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 }  // namespace qref
 
 }  // namespace ei
