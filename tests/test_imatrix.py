@@ -15,7 +15,7 @@ from edgeinfer import _core
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.imatrix import collect
 from edgeinfer.model import Model
-from edgeinfer.quantize import QuantizeOptions, make_plan, quantize_file
+from edgeinfer.quantize import PRESETS, QuantizeOptions, make_plan, quantize_file
 from edgeinfer.quantize.imatrix_file import ImatrixEntry, ImportanceMatrix, load, save
 from edgeinfer.quantize.plan import ModelShape, TensorInfo, requires_imatrix
 from support.cli import run_cli
@@ -211,6 +211,22 @@ def test_which_tensors_need_an_importance_matrix():
     assert not requires_imatrix("output.weight", T.IQ2_XXS, FT.MOSTLY_IQ2_XXS)
     assert requires_imatrix("blk.3.ffn_down.weight", T.IQ1_S, FT.MOSTLY_IQ1_S)
     assert not requires_imatrix("blk.3.ffn_down.weight", T.IQ4_XS, FT.MOSTLY_IQ4_XS)
+    assert requires_imatrix("blk.3.attn_q.weight", T.IQ3_XXS, FT.MOSTLY_IQ3_XS)
+    assert not requires_imatrix("blk.3.attn_q.weight", T.IQ3_S, FT.MOSTLY_IQ3_M)
+    assert not requires_imatrix("token_embd.weight", T.IQ3_S, FT.MOSTLY_IQ3_XXS)
+
+
+@pytest.mark.parametrize("n_gqa", [1, 4])
+def test_which_i_quant_presets_need_an_importance_matrix(n_gqa):
+    # As llama-quantize: every preset putting IQ1_*, IQ2_* or IQ3_XXS on some tensor.
+    shape = ModelShape("llama", n_layer=16, n_head=8, n_head_kv=8 // n_gqa)
+    needing = set()
+    for preset in ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "IQ1_S", "IQ1_M"):
+        ftype = PRESETS[preset][0]
+        plans = make_plan(_tensors(16), shape, QuantizeOptions(preset, has_imatrix=True))
+        if any(requires_imatrix(p.name, p.dst_type, ftype) for p in plans):
+            needing.add(preset)
+    assert needing == {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ1_S", "IQ1_M"}
 
 
 @pytest.fixture(scope="module")
@@ -256,6 +272,37 @@ def test_q2_k_s_with_an_importance_matrix_quantizes_and_runs(kquant_tiny, tmp_pa
     name = "blk.0.attn_q.weight"
     assert not np.array_equal(_core.GgufFile(str(plain)).tensor_data(name),
                               _core.GgufFile(str(weighted)).tensor_data(name))
+
+
+def test_iq3_presets_with_an_importance_matrix_quantize_and_run(kquant_tiny, tmp_path):
+    """IQ3_XS (IQ3_XXS on attn_q, attn_k and the middle layers' FFN) needs an importance matrix;
+    IQ3_S and IQ3_M do not, but use it. All stay near the F32 logits (test_quantize.py's bounds,
+    measured with one: IQ3_XS 0.33, IQ3_S 0.32, IQ3_M 0.30)."""
+    with pytest.raises(EdgeInferError, match=r"IQ3_XS needs an importance matrix"):
+        quantize_file(kquant_tiny, tmp_path / "q.gguf", QuantizeOptions("IQ3_XS"))
+    model = Model.load(kquant_tiny, n_ctx=64, n_threads=2)
+    im = collect(model, TEXT, n_ctx=32, n_chunks=2).imatrix
+    ids = list(range(3, 40))
+    ref = model.eval_logits(ids)
+    for preset, bound in (("IQ3_XS", 0.46), ("IQ3_S", 0.49), ("IQ3_M", 0.46)):
+        out = tmp_path / f"{preset}.gguf"
+        result = quantize_file(kquant_tiny, out, QuantizeOptions(preset, has_imatrix=True), n_threads=2, imatrix=im)
+        assert result.notices == []
+        assert _core.GgufFile(str(out)).get("general.file_type") == int(FT[f"MOSTLY_{preset}"])
+        logits = Model.load(out, n_ctx=64, n_threads=2).eval_logits(ids)
+        rel = float(np.sqrt(np.mean((logits - ref) ** 2) / np.mean(ref ** 2)))
+        assert rel <= bound, (preset, rel)
+
+
+def test_cli_imatrix_then_quantize_iq3_xs(kquant_tiny, tmp_path):
+    text, im, out = tmp_path / "calib.txt", tmp_path / "im.gguf", tmp_path / "q.gguf"
+    text.write_text(TEXT)
+    r = run_cli("imatrix", str(kquant_tiny), "-f", str(text), "-c", "32", "--chunks", "2", "-o", str(im))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("quantize", "--imatrix", str(im), str(kquant_tiny), str(out), "IQ3_XS", "-t", "2")
+    assert r.returncode == 0, r.stderr
+    types = {t["name"]: T(t["type"]) for t in _core.GgufFile(str(out)).tensors()}
+    assert types["blk.0.attn_q.weight"] == T.IQ3_XXS and types["blk.0.ffn_down.weight"] == T.IQ3_S
 
 
 @pytest.fixture(scope="module")

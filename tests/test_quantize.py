@@ -80,6 +80,72 @@ def test_tied_embeddings_and_fallbacks_for_rows_that_do_not_fit():
     assert types_q4_0["blk.1.ffn_down.weight"] == T.Q4_0
 
 
+# llama.cpp's i-quant presets on a 16-layer model with rows of 512 and 1024 (every type fits):
+# (default type, output, token_embd, attn_q, attn_k, attn_output, the gate / up types of layers
+# 0-1 and 14-15 then of 2-13, ffn_down of layers 0-1 then 2-15). attn_v comes separately.
+IQ_PLANS = {
+    "IQ2_XXS": (T.IQ2_XXS, T.Q5_K, T.Q2_K, T.IQ2_XXS, T.IQ2_XXS, T.IQ2_XXS, (T.IQ2_XXS,) * 2, (T.Q2_K, T.IQ2_XXS)),
+    "IQ2_XS": (T.IQ2_XS, T.Q5_K, T.Q2_K, T.IQ2_XS, T.IQ2_XS, T.IQ2_XS, (T.IQ2_XS,) * 2, (T.Q2_K, T.IQ2_XS)),
+    "IQ2_S": (T.IQ2_XS, T.Q5_K, T.IQ3_S, T.IQ2_XS, T.IQ2_XS, T.IQ3_S, (T.IQ2_XS,) * 2, (T.IQ3_S, T.IQ2_XS)),
+    "IQ2_M": (T.IQ2_S, T.Q5_K, T.IQ3_S, T.IQ2_S, T.IQ2_S, T.IQ3_S, (T.IQ2_S,) * 2, (T.IQ3_S, T.IQ2_S)),
+    "IQ1_S": (T.IQ1_S, T.Q5_K, T.Q2_K, T.IQ1_S, T.IQ1_S, T.IQ2_XXS, (T.IQ1_S,) * 2, (T.Q2_K, T.IQ1_S)),
+    "IQ1_M": (T.IQ1_M, T.Q5_K, T.Q2_K, T.IQ1_M, T.IQ1_M, T.IQ2_XXS, (T.IQ1_M,) * 2, (T.Q2_K, T.IQ1_M)),
+    "IQ3_XXS": (T.IQ3_XXS, T.Q5_K, T.IQ3_S, T.IQ2_S, T.IQ2_S, T.IQ3_S, (T.IQ3_XXS,) * 2, (T.IQ3_XXS, T.IQ3_XXS)),
+    "IQ3_XS": (T.IQ3_S, T.Q6_K, T.IQ3_S, T.IQ3_XXS, T.IQ3_XXS, T.IQ3_S, (T.IQ3_S, T.IQ3_XXS), (T.IQ3_S, T.IQ3_S)),
+    "IQ3_S": (T.IQ3_S, T.Q6_K, T.IQ3_S, T.IQ3_S, T.IQ3_S, T.IQ3_S, (T.IQ3_S,) * 2, (T.IQ3_S, T.IQ3_S)),
+    "IQ3_M": (T.IQ3_S, T.Q6_K, T.IQ3_S, T.IQ3_S, T.IQ3_S, T.Q4_K, (T.IQ3_S,) * 2, (T.Q4_K, T.IQ3_S)),
+}
+# attn_v at GQA 4 and at GQA 1 (no GQA), with an importance matrix.
+IQ_ATTN_V = {"IQ2_XXS": (T.Q4_K, T.Q2_K), "IQ2_XS": (T.Q4_K, T.Q2_K), "IQ2_S": (T.Q4_K, T.IQ3_S),
+             "IQ2_M": (T.Q4_K, T.IQ3_S), "IQ1_S": (T.Q4_K, T.Q2_K), "IQ1_M": (T.Q4_K, T.Q2_K),
+             "IQ3_XXS": (T.Q4_K, T.IQ3_XXS), "IQ3_XS": (T.Q4_K, T.IQ3_S), "IQ3_S": (T.Q4_K, T.IQ3_S),
+             "IQ3_M": (T.Q4_K, T.Q4_K)}
+
+
+@pytest.mark.parametrize("preset", IQ_PLANS)
+def test_i_quant_presets_follow_llama_cpp(preset):
+    default, output, embd, attn_q, attn_k, attn_output, gate_up, ffn_down = IQ_PLANS[preset]
+    assert PRESETS[preset][1] == default
+    for n_head_kv, attn_v in zip((2, 8), IQ_ATTN_V[preset]):
+        shape = ModelShape("llama", n_layer=16, n_head=8, n_head_kv=n_head_kv)
+        types = _types(make_plan(_llama_tensors(16, 512, 1024, tied=False), shape,
+                                 QuantizeOptions(preset, has_imatrix=True)))
+        assert (types["output.weight"], types["token_embd.weight"]) == (output, embd)
+        for i in range(16):
+            middle = 2 <= i < 14
+            assert types[f"blk.{i}.attn_v.weight"] == attn_v, (i, n_head_kv)
+            assert (types[f"blk.{i}.attn_q.weight"], types[f"blk.{i}.attn_k.weight"]) == (attn_q, attn_k)
+            assert types[f"blk.{i}.attn_output.weight"] == attn_output
+            assert types[f"blk.{i}.ffn_gate.weight"] == types[f"blk.{i}.ffn_up.weight"] == gate_up[middle], i
+            assert types[f"blk.{i}.ffn_down.weight"] == ffn_down[i >= 2], i
+
+
+def test_i_quant_rules_without_an_imatrix_tied_embeddings_experts_and_fallbacks():
+    shape = ModelShape("llama", n_layer=16, n_head=8, n_head_kv=8)
+    tensors = _llama_tensors(16, 512, 1024, tied=False)
+    # IQ3_XXS without an importance matrix: attn_v IQ3_S, ffn_down Q4_K then Q3_K.
+    types = _types(make_plan(tensors, shape, QuantizeOptions("IQ3_XXS")))
+    assert types["blk.5.attn_v.weight"] == T.IQ3_S
+    assert [types[f"blk.{i}.ffn_down.weight"] for i in (0, 1, 2, 15)] == [T.Q4_K, T.Q4_K, T.Q3_K, T.Q3_K]
+    # Tied: token_embd takes the output's rule.
+    tied = _types(make_plan(_llama_tensors(16, 512, 1024, tied=True), shape, QuantizeOptions("IQ3_XXS")))
+    assert tied["token_embd.weight"] == T.Q5_K
+    # Eight experts: attn_v Q8_0 (the k-quant branch), attn_k / attn_output per branch.
+    moe = ModelShape("llama", n_layer=16, n_head=8, n_head_kv=8, n_expert=8)
+    iq3m = _types(make_plan(tensors, moe, QuantizeOptions("IQ3_M", has_imatrix=True)))
+    assert (iq3m["blk.3.attn_v.weight"], iq3m["blk.3.attn_output.weight"]) == (T.Q8_0, T.Q5_K)
+    assert iq3m["blk.4.ffn_down.weight"] == T.Q4_K     # use_more_bits(4, 16)
+    iq2 = _types(make_plan(tensors, moe, QuantizeOptions("IQ2_XS", has_imatrix=True)))
+    assert (iq2["blk.3.attn_v.weight"], iq2["blk.3.attn_k.weight"], iq2["blk.3.attn_output.weight"]) == (
+        T.Q4_K, T.Q4_K, T.Q5_K)
+    # Rows that are not whole super-blocks: the i-quants fall back to IQ4_NL, then F16.
+    odd = [TensorInfo("blk.0.attn_q.weight", [288, 64], T.F32), TensorInfo("blk.0.attn_k.weight", [48, 64], T.F32)]
+    plans = make_plan(odd, ModelShape("llama", n_layer=1, n_head=1, n_head_kv=1), QuantizeOptions("IQ3_XS"))
+    assert [(p.name, p.dst_type) for p in plans] == [("blk.0.attn_k.weight", T.F16),
+                                                     ("blk.0.attn_q.weight", T.IQ4_NL)]
+    assert all(p.notice for p in plans)
+
+
 def test_overrides_pure_and_plain_presets():
     shape = ModelShape("llama", n_layer=4, n_head=8, n_head_kv=2)
     tensors = _llama_tensors(4, 512, 1024, tied=False)
@@ -104,17 +170,21 @@ def tiny_f32(tiny_llama_file) -> Path:
 # Relative RMS difference of the logits from the F32 model's over 37 positions, measured:
 # F16 0.0007, BF16 0.005, Q4_0 0.18, Q4_1 0.17, Q5_0 0.096, Q5_1 0.085, Q8_0 0.017, Q2_K 0.54,
 # Q3_K_S 0.32, Q3_K_M 0.28, Q3_K_L 0.27, Q4_K_S/M 0.15, Q5_K_S/M 0.08, Q6_K 0.045, IQ4_NL 0.166,
-# IQ4_XS 0.170, TQ1_0 = TQ2_0 0.935 (ternary weights of random Gaussian ones: little of them is
+# IQ4_XS 0.170, IQ3_S 0.35, IQ3_M 0.33, TQ1_0 = TQ2_0 0.935 (ternary weights of random Gaussian ones: little of them is
 # left; the two hold the same values) (random weights: much larger than on a trained model).
 # Bounds ~1.4x.
 LOGIT_BOUND = {"F32": 1e-6, "F16": 0.002, "BF16": 0.008, "Q4_0": 0.26, "Q4_1": 0.25, "Q5_0": 0.14,
                "Q5_1": 0.12, "Q8_0": 0.025, "Q2_K": 0.75, "Q3_K_S": 0.45, "Q3_K_M": 0.4, "Q3_K_L": 0.38,
                "Q4_K_S": 0.21, "Q4_K_M": 0.21, "Q5_K_S": 0.115, "Q5_K_M": 0.115, "Q6_K": 0.065,
-               "IQ4_NL": 0.235, "IQ4_XS": 0.24, "TQ1_0": 1.3, "TQ2_0": 1.3}
+               "IQ4_NL": 0.235, "IQ4_XS": 0.24, "IQ3_S": 0.49, "IQ3_M": 0.46, "TQ1_0": 1.3, "TQ2_0": 1.3}
+# Presets that need an importance matrix, tested with one in test_imatrix.py.
+NEEDS_IMATRIX = {"Q2_K_S", "IQ3_XS"}
+# Presets with a type the core cannot write yet (IQ3_XXS puts IQ2_S on attn_q and attn_k).
+NOT_WRITABLE = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ1_S", "IQ1_M"}
 
 
 def test_tiny_model_quantized_to_every_preset_stays_close_to_f32(tiny_f32, tmp_path):
-    assert set(LOGIT_BOUND) | {"Q2_K_S"} == set(PRESETS)   # Q2_K_S needs an imatrix: test_imatrix.py
+    assert set(LOGIT_BOUND) | NEEDS_IMATRIX | NOT_WRITABLE == set(PRESETS)
     ids = list(range(3, 40))
     ref = Model.load(tiny_f32, n_ctx=64, n_threads=2).eval_logits(ids)
     for preset, bound in LOGIT_BOUND.items():
@@ -130,6 +200,14 @@ def test_tiny_model_quantized_to_every_preset_stays_close_to_f32(tiny_f32, tmp_p
         rel = float(np.sqrt(np.mean((logits - ref) ** 2) / np.mean(ref ** 2)))
         assert rel <= bound, (preset, rel)
         out.unlink()
+
+
+@pytest.mark.parametrize("preset", sorted(NOT_WRITABLE))
+def test_presets_with_a_type_the_core_cannot_write_are_refused_before_any_work(preset, tiny_f32, tmp_path):
+    out = tmp_path / "q.gguf"
+    with pytest.raises(EdgeInferError, match="cannot write type IQ[12]_"):
+        quantize_file(tiny_f32, out, QuantizeOptions(preset, has_imatrix=True))
+    assert not out.exists()
 
 
 def test_quantized_input_needs_allow_requantize(tiny_f32, tmp_path):

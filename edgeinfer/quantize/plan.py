@@ -6,7 +6,7 @@ down projections of some layers (``use_more_bits``: the first and last eighth of
 every third one between). 1-D tensors (norms, biases) are never quantized. A tensor whose row
 length is not a whole number of blocks of its type falls back to a type whose blocks fit, with a
 notice. The rules follow llama.cpp's ``llama_tensor_get_type`` for the presets listed here; the
-branches for the presets not listed (the 1-3-bit i-quants, MXFP4) are left out.
+branch of the preset not listed (MXFP4_MOE) is left out.
 """
 from __future__ import annotations
 
@@ -44,6 +44,19 @@ PRESETS: dict[str, tuple[FT, T]] = {
     "Q6_K": (FT.MOSTLY_Q6_K, T.Q6_K),
     "IQ4_NL": (FT.MOSTLY_IQ4_NL, T.IQ4_NL),
     "IQ4_XS": (FT.MOSTLY_IQ4_XS, T.IQ4_XS),
+    # The 1-3-bit i-quants. IQ2_S and IQ2_M default to the type a step below their name, and
+    # IQ3_XS is IQ3_S with IQ3_XXS in the middle layers' FFN gate and up and every attn_q / attn_k.
+    # All but IQ3_S and IQ3_M put types that need an importance matrix on some tensor.
+    "IQ2_XXS": (FT.MOSTLY_IQ2_XXS, T.IQ2_XXS),
+    "IQ2_XS": (FT.MOSTLY_IQ2_XS, T.IQ2_XS),
+    "IQ2_S": (FT.MOSTLY_IQ2_S, T.IQ2_XS),
+    "IQ2_M": (FT.MOSTLY_IQ2_M, T.IQ2_S),
+    "IQ3_XXS": (FT.MOSTLY_IQ3_XXS, T.IQ3_XXS),
+    "IQ3_XS": (FT.MOSTLY_IQ3_XS, T.IQ3_S),
+    "IQ3_S": (FT.MOSTLY_IQ3_S, T.IQ3_S),
+    "IQ3_M": (FT.MOSTLY_IQ3_M, T.IQ3_S),
+    "IQ1_S": (FT.MOSTLY_IQ1_S, T.IQ1_S),
+    "IQ1_M": (FT.MOSTLY_IQ1_M, T.IQ1_M),
     # The ternary types: llama-quantize's presets differ from their default type only in the
     # token embeddings (Q4_K) and the output projection (Q6_K, as for most presets).
     "TQ1_0": (FT.MOSTLY_TQ1_0, T.TQ1_0),
@@ -55,15 +68,22 @@ PRESETS: dict[str, tuple[FT, T]] = {
 
 # Types the core can write (quant/quantize.h); overrides must name one of these.
 WRITABLE = (T.F32, T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0,
-            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.MXFP4, T.TQ1_0, T.TQ2_0,
-            T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ1_S, T.IQ1_M)
+            T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.IQ3_XXS, T.IQ3_S, T.MXFP4, T.TQ1_0,
+            T.TQ2_0, T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ1_S, T.IQ1_M)
 PLAIN = (T.F32, T.F16, T.BF16)
 
 # A type whose blocks do not fit the row falls back to this one (then to F16 if that fails too).
 _FALLBACK = {T.Q2_K: T.Q4_0, T.Q3_K: T.Q4_0, T.Q4_K: T.Q5_0, T.Q5_K: T.Q5_1, T.Q6_K: T.Q8_0, T.IQ4_XS: T.IQ4_NL,
              T.TQ1_0: T.Q4_0, T.TQ2_0: T.Q4_0,
-             T.IQ2_XXS: T.IQ4_NL, T.IQ2_XS: T.IQ4_NL, T.IQ2_S: T.IQ4_NL, T.IQ1_S: T.IQ4_NL, T.IQ1_M: T.IQ4_NL}
+             T.IQ1_S: T.IQ4_NL, T.IQ1_M: T.IQ4_NL, T.IQ2_XXS: T.IQ4_NL, T.IQ2_XS: T.IQ4_NL, T.IQ2_S: T.IQ4_NL,
+             T.IQ3_XXS: T.IQ4_NL, T.IQ3_S: T.IQ4_NL}
 _IQ4 = (FT.MOSTLY_IQ4_NL, FT.MOSTLY_IQ4_XS)
+# The 1-2-bit presets, which llama.cpp gives rules of their own (_Planner._low_bit_rules).
+_IQ1_2 = (FT.MOSTLY_IQ2_XXS, FT.MOSTLY_IQ2_XS, FT.MOSTLY_IQ2_S, FT.MOSTLY_IQ2_M, FT.MOSTLY_IQ1_S, FT.MOSTLY_IQ1_M)
+_IQ2_SM = (FT.MOSTLY_IQ2_S, FT.MOSTLY_IQ2_M)
+_IQ1 = (FT.MOSTLY_IQ1_S, FT.MOSTLY_IQ1_M)
+# Presets whose output projection is Q5_K rather than Q6_K.
+_Q5K_OUTPUT = (*_IQ1_2, FT.MOSTLY_IQ3_XXS)
 _TERNARY = (FT.MOSTLY_TQ1_0, FT.MOSTLY_TQ2_0)
 
 # Never quantized although 2-D and named "*weight" (small or precision-critical tables).
@@ -231,6 +251,8 @@ class _Planner:
         self.tied = "output" not in cats          # token_embd doubles as the output projection
         self.i_attention_wv = 0
         self.i_ffn_down = 0
+        self.i_ffn_gate = 0
+        self.i_ffn_up = 0
 
     def plan(self, t: TensorInfo) -> TensorPlan:
         opts = self.options
@@ -260,14 +282,28 @@ class _Planner:
                 return self.options.output_tensor_type
             if s.arch == "falcon" or t.shape[0] % block_size(new_type) != 0:
                 return T.Q8_0
+            if ft in _Q5K_OUTPUT:
+                return T.Q5_K
             return new_type if new_type == T.Q8_0 else T.Q6_K
         if cat == "token_embd":
+            if ft in (FT.MOSTLY_IQ2_XXS, FT.MOSTLY_IQ2_XS, *_IQ1):
+                return T.Q2_K
+            if ft in (*_IQ2_SM, FT.MOSTLY_IQ3_XXS):
+                return T.IQ3_S
             return T.Q4_K if ft in _TERNARY else new_type
+        if ft in _IQ1_2:
+            return self._low_bit_rules(cat, new_type)
         if cat in ("attn_v", "attn_qkv", "attn_kv_b"):
             i = self.i_attention_wv
             if ft == FT.MOSTLY_Q2_K:
                 new_type = T.Q4_K if s.n_gqa >= 4 else T.Q3_K
             elif ft == FT.MOSTLY_Q2_K_S and s.n_gqa >= 4:
+                new_type = T.Q4_K
+            elif ft == FT.MOSTLY_IQ3_XXS:
+                new_type = T.Q4_K if s.n_gqa >= 4 else T.IQ3_XXS if self.options.has_imatrix else T.IQ3_S
+            elif ft in (FT.MOSTLY_IQ3_XS, FT.MOSTLY_IQ3_S) and s.n_gqa >= 4:
+                new_type = T.Q4_K
+            elif ft == FT.MOSTLY_IQ3_M:
                 new_type = T.Q4_K
             elif ft == FT.MOSTLY_Q3_K_M:
                 new_type = T.Q5_K if i < 2 else T.Q4_K
@@ -283,8 +319,10 @@ class _Planner:
                 new_type = T.Q8_0
             self.i_attention_wv += 1
             return new_type
-        if cat == "attn_k":
-            return T.Q8_0 if s.n_expert == 8 else new_type
+        if cat == "attn_k" and s.n_expert == 8:
+            return T.Q8_0
+        if cat in ("attn_k", "attn_q"):
+            return {FT.MOSTLY_IQ3_XS: T.IQ3_XXS, FT.MOSTLY_IQ3_XXS: T.IQ2_S}.get(ft, new_type)
         if cat == "ffn_down":
             i, n = self._layer(t.name, self.i_ffn_down)
             if ft == FT.MOSTLY_Q2_K:
@@ -292,9 +330,13 @@ class _Planner:
             elif ft == FT.MOSTLY_Q2_K_S:
                 if i < n // 8:
                     new_type = T.Q4_K
+            elif ft == FT.MOSTLY_IQ3_XXS and not self.options.has_imatrix:
+                new_type = T.Q4_K if i < n // 8 else T.Q3_K
             elif ft == FT.MOSTLY_Q3_K_M:
                 new_type = (T.Q5_K if i < n // 16 else
                             T.Q4_K if s.arch != "falcon" or use_more_bits(i, n) else T.Q3_K)
+            elif ft == FT.MOSTLY_IQ3_M and (i < n // 8 or (s.n_expert == 8 and use_more_bits(i, n))):
+                new_type = T.Q4_K
             elif ft == FT.MOSTLY_Q3_K_L:
                 new_type = T.Q4_K if s.arch == "falcon" else T.Q5_K
             elif ft == FT.MOSTLY_Q4_K_M:
@@ -318,10 +360,49 @@ class _Planner:
             if s.arch == "falcon":
                 return T.Q4_K if ft == FT.MOSTLY_Q3_K_L else new_type
             if s.n_expert == 8:
-                if ft in (FT.MOSTLY_Q2_K, FT.MOSTLY_Q3_K_S, FT.MOSTLY_Q3_K_M, FT.MOSTLY_Q4_K_S, FT.MOSTLY_Q4_K_M, *_IQ4):
+                if ft in (FT.MOSTLY_Q2_K, FT.MOSTLY_Q3_K_S, FT.MOSTLY_Q3_K_M, FT.MOSTLY_Q4_K_S, FT.MOSTLY_Q4_K_M, *_IQ4,
+                          FT.MOSTLY_IQ3_XXS, FT.MOSTLY_IQ3_XS, FT.MOSTLY_IQ3_S, FT.MOSTLY_IQ3_M):
                     return T.Q5_K
                 return new_type
-            return {FT.MOSTLY_Q2_K: T.Q3_K, FT.MOSTLY_Q3_K_M: T.Q4_K, FT.MOSTLY_Q3_K_L: T.Q5_K}.get(ft, new_type)
+            return {FT.MOSTLY_Q2_K: T.Q3_K, FT.MOSTLY_IQ3_XXS: T.IQ3_S, FT.MOSTLY_Q3_K_M: T.Q4_K,
+                    FT.MOSTLY_Q3_K_L: T.Q5_K, FT.MOSTLY_IQ3_M: T.Q4_K}.get(ft, new_type)
+        if cat in ("ffn_gate", "ffn_up"):
+            # IQ3_XS: the middle three quarters of the layers drop to IQ3_XXS.
+            counter = self.i_ffn_gate if cat == "ffn_gate" else self.i_ffn_up
+            i, n = self._layer(t.name, counter)
+            if cat == "ffn_gate":
+                self.i_ffn_gate += 1
+            else:
+                self.i_ffn_up += 1
+            if ft == FT.MOSTLY_IQ3_XS and n // 8 <= i < 7 * n // 8:
+                return T.IQ3_XXS
+        return new_type
+
+    def _low_bit_rules(self, cat: str, new_type: T) -> T:
+        """llama.cpp's rules for the 1-2-bit i-quant presets (_IQ1_2), past the output and token
+        embeddings: a few more bits for attn_v, the first eighth of ffn_down and attn_output."""
+        ft, s = self.ftype, self.shape
+        if cat in ("attn_v", "attn_qkv", "attn_kv_b"):
+            self.i_attention_wv += 1
+            if s.n_gqa >= 4 or s.n_expert >= 4:
+                return T.Q4_K
+            return T.IQ3_S if ft in _IQ2_SM else T.Q2_K
+        if cat == "attn_k" and s.n_expert == 8:
+            return T.Q4_K
+        if cat == "ffn_down":
+            # The count of ffn_down tensors so far, even with experts (as llama.cpp counts here).
+            i = self.i_ffn_down
+            self.i_ffn_down += 1
+            if i < s.n_layer // 8:
+                return T.IQ3_S if ft in _IQ2_SM else T.Q2_K
+            return new_type
+        if cat == "attn_output":
+            if s.n_expert == 8:
+                return T.Q5_K
+            if ft in _IQ1:
+                return T.IQ2_XXS
+            if ft in _IQ2_SM:
+                return T.IQ3_S
         return new_type
 
     def _layer(self, name: str, counter: int) -> tuple[int, int]:

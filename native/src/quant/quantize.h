@@ -97,7 +97,7 @@ void quantize_row_iq2_s(const float* x, void* y, int64_t n);
 void quantize_row_iq1_s_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq1_m_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq1_m(const float* x, void* y, int64_t n);
-// quantize_iq3.cpp: IQ3_XXS and IQ3_S (also without `imatrix`: nullptr).
+// quantize_iq3.cpp: IQ3_XXS and IQ3_S with importance weights.
 void quantize_row_iq3_xxs_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 void quantize_row_iq3_s_imatrix(const float* x, void* y, int64_t n, const float* imatrix);
 }  // namespace qref
