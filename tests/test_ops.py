@@ -313,3 +313,44 @@ def test_simd_rope_neox_fuses_the_x0_products(isa):
     want[:, :128] = (x0 * c - (x[:, 128:] * cs[1::2]).astype(np.float64)).astype(np.float32)
     want[:, 128:] = (x0 * s + (x[:, 128:] * cs[0::2]).astype(np.float64)).astype(np.float32)
     assert np.array_equal(_testing.rope_rotate_neox(x, cs, isa=isa), want)
+
+
+# ---- softmax exponentials (the MoE router's ggml_soft_max) ----------------------------------
+
+
+def soft_max_inputs(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n) * 3).astype(np.float32)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n", [1, 4, 15, 16, 128, 128 + 5])  # 128: Qwen3-30B-A3B's experts
+def test_soft_max_every_isa_matches_scalar(isa, n):
+    """ggml_v_expf is within 1.45 + 0.5 ulp of expf: a few ulp per value, and the sums (of
+    values below 1 each) within n ulp(1) of each other."""
+    x = soft_max_inputs(n, seed=n)
+    ref, ref_sum = _testing.soft_max(x, float(x.max()), isa="scalar")
+    got, got_sum = _testing.soft_max(x, float(x.max()), isa=isa)
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= 4 * ulp(ref) + 1e-30)
+    assert abs(got_sum - ref_sum) <= n * 2.0**-23
+    assert ref_sum == pytest.approx(np.exp(x.astype(np.float64) - x.max()).sum(), rel=1e-6)
+
+
+@pytest.mark.parametrize("n", [4, 16, 128, 128 + 5])
+def test_soft_max_is_ggmls_bits_on_the_reference_kernels(n):
+    """On the kernel set that mirrors the reference build, the values and the double sum are
+    ggml_vec_soft_max_f32's own (called from the build's libggml-cpu)."""
+    import ctypes
+
+    from support.ggml_cpu import load_ggml_cpu
+    from support.reference_build import require_reference_kernels
+
+    require_reference_kernels()
+    lib = load_ggml_cpu()
+    lib.ggml_vec_soft_max_f32.restype = ctypes.c_double
+    lib.ggml_vec_soft_max_f32.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float]
+    x = soft_max_inputs(n, seed=100 + n)
+    want = np.empty(n, np.float32)
+    want_sum = lib.ggml_vec_soft_max_f32(n, want.ctypes.data, x.ctypes.data, float(x.max()))
+    got, got_sum = _testing.soft_max(x, float(x.max()))
+    assert np.array_equal(got, want) and got_sum == want_sum

@@ -113,6 +113,19 @@ void register_ops(py::module_& m) {
         return out;
     }, py::arg("gate"), py::arg("up"), py::arg("isa") = py::none(), "silu(gate) * up, float32.");
 
+    m.def("soft_max", [](const Floats& x, float max, const py::object& isa) {
+        const ei::KernelTable& t = table_for(isa);
+        require(x.ndim() == 1, "soft_max: x must be 1-d");
+        py::array_t<float> y(x.size());
+        double sum = 0.0;
+        {
+            py::gil_scoped_release nogil;
+            sum = t.ops.soft_max(x.size(), x.data(), max, y.mutable_data());
+        }
+        return py::make_tuple(y, sum);
+    }, py::arg("x"), py::arg("max"), py::arg("isa") = py::none(),
+       "(exp(x - max) float32, their sum as a double): ggml_vec_soft_max_f32 as the table computes it.");
+
     m.def("rope_rotate", [](const Floats& x, const Floats& cs, const py::object& isa) {
         const ei::KernelTable& t = table_for(isa);
         require(x.ndim() == 2 && cs.ndim() == 1, "rope_rotate: x is [n_heads, head_dim], cs is [n_rot]");

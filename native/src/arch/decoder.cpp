@@ -16,7 +16,9 @@ int64_t DecoderModel::fused_width() const {
 }
 
 LayerShapes layer_shapes(const HParams& hp) {
-    return LayerShapes{hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff, hp.norm_eps};
+    LayerShapes s{hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff, hp.norm_eps};
+    s.experts = ExpertShape{hp.n_expert, hp.n_expert_used, hp.n_ff_exp};
+    return s;
 }
 
 RopeParams file_rope(const HParams& hp, const float* freq_factors) {
@@ -64,13 +66,20 @@ CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HPara
     L.wo = load_tensor(f, kt, TensorKind::attn_output, il, {qw, d}, true);
     if (parts.post_norms) L.post_attn_norm = load_f32_vector(f, TensorKind::attn_post_norm, il, d);
     L.ffn_norm = load_f32_vector(f, TensorKind::ffn_norm, il, d);
-    if (parts.fused_gate_up) {
+    if (parts.experts) {
+        const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
+        if (ne == 0) f.fail(hp.arch + ".expert_count", "is missing (a mixture-of-experts model needs it)");
+        L.ffn_gate_inp = load_tensor(f, kt, TensorKind::ffn_gate_inp, il, {d, ne}, true);
+        L.ffn_gate_exps = load_tensor(f, kt, TensorKind::ffn_gate_exps, il, {d, fe, ne}, true);
+        L.ffn_up_exps = load_tensor(f, kt, TensorKind::ffn_up_exps, il, {d, fe, ne}, true);
+        L.ffn_down_exps = load_tensor(f, kt, TensorKind::ffn_down_exps, il, {fe, d, ne}, true);
+    } else if (parts.fused_gate_up) {
         L.w_gate_up = load_tensor(f, kt, TensorKind::ffn_up, il, {d, 2 * ff}, true);
     } else {
         L.w_gate = load_tensor(f, kt, TensorKind::ffn_gate, il, {d, ff}, true);
         L.w_up = load_tensor(f, kt, TensorKind::ffn_up, il, {d, ff}, true);
     }
-    L.w_down = load_tensor(f, kt, TensorKind::ffn_down, il, {ff, d}, true);
+    if (!parts.experts) L.w_down = load_tensor(f, kt, TensorKind::ffn_down, il, {ff, d}, true);
     if (parts.post_norms) L.post_ffn_norm = load_f32_vector(f, TensorKind::ffn_post_norm, il, d);
     return L;
 }

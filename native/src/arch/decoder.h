@@ -44,6 +44,8 @@ struct LayerParts {
     bool fused_qkv = false;      // one attn_qkv (Phi-3)
     bool fused_gate_up = false;  // one ffn_up of 2 n_ff rows, gate first (Phi-3)
     bool post_norms = false;     // post_attention_norm and post_ffw_norm (Gemma 3)
+    bool experts = false;        // a mixture-of-experts feed-forward: ffn_gate_inp and the
+                                 // ffn_{gate,up,down}_exps stacks instead of ffn_{gate,up,down}
 };
 
 LayerShapes layer_shapes(const HParams& hp);

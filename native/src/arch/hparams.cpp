@@ -117,6 +117,13 @@ HParams read_hparams(const GgufFile& f) {
     hp.rope_freq_base_swa = (float)f.get_float(a + "rope.freq_base_swa", hp.rope_freq_base_swa);
     if (!(hp.rope_freq_base_swa > 0.0f)) f.fail(a + "rope.freq_base_swa", "must be positive");
     read_rope_scaling(f, hp);
+    hp.n_expert = f.get_int(a + "expert_count", 0);
+    if (hp.n_expert != 0) {
+        positive(f, a + "expert_count", hp.n_expert, 1 << 12);
+        hp.n_expert_used = positive(f, a + "expert_used_count", f.get_int(a + "expert_used_count", 0), hp.n_expert);
+        hp.n_ff_exp = positive(f, a + "expert_feed_forward_length",
+                               f.get_int(a + "expert_feed_forward_length", hp.n_ff / hp.n_expert_used), 1 << 20);
+    }
     return hp;
 }
 

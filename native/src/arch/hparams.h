@@ -38,6 +38,11 @@ struct HParams {
     float yarn_ext_factor = 0.0f;     // <arch>.rope.scaling.yarn_ext_factor: 1 with YaRN, else 0
     float yarn_beta_fast = 32.0f;     // <arch>.rope.scaling.yarn_beta_fast
     float yarn_beta_slow = 1.0f;      // <arch>.rope.scaling.yarn_beta_slow
+    // Mixture of experts (all 0 for a dense feed-forward).
+    int64_t n_expert = 0;       // <arch>.expert_count: experts in each layer's feed-forward
+    int64_t n_expert_used = 0;  // <arch>.expert_used_count: experts each token is routed to
+    int64_t n_ff_exp = 0;       // <arch>.expert_feed_forward_length (llama.cpp's default:
+                                // n_ff / n_expert_used)
 
     int64_t q_width() const { return n_head * head_dim; }   // width of Q and of the attention output
     int64_t kv_width() const { return n_head_kv * head_dim; } // width of one K (or V) row

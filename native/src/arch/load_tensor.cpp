@@ -44,12 +44,15 @@ Tensor load_tensor(const GgufFile& file, const KernelTable& kt, TensorKind kind,
     for (int i = 0; i < 4; ++i) t.ne[i] = gt->ne[i];
     t.row_bytes = row_bytes(gt->type, gt->ne[0]);
     // Types this table multiplies faster in 16-row groups are repacked once here (cpu/repack.h);
-    // the mapped pages they were read from then leave the resident set.
+    // the mapped pages they were read from then leave the resident set. A stack of matrices (MoE
+    // experts, ne[2] of them) is repacked matrix by matrix, its groups end to end
+    // (stacked_matrix).
     if (for_matmul && k.gemm_16row_groups && repack_enabled() && packed_layout_supported(t.type, t.rows(), t.cols()) &&
-        t.ne[2] == 1 && t.ne[3] == 1) {
-        t.packed = make_packed(t.type, t.data, t.row_bytes, t.rows(), t.cols());
+        t.ne[3] == 1) {
+        const int64_t rows = t.rows() * t.ne[2];
+        t.packed = make_packed(t.type, t.data, t.row_bytes, rows, t.cols());
         t.packed_group_bytes = packed_group_bytes(t.type, t.cols());
-        release_mapped_pages(t.data, t.row_bytes * (size_t)t.rows());
+        release_mapped_pages(t.data, t.row_bytes * (size_t)rows);
     }
     return t;
 }

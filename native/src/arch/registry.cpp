@@ -11,6 +11,7 @@ std::unique_ptr<ArchModel> load_llama(const GgufFile& file, const KernelTable& k
 std::unique_ptr<ArchModel> load_gemma3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_qwen2(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_qwen3(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_qwen3moe(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_phi3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_smollm3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable& kt);
@@ -22,6 +23,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"gemma3", load_gemma3},
     {"qwen2", load_qwen2},
     {"qwen3", load_qwen3},
+    {"qwen3moe", load_qwen3moe},
     {"phi3", load_phi3},
     {"smollm3", load_smollm3},
     {"granite", load_granite},

@@ -32,6 +32,10 @@ constexpr Entry kNames[] = {
     {TensorKind::attn_q_bias, "blk.%d.attn_q", "bias"},
     {TensorKind::attn_k_bias, "blk.%d.attn_k", "bias"},
     {TensorKind::attn_v_bias, "blk.%d.attn_v", "bias"},
+    {TensorKind::ffn_gate_inp, "blk.%d.ffn_gate_inp"},
+    {TensorKind::ffn_gate_exps, "blk.%d.ffn_gate_exps"},
+    {TensorKind::ffn_up_exps, "blk.%d.ffn_up_exps"},
+    {TensorKind::ffn_down_exps, "blk.%d.ffn_down_exps"},
 };
 }  // namespace
 

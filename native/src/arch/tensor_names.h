@@ -11,6 +11,8 @@ enum class TensorKind {
     ffn_norm, ffn_gate, ffn_up, ffn_down, ffn_post_norm,
     attn_qkv,                              // fused Q, K, V projection (Phi-3)
     attn_q_bias, attn_k_bias, attn_v_bias, // projection biases (Qwen 2)
+    ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps,  // mixture of experts: the router and
+                                                             // the stacked experts (Qwen 3 MoE)
 };
 
 // "blk.<layer>.attn_q.weight", "blk.<layer>.attn_q.bias", "token_embd.weight", ... (layer ignored

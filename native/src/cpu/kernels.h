@@ -106,6 +106,10 @@ using RopeRotateFn = void (*)(const float* src, float* dst, int64_t n_heads, int
 // F16 and looked up in a 65536-entry GELU table, 0 below -10, gate itself above 10); out may
 // equal gate.
 using GegluFn = void (*)(int64_t n, const float* gate, const float* up, float* out);
+// ggml_vec_soft_max_f32: y[i] = exp(x[i] - max) over n values; returns their sum in double, each
+// vector's lanes reduced as ggml's build of the ISA reduces them (whole vectors through ggml's
+// vectorized expf, the tail through libm's expf, as ggml does).
+using SoftMaxFn = double (*)(int64_t n, const float* x, float max, float* y);
 
 // The K/V types of a quantized cache, as one-row flash attention uses them: Q is converted to
 // K's vec_dot_type (q_to_k), scores come from K's vec_dot, V rows are dequantized (v_to_float).
@@ -196,6 +200,7 @@ struct OpKernels {
     RopeRotateFn rope_rotate = nullptr;
     RopeRotateFn rope_rotate_neox = nullptr;
     GegluFn geglu = nullptr;
+    SoftMaxFn soft_max = nullptr;
 };
 
 // How the matmuls of the types that have a float order of their own sum (cpu/repack.h, "Float

@@ -45,6 +45,17 @@ void swiglu_ref(int64_t n, const float* gate, const float* up, float* out) {
     }
 }
 
+// ggml_vec_soft_max_f32 without SIMD: libm's expf a value, summed in double.
+double soft_max_ref(int64_t n, const float* x, float max, float* y) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = std::exp(x[i] - max);
+        sum += (double)v;
+        y[i] = v;
+    }
+    return sum;
+}
+
 // rotate_pairs for GGML_ROPE_TYPE_NORMAL, then the unrotated tail copied.
 void rope_rotate_ref(const float* src, float* dst, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                      const float* cs) {
@@ -91,6 +102,7 @@ void fill_ops_scalar(OpKernels& ops) {
     ops.rope_rotate = rope_rotate_ref;
     ops.rope_rotate_neox = rope_rotate_neox_ref;
     ops.geglu = geglu_ref;
+    ops.soft_max = soft_max_ref;
 }
 
 }  // namespace ei

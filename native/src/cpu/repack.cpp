@@ -117,6 +117,16 @@ void repack_group_iq4_xs(const uint8_t* src, size_t src_row_bytes, int64_t nb, c
 
 }  // namespace
 
+Tensor stacked_matrix(const Tensor& t, int64_t i) {
+    Tensor m = t;
+    m.ne[2] = 1;
+    m.data = t.data + (size_t)(i * t.rows()) * t.row_bytes;
+    if (t.packed)
+        m.packed = std::shared_ptr<const uint8_t>(t.packed, t.packed.get() + (size_t)(i * t.rows() / kPackRows) *
+                                                                               t.packed_group_bytes);
+    return m;
+}
+
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols) {
     return has_packed_layout(type) && rows > 0 && rows % kPackRows == 0 && cols > 0 && cols % block_elems(type) == 0;
 }

@@ -105,6 +105,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "cpu/tensor.h"
+
 namespace ei {
 
 constexpr int64_t kPackRows = 16;  // rows in one interleaved group
@@ -143,6 +145,10 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
 // A 64-byte aligned buffer holding the repacked rows (rows / 16 groups).
 std::shared_ptr<const uint8_t> make_packed(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_t rows,
                                            int64_t cols);
+// Matrix i of a stack of t.ne[2] matrices (a MoE layer's experts) as a 2-D tensor: its rows in
+// the mapping and, where the stack was repacked (each matrix whole groups of 16 rows, so the
+// stack's groups are its matrices' groups end to end), its groups.
+Tensor stacked_matrix(const Tensor& t, int64_t i);
 // False if EDGEINFER_REPACK=0 (read once): weights then stay in the mapping, as stored, and
 // matmul uses the vec_dot kernels (for A/B measurements).
 bool repack_enabled();

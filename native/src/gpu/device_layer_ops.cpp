@@ -85,4 +85,8 @@ void DeviceLayerOps::glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count) {
 
 void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(*y, *x, count); }
 
+void DeviceLayerOps::moe_ffn(const DeviceLayerWeights&, const ExpertShape&, bool, Buf, int64_t, Buf) {
+    throw Error("mixture-of-experts layers run on the CPU (no OpenCL path yet)");
+}
+
 }  // namespace ei::cl

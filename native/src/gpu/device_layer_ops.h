@@ -74,6 +74,9 @@ public:
     void attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, Buf out);
     void glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count);
     void add(Buf y, Buf x, int64_t count);
+    // Mixture-of-experts layers have no device path yet: the placement keeps them on the CPU
+    // and Offload::upload refuses them, so this only throws.
+    void moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, bool gelu, Buf h, int64_t n, Buf out);
 
 private:
     DeviceOps& ops_;

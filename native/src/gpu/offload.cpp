@@ -78,6 +78,9 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         weight_bytes_ += bytes;
         return m;
     };
+    if (w.ffn_gate_inp.present())
+        throw Error("layer " + std::to_string(layer) +
+                    " is a mixture-of-experts layer, which has no OpenCL path yet (keep this layer on the CPU)");
     if (!(config.rope.freq_base > 0.0f))
         throw Error("layer " + std::to_string(layer) + ": no rope base (the architecture did not set one)");
     const int64_t d = shapes_.n_embd, hd = shapes_.head_dim, qw = shapes_.q_width(), kvw = shapes_.kv_width();

@@ -62,8 +62,23 @@ public:
     void attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out);
     void glu(bool gelu, const float* gate, const float* up, float* out, int64_t count);
     void add(float* y, const float* x, int64_t count);
+    // The mixture-of-experts feed-forward (layers/decoder_layer.h, ExpertShape) of n rows of h
+    // into out [n][n_embd], in llama.cpp's order (layers/cpu_moe.cpp).
+    void moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool gelu, const float* h, int64_t n, float* out);
 
 private:
+    // moe_ffn's buffers, grown on demand.
+    struct MoeScratch {
+        std::vector<float> probs;       // [n][n_expert] router logits, then probabilities
+        std::vector<int32_t> selected;  // [n][n_used] experts of each row, highest weight first
+        std::vector<int32_t> order;     // [n_expert] one row's experts being sorted
+        std::vector<float> weights;     // [n][n_used] their weights
+        std::vector<int64_t> first;     // [n_expert + 1] where each expert's routed rows start in `routed`
+        std::vector<int64_t> routed;    // [n * n_used] (row t, slot j) as t * n_used + j, by expert
+        std::vector<float> x, gate, up, y;  // one expert's rows: [r][n_embd], [r][n_ff_exp] x2, [r][n_embd]
+        std::vector<float> expert_out;  // [n][n_used][n_embd] each selection's expert output
+    };
+
     ThreadPool& pool_;
     const KernelTable& kt_;
     KvCache& kv_;
@@ -75,6 +90,7 @@ private:
     size_t n_runs_ = 0;
     ActivationStats* stats_ = nullptr;
     std::vector<int32_t> pos_;
+    MoeScratch moe_;
 };
 
 }  // namespace ei

@@ -12,7 +12,8 @@
 //                                                        the scale only where set: Granite)
 //   h = rms_norm(x) * ffn_norm
 //   x += post_ffn_norm(Wdown glu(Wgate h, Wup h)) * residual_scale
-//                                                       (SwiGLU or GEGLU; or one fused Wgate_up)
+//                                                       (SwiGLU or GEGLU; or one fused Wgate_up;
+//                                                        or a mixture of experts: see moe_ffn)
 //
 // What an architecture adds is data: which weights a layer has (LayerWeights, absent ones
 // empty) and how it ropes and attends (LayerConfig). A backend supplies `Ops`, the operations
@@ -27,10 +28,24 @@
 
 namespace ei {
 
+// A mixture-of-experts feed-forward (llama.cpp's build_moe_ffn with softmax gating):
+//
+//   p = softmax(Wgate_inp h)                            (router: one probability an expert)
+//   e_1..e_k = the k = n_used experts of highest p, highest first
+//   w_j = p[e_j]  (/ sum_j p[e_j] when norm_weights)
+//   out = sum_j w_j * Wdown[e_j] glu(Wgate[e_j] h, Wup[e_j] h)      (summed in j order)
+//
+// n_expert 0: the layer's feed-forward is dense.
+struct ExpertShape {
+    int64_t n_expert = 0, n_used = 0, n_ff = 0;
+    bool norm_weights = true;  // renormalize the selected experts' weights to sum to 1
+};
+
 // The shapes every layer of a model shares.
 struct LayerShapes {
     int64_t n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
     float norm_eps = 0.0f;
+    ExpertShape experts{};
 
     int64_t q_width() const { return n_head * head_dim; }
     int64_t kv_width() const { return n_head_kv * head_dim; }
@@ -67,6 +82,11 @@ struct LayerWeights {
     Mat w_gate_up{};                   // fused [n_embd] -> [2 n_ff], gate rows first, or absent
     Mat w_gate{}, w_up{};              // [n_embd] -> [n_ff] (when w_gate_up is absent)
     Mat w_down{};                      // [n_ff] -> [n_embd]
+    // A mixture of experts instead of w_gate, w_up, w_down (ExpertShape): the router and a stack
+    // of n_expert matrices each (3-D, matrix e = expert e).
+    Mat ffn_gate_inp{};                // [n_embd] -> [n_expert] router logits
+    Mat ffn_gate_exps{}, ffn_up_exps{};// [n_expert] x ([n_embd] -> [n_ff_exp])
+    Mat ffn_down_exps{};               // [n_expert] x ([n_ff_exp] -> [n_embd])
     Vec post_ffn_norm{};               // [n_embd] on the feed-forward output (optional)
 };
 
@@ -122,15 +142,19 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
     ops.add(xr, a.out, m * d);
 
     ops.rms_norm(xr, L.ffn_norm, a.h, m, d);
-    if (ops.present(L.w_gate_up)) {
-        ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate, a.up);
+    if (ops.present(L.ffn_gate_inp)) {
+        ops.moe_ffn(L, s.experts, c.gelu, a.h, m, a.out);
     } else {
-        const typename Ops::Mat* gate_up[] = {&L.w_gate, &L.w_up};
-        const typename Ops::Buf out[] = {a.gate, a.up};
-        ops.matmul_same_input(gate_up, out, 2, a.h, m);
-        ops.glu(c.gelu, a.gate, a.up, a.gate, m * ff);
+        if (ops.present(L.w_gate_up)) {
+            ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate, a.up);
+        } else {
+            const typename Ops::Mat* gate_up[] = {&L.w_gate, &L.w_up};
+            const typename Ops::Buf out[] = {a.gate, a.up};
+            ops.matmul_same_input(gate_up, out, 2, a.h, m);
+            ops.glu(c.gelu, a.gate, a.up, a.gate, m * ff);
+        }
+        ops.matmul(L.w_down, a.gate, m, a.out);
     }
-    ops.matmul(L.w_down, a.gate, m, a.out);
     if (ops.present(L.post_ffn_norm)) ops.rms_norm(a.out, L.post_ffn_norm, a.out, m, d);
     if (c.residual_scale != 0.0f) ops.scale(a.out, c.residual_scale, m * d);
     ops.add(xr, a.out, m * d);

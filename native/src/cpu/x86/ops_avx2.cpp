@@ -86,6 +86,22 @@ void swiglu_avx2(int64_t n, const float* gate, const float* up, float* out) {
     }
 }
 
+// ggml_vec_soft_max_f32's AVX2 + FMA branch: 8 at a time, each vector's sum reduced 8 -> 4 -> 2 -> 1
+// in float and added to the double sum; libm's expf for the tail.
+double soft_max_avx2(int64_t n, const float* x, float max, float* y) {
+    int64_t i = 0;
+    double sum = 0.0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 val = expf8(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
+        _mm256_storeu_ps(y + i, val);
+        __m128 s = _mm_add_ps(_mm256_extractf128_ps(val, 1), _mm256_castps256_ps128(val));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        sum += (double)_mm_cvtss_f32(s);
+    }
+    return soft_max_tail(i, n, x, max, y, sum);
+}
+
 }  // namespace
 
 void fill_ops_avx2(OpKernels& ops) {
@@ -94,6 +110,7 @@ void fill_ops_avx2(OpKernels& ops) {
     ops.rope_rotate = rope_rotate_fma;
     ops.rope_rotate_neox = rope_rotate_neox_fma;
     ops.geglu = geglu_fma;
+    ops.soft_max = soft_max_avx2;
 }
 
 }  // namespace ei

@@ -117,6 +117,19 @@ void swiglu_avx512(int64_t n, const float* gate, const float* up, float* out) {
     }
 }
 
+// ggml_vec_soft_max_f32's AVX-512F/DQ branch: 16 at a time, each vector's sum by
+// _mm512_reduce_add_ps added to the double sum; libm's expf for the tail.
+double soft_max_avx512(int64_t n, const float* x, float max, float* y) {
+    int64_t i = 0;
+    double sum = 0.0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 val = expf16(_mm512_sub_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(max)));
+        _mm512_storeu_ps(y + i, val);
+        sum += (double)_mm512_reduce_add_ps(val);
+    }
+    return soft_max_tail(i, n, x, max, y, sum);
+}
+
 }  // namespace
 
 void fill_ops_avx512(OpKernels& ops) {
@@ -125,6 +138,7 @@ void fill_ops_avx512(OpKernels& ops) {
     ops.rope_rotate = rope_rotate_fma;
     ops.rope_rotate_neox = rope_rotate_neox_fma;
     ops.geglu = geglu_fma;
+    ops.soft_max = soft_max_avx512;
 }
 
 }  // namespace ei

@@ -11,6 +11,17 @@
 namespace ei {
 namespace {
 
+// The tail of ggml_vec_soft_max_f32 after its vector loop: libm's expf for y[i..n), each value
+// added to the double sum in turn; returns the sum.
+inline double soft_max_tail(int64_t i, int64_t n, const float* x, float max, float* y, double sum) {
+    for (; i < n; ++i) {
+        const float v = std::exp(x[i] - max);
+        sum += (double)v;
+        y[i] = v;
+    }
+    return sum;
+}
+
 // ggml's rotate_pairs (normal mode) as GCC compiles it with FMA and -ffp-contract=fast (ggml's
 // C++ is built as gnu++17, where contraction is on): the loop is SLP-vectorized into
 // vfmaddsub, which fuses the products with x0 and rounds the products with x1 separately:

@@ -1,0 +1,131 @@
+// The CPU's mixture-of-experts feed-forward (CpuLayerOps::moe_ffn), in the order llama.cpp's CPU
+// backend runs build_moe_ffn with softmax gating:
+//
+//   logits = Wgate_inp h                       one matmul over the batch (ggml_mul_mat)
+//   p = softmax(logits), row by row            ggml_soft_max: the max, exp(x - max) summed in
+//                                              double (kt.ops.soft_max), times (float)(1 / sum)
+//   sel = the n_used largest p, largest first  ggml_argsort_top_k (a descending sort, cut)
+//   w = p[sel]; w /= max(sum(w), 2^-14)        ggml_sum_rows (summed in double), ggml_clamp,
+//                                              ggml_div (norm_weights only)
+//   for each expert e, the rows routed to it:  ggml_mul_mat_id, one selection of a row at a time
+//     a = glu(Wgate[e] h, Wup[e] h); y = Wdown[e] a
+//   out = y_1 w_1 + y_2 w_2 + ...              ggml_mul, then ggml_add in selection order
+//
+// Rows are grouped by expert, so each expert's weights stream from memory once per batch rather
+// than once per token (a decode batch of B tokens reads at most B * n_used experts, fewer where
+// tokens share them). Every expert matmul runs in BatchOrder::per_row: each row's floats are a
+// one-row matmul's, which is what ggml_mul_mat_id computes whatever the batch (one vec_dot per
+// output, or for the types ggml repacks its GEMV row by row); so a token gets the same floats
+// whichever other tokens share its experts, and a decode batch gives what single steps give.
+//
+// Where this differs from llama.cpp: probabilities that tie exactly are ordered by expert index
+// here, by std::sort's unspecified order there; the activation statistics (`edgeinfer imatrix`)
+// cover the router only, not the experts (llama-imatrix keeps one entry per expert).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "cpu/repack.h"
+#include "layers/cpu_layer_ops.h"
+
+namespace ei {
+
+namespace {
+
+// One row's routing: the router logits `p` [n_expert] become probabilities in place; sel and w
+// get the n_used chosen experts and their weights (`order`: scratch).
+void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used, bool norm_weights, int32_t* sel,
+               float* w, std::vector<int32_t>& order) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n_expert; ++i) max = std::max(max, p[i]);
+    const double sum = kt.ops.soft_max(n_expert, p, max, p);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n_expert; ++i) p[i] *= inv;
+    // A partial sort by probability, ties by index: the first n_used of a descending order.
+    order.resize((size_t)n_expert);
+    for (int64_t i = 0; i < n_expert; ++i) order[i] = (int32_t)i;
+    std::partial_sort(order.begin(), order.begin() + n_used, order.end(),
+                      [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    for (int64_t j = 0; j < n_used; ++j) {
+        sel[j] = order[j];
+        w[j] = p[order[j]];
+    }
+    if (!norm_weights) return;
+    double total = 0.0;
+    for (int64_t j = 0; j < n_used; ++j) total += (double)w[j];
+    const float denom = std::max((float)total, 6.103515625e-5f);  // the smallest normal F16
+    for (int64_t j = 0; j < n_used; ++j) w[j] = w[j] / denom;
+}
+
+}  // namespace
+
+void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool gelu, const float* h, int64_t n,
+                          float* out) {
+    const int64_t d = L.ffn_gate_inp.cols(), E = e.n_expert, k = e.n_used, ff = e.n_ff;
+    MoeScratch& s = moe_;
+    s.probs.resize((size_t)(n * E));
+    s.selected.resize((size_t)(n * k));
+    s.weights.resize((size_t)(n * k));
+    matmul(L.ffn_gate_inp, h, n, s.probs.data());  // [n][n_expert]
+    for (int64_t t = 0; t < n; ++t)
+        route_row(kt_, s.probs.data() + t * E, E, k, e.norm_weights, s.selected.data() + t * k,
+                  s.weights.data() + t * k, s.order);
+
+    // The selections grouped by expert (a counting sort, rows in order within an expert).
+    s.first.assign((size_t)(E + 1), 0);
+    for (int64_t i = 0; i < n * k; ++i) {
+        const int32_t x = s.selected[i];
+        if (x < 0 || x >= E) throw Error("moe_ffn: expert index out of range");
+        ++s.first[x + 1];
+    }
+    int64_t most = 0;
+    for (int64_t x = 0; x < E; ++x) {
+        most = std::max(most, s.first[x + 1]);
+        s.first[x + 1] += s.first[x];
+    }
+    s.routed.resize((size_t)(n * k));
+    {
+        std::vector<int64_t> next(s.first.begin(), s.first.end() - 1);
+        for (int64_t i = 0; i < n * k; ++i) s.routed[next[s.selected[i]]++] = i;
+    }
+
+    s.x.resize((size_t)(most * d));
+    s.gate.resize((size_t)(most * ff));
+    s.up.resize((size_t)(most * ff));
+    s.y.resize((size_t)(most * d));
+    s.expert_out.resize((size_t)(n * k * d));
+    for (int64_t x = 0; x < E; ++x) {
+        const int64_t r0 = s.first[x], rows = s.first[x + 1] - r0;
+        if (rows == 0) continue;
+        for (int64_t r = 0; r < rows; ++r)
+            std::memcpy(s.x.data() + r * d, h + (s.routed[r0 + r] / k) * d, sizeof(float) * d);
+        const Tensor gate = stacked_matrix(L.ffn_gate_exps, x), up = stacked_matrix(L.ffn_up_exps, x);
+        const Tensor down = stacked_matrix(L.ffn_down_exps, x);
+        const Tensor* gate_up[] = {&gate, &up};
+        float* const gate_up_out[] = {s.gate.data(), s.up.data()};
+        ei::matmul_same_input(pool_, kt_, gate_up, gate_up_out, 2, s.x.data(), rows, scratch_, BatchOrder::per_row);
+        for (int64_t r = 0; r < rows; ++r)  // ggml's GLU runs row by row (its SIMD tail is per row)
+            glu(gelu, s.gate.data() + r * ff, s.up.data() + r * ff, s.gate.data() + r * ff, ff);
+        ei::matmul(pool_, kt_, down, s.gate.data(), rows, s.y.data(), scratch_, BatchOrder::per_row);
+        for (int64_t r = 0; r < rows; ++r)
+            std::memcpy(s.expert_out.data() + s.routed[r0 + r] * d, s.y.data() + r * d, sizeof(float) * d);
+    }
+
+    for (int64_t t = 0; t < n; ++t) {
+        float* o = out + t * d;
+        const float* y = s.expert_out.data() + t * k * d;
+        const float* w = s.weights.data() + t * k;
+        for (int64_t i = 0; i < d; ++i) o[i] = y[i] * w[0];
+        for (int64_t j = 1; j < k; ++j) {
+            const float* yj = y + j * d;
+            for (int64_t i = 0; i < d; ++i) {
+                const float weighted = yj[i] * w[j];  // rounded before the add, as ggml_mul then ggml_add
+                o[i] += weighted;
+            }
+        }
+    }
+}
+
+}  // namespace ei
