@@ -152,6 +152,16 @@ def test_iq1_and_ternary_layers_stay_on_the_cpu_and_say_why():
         assert f"layers {layer} stay on the CPU: {name} weights have no OpenCL kernel yet." in p.notes
 
 
+def test_mixture_of_experts_layers_stay_on_the_cpu_and_say_why():
+    # The CPU runs them (test_qwen3moe.py); the device's layer ops have no expert routing.
+    tensors = [dict(t, name="blk.1.ffn_up_exps.weight") if t["name"] == "blk.1.ffn_up.weight" else t
+               for t in fake_model(4)]
+    p = plan_placement(model_costs(tensors, 4, 1024, 1024, ("f16", "f16")), parse_gpu_layers("all"),
+                       [fake_device(4096)], 0, MATMUL_TYPES)
+    assert p.gpu_layers == (0, 2, 3)
+    assert "layers 1 stay on the CPU: mixture-of-experts layers have no OpenCL path yet." in p.notes
+
+
 def test_a_tensor_over_the_largest_allocation_keeps_its_layer_on_the_cpu():
     p = plan("all", devices=[fake_device(4096, max_alloc_mib=4)])  # tensors of 5 MiB
     assert p.gpu_layers == ()
