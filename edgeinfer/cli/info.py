@@ -68,6 +68,7 @@ def summarize(gguf: Any) -> dict:
         "name": gguf.get("general.name"),
         "parameters": n_params,
         "context_length": gguf.get(f"{arch}.context_length"),
+        "experts": _experts(gguf, arch),
         "quantization": dict(sorted(mix.items(), key=lambda kv: -kv[1]["bytes"])),
         "tokenizer": {
             "model": gguf.get("tokenizer.ggml.model"),
@@ -78,6 +79,16 @@ def summarize(gguf: Any) -> dict:
         "kv_bytes_per_token": kv,
         "isa": _core.isa(),
     }
+
+
+def _experts(gguf: Any, arch: str) -> dict[str, int] | None:
+    """A mixture-of-experts model's expert count, experts used per token and expert width (the
+    file's keys); None for a dense model."""
+    count = gguf.get(f"{arch}.expert_count")
+    if not count:
+        return None
+    return {"count": int(count), "used": int(gguf.get(f"{arch}.expert_used_count") or 0),
+            "feed_forward_length": int(gguf.get(f"{arch}.expert_feed_forward_length") or 0)}
 
 
 def kv_bytes_per_token(gguf: Any) -> dict[str, int] | None:
@@ -123,6 +134,7 @@ def render(info: dict) -> Table:
                          + ("" if info["architecture_supported"] else " (not supported by this version)")),
         ("parameters", _params(info["parameters"])),
         ("context length", str(info["context_length"])),
+        *([("experts", _experts_text(info["experts"]))] if info["experts"] else []),
         ("tensor types", quant),
         ("tokenizer", tokenizer),
         ("chat template", "yes" if info["chat_template"] else "no"),
@@ -133,6 +145,11 @@ def render(info: dict) -> Table:
     for key, value in rows:
         table.add_row(key, escape(str(value)))
     return table
+
+
+def _experts_text(experts: dict[str, int]) -> str:
+    width = f", each {experts['feed_forward_length']:,} wide" if experts["feed_forward_length"] else ""
+    return f"{experts['count']} ({experts['used']} used per token{width})"
 
 
 def _why_not(info: dict) -> str:
