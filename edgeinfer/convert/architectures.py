@@ -7,7 +7,8 @@ One class per family, found by the ``architectures`` entry of config.json (ARCHI
 from __future__ import annotations
 
 import math
-from typing import Any
+import re
+from typing import Any, Iterable
 
 import numpy as np
 from gguf import MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, RopeScalingType, TensorNameMap, get_tensor_name_map
@@ -98,6 +99,7 @@ class Architecture:
     rope_types = ("default", "linear", "yarn", "llama3")
     add_space_prefix: bool | None = None   # the family's fixed tokenizer.ggml.add_space_prefix
                                            # (None: what tokenizer_config.json says, if anything)
+    n_expert = 0                           # experts a layer (mixture-of-experts families)
 
     def __init__(self, cfg: dict[str, Any]):
         self.cfg = cfg
@@ -158,6 +160,11 @@ class Architecture:
         """The shape `transform` gives a tensor of `shape` (numpy order)."""
         return shape
 
+    def stacks(self, hf_names: Iterable[str]) -> dict[str, list[str]]:
+        """GGUF tensors made by stacking checkpoint tensors along a new first axis (the experts
+        of a mixture-of-experts layer): GGUF name -> the checkpoint tensors, in order."""
+        return {}
+
     def extra_tensors(self) -> dict[str, np.ndarray]:
         """Tensors computed from the config (Llama 3.1's rope_freqs)."""
         if self.rope["rope_type"] == "llama3":
@@ -204,6 +211,53 @@ class Qwen2(Architecture):
 class Qwen3(Qwen2):
     """Qwen 3 (dense): per-head RMS norms on Q and K, no biases."""
     arch = MODEL_ARCH.QWEN3
+
+
+class Qwen3Moe(Qwen3):
+    """Qwen 3 mixture of experts: Qwen 3's attention; in every layer a router (mlp.gate ->
+    ffn_gate_inp) and num_experts experts, whose gate, up and down projections are stacked into one
+    3-D tensor each (ffn_{gate,up,down}_exps, [n_expert][rows][cols], expert e = matrix e), with
+    the expert count, experts per token and expert width as keys: what llama.cpp's converter
+    writes. llama.cpp always renormalizes the chosen experts' weights and has no dense layers in
+    this architecture, so checkpoints with norm_topk_prob false or with mlp_only_layers are
+    refused rather than converted into files it would run differently."""
+    arch = MODEL_ARCH.QWEN3MOE
+    _expert = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$")
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        _refuse_biases(cfg, "Qwen 3 MoE")
+        self.n_expert = int(_require(cfg, "num_experts", "num_local_experts"))
+        self.n_expert_used = int(_require(cfg, "num_experts_per_tok"))
+        if not 0 < self.n_expert_used <= self.n_expert:
+            raise ModelFormatError(f"config.json: num_experts_per_tok {self.n_expert_used} must be in "
+                                   f"1..{self.n_expert}")
+        if not cfg.get("norm_topk_prob", False):
+            raise ModelFormatError("Qwen 3 MoE with norm_topk_prob false is not supported: GGUF files "
+                                   "(llama.cpp's qwen3moe) always renormalize the chosen experts' weights")
+        if cfg.get("mlp_only_layers") or int(cfg.get("decoder_sparse_step") or 1) != 1:
+            raise ModelFormatError("Qwen 3 MoE with dense layers (mlp_only_layers, decoder_sparse_step) is not "
+                                   "supported: GGUF files (llama.cpp's qwen3moe) have experts in every layer")
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        super().write_metadata(w)
+        w.add_expert_count(self.n_expert)
+        w.add_expert_used_count(self.n_expert_used)
+        w.add_expert_feed_forward_length(int(_require(self.cfg, "moe_intermediate_size")))
+
+    def stacks(self, hf_names: Iterable[str]) -> dict[str, list[str]]:
+        found: dict[tuple[int, str], dict[int, str]] = {}
+        for name in hf_names:
+            m = self._expert.match(name)
+            if m:
+                found.setdefault((int(m.group(1)), m.group(3)), {})[int(m.group(2))] = name
+        out = {}
+        for (layer, proj), experts in sorted(found.items()):
+            if sorted(experts) != list(range(self.n_expert)):
+                raise ModelFormatError(f"layer {layer}: {proj}_proj of experts {sorted(experts)}, expected 0.."
+                                       f"{self.n_expert - 1}")
+            out[f"blk.{layer}.ffn_{proj}_exps.weight"] = [experts[e] for e in range(self.n_expert)]
+        return out
 
 
 class Phi3(Architecture):
@@ -378,6 +432,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "MistralForCausalLM": Architecture,
     "Qwen2ForCausalLM": Qwen2,
     "Qwen3ForCausalLM": Qwen3,
+    "Qwen3MoeForCausalLM": Qwen3Moe,
     "Phi3ForCausalLM": Phi3,
     "Gemma3ForCausalLM": Gemma3,
     "SmolLM3ForCausalLM": SmolLM3,

@@ -47,8 +47,19 @@ class _Source:
 
 def _sources(ckpt: Checkpoint, arch: Architecture) -> dict[str, _Source]:
     sources: dict[str, _Source] = {}
+    stacks = arch.stacks(ckpt.tensors)
+    for name, parts in stacks.items():
+        ts = [ckpt.tensors[p] for p in parts]
+        if len({t.shape for t in ts}) != 1:
+            raise ModelFormatError(f"{ckpt.folder}: the tensors stacked into {name} differ in shape")
+
+        def load_stack(ts=ts, name=name) -> np.ndarray:
+            return np.stack([arch.transform(name, t.load()) for t in ts])
+
+        sources[name] = _Source(load_stack, list(reversed((len(ts), *arch.transformed_shape(name, ts[0].shape)))))
+    stacked = {p for parts in stacks.values() for p in parts}
     for hf_name, t in ckpt.tensors.items():
-        if arch.derived(hf_name):
+        if arch.derived(hf_name) or hf_name in stacked:
             continue
         name = arch.gguf_name(hf_name)
         if name is None:
@@ -119,7 +130,8 @@ def convert_checkpoint(
     sources = _sources(ckpt, arch)
 
     infos = [TensorInfo(name, s.ne, T.F32) for name, s in sources.items()]
-    shape = ModelShape(arch=arch.name, n_layer=arch.n_layer, n_head=arch.n_head, n_head_kv=arch.n_head_kv)
+    shape = ModelShape(arch=arch.name, n_layer=arch.n_layer, n_head=arch.n_head, n_head_kv=arch.n_head_kv,
+                       n_expert=arch.n_expert)
     plans = make_plan(infos, shape, QuantizeOptions(preset=preset))
     for p in plans:
         if p.dst_type != T.F32 and not _core.has_quantizer(int(p.dst_type)):

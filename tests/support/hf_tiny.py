@@ -81,6 +81,10 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
               dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)),
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM",
               dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32)),
+    # 4 experts of width 32, 2 a token, weights renormalized (as every Qwen 3 MoE checkpoint)
+    "qwen3moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                 dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_experts=4,
+                      num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True)),
     # 6 layers: five sliding-window (local) layers and one global, as Gemma 3's pattern has them
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                dict(num_attention_heads=4, num_key_value_heads=1, head_dim=32, num_hidden_layers=6,

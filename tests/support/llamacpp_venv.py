@@ -63,14 +63,18 @@ def llamacpp_converter() -> Path | None:
     return Path(paths[-1]) if paths else None
 
 
-def start_llamacpp_converter(converter: Path, hf_folder: Path, out: Path, outtype: str = "f32") -> subprocess.Popen:
+def start_llamacpp_converter(converter: Path, hf_folder: Path, out: Path, outtype: str = "f32",
+                             run_as: tuple[str, str] | None = None) -> subprocess.Popen:
     """convert_hf_to_gguf.py of `hf_folder` into `out`, started (mostly importing torch: callers
     run several side by side), importing the converter's own gguf-py first (the installed gguf may
-    predate what it writes). Output and errors in .communicate()'s first item."""
+    predate what it writes). Output and errors in .communicate()'s first item. run_as: (a script
+    run with `python -c` instead, its first arguments the converter and the extra string) for a
+    converter patched before it runs."""
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(converter.parent / "gguf-py"),
                                                          os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, str(converter), str(hf_folder), "--outfile", str(out),
+    run = [str(converter)] if run_as is None else ["-c", run_as[0], str(converter), run_as[1]]
+    return subprocess.Popen([sys.executable, *run, str(hf_folder), "--outfile", str(out),
                              "--outtype", outtype], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
