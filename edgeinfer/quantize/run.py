@@ -70,19 +70,22 @@ def _importance_weights(plans: list[TensorPlan], options: QuantizeOptions,
                         imatrix: ImportanceMatrix | None) -> dict[str, np.ndarray]:
     """Each quantized tensor's importance weights, checked before any work as llama-quantize checks
     them: a tensor whose type needs them and has none is refused, as is one whose entry is not a
-    row's length (except the token embeddings, which llama-imatrix never sees)."""
+    row's length, or for a stack of matrices (MoE experts, ne[2] of them) a row's length per
+    matrix (except the token embeddings, which llama-imatrix never sees)."""
     ftype, _ = PRESETS[options.preset]
     out: dict[str, np.ndarray] = {}
     for p in plans:
         if p.src_type == p.dst_type:
             continue
         w = imatrix.weights(p.name) if imatrix is not None else None
-        if w is not None and w.size != p.shape[0]:
+        n_mat = p.shape[2] if len(p.shape) > 2 else 1
+        if w is not None and w.size != p.shape[0] * n_mat:
             if p.name == "token_embd.weight":
                 w = None
             else:
+                per = f"{p.shape[0]} for each of its {n_mat} matrices" if n_mat > 1 else f"{p.shape[0]}"
                 raise EdgeInferError(f"the importance matrix has {w.size} values for {p.name}, whose rows have "
-                                     f"{p.shape[0]}: it was made for another model")
+                                     f"{per}: it was made for another model")
         if w is None and requires_imatrix(p.name, p.dst_type, ftype):
             reason = ("an importance matrix (edgeinfer imatrix MODEL -f TEXT, then --imatrix FILE)"
                       if imatrix is None else f"importance weights for {p.name}, which the importance matrix lacks")
@@ -160,12 +163,19 @@ def quantize_file(
                 nrows = n // n_per_row
                 row_in = tensor_nbytes(p.src_type, [n_per_row])
                 slab = max(1, min(nrows, SLAB_BYTES // (4 * n_per_row)))
-                for r0 in range(0, nrows, slab):
-                    r1 = min(nrows, r0 + slab)
-                    x = _to_float(raw[r0 * row_in:r1 * row_in], p.src_type, (r1 - r0) * n_per_row)
-                    q = _core.quantize_rows(int(p.dst_type), x.reshape(r1 - r0, n_per_row), n_threads,
-                                            imatrix=weights.get(p.name))
-                    out.write_tensor_data(memoryview(q).cast("B"))
+                # Importance weights per matrix of a stack (n_mat rows of `n_per_row` each), as
+                # llama-quantize quantizes a 3-D tensor matrix by matrix; slabs stay inside one.
+                w = weights.get(p.name)
+                n_mat = 1 if w is None else w.size // n_per_row
+                rows_per_mat = nrows // n_mat
+                for m in range(n_mat):
+                    w_m = None if w is None else w[m * n_per_row:(m + 1) * n_per_row]
+                    for r0 in range(m * rows_per_mat, (m + 1) * rows_per_mat, slab):
+                        r1 = min((m + 1) * rows_per_mat, r0 + slab)
+                        x = _to_float(raw[r0 * row_in:r1 * row_in], p.src_type, (r1 - r0) * n_per_row)
+                        q = _core.quantize_rows(int(p.dst_type), x.reshape(r1 - r0, n_per_row), n_threads,
+                                                imatrix=w_m)
+                        out.write_tensor_data(memoryview(q).cast("B"))
             bytes_in += raw.nbytes
             bytes_out += ot.nbytes
             n_elements += n
