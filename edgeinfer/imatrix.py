@@ -41,7 +41,8 @@ def collect(model: Model, text: str, n_ctx: int = 512, n_chunks: int | None = No
                 on_chunk(i, len(chunks), math.exp(float(np.concatenate(nll).mean())))
     finally:
         ctx.stop_activation_stats()
-    entries = {name: ImatrixEntry(sum2[None, :], np.array([rows], dtype=np.int64), s[None, :])
+    # [n_mat][cols] sums and a count per matrix (n_mat > 1: a stack of MoE experts)
+    entries = {name: ImatrixEntry(np.atleast_2d(sum2), np.atleast_1d(rows).astype(np.int64), np.atleast_2d(s))
                for name, sum2, s, rows in ctx.activation_stats()}
     im = ImportanceMatrix(entries, [dataset] if dataset else [], len(chunks), n_ctx)
     ppl, stderr = perplexity_from_nll(np.concatenate(nll))

@@ -26,7 +26,7 @@ from edgeinfer.convert import convert_checkpoint  # noqa: E402
 from edgeinfer.errors import EdgeInferError, ModelFormatError  # noqa: E402
 from edgeinfer.quantize import QuantizeOptions, quantize_file  # noqa: E402
 from support.hf_compare import check_against_hf  # noqa: E402
-from support.hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
+from support.hf_tiny import SAMPLE_TEXTS, make_tiny_checkpoint, train_sentencepiece  # noqa: E402
 from support.llamacpp_venv import llamacpp_tool  # noqa: E402
 
 N_EXPERT, N_USED, FF_EXP = 4, 2, 32
@@ -241,6 +241,58 @@ def test_quantized_expert_types_are_llama_quantizes(wide_f32, tmp_path):
     ours = quantize_file(wide_f32, tmp_path / "ours.gguf", QuantizeOptions("Q4_K_M"), n_threads=2)
     assert {p.name: p.dst_type.name.lower() for p in ours.plans} == want
     assert (tmp_path / "ours.gguf").read_bytes() == theirs.read_bytes()
+
+
+def test_per_expert_importance_weights_give_llama_quantizes_file(wide_f32, tmp_path):
+    """An importance matrix with one entry per expert (llama-imatrix's n_mat > 1 for stacked
+    weights): each expert is quantized with its own weights, as llama-quantize does, to the byte."""
+    from edgeinfer.quantize.imatrix_file import ImatrixEntry, ImportanceMatrix, save
+
+    tool = llamacpp_tool("llama-quantize")
+    if tool is None:
+        pytest.skip("no llama.cpp build (scripts/llamacpp_bin.py makes one)")
+    rng = np.random.default_rng(0)
+    im = ImportanceMatrix(datasets=["random"], chunk_count=1, chunk_size=64)
+    for t in _core.GgufFile(str(wide_f32)).tensors():
+        if t["name"].endswith("_exps.weight"):
+            cols, n_mat = t["shape"][0], t["shape"][2]
+            counts = rng.integers(1, 50, n_mat)
+            im.entries[t["name"]] = ImatrixEntry((rng.random((n_mat, cols)) ** 4 * counts[:, None]).astype(np.float32),
+                                                 counts.astype(np.int64))
+    save(im, tmp_path / "experts.imatrix.gguf")
+    theirs, ours = tmp_path / "theirs.gguf", tmp_path / "ours.gguf"
+    subprocess.run([str(tool), "--imatrix", str(tmp_path / "experts.imatrix.gguf"), str(wide_f32), str(theirs),
+                    "Q4_K_M", "2"], check=True, capture_output=True, timeout=300)
+    assert cli_main(["quantize", "--imatrix", str(tmp_path / "experts.imatrix.gguf"), str(wide_f32), str(ours),
+                     "Q4_K_M", "-t", "2"]) == 0
+    assert ours.read_bytes() == theirs.read_bytes()
+    quantize_file(wide_f32, tmp_path / "plain.gguf", QuantizeOptions("Q4_K_M"), n_threads=2)
+    assert (tmp_path / "plain.gguf").read_bytes() != ours.read_bytes()
+
+
+def test_imatrix_sums_each_experts_inputs_as_llama_imatrix(wide_f32, tmp_path):
+    """`edgeinfer imatrix` keeps one entry per expert stack with a matrix of sums and a count per
+    expert: the counts are llama-imatrix's (the same routing), the sums agree to the rounding of
+    the attention before them (llama.cpp's newer attention order; tests/test_imatrix.py)."""
+    from edgeinfer.imatrix import collect
+    from edgeinfer.quantize.imatrix_file import load
+
+    tool = llamacpp_tool("llama-imatrix")
+    if tool is None:
+        pytest.skip("no llama-imatrix (build llama.cpp with scripts/llamacpp_bin.py)")
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(SAMPLE_TEXTS * 6))
+    subprocess.run([str(tool), "-m", str(wide_f32), "-f", str(text), "-c", "128", "-b", "128", "--chunks", "2",
+                    "-t", "2", "-o", str(tmp_path / "llama.gguf")], check=True, capture_output=True, timeout=300)
+    theirs = load(tmp_path / "llama.gguf")
+    model = Model.load(wide_f32, n_ctx=128, n_threads=2, exact=True)
+    ours = collect(model, text.read_text(), n_ctx=128, n_chunks=2).imatrix
+    assert sorted(ours.entries) == sorted(theirs.entries)
+    for name, e in theirs.entries.items():
+        mine = ours.entries[name]
+        assert mine.sum2.shape == e.sum2.shape == ((N_EXPERT, 256) if "_exps" in name else (1, e.sum2.shape[1]))
+        assert mine.counts.tolist() == e.counts.tolist(), name
+        np.testing.assert_allclose(mine.sum2, e.sum2, rtol=1e-3, err_msg=name)
 
 
 # ---- refused ---------------------------------------------------------------------------------

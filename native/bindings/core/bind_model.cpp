@@ -123,7 +123,8 @@ void kv_restore(Context& ctx, int seq, py::array_t<uint8_t, py::array::c_style> 
 }
 
 // What start_activation_stats collected: (weight name, sum of squares, sum, rows) per matmul
-// weight, in name order (the file's tensor names: what llama-imatrix's files are keyed by).
+// weight, in name order (the file's tensor names: what llama-imatrix's files are keyed by); for a
+// stack of matrices (MoE experts) the sums are [n_mat][cols] and rows a count per matrix.
 py::list activation_stats(const Context& ctx) {
     py::list out;
     const ei::ActivationStats* stats = ctx.activation_stats();
@@ -134,10 +135,19 @@ py::list activation_stats(const Context& ctx) {
         if (it != stats->entries().end()) by_name[t.name] = &it->second;
     }
     for (const auto& [name, e] : by_name) {
-        py::array_t<float> sum2((py::ssize_t)e->sum2.size()), sum((py::ssize_t)e->sum.size());
+        const py::ssize_t n_mat = (py::ssize_t)e->counts.size(), cols = (py::ssize_t)e->sum2.size() / n_mat;
+        const std::vector<py::ssize_t> shape = n_mat > 1 ? std::vector<py::ssize_t>{n_mat, cols}
+                                                         : std::vector<py::ssize_t>{cols};
+        py::array_t<float> sum2(shape), sum(shape);
         std::copy(e->sum2.begin(), e->sum2.end(), sum2.mutable_data());
         std::copy(e->sum.begin(), e->sum.end(), sum.mutable_data());
-        out.append(py::make_tuple(name, sum2, sum, e->rows));
+        if (n_mat > 1) {
+            py::array_t<int64_t> counts(n_mat);
+            std::copy(e->counts.begin(), e->counts.end(), counts.mutable_data());
+            out.append(py::make_tuple(name, sum2, sum, counts));
+        } else {
+            out.append(py::make_tuple(name, sum2, sum, e->rows));
+        }
     }
     return out;
 }
@@ -254,7 +264,8 @@ void register_model(py::module_& m) {
              "include_output: the output head's input too. Refused with offloaded layers.")
         .def("stop_activation_stats", &Context::stop_activation_stats)
         .def("activation_stats", &activation_stats,
-             "[(weight name, sum of x^2 per input column, sum of x, rows)] collected since start_activation_stats.")
+             "[(weight name, sum of x^2 per input column, sum of x, rows)] collected since start_activation_stats; "
+             "for a stack of matrices (MoE experts) the sums are [n_mat, cols] and rows a count per matrix.")
         .def("sequence",
              [](Context& self, int seq) {
                  if (seq < 0 || seq >= self.n_seq())

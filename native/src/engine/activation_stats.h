@@ -14,9 +14,10 @@ namespace ei {
 class ActivationStats {
 public:
     struct Entry {
-        std::vector<float> sum2;  // [cols] sum of x[j]^2 over the rows seen
-        std::vector<float> sum;   // [cols] sum of x[j]
-        int64_t rows = 0;
+        std::vector<float> sum2;     // [n_mat][cols] sum of x[j]^2 over the rows seen
+        std::vector<float> sum;      // [n_mat][cols] sum of x[j]
+        int64_t rows = 0;            // rows seen, all matrices together
+        std::vector<int64_t> counts; // [n_mat] rows each matrix saw
     };
 
     // include_output: also the output head's input (llama-imatrix --process-output).
@@ -26,6 +27,10 @@ public:
     // Adds x [rows][W.cols()], the input of a matmul with W. Rows are added in order, each into
     // float sums one column at a time, as llama-imatrix adds them: the same inputs give its bits.
     void record(const Tensor& W, const float* x, int64_t rows);
+    // The same for matrix `matrix` of a stack of W.ne[2] matrices (a MoE layer's experts): one
+    // entry for the stack, n_mat = W.ne[2] matrices of sums and counts, as llama-imatrix keeps a
+    // MUL_MAT_ID weight's.
+    void record_matrix(const Tensor& W, int64_t matrix, const float* x, int64_t rows);
 
     // Keyed by the weight's data in the mapping (Tensor::data), which names it in the file.
     const std::unordered_map<const uint8_t*, Entry>& entries() const { return entries_; }

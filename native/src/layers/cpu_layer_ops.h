@@ -2,6 +2,7 @@
 // host memory, weights as mapped (or repacked) tensors, the KV cache of the Context.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -77,7 +78,12 @@ private:
         std::vector<int64_t> routed;    // [n * n_used] (row t, slot j) as t * n_used + j, by expert
         std::vector<float> x, gate, up, y;  // one expert's rows: [r][n_embd], [r][n_ff_exp] x2, [r][n_embd]
         std::vector<float> expert_out;  // [n][n_used][n_embd] each selection's expert output
+        std::vector<int64_t> stats_order;  // one expert's rows in llama-imatrix's order
     };
+    // Adds `rows` rows of x [rows][width] (expert `expert`'s inputs, its routed entries r0..) to
+    // the activation statistics of each stack in `stacks`.
+    void record_expert_inputs(int64_t expert, int64_t r0, int64_t rows, int64_t n_used,
+                              std::initializer_list<const Tensor*> stacks, const float* x, int64_t width);
 
     ThreadPool& pool_;
     const KernelTable& kt_;

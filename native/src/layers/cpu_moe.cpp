@@ -18,9 +18,11 @@
 // output, or for the types ggml repacks its GEMV row by row); so a token gets the same floats
 // whichever other tokens share its experts, and a decode batch gives what single steps give.
 //
+// Activation statistics (`edgeinfer imatrix`) are summed per expert, the rows of each expert in
+// llama-imatrix's order (by selection slot, then by token).
+//
 // Where this differs from llama.cpp: probabilities that tie exactly are ordered by expert index
-// here, by std::sort's unspecified order there; the activation statistics (`edgeinfer imatrix`)
-// cover the router only, not the experts (llama-imatrix keeps one entry per expert).
+// here, by std::sort's unspecified order there.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,6 +62,19 @@ void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used
 }
 
 }  // namespace
+
+void CpuLayerOps::record_expert_inputs(int64_t expert, int64_t r0, int64_t rows, int64_t n_used,
+                                       std::initializer_list<const Tensor*> stacks, const float* x, int64_t width) {
+    // The expert's rows are in token order; llama-imatrix adds them by slot, then by token.
+    std::vector<int64_t>& order = moe_.stats_order;
+    order.resize((size_t)rows);
+    for (int64_t r = 0; r < rows; ++r) order[r] = r;
+    const int64_t* routed = moe_.routed.data() + r0;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return routed[a] % n_used < routed[b] % n_used; });
+    for (const Tensor* stack : stacks)
+        for (int64_t r : order) stats_->record_matrix(*stack, expert, x + r * width, 1);
+}
 
 void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool gelu, const float* h, int64_t n,
                           float* out) {
@@ -105,9 +120,11 @@ void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool g
         const Tensor down = stacked_matrix(L.ffn_down_exps, x);
         const Tensor* gate_up[] = {&gate, &up};
         float* const gate_up_out[] = {s.gate.data(), s.up.data()};
+        if (stats_) record_expert_inputs(x, r0, rows, k, {&L.ffn_gate_exps, &L.ffn_up_exps}, s.x.data(), d);
         ei::matmul_same_input(pool_, kt_, gate_up, gate_up_out, 2, s.x.data(), rows, scratch_, BatchOrder::per_row);
         for (int64_t r = 0; r < rows; ++r)  // ggml's GLU runs row by row (its SIMD tail is per row)
             glu(gelu, s.gate.data() + r * ff, s.up.data() + r * ff, s.gate.data() + r * ff, ff);
+        if (stats_) record_expert_inputs(x, r0, rows, k, {&L.ffn_down_exps}, s.gate.data(), ff);
         ei::matmul(pool_, kt_, down, s.gate.data(), rows, s.y.data(), scratch_, BatchOrder::per_row);
         for (int64_t r = 0; r < rows; ++r)
             std::memcpy(s.expert_out.data() + s.routed[r0 + r] * d, s.y.data() + r * d, sizeof(float) * d);
