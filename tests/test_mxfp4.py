@@ -211,8 +211,17 @@ def test_tensor_type_rule_writes_mxfp4_with_ggmls_quantizer(tiny_llama_file, tmp
     assert rel_err(got, LlamaReference(cfg, stored_weights(out)).forward(PROMPT)) < 3e-2
 
 
-def test_no_mxfp4_preset():
-    # llama.cpp's MXFP4_MOE applies to MoE expert tensors only (edgeinfer/quantize/plan.py says why).
-    from edgeinfer.quantize import PRESETS
+def test_the_mxfp4_moe_preset_leaves_a_dense_model_in_q8_0():
+    # llama.cpp's MXFP4_MOE puts MXFP4 on MoE expert stacks only (tests/test_qwen3moe.py): a
+    # dense model gets Q8_0 throughout.
+    from gguf import GGMLQuantizationType as T
 
-    assert not any("MXFP4" in name for name in PRESETS)
+    from edgeinfer.quantize import PRESETS, make_plan
+    from edgeinfer.quantize.plan import ModelShape, TensorInfo
+
+    assert PRESETS["MXFP4_MOE"][1] == T.MXFP4
+    tensors = [TensorInfo("token_embd.weight", [64, 100], T.F32), TensorInfo("blk.0.attn_q.weight", [64, 64], T.F32),
+               TensorInfo("blk.0.ffn_down.weight", [128, 64], T.F32), TensorInfo("blk.0.attn_norm.weight", [64], T.F32)]
+    plans = make_plan(tensors, ModelShape("llama", 1, 4, 4), QuantizeOptions("MXFP4_MOE"))
+    assert {p.name: p.dst_type for p in plans} == {"token_embd.weight": T.Q8_0, "blk.0.attn_q.weight": T.Q8_0,
+                                                   "blk.0.ffn_down.weight": T.Q8_0, "blk.0.attn_norm.weight": T.F32}

@@ -176,7 +176,8 @@ def tiny_f32(tiny_llama_file) -> Path:
 LOGIT_BOUND = {"F32": 1e-6, "F16": 0.002, "BF16": 0.008, "Q4_0": 0.26, "Q4_1": 0.25, "Q5_0": 0.14,
                "Q5_1": 0.12, "Q8_0": 0.025, "Q2_K": 0.75, "Q3_K_S": 0.45, "Q3_K_M": 0.4, "Q3_K_L": 0.38,
                "Q4_K_S": 0.21, "Q4_K_M": 0.21, "Q5_K_S": 0.115, "Q5_K_M": 0.115, "Q6_K": 0.065,
-               "IQ4_NL": 0.235, "IQ4_XS": 0.24, "IQ3_S": 0.49, "IQ3_M": 0.46, "TQ1_0": 1.3, "TQ2_0": 1.3}
+               "IQ4_NL": 0.235, "IQ4_XS": 0.24, "IQ3_S": 0.49, "IQ3_M": 0.46, "TQ1_0": 1.3, "TQ2_0": 1.3,
+               "MXFP4_MOE": 0.025}   # a dense model: Q8_0 throughout
 # Presets that need an importance matrix, tested with one in test_imatrix.py.
 NEEDS_IMATRIX = {"Q2_K_S", "IQ3_XS", "IQ3_XXS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M"}
 

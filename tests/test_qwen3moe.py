@@ -194,12 +194,12 @@ def test_offload_keeps_the_expert_layers_on_the_cpu(converted):
 # ---- quantized -------------------------------------------------------------------------------
 
 # Relative RMS difference of the logits from the F32 file's over 60 positions, measured: Q8_0
-# 0.064, Q4_K_M 0.58; dense Qwen 3 of the same widths: 0.038, 0.33 (random weights at init std
-# 0.2: far more than on a trained model; a token's weighted sum of experts amplifies it, with or
-# without a changed choice: routing all 4 experts gives 0.061, 0.55). That the quantized experts
-# are computed right is pinned bit for bit by test_one_expert_is_the_dense_feed_forward.
-# Bounds ~1.4x.
-LOGIT_BOUND = {"Q8_0": 0.09, "Q4_K_M": 0.8}
+# 0.064, Q4_K_M 0.58, MXFP4_MOE 0.37; dense Qwen 3 of the same widths: Q8_0 0.038, Q4_K_M 0.33
+# (random weights at init std 0.2: far more than on a trained model; a token's weighted sum of
+# experts amplifies it, with or without a changed choice: routing all 4 experts gives 0.061,
+# 0.55). That the quantized experts are computed right is pinned bit for bit by
+# test_one_expert_is_the_dense_feed_forward. Bounds ~1.4x.
+LOGIT_BOUND = {"Q8_0": 0.09, "Q4_K_M": 0.8, "MXFP4_MOE": 0.52}
 
 
 @pytest.fixture(scope="module")
@@ -220,9 +220,12 @@ def test_quantized_experts_stay_close(wide_f32, preset, tmp_path):
     assert types["blk.0.ffn_gate_inp.weight"] == T.F32          # the router is never quantized
     if preset == "Q8_0":
         assert {types[f"blk.0.ffn_{k}_exps.weight"] for k in ("gate", "up", "down")} == {T.Q8_0}
-    else:   # Q4_K_M: ffn_down of the layers use_more_bits names (of two: the last) in Q6_K
+    elif preset == "Q4_K_M":   # ffn_down of the layers use_more_bits names (of two: the last) in Q6_K
         assert (types["blk.0.ffn_gate_exps.weight"], types["blk.1.ffn_up_exps.weight"]) == (T.Q4_K, T.Q4_K)
         assert (types["blk.0.ffn_down_exps.weight"], types["blk.1.ffn_down_exps.weight"]) == (T.Q4_K, T.Q6_K)
+    else:   # MXFP4_MOE: the expert stacks in MXFP4, the other matrices Q8_0
+        assert {types[f"blk.1.ffn_{k}_exps.weight"] for k in ("gate", "up", "down")} == {T.MXFP4}
+        assert types["blk.1.attn_q.weight"] == types["output.weight"] == T.Q8_0
     ids = list(range(3, 63))
     ref = Model.load(wide_f32, n_ctx=64, n_threads=2).eval_logits(ids)
     logits = Model.load(out, n_ctx=64, n_threads=2).eval_logits(ids)
@@ -230,16 +233,21 @@ def test_quantized_experts_stay_close(wide_f32, preset, tmp_path):
     assert rel <= LOGIT_BOUND[preset], rel
 
 
-def test_quantized_expert_types_are_llama_quantizes(wide_f32, tmp_path):
+@pytest.mark.parametrize("preset", ["Q4_K_M", "MXFP4_MOE"])
+def test_quantized_files_are_llama_quantizes(wide_f32, tmp_path, preset):
+    """Whole files, byte for byte: the per-tensor types (MXFP4_MOE: MXFP4 on the expert stacks,
+    Q8_0 elsewhere) and the 3-D tensors quantized expert by expert."""
     tool = llamacpp_tool("llama-quantize")
     if tool is None:
         pytest.skip("no llama.cpp build (scripts/llamacpp_bin.py makes one)")
     theirs = tmp_path / "theirs.gguf"
-    subprocess.run([str(tool), str(wide_f32), str(theirs), "Q4_K_M", "2"], check=True, capture_output=True,
+    subprocess.run([str(tool), str(wide_f32), str(theirs), preset, "2"], check=True, capture_output=True,
                    timeout=300)
     want = {t["name"]: t["type_name"].lower() for t in _core.GgufFile(str(theirs)).tensors()}
-    ours = quantize_file(wide_f32, tmp_path / "ours.gguf", QuantizeOptions("Q4_K_M"), n_threads=2)
+    ours = quantize_file(wide_f32, tmp_path / "ours.gguf", QuantizeOptions(preset), n_threads=2)
     assert {p.name: p.dst_type.name.lower() for p in ours.plans} == want
+    if preset == "MXFP4_MOE":
+        assert {want[n] for n in want if "_exps" in n} == {"mxfp4"}
     assert (tmp_path / "ours.gguf").read_bytes() == theirs.read_bytes()
 
 

@@ -6,7 +6,7 @@ down projections of some layers (``use_more_bits``: the first and last eighth of
 every third one between). 1-D tensors (norms, biases) are never quantized. A tensor whose row
 length is not a whole number of blocks of its type falls back to a type whose blocks fit, with a
 notice. The rules follow llama.cpp's ``llama_tensor_get_type`` for the presets listed here; the
-branch of the preset not listed (MXFP4_MOE) is left out.
+branches of every preset are followed, the i-quants' and MXFP4_MOE's included.
 """
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ PRESETS: dict[str, tuple[FT, T]] = {
     # token embeddings (Q4_K) and the output projection (Q6_K, as for most presets).
     "TQ1_0": (FT.MOSTLY_TQ1_0, T.TQ1_0),
     "TQ2_0": (FT.MOSTLY_TQ2_0, T.TQ2_0),
-    # No MXFP4_MOE: llama.cpp's preset of that name puts MXFP4 on MoE expert tensors only (3-D,
-    # one matrix per expert) and Q8_0 everywhere else, and the core runs no MoE models; MXFP4
-    # stays writable per tensor (--tensor-type REGEX=mxfp4).
+    # MXFP4 on the MoE expert stacks (3-D, one matrix per expert), Q8_0 on every other tensor
+    # (llama.cpp's MXFP4_MOE).
+    "MXFP4_MOE": (FT.MOSTLY_MXFP4_MOE, T.MXFP4),
 }
 
 # Types the core can write (quant/quantize.h); overrides must name one of these.
@@ -280,11 +280,13 @@ class _Planner:
         if cat == "output" or (self.tied and cat == "token_embd"):
             if self.options.output_tensor_type is not None:
                 return self.options.output_tensor_type
-            if s.arch == "falcon" or t.shape[0] % block_size(new_type) != 0:
+            if ft == FT.MOSTLY_MXFP4_MOE or s.arch == "falcon" or t.shape[0] % block_size(new_type) != 0:
                 return T.Q8_0
             if ft in _Q5K_OUTPUT:
                 return T.Q5_K
             return new_type if new_type == T.Q8_0 else T.Q6_K
+        if ft == FT.MOSTLY_MXFP4_MOE:   # expert stacks in MXFP4, everything else Q8_0
+            return T.MXFP4 if len(t.shape) > 2 and t.shape[2] > 1 else T.Q8_0
         if cat == "token_embd":
             if ft in (FT.MOSTLY_IQ2_XXS, FT.MOSTLY_IQ2_XS, *_IQ1):
                 return T.Q2_K
