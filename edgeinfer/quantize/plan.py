@@ -5,8 +5,8 @@ where quantization hurts most: the output projection, the attention V projection
 down projections of some layers (``use_more_bits``: the first and last eighth of the layers and
 every third one between). 1-D tensors (norms, biases) are never quantized. A tensor whose row
 length is not a whole number of blocks of its type falls back to a type whose blocks fit, with a
-notice. The rules follow llama.cpp's ``llama_tensor_get_type`` for the presets listed here; the
-branches of every preset are followed, the i-quants' and MXFP4_MOE's included.
+notice. The rules follow llama.cpp's ``llama_tensor_get_type``, every preset's branches (the
+i-quants' and MXFP4_MOE's included).
 """
 from __future__ import annotations
 
