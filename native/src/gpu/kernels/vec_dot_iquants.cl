@@ -13,8 +13,9 @@
 //           on its own and added (no fma: the CPU keeps ggml's separate rounding).
 //   IQ4_XS: per super-block, each lane's integers over the 8 sub-blocks, each sub-block's times
 //           its scale ls - 32 (exact in int32); acc[l] = fma(d_x * d_y, lane, acc[l]); hsum8.
-// There is no repacked or tiled order for these types on the CPU (cpu/matmul.cpp): a batch
-// multiplies in vec_dot's order, so t, n and rows do not matter here.
+// IQ4_NL has no tiled order on the CPU (cpu/matmul.cpp): a batch multiplies in vec_dot's order.
+// IQ4_XS takes ggml's tiled order from TILED_MIN_BATCH rows, as the CPU does (its k-quants' form
+// in vec_dot.cl): per super-block the whole integer sum, r = sum * d_x, acc = fma(r, d_y, acc).
 #pragma OPENCL FP_CONTRACT OFF  // every fma is spelled out, every other product rounded, as on the CPU
 
 // The table value of element e (0..31) of the 32 elements whose nibbles are qs[0..15].
@@ -64,6 +65,19 @@ inline int scale_iq4_xs(__global const block_iq4_xs* b, int ib) {
 inline float vec_dot_row_iq4_xs(__global const uchar* row, __global const block_q8_K* y, int nb, int t, int n,
                                 int rows) {
     __global const block_iq4_xs* x = (__global const block_iq4_xs*)row;
+    if (n >= TILED_MIN_BATCH) {
+        float acc = 0.0f;
+        for (int i = 0; i < nb; ++i) {
+            int sumi = 0;
+            for (int ib = 0; ib < 8; ++ib) {
+                int sub = 0;
+                for (int l = 0; l < 8; ++l) sub += lane_iq4(x[i].qs + 16 * ib, y[i].qs + 32 * ib, l);
+                sumi += scale_iq4_xs(x + i, ib) * sub;
+            }
+            acc = fma((float)sumi * half_at(&x[i].d), y[i].d, acc);
+        }
+        return acc;
+    }
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     for (int i = 0; i < nb; ++i) {
         int ls[8];
