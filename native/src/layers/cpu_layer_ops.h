@@ -68,6 +68,10 @@ public:
     void moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool gelu, const float* h, int64_t n, float* out);
 
 private:
+    // One expert's rows: [r][n_embd] inputs, [r][n_ff_exp] gate and up, [r][n_embd] outputs.
+    struct ExpertBuffers {
+        std::vector<float> x, gate, up, y;
+    };
     // moe_ffn's buffers, grown on demand.
     struct MoeScratch {
         std::vector<float> probs;       // [n][n_expert] router logits, then probabilities
@@ -76,10 +80,21 @@ private:
         std::vector<float> weights;     // [n][n_used] their weights
         std::vector<int64_t> first;     // [n_expert + 1] where each expert's routed rows start in `routed`
         std::vector<int64_t> routed;    // [n * n_used] (row t, slot j) as t * n_used + j, by expert
-        std::vector<float> x, gate, up, y;  // one expert's rows: [r][n_embd], [r][n_ff_exp] x2, [r][n_embd]
+        std::vector<int64_t> active;    // the experts some row is routed to
         std::vector<float> expert_out;  // [n][n_used][n_embd] each selection's expert output
         std::vector<int64_t> stats_order;  // one expert's rows in llama-imatrix's order
+        ExpertBuffers buffers;          // the serial path's
     };
+    // What expert_ffn reads besides moe_: the layer, its input h [n][d], the widths.
+    struct ExpertRows {
+        const CpuLayerWeights& L;
+        bool gelu;
+        const float* h;
+        int64_t d, ff, k;
+    };
+    // Expert x's feed-forward over the rows routed to it: gathered from h, its matmuls on `pool`,
+    // the outputs scattered into moe_.expert_out.
+    void expert_ffn(const ExpertRows& a, int64_t x, ThreadPool& pool, MatmulScratch& scratch, ExpertBuffers& b);
     // Adds `rows` rows of x [rows][width] (expert `expert`'s inputs, its routed entries r0..) to
     // the activation statistics of each stack in `stacks`.
     void record_expert_inputs(int64_t expert, int64_t r0, int64_t rows, int64_t n_used,

@@ -76,6 +76,30 @@ void CpuLayerOps::record_expert_inputs(int64_t expert, int64_t r0, int64_t rows,
         for (int64_t r : order) stats_->record_matrix(*stack, expert, x + r * width, 1);
 }
 
+void CpuLayerOps::expert_ffn(const ExpertRows& a, int64_t x, ThreadPool& pool, MatmulScratch& scratch,
+                             ExpertBuffers& b) {
+    const MoeScratch& s = moe_;
+    const int64_t d = a.d, ff = a.ff, k = a.k, r0 = s.first[x], rows = s.first[x + 1] - r0;
+    b.x.resize((size_t)(rows * d));
+    b.gate.resize((size_t)(rows * ff));
+    b.up.resize((size_t)(rows * ff));
+    b.y.resize((size_t)(rows * d));
+    for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(b.x.data() + r * d, a.h + (s.routed[r0 + r] / k) * d, sizeof(float) * d);
+    const Tensor gate = stacked_matrix(a.L.ffn_gate_exps, x), up = stacked_matrix(a.L.ffn_up_exps, x);
+    const Tensor down = stacked_matrix(a.L.ffn_down_exps, x);
+    const Tensor* gate_up[] = {&gate, &up};
+    float* const gate_up_out[] = {b.gate.data(), b.up.data()};
+    if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_gate_exps, &a.L.ffn_up_exps}, b.x.data(), d);
+    ei::matmul_same_input(pool, kt_, gate_up, gate_up_out, 2, b.x.data(), rows, scratch, BatchOrder::per_row);
+    for (int64_t r = 0; r < rows; ++r)  // ggml's GLU runs row by row (its SIMD tail is per row)
+        glu(a.gelu, b.gate.data() + r * ff, b.up.data() + r * ff, b.gate.data() + r * ff, ff);
+    if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_down_exps}, b.gate.data(), ff);
+    ei::matmul(pool, kt_, down, b.gate.data(), rows, b.y.data(), scratch, BatchOrder::per_row);
+    for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(moe_.expert_out.data() + s.routed[r0 + r] * d, b.y.data() + r * d, sizeof(float) * d);
+}
+
 void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool gelu, const float* h, int64_t n,
                           float* out) {
     const int64_t d = L.ffn_gate_inp.cols(), E = e.n_expert, k = e.n_used, ff = e.n_ff;
@@ -106,28 +130,25 @@ void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool g
         for (int64_t i = 0; i < n * k; ++i) s.routed[next[s.selected[i]]++] = i;
     }
 
-    s.x.resize((size_t)(most * d));
-    s.gate.resize((size_t)(most * ff));
-    s.up.resize((size_t)(most * ff));
-    s.y.resize((size_t)(most * d));
     s.expert_out.resize((size_t)(n * k * d));
-    for (int64_t x = 0; x < E; ++x) {
-        const int64_t r0 = s.first[x], rows = s.first[x + 1] - r0;
-        if (rows == 0) continue;
-        for (int64_t r = 0; r < rows; ++r)
-            std::memcpy(s.x.data() + r * d, h + (s.routed[r0 + r] / k) * d, sizeof(float) * d);
-        const Tensor gate = stacked_matrix(L.ffn_gate_exps, x), up = stacked_matrix(L.ffn_up_exps, x);
-        const Tensor down = stacked_matrix(L.ffn_down_exps, x);
-        const Tensor* gate_up[] = {&gate, &up};
-        float* const gate_up_out[] = {s.gate.data(), s.up.data()};
-        if (stats_) record_expert_inputs(x, r0, rows, k, {&L.ffn_gate_exps, &L.ffn_up_exps}, s.x.data(), d);
-        ei::matmul_same_input(pool_, kt_, gate_up, gate_up_out, 2, s.x.data(), rows, scratch_, BatchOrder::per_row);
-        for (int64_t r = 0; r < rows; ++r)  // ggml's GLU runs row by row (its SIMD tail is per row)
-            glu(gelu, s.gate.data() + r * ff, s.up.data() + r * ff, s.gate.data() + r * ff, ff);
-        if (stats_) record_expert_inputs(x, r0, rows, k, {&L.ffn_down_exps}, s.gate.data(), ff);
-        ei::matmul(pool_, kt_, down, s.gate.data(), rows, s.y.data(), scratch_, BatchOrder::per_row);
-        for (int64_t r = 0; r < rows; ++r)
-            std::memcpy(s.expert_out.data() + s.routed[r0 + r] * d, s.y.data() + r * d, sizeof(float) * d);
+    const ExpertRows rows_of{L, gelu, h, d, ff, k};
+    std::vector<int64_t>& active = s.active;
+    active.clear();
+    for (int64_t x = 0; x < E; ++x)
+        if (s.first[x + 1] > s.first[x]) active.push_back(x);
+    if (!stats_ && most <= kSmallBatchMax && (int64_t)active.size() >= 2 && pool_.size() > 1) {
+        // A decode step (or a few tokens): each expert's matmuls are too small to share among
+        // the threads at a wait on the pool apiece, so the threads share the experts instead,
+        // each running its experts' matmuls alone (every row's floats are the same either way:
+        // per_row gives each output its own dot). One wait for the layer instead of three an expert.
+        pool_.run([&](int task, int n_tasks) {
+            thread_local ThreadPool alone(1);
+            thread_local MatmulScratch scratch;
+            thread_local ExpertBuffers buffers;
+            for (size_t i = task; i < active.size(); i += n_tasks) expert_ffn(rows_of, active[i], alone, scratch, buffers);
+        }, (int)std::min<int64_t>((int64_t)active.size(), pool_.size()));
+    } else {
+        for (int64_t x : active) expert_ffn(rows_of, x, pool_, scratch_, s.buffers);
     }
 
     for (int64_t t = 0; t < n; ++t) {
