@@ -8,7 +8,8 @@ import gguf
 import pytest
 
 from edgeinfer import _core
-from edgeinfer.cli.info import kv_bytes_per_token
+from edgeinfer.gpu.model_plan import kv_bytes_per_token
+from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.gpu.model_plan import kv_row_bytes, plan_for_file
 from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.quantize.plan import ModelShape
@@ -49,7 +50,7 @@ def test_a_file_without_its_sizes_has_no_kv_estimate_and_no_plan(tmp_path):
     file = _core.GgufFile(str(path))
     with pytest.raises(_core.ModelFormatError, match="llama.attention.head_count"):
         file.hparams()
-    assert kv_bytes_per_token(file) is None
+    assert kv_bytes_per_token(file, KV_CACHE_TYPES) is None
     with pytest.raises(_core.ModelFormatError, match="llama.attention.head_count"):
         plan_for_file(file, "all")
 
@@ -61,7 +62,7 @@ def test_the_file_reading_agrees_with_the_loaded_model(which, request):
     hparams = model.gguf.hparams()
     assert hparams["n_layer"] == model.n_layer
     assert hparams["kv_width"] == model.n_head_kv * model.head_dim
-    estimate = kv_bytes_per_token(model.gguf)
+    estimate = kv_bytes_per_token(model.gguf, KV_CACHE_TYPES)
     for kv_type in KV_CACHE_TYPES:
         ctx = _core.Context(model, n_ctx=16, type_k=kv_type, type_v=kv_type, rotate_k=False, center_k=False)
         assert estimate[kv_type] == ctx.kv_bytes_per_token

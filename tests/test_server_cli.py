@@ -8,7 +8,8 @@ import pytest
 from edgeinfer.cli.args import build_parser
 from edgeinfer.cli.serve import bind_warning, make_config
 from edgeinfer.sampling import DEFAULTS
-from edgeinfer.server.config import is_loopback, model_ids
+from edgeinfer.server.config import is_loopback
+from edgeinfer.server.served_models import model_ids, single_model
 
 
 def test_defaults_bind_loopback_8080_without_key_or_cors():
@@ -22,18 +23,19 @@ def test_options_reach_the_config(monkeypatch):
     monkeypatch.delenv("EDGEINFER_API_KEY", raising=False)
     args = build_parser().parse_args(["serve", "smollm2", "--alias", "mine", "--api-key", "k", "-c", "512",
                                       "--ctk", "q8_0", "--temp", "0.2", "-n", "16", "--cors-origin", "http://a"])
-    config = make_config(args, Path("/m/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    assert config.model_id == "mine" and {"mine", "smollm2", "smollm2-135m-instruct"} <= config.accepted_model_ids
+    config = make_config(args)
+    served = single_model(Path("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), args.model, args.alias)
+    assert served.model_id == "mine" and {"mine", "smollm2", "smollm2-135m-instruct"} <= served.accepted_ids
     assert (config.api_key, config.n_ctx, config.cache_type_k, config.max_tokens_limit) == ("k", 512, "q8_0", 16)
     assert config.sampling.temperature == 0.2 and config.cors_origins == ("http://a",)
     assert config.speculative   # on unless --no-speculative
-    off = make_config(build_parser().parse_args(["serve", "--no-speculative"]), Path("x.gguf"))
+    off = make_config(build_parser().parse_args(["serve", "--no-speculative"]))
     assert not off.speculative
 
 
 def test_api_key_from_the_environment(monkeypatch):
     monkeypatch.setenv("EDGEINFER_API_KEY", "from-env")
-    config = make_config(build_parser().parse_args(["serve"]), Path("x.gguf"))
+    config = make_config(build_parser().parse_args(["serve"]))
     assert config.api_key == "from-env"
 
 

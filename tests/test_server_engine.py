@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from fastapi.testclient import TestClient
 from edgeinfer.generate import GenerationResult
 from edgeinfer.server.app import create_app
 from edgeinfer.server.config import ServerConfig
+from edgeinfer.server.model_pool import ModelPool
+from edgeinfer.server.served_models import ServedModel
 from edgeinfer.server.errors import APIError
 from edgeinfer.server.metrics import Metrics
 from edgeinfer.server.worker import Engine, Failed, Finished, GenerationJob, Piece
@@ -173,15 +176,18 @@ def test_cancelling_a_running_job_stops_it_at_the_next_token():
 
 
 def config(**kw) -> ServerConfig:
-    from pathlib import Path
+    return ServerConfig(**kw)
 
-    return ServerConfig(model_path=Path("model.gguf"), model_id="m", accepted_model_ids=frozenset({"m"}), **kw)
+
+def one(engine: Engine, model_id: str = "m", path: Path = Path("model.gguf")) -> ModelPool:
+    """The single-model server's pool of `engine`."""
+    return ModelPool.of_one(ServedModel(model_id, frozenset({model_id}), path), engine)
 
 
 def test_health_is_503_while_loading_then_200():
     gate = threading.Event()
     engine = Engine(lambda: gate.wait(10) and ScriptedModel(), Metrics(), 4)
-    with TestClient(create_app(config(), engine)) as client:
+    with TestClient(create_app(config(), one(engine))) as client:
         r = client.get("/health")
         assert r.status_code == 503 and r.json()["status"] == "loading"
         r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]})
@@ -200,7 +206,7 @@ def never_loading() -> tuple[Engine, threading.Event]:
 
 def test_body_limit_applies_to_chunked_bodies_too():
     engine, gate = never_loading()
-    with TestClient(create_app(config(max_body_bytes=1000), engine)) as client:
+    with TestClient(create_app(config(max_body_bytes=1000), one(engine))) as client:
         r = client.post("/v1/chat/completions", content=iter([b"{" + b" " * 600, b" " * 600 + b"}"]))
         api_error(r, 413, code="request_too_large")
         r = client.post("/v1/chat/completions", content=b"{" + b" " * 2000 + b"}")
@@ -212,19 +218,20 @@ def test_body_limit_applies_to_chunked_bodies_too():
 
 def test_api_key_as_bearer_or_header_and_cors_only_when_asked():
     engine, gate = never_loading()
-    app = create_app(config(api_key="k", cors_origins=("http://app.local",)), engine)
+    app = create_app(config(api_key="k", cors_origins=("http://app.local",)), one(engine))
     with TestClient(app) as client:
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models", headers={"Authorization": "Bearer nope"}).status_code == 401
-        assert client.get("/v1/models", headers={"Authorization": "Bearer k"}).status_code == 503  # loading
-        assert client.get("/v1/models", headers={"X-Api-Key": "k"}).status_code == 503
+        listed = client.get("/v1/models", headers={"Authorization": "Bearer k"})
+        assert listed.status_code == 200 and listed.json()["data"][0]["status"] == "loading"
+        assert client.get("/v1/models", headers={"X-Api-Key": "k"}).status_code == 200
         assert client.get("/health").status_code == 503
         pre = client.options("/v1/chat/completions", headers={"Origin": "http://app.local",
                                                               "Access-Control-Request-Method": "POST"})
         assert pre.headers["access-control-allow-origin"] == "http://app.local"
         gate.set()
     plain, gate = never_loading()
-    with TestClient(create_app(config(), plain)) as client:
+    with TestClient(create_app(config(), one(plain))) as client:
         r = client.get("/health", headers={"Origin": "http://evil.example"})
         assert "access-control-allow-origin" not in r.headers
         gate.set()
@@ -237,9 +244,7 @@ def test_a_chat_template_refusal_is_a_400_with_the_reason(gemma3_path):
     from edgeinfer.model import Model
 
     engine = Engine(lambda: Model.load(gemma3_path, n_ctx=256, n_threads=1), Metrics(), 4)
-    cfg = ServerConfig(model_path=gemma3_path, model_id="gemma3", accepted_model_ids=frozenset({"gemma3"}),
-                       max_tokens_limit=2)
-    with TestClient(create_app(cfg, engine)) as client:
+    with TestClient(create_app(ServerConfig(max_tokens_limit=2), one(engine, "gemma3", gemma3_path))) as client:
         assert engine.wait_ready(30)
         r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "a"},
                                                                     {"role": "user", "content": "b"}]})

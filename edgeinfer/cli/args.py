@@ -13,7 +13,8 @@ from edgeinfer import __version__
 from edgeinfer.catalog import default_model_name, known_names
 from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.sampling import DEFAULTS, HELP, parse_option
-from edgeinfer.server.config import DEFAULT_PARALLEL, DEFAULT_PROMPT_CACHE_BYTES, DEFAULT_PROMPT_STATE_MIN_TOKENS
+from edgeinfer.server.config import (DEFAULT_KEEP_ALIVE_S, DEFAULT_MAX_LOADED, DEFAULT_PARALLEL, DEFAULT_PROMPT_CACHE_BYTES,
+                                     DEFAULT_PROMPT_STATE_MIN_TOKENS, parse_keep_alive)
 
 MODEL_HELP = "a .gguf file or a known model name ({names}); default: {default}"
 
@@ -31,6 +32,13 @@ def _byte_size(text: str) -> int:
     if not match:
         raise argparse.ArgumentTypeError(f"expected a size such as 512M or 2G, got {text!r}")
     return int(float(match.group(1)) * 1024 ** " KMG".index((match.group(2) or " ").upper()))
+
+
+def _keep_alive(text: str) -> float | None:
+    try:
+        return parse_keep_alive(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _non_negative_int(text: str) -> int:
@@ -248,9 +256,13 @@ def _add_bench(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[common], help="serve a model over an OpenAI-compatible HTTP API",
                        description="A local OpenAI-compatible server (/v1/chat/completions, /v1/completions, "
-                                   "/v1/models, /health, /metrics, /tokenize, /detokenize). One model; --parallel "
-                                   "requests run at once, sharing each decode step, the rest queued in order.")
-    _add_model(p)
+                                   "/v1/models, /health, /metrics, /tokenize, /detokenize). Of one MODEL, or without "
+                                   "one of every model in the models folder and every known one, each loaded when a "
+                                   "request first names it. --parallel requests a model run at once, sharing each "
+                                   "decode step, the rest queued in order.")
+    p.add_argument("model", nargs="?", metavar="MODEL",
+                   help="a GGUF file or a known model name; without one, every model of the models folder "
+                        f"and the known ones ({', '.join(known_names())}) by name, loaded on first use")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; anything but loopback exposes the model to the network "
                         "(default: %(default)s)")
@@ -285,6 +297,15 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--prompt-cache-size", type=_byte_size, default=DEFAULT_PROMPT_CACHE_BYTES, metavar="SIZE",
                    help="most bytes --prompt-cache-dir may hold, e.g. 512M or 2G; least recently used out "
                         "first (default: 1G)")
+    p.add_argument("--max-loaded", type=_positive_int, default=DEFAULT_MAX_LOADED, metavar="N",
+                   help="without MODEL: models loaded at once, least recently used unloaded first "
+                        "(default: %(default)s)")
+    p.add_argument("--keep-alive", type=_keep_alive, default=DEFAULT_KEEP_ALIVE_S, metavar="DURATION",
+                   help="without MODEL: how long an idle model stays loaded, e.g. 30s, 5m, 1h; -1 = until "
+                        "room is needed (default: 5m)")
+    p.add_argument("--memory-budget", type=_byte_size, default=None, metavar="SIZE",
+                   help="without MODEL: most memory the loaded models may take (weights and KV caches), e.g. "
+                        "8G (default: 3/4 of physical memory)")
     add_speculation_option(p)
     add_draft_option(p)
     add_gpu_options(p)

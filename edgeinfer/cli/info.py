@@ -16,7 +16,7 @@ from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.wording import flag_spelling
 from edgeinfer.errors import ModelFormatError
-from edgeinfer.gpu.model_plan import kv_row_bytes, plan_for_file
+from edgeinfer.gpu.model_plan import kv_bytes_per_token, plan_for_file
 from edgeinfer.gpu.placement import Placement, describe
 from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.pull import resolve_model
@@ -45,7 +45,7 @@ def summarize(gguf: Any) -> dict:
             count *= int(dim)
         n_params += count
     n_tokens = gguf.array_size("tokenizer.ggml.tokens")
-    kv = kv_bytes_per_token(gguf)
+    kv = kv_bytes_per_token(gguf, KV_CACHE_TYPES)
     runnable_types = set(_core.weight_types())
     # F32 norms and biases never need a dot product; every other type a tensor has must be one the
     # kernel set computes with (the loader refuses the file otherwise).
@@ -89,23 +89,6 @@ def _experts(gguf: Any, arch: str) -> dict[str, int] | None:
         return None
     return {"count": int(count), "used": int(gguf.get(f"{arch}.expert_used_count") or 0),
             "feed_forward_length": int(gguf.get(f"{arch}.expert_feed_forward_length") or 0)}
-
-
-def kv_bytes_per_token(gguf: Any) -> dict[str, int] | None:
-    """KV cache bytes per token for each cache type (K and V of the same type), from the
-    hyper-parameters as the core reads them; None if the file lacks them (or has ones the core
-    refuses)."""
-    try:
-        hparams = gguf.hparams()
-    except ModelFormatError:
-        return None
-    n_layer, kv_width = hparams["n_layer"], hparams["kv_width"]
-    out = {}
-    for name in KV_CACHE_TYPES:
-        row = kv_row_bytes(name, kv_width)
-        if row is not None:
-            out[name] = n_layer * 2 * row
-    return out
 
 
 def placement(gguf: Any, args: argparse.Namespace) -> Placement:

@@ -20,6 +20,8 @@ from edgeinfer.cli.run import gpu_options, print_placement
 from edgeinfer.cli.wording import in_flags
 from edgeinfer.draft_model import DraftModel
 from edgeinfer.model import Model
+from edgeinfer.catalog import default_model_name
+from edgeinfer.paths import models_dir
 from edgeinfer.pull import resolve_model
 from edgeinfer.sampling import SamplingParams
 
@@ -46,16 +48,15 @@ def parallel_slots(args: argparse.Namespace) -> int:
     return 1 if gpu_options(args) else DEFAULT_PARALLEL
 
 
-def make_config(args: argparse.Namespace, path: Path):
-    from edgeinfer.server.config import ServerConfig, model_ids
+def make_config(args: argparse.Namespace):
+    from edgeinfer.server.config import ServerConfig
 
-    model_id, accepted = model_ids(path, args.model, args.alias)
     draft = None
     if args.draft is not None and not args.no_speculative:
         draft = resolve_model(args.draft, reporter=RichReporter(stderr))
     sampling = SamplingParams(**sampling_options(args))
     return ServerConfig(
-        model_path=path, model_id=model_id, accepted_model_ids=accepted, n_ctx=args.ctx_size,
+        n_ctx=args.ctx_size,
         n_threads=args.threads, cache_type_k=args.cache_type_k, cache_type_v=args.cache_type_v,
         sampling=sampling, max_tokens_limit=args.n_predict,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
@@ -67,12 +68,22 @@ def make_config(args: argparse.Namespace, path: Path):
     )
 
 
+def check_many_models_args(args: argparse.Namespace) -> None:
+    """Options that name one model's settings need a model to serve."""
+    for flag, value in (("--alias", args.alias), ("--draft", args.draft)):
+        if value is not None:
+            raise ValueError(f"{flag} needs a model (edgeinfer serve MODEL {flag} ...); without one the server "
+                             f"serves every model of the models folder under its own name")
+
+
 def main(args: argparse.Namespace) -> int:
     import uvicorn
 
     from edgeinfer.server.app import create_app
     from edgeinfer.server.metrics import Metrics
+    from edgeinfer.server.model_pool import ModelPool, default_memory_budget
     from edgeinfer.server.prompt_store import PromptStateStore
+    from edgeinfer.server.served_models import ServedModel, folder_models, memory_estimate, single_model
     from edgeinfer.server.worker import Engine, EngineState
 
     verbose = bool(getattr(args, "verbose", False))
@@ -81,19 +92,24 @@ def main(args: argparse.Namespace) -> int:
     # keep it for a sizeable part of a step.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    path = resolve_model(args.model, reporter=RichReporter(stderr))
-    config = make_config(args, path)
+    many = args.model is None
+    if many:
+        check_many_models_args(args)
+    config = make_config(args)
+    metrics = Metrics()
 
-    def load() -> Model:
+    def load(served: ServedModel) -> Model:
+        # A known model not pulled yet is pulled now: its requests wait, as for any loading model.
+        path = served.path if served.entry is None else resolve_model(served.entry.name, reporter=RichReporter(stderr))
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
-            model = Model.load(config.model_path, n_ctx=config.n_ctx, n_threads=config.n_threads,
+            model = Model.load(path, n_ctx=config.n_ctx, n_threads=config.n_threads,
                                cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v,
                                n_parallel=config.parallel, **(config.gpu or {}))
         for note in notes:
             stderr.print(f"note: {in_flags(note.message)}", style="yellow", soft_wrap=True)
         print_placement(model, (config.cache_type_k, config.cache_type_v))
-        stderr.print(f"model {config.model_id!r} loaded: n_ctx={model.n_ctx}, {model.n_threads} threads, "
+        stderr.print(f"model {served.model_id!r} loaded: n_ctx={model.n_ctx}, {model.n_threads} threads, "
                      f"{model.kv_summary()}", style="dim", soft_wrap=True)
         slots = model.n_parallel
         stderr.print(f"{slots} parallel slot{'s' * (slots > 1)}: each request has {model.n_ctx} tokens of context "
@@ -125,26 +141,42 @@ def main(args: argparse.Namespace) -> int:
         if server is not None:
             server.should_exit = True
 
-    engine = Engine(load, Metrics(), config.max_queue,
-                    make_prompt_store=make_store if config.prompt_cache_dir else None,
-                    make_drafts=make_drafts if config.draft_path else None,
-                    on_load_failure=on_load_failure)
-    app = create_app(config, engine)
+    def make_engine(served: ServedModel) -> Engine:
+        # A model that fails to load stops a single-model server; a server of many reports it to
+        # the request and goes on.
+        return Engine(lambda: load(served), metrics, config.max_queue,
+                      make_prompt_store=make_store if config.prompt_cache_dir else None,
+                      make_drafts=make_drafts if config.draft_path else None,
+                      on_load_failure=None if many else on_load_failure)
+
+    if many:
+        budget = args.memory_budget if args.memory_budget is not None else default_memory_budget()
+        pool = ModelPool(folder_models, make_engine,
+                         lambda m: memory_estimate(m, config.n_ctx, config.parallel, config.cache_type_k),
+                         metrics, max_loaded=args.max_loaded, memory_budget=budget, keep_alive=args.keep_alive,
+                         default_model=default_model_name())
+        what = (f"every model of {models_dir()} and the known ones, loaded on first use (at most {args.max_loaded} "
+                f"at once" + (f", {budget / 2**30:.1f} GiB" if budget else "") + ")")
+    else:
+        served = single_model(resolve_model(args.model, reporter=RichReporter(stderr)), args.model, args.alias)
+        pool = ModelPool.of_one(served, make_engine(served))
+        what = f"model id {served.model_id!r}"
+    app = create_app(config, pool)
     warning = bind_warning(args.host, bool(config.api_key))
     if warning:
         stderr.print(f"warning: {warning}", style="bold yellow", soft_wrap=True)
     host = f"[{args.host}]" if ":" in args.host else args.host
-    stderr.print(f"edgeinfer serve: http://{host}:{args.port}/v1  (model id {config.model_id!r})",
-                 soft_wrap=True)
+    stderr.print(f"edgeinfer serve: http://{host}:{args.port}/v1  ({what})", soft_wrap=True)
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
             # uvicorn waits for open connections before the app's shutdown runs: end the
             # generations first, so streams close with an error event instead of being cut.
-            # (A thread, not this signal handler, takes the engine's lock.)
-            threading.Thread(target=engine.cancel_all, daemon=True).start()
+            # (A thread, not this signal handler, takes the engines' locks.)
+            threading.Thread(target=pool.cancel_all, daemon=True).start()
             super().handle_exit(sig, frame)
 
     server = Server(uvicorn.Config(app, host=args.host, port=args.port, access_log=verbose,
                                    log_level="info" if verbose else "warning", timeout_graceful_shutdown=3))
     server.run()
-    return 1 if engine.state is EngineState.FAILED else 0
+    return 1 if pool.single is not None and pool.single.engine.state is EngineState.FAILED else 0

@@ -5,12 +5,12 @@ neither reads a weight to make it."""
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Iterable
 
 from gguf import GGMLQuantizationType
 
 from edgeinfer import _core
-from edgeinfer.errors import EdgeInferError
+from edgeinfer.errors import EdgeInferError, ModelFormatError
 from edgeinfer.gpu.devices import list_devices, opencl_library
 from edgeinfer.gpu.placement import Placement, model_costs, parse_gpu_layers, plan_placement
 
@@ -21,6 +21,23 @@ def kv_row_bytes(kv_type: str, dim: int) -> int | None:
     info = _core.type_info(int(GGMLQuantizationType[kv_type.upper()]))
     block = int(info["block_size"])
     return dim // block * int(info["type_size"]) if dim % block == 0 else None
+
+
+def kv_bytes_per_token(gguf: Any, kv_types: Iterable[str]) -> dict[str, int] | None:
+    """KV cache bytes per token for each cache type (K and V of the same type), from the
+    hyper-parameters as the core reads them; None if the file lacks them (or has ones the core
+    refuses)."""
+    try:
+        hparams = gguf.hparams()
+    except ModelFormatError:
+        return None
+    n_layer, kv_width = hparams["n_layer"], hparams["kv_width"]
+    out = {}
+    for name in kv_types:
+        row = kv_row_bytes(name, kv_width)
+        if row is not None:
+            out[name] = n_layer * 2 * row
+    return out
 
 
 def centered_cache_extra_bytes(kv_types: tuple[str, str], k_dim: int, v_dim: int) -> int:

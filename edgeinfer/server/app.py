@@ -20,6 +20,8 @@ from edgeinfer.server.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, 
                                          StatusCountMiddleware, UnexpectedErrorMiddleware)
 from edgeinfer.server.responses import ChatResponses, CompletionResponses
 from edgeinfer.server.sse import HEADERS, MEDIA_TYPE, stream_job
+from edgeinfer.server.model_pool import ModelPool
+from edgeinfer.server.served_models import ServedModel
 from edgeinfer.server.worker import Engine, EngineState, Failed, Finished, GenerationJob, Piece
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -62,13 +64,13 @@ async def _collect(job: GenerationJob, responses: Any, request: Request) -> JSON
         job.cancel()   # a no-op once finished
 
 
-def make_router(config: ServerConfig, engine: Engine, include_in_schema: bool) -> APIRouter:
+def make_router(config: ServerConfig, pool: ModelPool, include_in_schema: bool) -> APIRouter:
     router = APIRouter(include_in_schema=include_in_schema, responses=ERRORS)
 
-    def fingerprint() -> str:
-        return f"fp_{engine.model.fingerprint:016x}"
+    def fingerprint(model: Any) -> str:
+        return f"fp_{model.fingerprint:016x}"
 
-    async def run(job: GenerationJob, responses: Any, stream: bool, include_usage: bool,
+    async def run(engine: Engine, job: GenerationJob, responses: Any, stream: bool, include_usage: bool,
                   request: Request) -> Any:
         engine.submit(job)
         if stream:
@@ -80,93 +82,122 @@ def make_router(config: ServerConfig, engine: Engine, include_in_schema: bool) -
                  summary="Chat completion (OpenAI-compatible)")
     async def chat_completions(body: s.ChatCompletionRequest, request: Request) -> Any:
         arrived = time.perf_counter()
-        model = engine.require_model()
-        prompts.check_model(body.model, config)
         prompts.check_supported_chat(body)
-        job = await run_in_threadpool(prompts.chat_job, body, model, config)
-        job.accepted_at = arrived
-        responses = ChatResponses(config.model_id, fingerprint(), model.vocab, body.logprobs, job.tool_format)
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return await run(job, responses, body.stream, include_usage, request)
+        resident = await pool.acquire(body.model)
+        try:
+            model = resident.engine.model
+            job = await run_in_threadpool(prompts.chat_job, body, model, config)
+            job.accepted_at = arrived
+            responses = ChatResponses(resident.served.model_id, fingerprint(model), model.vocab, body.logprobs,
+                                      job.tool_format)
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return await run(resident.engine, job, responses, body.stream, include_usage, request)
+        finally:
+            pool.release(resident)
 
     @router.post("/completions", response_model=s.Completion, responses={200: STREAM_DOC},
                  summary="Text completion (OpenAI-compatible, legacy)")
     async def completions(body: s.CompletionRequest, request: Request) -> Any:
         arrived = time.perf_counter()
-        model = engine.require_model()
-        prompts.check_model(body.model, config)
         prompts.check_supported_completion(body)
-        job = await run_in_threadpool(prompts.completion_job, body, model, config)
-        job.accepted_at = arrived
-        responses = CompletionResponses(config.model_id, fingerprint(), model.vocab, body.logprobs is not None)
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return await run(job, responses, body.stream, include_usage, request)
+        resident = await pool.acquire(body.model)
+        try:
+            model = resident.engine.model
+            job = await run_in_threadpool(prompts.completion_job, body, model, config)
+            job.accepted_at = arrived
+            responses = CompletionResponses(resident.served.model_id, fingerprint(model), model.vocab,
+                                            body.logprobs is not None)
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return await run(resident.engine, job, responses, body.stream, include_usage, request)
+        finally:
+            pool.release(resident)
 
-    def card() -> s.ModelCard:
-        model = engine.require_model()
-        created = int(config.model_path.stat().st_mtime) if config.model_path.exists() else 0
-        return s.ModelCard(id=config.model_id, created=created, n_ctx=model.n_ctx, n_params=model.n_params,
-                           arch=model.arch, parallel=engine.n_slots)
+    def card(served: ServedModel) -> s.ModelCard:
+        resident = next((r for r in pool.residents() if r.served.model_id == served.model_id), None)
+        engine = resident.engine if resident is not None else None
+        model = engine.model if engine is not None and engine.state is EngineState.READY else None
+        try:
+            created = int(served.path.stat().st_mtime)
+        except OSError:
+            created = 0
+        status = ("loaded" if model is not None else "loading" if engine is not None and engine.state is EngineState.LOADING
+                  else "available" if served.present else "not_downloaded")
+        return s.ModelCard(id=served.model_id, created=created, status=status,
+                           n_ctx=model.n_ctx if model else None, n_params=model.n_params if model else None,
+                           arch=model.arch if model else None, parallel=engine.n_slots if model else None,
+                           size=served.file_size)
 
-    @router.get("/models", response_model=s.ModelList, summary="The served model")
+    @router.get("/models", response_model=s.ModelList, summary="The models this server can serve, loaded or not")
     async def list_models() -> s.ModelList:
-        return s.ModelList(data=[card()])
+        return s.ModelList(data=[card(served) for served in pool.available()])
 
     @router.get("/models/{model_id:path}", response_model=s.ModelCard, summary="One model")
     async def get_model(model_id: str) -> s.ModelCard:
-        prompts.check_model(model_id, config)
-        return card()
+        return card(pool.lookup(model_id))
 
     @router.get("/health", response_model=s.Health, responses={503: {"model": s.Health}},
-                summary="200 once the model is loaded, 503 before")
+                summary="200 once the model is loaded (a server of many models: once it listens), 503 before")
     async def health() -> Any:
-        status = engine.state.value
+        if pool.single is None:
+            loaded = [r.served.model_id for r in pool.residents() if r.engine.state is EngineState.READY]
+            return JSONResponse(s.Health(status="ok", loaded=loaded).model_dump(exclude_none=True))
+        engine = pool.single.engine
         ready = engine.state is EngineState.READY
-        body = s.Health(status=status, model=config.model_id,
+        body = s.Health(status=engine.state.value, model=pool.single.served.model_id,
                         detail=None if engine.error is None else str(engine.error),
                         slots_total=engine.n_slots if ready else None, slots_idle=engine.idle_slots if ready else None,
                         n_ctx_per_slot=engine.model.n_ctx if ready else None)
-        code = 200 if ready else 503
-        return JSONResponse(body.model_dump(exclude_none=True), status_code=code)
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if ready else 503)
 
     @router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
-    async def metrics() -> PlainTextResponse:
-        text = engine.metrics.render(engine.in_flight, engine.queue_depth, engine.state is EngineState.READY,
-                                     engine.slot_states(), engine.step_stats())
+    async def prometheus_metrics() -> PlainTextResponse:
+        engines = [r.engine for r in pool.residents()]
+        ready = [e for e in engines if e.state is EngineState.READY]
+        # Per-slot lines only while one model is loaded: slot numbers are per model.
+        one = ready[0] if len(ready) == 1 else None
+        text = pool.metrics.render(sum(e.in_flight for e in engines), sum(e.queue_depth for e in engines),
+                                     bool(ready), one.slot_states() if one else (), one.step_stats() if one else None)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     @router.post("/tokenize", response_model=s.TokenizeResponse, summary="Text to token ids")
     async def tokenize(body: s.TokenizeRequest) -> s.TokenizeResponse:
-        model = engine.require_model()
-        prompts.check_model(body.model, config)
-        ids = await run_in_threadpool(model.tokenize, body.content, body.add_special, body.parse_special)
+        resident = await pool.acquire(body.model)
+        try:
+            ids = await run_in_threadpool(resident.engine.model.tokenize, body.content, body.add_special,
+                                          body.parse_special)
+        finally:
+            pool.release(resident)
         return s.TokenizeResponse(tokens=ids)
 
     @router.post("/detokenize", response_model=s.DetokenizeResponse, summary="Token ids to text")
     async def detokenize(body: s.DetokenizeRequest) -> s.DetokenizeResponse:
-        model = engine.require_model()
-        prompts.check_model(body.model, config)
-        prompts.check_token_ids(body.tokens, model.n_vocab, "tokens")
-        return s.DetokenizeResponse(content=await run_in_threadpool(model.detokenize, body.tokens))
+        resident = await pool.acquire(body.model)
+        try:
+            model = resident.engine.model
+            prompts.check_token_ids(body.tokens, model.n_vocab, "tokens")
+            text = await run_in_threadpool(model.detokenize, body.tokens)
+        finally:
+            pool.release(resident)
+        return s.DetokenizeResponse(content=text)
 
     return router
 
 
-def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
-    """The ASGI app. The engine starts loading the model when the app starts up."""
+def create_app(config: ServerConfig, pool: ModelPool) -> FastAPI:
+    """The ASGI app. The pool starts (a single model starts loading) when the app starts up."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine.start()
+        pool.start()
         try:
             yield
         finally:
-            await run_in_threadpool(engine.shutdown)
+            await pool.shutdown()
 
     app = FastAPI(title="edgeinfer", version=__version__, lifespan=lifespan,
                   description="A local OpenAI-compatible server for GGUF models.")
-    app.include_router(make_router(config, engine, include_in_schema=True), prefix="/v1")
-    app.include_router(make_router(config, engine, include_in_schema=False))
+    app.include_router(make_router(config, pool, include_in_schema=True), prefix="/v1")
+    app.include_router(make_router(config, pool, include_in_schema=False))
     install_error_handlers(app)
     # Added last = outermost: CORS answers preflights and decorates even 401/413 answers, and the
     # status count sees every answer.
@@ -178,5 +209,5 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["*"],
                            allow_headers=["*"], max_age=600)
-    app.add_middleware(StatusCountMiddleware, record=engine.metrics.record_response)
+    app.add_middleware(StatusCountMiddleware, record=pool.metrics.record_response)
     return app

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgeinfer.catalog import load_manifest
 from edgeinfer.sampling import DEFAULTS, SamplingParams
 
 DEFAULT_HOST = "127.0.0.1"
@@ -18,13 +18,30 @@ DEFAULT_PROMPT_CACHE_BYTES = 1 << 30   # --prompt-cache-dir's size at most
 # tags; an editor's completions beside a chat), and a decode step of a few rows costs far less
 # than as many steps (docs/PERFORMANCE.md); llama-server's default is 4 slots too.
 DEFAULT_PARALLEL = 4
+# A server of many models (edgeinfer serve without MODEL) keeps them as Ollama does.
+DEFAULT_MAX_LOADED = 3          # Ollama's default for a machine without a GPU
+DEFAULT_KEEP_ALIVE_S = 300.0    # Ollama's five minutes
+UNITS_S = {"": 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_keep_alive(value: str | int | float | None) -> float | None:
+    """Seconds a model stays loaded once idle, in Ollama's spellings: a number of seconds or a
+    duration ("5m", "1h30m", "500ms"); negative = forever (None); 0 = unload at once."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return None if value < 0 else float(value)
+    text = str(value).strip()
+    if re.fullmatch(r"-\d+(\.\d+)?[a-z]*", text):
+        return None
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|)", text)
+    if not text or "".join(a + b for a, b in parts) != text:
+        raise ValueError(f"not a duration: {value!r} (e.g. 30s, 5m, 1h, -1 = forever, 0 = unload at once)")
+    return sum(float(number) * UNITS_S[unit] for number, unit in parts)
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    model_path: Path
-    model_id: str                                   # the id /v1/models reports
-    accepted_model_ids: frozenset[str]              # ids a request's "model" may name
     n_ctx: int = 2048
     n_threads: int | None = None
     cache_type_k: str = "f16"
@@ -42,22 +59,6 @@ class ServerConfig:
     speculative: bool = True                        # Model.generate's speculative (prompt lookup)
     parallel: int = 1                               # slots: requests run at once (Model.load's n_parallel)
     draft_path: Path | None = None                  # --draft: a smaller model of the same vocabulary guesses
-
-
-def model_ids(path: Path, requested: str | None, alias: str | None) -> tuple[str, frozenset[str]]:
-    """The model id to report and every id a request may use for this model: the alias, the
-    name it was asked for, its manifest name and aliases, the file name and its stem."""
-    names = {path.name, path.stem}
-    entry_name = None
-    for entry in load_manifest().values():
-        if entry.filename == path.name:
-            entry_name = entry.name
-            names.update({entry.name, *entry.aliases})
-    if requested:
-        names.add(requested)
-    model_id = alias or entry_name or path.stem
-    names.add(model_id)
-    return model_id, frozenset(names)
 
 
 def is_loopback(host: str) -> bool:

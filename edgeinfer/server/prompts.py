@@ -25,13 +25,6 @@ def not_supported(feature: str, param: str) -> APIError:
     return APIError(400, f"{feature} is not supported yet.", param=param, code="not_supported")
 
 
-def check_model(requested: str | None, config: ServerConfig) -> None:
-    """404 unless `requested` (when given) names the served model."""
-    if requested and requested not in config.accepted_model_ids:
-        raise APIError(404, f"The model {requested!r} does not exist; this server serves {config.model_id!r}.",
-                       param="model", code="model_not_found")
-
-
 def _check_common(req: SamplingFields) -> None:
     if req.n != 1:
         raise not_supported("n > 1 (several choices per request)", "n")

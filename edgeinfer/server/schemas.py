@@ -349,10 +349,14 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int
     owned_by: str = "edgeinfer"
-    n_ctx: int = Field(..., description="The context of each request: every slot has n_ctx positions of its own.")
-    n_params: int
-    arch: str
-    parallel: int = Field(1, description="Requests run at once (slots); more wait in a queue.")
+    status: Literal["loaded", "loading", "available", "not_downloaded"] = Field(
+        ..., description="Loaded; being loaded; a file ready to load on first use; a known model pulled on first use.")
+    size: int = Field(..., description="The model file's bytes.")
+    n_ctx: int | None = Field(None, description="The context of each request: every slot has n_ctx positions of its "
+                                                "own (once loaded).")
+    n_params: int | None = None
+    arch: str | None = None
+    parallel: int | None = Field(None, description="Requests run at once (slots); more wait in a queue (once loaded).")
 
 
 class ModelList(BaseModel):
@@ -362,7 +366,8 @@ class ModelList(BaseModel):
 
 class Health(BaseModel):
     status: Literal["ok", "loading", "error"]
-    model: str
+    model: str | None = Field(None, description="The single model's id (`edgeinfer serve MODEL`).")
+    loaded: list[str] | None = Field(None, description="A server of many models: the ones loaded.")
     detail: str | None = None
     slots_total: int | None = Field(None, description="Requests run at once (once loaded).")
     slots_idle: int | None = Field(None, description="Slots free for a new request.")

@@ -157,6 +157,7 @@ class Engine:
         self._in_flight = 0   # submitted and not yet done (queued or running)
         self._settled = threading.Event()   # set when loading has succeeded or failed
         self._stopping = False
+        self.last_active = time.monotonic()   # a job submitted or ended (the pool's keep-alive counts from it)
         self._thread = threading.Thread(target=self._run, name="edgeinfer-engine", daemon=True)
         self._slot_threads: list[threading.Thread] = []
 
@@ -190,6 +191,7 @@ class Engine:
                                headers={"Retry-After": str(RETRY_AFTER_S)})
             self._queue.put(job)
             self._in_flight += 1
+            self.last_active = time.monotonic()
 
     @property
     def queue_depth(self) -> int:
@@ -250,6 +252,14 @@ class Engine:
         self._queue.put(None)
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+    def release_model(self) -> None:
+        """Drops the references to the model after shutdown(), so its memory goes back."""
+        self.slots = []
+        self._slot_threads = []
+        self._drafts = None
+        self.prompt_store = None
+        self.model = None
 
     # --- the engine thread -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -339,6 +349,7 @@ class Engine:
                     slot.job = None
                     slot.last_used = time.perf_counter()
                     self._in_flight -= 1
+                    self.last_active = time.monotonic()
                     self._slot_free.notify_all()
 
     def _serve(self, job: GenerationJob, slot: Slot) -> None:

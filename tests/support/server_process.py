@@ -23,15 +23,15 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`python -m edgeinfer serve MODEL ARGS... --port <free>`; `url` is the base (no /v1)."""
+    """`python -m edgeinfer serve [MODEL] ARGS... --port <free>`; `url` is the base (no /v1)."""
 
-    def __init__(self, model: Path, *args: str, log_path: Path, timeout: float = 60.0):
+    def __init__(self, model: Path | None, *args: str, log_path: Path, timeout: float = 60.0):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "edgeinfer", "serve", str(model), "--port", str(self.port), *args],
+            [sys.executable, "-m", "edgeinfer", "serve", *([str(model)] if model else []), "--port", str(self.port), *args],
             cwd=REPO_ROOT, env=child_env(PYTHONUNBUFFERED="1"), stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_healthy(timeout)
 
@@ -65,9 +65,11 @@ class ServerProcess:
 
 
 @contextmanager
-def openai_client(model: Path, alias: str, log_dir: Path, *args: str) -> Iterator[openai.OpenAI]:
-    """A server for `model` under the name `alias`, and an `openai` client pointed at it."""
-    proc = ServerProcess(model, "--alias", alias, *args, log_path=log_dir / "server.log")
+def openai_client(model: Path | None, alias: str | None, log_dir: Path, *args: str) -> Iterator[openai.OpenAI]:
+    """A server for `model` under the name `alias` (None: every model of the models folder by its
+    own name), and an `openai` client pointed at it."""
+    naming = ("--alias", alias) if alias else ()
+    proc = ServerProcess(model, *naming, *args, log_path=log_dir / "server.log")
     try:
         yield openai.OpenAI(base_url=f"{proc.url}/v1", api_key="none", max_retries=0)
     finally:
