@@ -161,14 +161,24 @@ def validation_error(exc: RequestValidationError) -> APIError:
     return APIError(400, f"Invalid value for '{field}': {message}{more}", param=field, code="invalid_value")
 
 
+OLLAMA_PREFIX = "/api/"
+
+
+def shaped(request: Request, error: APIError) -> JSONResponse:
+    """The answer for `error`: OpenAI's error object, or Ollama's {"error": "..."} under /api/."""
+    if request.url.path.startswith(OLLAMA_PREFIX):
+        return JSONResponse({"error": error.message}, status_code=error.status, headers=error.headers)
+    return error.response()
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
-        return exc.response()
+        return shaped(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return validation_error(exc).response()
+        return shaped(request, validation_error(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -181,4 +191,4 @@ def install_error_handlers(app: FastAPI) -> None:
             # (bytes that are not UTF-8, or nesting deeper than the parser's recursion limit).
             message = "The request body could not be read: it must be UTF-8 encoded JSON of reasonable depth."
             code = "invalid_json"
-        return APIError(exc.status_code, message, code=code, headers=exc.headers).response()
+        return shaped(request, APIError(exc.status_code, message, code=code, headers=exc.headers))

@@ -10,7 +10,7 @@ import hmac
 import json
 from typing import Any, Awaitable, Callable
 
-from edgeinfer.server.errors import error_body, from_exception
+from edgeinfer.server.errors import OLLAMA_PREFIX, error_body, from_exception
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -20,7 +20,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 OPEN_PATHS = frozenset({"/health", "/v1/health"})   # reachable without the API key
 
 
-async def send_json(send: Send, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+async def send_json(scope: Scope, send: Send, status: int, body: dict[str, Any],
+                    headers: dict[str, str] | None = None) -> None:
+    if scope.get("path", "").startswith(OLLAMA_PREFIX) and isinstance(body.get("error"), dict):
+        body = {"error": body["error"]["message"]}   # Ollama's error shape (errors.shaped)
     payload = json.dumps(body).encode()
     raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
@@ -43,8 +46,8 @@ class BodyLimitMiddleware:
         self.app = app
         self.limit = limit
 
-    async def _too_large(self, send: Send) -> None:
-        await send_json(send, 413, error_body(f"The request body is larger than the limit of {self.limit} bytes.",
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        await send_json(scope, send, 413, error_body(f"The request body is larger than the limit of {self.limit} bytes.",
                                               code="request_too_large"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,7 +56,7 @@ class BodyLimitMiddleware:
         length = _header(scope, b"content-length")
         if length is not None:
             if not length.strip().isdigit() or int(length) > self.limit:
-                return await self._too_large(send)
+                return await self._too_large(scope, send)
             return await self.app(scope, receive, send)
         if _header(scope, b"transfer-encoding") is None:
             return await self.app(scope, receive, send)   # no body
@@ -64,7 +67,7 @@ class BodyLimitMiddleware:
                 return
             body += message.get("body", b"")
             if len(body) > self.limit:
-                return await self._too_large(send)
+                return await self._too_large(scope, send)
             if not message.get("more_body", False):
                 break
         replayed = False
@@ -115,7 +118,7 @@ class ApiKeyMiddleware:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or preflight \
                 or self._authorized(scope):
             return await self.app(scope, receive, send)
-        await send_json(send, 401, error_body("Invalid or missing API key. Send it as 'Authorization: Bearer "
+        await send_json(scope, send, 401, error_body("Invalid or missing API key. Send it as 'Authorization: Bearer "
                                               "<key>' or 'X-Api-Key: <key>'.", code="invalid_api_key"),
                         headers={"WWW-Authenticate": "Bearer"})
 
@@ -163,4 +166,4 @@ class UnexpectedErrorMiddleware:
             error = from_exception(exc)
             if started:   # too late for a status: the server closes the connection
                 return
-            await send_json(send, error.status, error.body())
+            await send_json(scope, send, error.status, error.body())

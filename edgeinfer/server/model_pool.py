@@ -29,6 +29,7 @@ log = logging.getLogger("edgeinfer.server")
 
 DEFAULT_BUDGET_FRACTION = 0.75  # of physical memory: the rest stays the desktop's
 REAP_INTERVAL_S = 0.25
+SERVER_KEEP_ALIVE = "default"   # acquire()'s keep_alive when the request has none: the server's
 
 
 def physical_memory() -> int | None:
@@ -65,6 +66,12 @@ class Resident:
 
     def idle_since(self) -> float:
         return max(self.last_used, self.engine.last_active)
+
+    def expires_in(self) -> float:
+        """Seconds until the keep-alive unloads it, counted from now as if it stayed idle."""
+        if self.keep_alive is None:
+            return float("inf")
+        return self.idle_since() + self.keep_alive - time.monotonic()
 
 
 class ModelPool:
@@ -123,7 +130,7 @@ class ModelPool:
         return served
 
     # --- a request's use of a model --------------------------------------------------------------
-    async def acquire(self, requested: str | None, keep_alive: float | None | str = "default") -> Resident:
+    async def acquire(self, requested: str | None, keep_alive: float | None | str = SERVER_KEEP_ALIVE) -> Resident:
         """The loaded model a request names, loading it first if need be (and waiting while it
         loads). The caller must `release()` it once its job is submitted (or it gave up)."""
         served = self.lookup(requested)
@@ -137,7 +144,7 @@ class ModelPool:
                 resident = await self._load(served)
             resident.leases += 1
             resident.last_used = time.monotonic()
-            if keep_alive != "default":
+            if keep_alive != SERVER_KEEP_ALIVE:
                 resident.keep_alive = keep_alive
         try:
             await asyncio.to_thread(resident.engine.wait_ready)
@@ -179,6 +186,16 @@ class ModelPool:
     def _over_budget(self, need: int) -> bool:
         used = sum(r.memory for r in self._residents.values())
         return self.memory_budget is not None and used + need > self.memory_budget
+
+    async def unload(self, model_id: str) -> bool:
+        """Unloads a model at once if it is loaded and idle (Ollama's keep_alive 0 with no prompt);
+        False if there was nothing to unload, or it is busy or pinned."""
+        async with self._lock:
+            resident = self._residents.get(model_id)
+            if resident is None or resident.pinned or not resident.idle:
+                return False
+            await self._unload(resident, "asked to")
+            return True
 
     async def _unload(self, resident: Resident, why: str) -> None:
         del self._residents[resident.served.model_id]

@@ -1,0 +1,256 @@
+"""Ollama's API over the same engine: its requests become the OpenAI requests the server already
+validates and runs (so sampling, constrained output and tool calls are defined once), and the
+engine's events become Ollama's answers: one JSON object, or NDJSON lines while streaming.
+
+What does not map is refused with the reason rather than ignored when it would change the answer
+(images, `think`, a custom `template`, the old `context`), and ignored when it only tunes Ollama's
+own runner (num_gpu, num_thread, ...)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator
+
+from pydantic import ValidationError
+
+from edgeinfer.generate import GenerationResult
+from edgeinfer.server import schemas as s
+from edgeinfer.server.errors import APIError, from_exception
+from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaMessage, _Generation
+from edgeinfer.server.served_models import ServedModel
+from edgeinfer.server.worker import Failed, Finished, GenerationJob, Piece
+from edgeinfer.tools import ContentDelta, ToolCallStream
+from edgeinfer.tools.formats import ToolFormat
+
+NDJSON = "application/x-ndjson"
+# The Ollama version whose API this follows (clients check it for features such as tools).
+OLLAMA_API_VERSION = "0.12.0"
+NS_PER_MS = 1_000_000
+
+
+def now_iso(t: float | None = None) -> str:
+    when = datetime.fromtimestamp(time.time() if t is None else t, timezone.utc)
+    return when.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def ollama_name(served: ServedModel) -> str:
+    """Ollama's "name:tag": a name without a tag is :latest (find() accepts it back)."""
+    return served.model_id if ":" in served.model_id else f"{served.model_id}:latest"
+
+
+def digest(served: ServedModel) -> str:
+    """The catalog's sha256 of a known file; else an identity of the file's path, size and time
+    (hashing every file on each listing would take seconds a gigabyte)."""
+    if served.entry is not None:
+        return served.entry.sha256
+    try:
+        st = served.path.stat()
+        key = f"{served.path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        key = str(served.path)
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+def _refuse(field: str, why: str) -> APIError:
+    return APIError(400, f"'{field}' is not supported: {why}.", param=field, code="unsupported")
+
+
+def _sampling(req: _Generation) -> dict[str, Any]:
+    """The OpenAI request's sampling fields from Ollama's options and format."""
+    out: dict[str, Any] = {}
+    if req.options is not None:
+        o = req.options
+        for key in ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty", "presence_penalty",
+                    "frequency_penalty", "stop"):
+            if getattr(o, key) is not None:
+                out[key] = getattr(o, key)
+        if o.num_predict is not None and o.num_predict > 0:   # -1 / -2: up to the context
+            out["max_tokens"] = o.num_predict
+    if req.format == "json":
+        out["response_format"] = {"type": "json_object"}
+    elif isinstance(req.format, dict):
+        out["response_format"] = {"type": "json_schema", "json_schema": {"name": "format", "schema": req.format}}
+    if req.think not in (None, False):
+        raise _refuse("think", "edgeinfer does not separate a model's thinking yet; leave it out or false")
+    return out
+
+
+def _validated(cls: type, body: dict[str, Any]) -> Any:
+    try:
+        return cls.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        raise APIError(400, f"Invalid '{field}': {first['msg']}.", param=field, code="invalid_value") from None
+
+
+def _message(m: OllamaMessage, index: int) -> dict[str, Any]:
+    if m.images:
+        raise _refuse(f"messages.{index}.images", "edgeinfer runs text models only")
+    message: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{index}_{i}", "type": "function",
+             "function": {"name": c.function.name, "arguments": c.function.arguments
+                          if isinstance(c.function.arguments, str) else json.dumps(c.function.arguments)}}
+            for i, c in enumerate(m.tool_calls)]
+    if m.tool_name:
+        message["name"] = m.tool_name
+    return message
+
+
+def _answer_tool_call_ids(messages: list[dict[str, Any]]) -> None:
+    """Ollama's tool results name their tool; OpenAI's answer a call's id: each result gets the
+    id of the latest call of its name not answered yet."""
+    open_calls: list[tuple[str, str]] = []
+    for message in messages:
+        for call in message.get("tool_calls", ()):
+            open_calls.append((call["function"]["name"], call["id"]))
+        if message["role"] == "tool":
+            match = next((c for c in reversed(open_calls) if c[0] == message.get("name")), None) or \
+                (open_calls[-1] if open_calls else None)
+            if match is not None:
+                message["tool_call_id"] = match[1]
+                open_calls.remove(match)
+
+
+def chat_request(req: OllamaChatRequest) -> s.ChatCompletionRequest:
+    messages = [_message(m, i) for i, m in enumerate(req.messages)]
+    _answer_tool_call_ids(messages)
+    body = {"model": req.model, "messages": messages, **_sampling(req)}
+    if req.tools:
+        body["tools"] = req.tools
+    return _validated(s.ChatCompletionRequest, body)
+
+
+def generate_request(req: OllamaGenerateRequest) -> s.ChatCompletionRequest | s.CompletionRequest:
+    """`raw` (or a suffix to fill in before) is the prompt as is; else the model's chat template
+    around the prompt and the system message, as Ollama applies its template."""
+    if req.images:
+        raise _refuse("images", "edgeinfer runs text models only")
+    if req.template:
+        raise _refuse("template", "edgeinfer renders the model's own chat template; send raw=true with the "
+                                  "prompt already formatted")
+    if req.context:
+        raise _refuse("context", "send the conversation to /api/chat instead")
+    sampling = _sampling(req)
+    if req.raw or req.suffix:
+        body = {"model": req.model, "prompt": req.prompt, **sampling}
+        if req.suffix:
+            body["suffix"] = req.suffix
+        return _validated(s.CompletionRequest, body)
+    messages = ([{"role": "system", "content": req.system}] if req.system else []) + \
+        [{"role": "user", "content": req.prompt}]
+    return _validated(s.ChatCompletionRequest, {"model": req.model, "messages": messages, **sampling})
+
+
+# --- answers ------------------------------------------------------------------------------------
+
+class OllamaAnswer:
+    """The engine's events as Ollama's answer to /api/chat (`message`) or /api/generate
+    (`response`); tool calls (chat only) are read from the text and sent whole, as Ollama does."""
+
+    def __init__(self, kind: str, model_name: str, tool_format: ToolFormat | None, arrived: float, load_s: float):
+        self.kind = kind
+        self.model_name = model_name
+        self.arrived = arrived
+        self.load_ns = int(load_s * 1e9)
+        self.reader = ToolCallStream(tool_format) if tool_format is not None else None
+
+    def _line(self, text: str, done: bool = False, **extra: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model_name, "created_at": now_iso()}
+        if self.kind == "chat":
+            body["message"] = {"role": "assistant", "content": text, **extra.pop("message", {})}
+        else:
+            body["response"] = text
+        return body | {"done": done} | extra
+
+    def piece(self, text: str) -> list[dict[str, Any]]:
+        if self.reader is None:
+            return [self._line(text)] if text else []
+        shown = "".join(e.text for e in self.reader.feed(text) if isinstance(e, ContentDelta))
+        return [self._line(shown)] if shown else []
+
+    def final(self, finished: Finished) -> list[dict[str, Any]]:
+        lines = []
+        if self.reader is not None:
+            held = "".join(e.text for e in self.reader.finish() if isinstance(e, ContentDelta))
+            calls = self._calls()
+            if held or calls:
+                lines.append(self._line(held, message={"tool_calls": calls} if calls else {}))
+        lines.append(self._line("", done=True, **self.stats(finished.result)))
+        return lines
+
+    def _calls(self) -> list[dict[str, Any]]:
+        calls = []
+        for call in self.reader.tool_calls:
+            try:
+                arguments = json.loads(call.arguments) if call.arguments else {}
+            except json.JSONDecodeError:
+                arguments = call.arguments   # as the model wrote it
+            calls.append({"function": {"name": call.name, "arguments": arguments}})
+        return calls
+
+    def whole(self, text: str, finished: Finished) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.reader is not None:
+            reader = self.reader
+            reader.feed(text)
+            reader.finish()
+            text = reader.content or ""
+            calls = self._calls()
+            if calls:
+                extra["message"] = {"tool_calls": calls}
+        return self._line(text, done=True, **extra, **self.stats(finished.result))
+
+    def stats(self, result: GenerationResult) -> dict[str, Any]:
+        t = result.timings
+        return {"done_reason": result.finish_reason,
+                "total_duration": int((time.perf_counter() - self.arrived) * 1e9),
+                "load_duration": self.load_ns,
+                "prompt_eval_count": result.prompt_tokens,
+                "prompt_eval_duration": int(t.prompt_ms * NS_PER_MS),
+                "eval_count": len(result.tokens),
+                "eval_duration": int(t.gen_ms * NS_PER_MS)}
+
+
+def error_line(error: BaseException) -> dict[str, Any]:
+    return {"error": from_exception(error).message}
+
+
+async def ndjson_lines(job: GenerationJob, answer: OllamaAnswer) -> AsyncIterator[bytes]:
+    """The streamed answer; an error after the first line is a last line {"error": ...}."""
+    try:
+        while True:
+            event = await job.next_event()
+            if isinstance(event, Piece):
+                lines = answer.piece(event.text)
+            elif isinstance(event, Finished):
+                lines = answer.final(event)
+            else:
+                lines = [error_line(event.error)]
+            for line in lines:
+                yield json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+            if not isinstance(event, Piece):
+                return
+    finally:
+        job.cancel()
+
+
+async def whole_answer(job: GenerationJob, answer: OllamaAnswer) -> dict[str, Any]:
+    pieces: list[str] = []
+    try:
+        while True:
+            event = await job.next_event()
+            if isinstance(event, Piece):
+                pieces.append(event.text)
+            elif isinstance(event, Finished):
+                return answer.whole("".join(pieces), event)
+            elif isinstance(event, Failed):
+                raise from_exception(event.error)
+    finally:
+        job.cancel()
