@@ -22,6 +22,7 @@ from edgeinfer.server.responses import ChatResponses, CompletionResponses
 from edgeinfer.server.sse import HEADERS, MEDIA_TYPE, stream_job
 from edgeinfer.server.model_pool import ModelPool
 from edgeinfer.server.ollama_routes import make_ollama_router
+from edgeinfer.server.webui import mount_chat_page
 from edgeinfer.server.served_models import ServedModel
 from edgeinfer.server.worker import Engine, EngineState, Failed, Finished, GenerationJob, Piece
 
@@ -200,6 +201,7 @@ def create_app(config: ServerConfig, pool: ModelPool) -> FastAPI:
     app.include_router(make_router(config, pool, include_in_schema=True), prefix="/v1")
     app.include_router(make_router(config, pool, include_in_schema=False))
     app.include_router(make_ollama_router(config, pool))
+    mount_chat_page(app)
     install_error_handlers(app)
     # Added last = outermost: CORS answers preflights and decorates even 401/413 answers, and the
     # status count sees every answer.

@@ -17,7 +17,10 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = frozenset({"/health", "/v1/health"})   # reachable without the API key
+# Reachable without the API key: health, and the chat page's files (they hold no data; the page
+# sends the key the user enters with its API requests).
+OPEN_PATHS = frozenset({"/health", "/v1/health", "/"})
+OPEN_PREFIXES = ("/ui/",)
 
 
 async def send_json(scope: Scope, send: Send, status: int, body: dict[str, Any],
@@ -115,7 +118,8 @@ class ApiKeyMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         preflight = scope.get("method") == "OPTIONS" and _header(scope, b"access-control-request-method")
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or preflight \
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["path"].startswith(OPEN_PREFIXES) \
+                or preflight \
                 or self._authorized(scope):
             return await self.app(scope, receive, send)
         await send_json(scope, send, 401, error_body("Invalid or missing API key. Send it as 'Authorization: Bearer "
