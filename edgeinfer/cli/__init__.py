@@ -1,5 +1,5 @@
 """``edgeinfer`` command line: run, chat, info, bench, pull, models, serve, quantize, convert,
-perplexity, imatrix, devices.
+perplexity, imatrix, devices, embed, rerank.
 
 Every failure a user can cause (a bad path, an unknown model, a broken file, no network) ends as
 one ``error: ...`` line on stderr and exit status 1; Ctrl-C exits with 130. Tracebacks are shown
@@ -34,6 +34,8 @@ COMMANDS = {
     "perplexity": "perplexity:main",
     "imatrix": "imatrix:main",
     "devices": "devices:main",
+    "embed": "embed:main",
+    "rerank": "rerank:main",
 }
 
 

@@ -297,6 +297,9 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--prompt-cache-size", type=_byte_size, default=DEFAULT_PROMPT_CACHE_BYTES, metavar="SIZE",
                    help="most bytes --prompt-cache-dir may hold, e.g. 512M or 2G; least recently used out "
                         "first (default: 1G)")
+    p.add_argument("--embeddings", action="store_true",
+                   help="let generative models answer /v1/embeddings with their pooled hidden states "
+                        "(embedding models always do)")
     p.add_argument("--max-loaded", type=_positive_int, default=DEFAULT_MAX_LOADED, metavar="N",
                    help="without MODEL: models loaded at once, least recently used unloaded first "
                         "(default: %(default)s)")
@@ -417,6 +420,46 @@ def _add_imatrix(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
                    help="also collect the output projection's input (llama-imatrix --process-output)")
 
 
+POOLINGS = ["none", "mean", "cls", "last", "rank"]
+
+
+def _add_embedding_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--ctx-size", type=_non_negative_int, default=0, metavar="N",
+                   help="context size: the longest input, in tokens; 0 = the model's (default: %(default)s)")
+    p.add_argument("-t", "--threads", type=_positive_int, default=None, metavar="N",
+                   help="CPU threads (default: physical cores)")
+    p.add_argument("--truncate", action="store_true",
+                   help="cut inputs longer than the context instead of refusing them")
+
+
+def _add_embed(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("embed", parents=[common], help="embed texts (one JSON line per text)",
+                       description="Print each text's embedding as a JSON line {\"index\", \"embedding\"}: texts "
+                                   "from the arguments, else one per line of -f FILE (or stdin). An embedding model "
+                                   "(bge, MiniLM, nomic, Qwen3-Embedding, ...), or a generative model's pooled "
+                                   "hidden states.")
+    p.add_argument("model", metavar="MODEL", help="a GGUF file or a known model name")
+    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed")
+    p.add_argument("-f", "--file", metavar="PATH", help="one text per line ('-' = stdin)")
+    p.add_argument("--pooling", choices=POOLINGS, default=None,
+                   help="how token states become one vector (default: the model file's)")
+    p.add_argument("--no-normalize", action="store_true", help="print the vectors without L2 normalization")
+    _add_embedding_model_options(p)
+
+
+def _add_rerank(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("rerank", parents=[common], help="score documents against a query (a reranker model)",
+                       description="Print one JSON line {\"index\", \"score\", \"document\"} per document, best "
+                                   "first, as scored by a cross-encoder reranker (bge-reranker, ...): documents from "
+                                   "the arguments, else one per line of -f FILE (or stdin).")
+    p.add_argument("model", metavar="MODEL", help="a GGUF file or a known model name")
+    p.add_argument("query", metavar="QUERY", help="the query")
+    p.add_argument("documents", nargs="*", metavar="DOC", help="documents to score")
+    p.add_argument("-f", "--file", metavar="PATH", help="one document per line ('-' = stdin)")
+    p.add_argument("--top-n", type=_positive_int, default=None, metavar="N", help="print the best N only")
+    _add_embedding_model_options(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``edgeinfer`` argument parser."""
     # Accept --verbose both before and after the command; SUPPRESS keeps a subcommand's default
@@ -458,6 +501,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_convert(sub, common)
     _add_perplexity(sub, common)
     _add_imatrix(sub, common)
+    _add_embed(sub, common)
+    _add_rerank(sub, common)
 
     p = sub.add_parser("devices", parents=[common], help="list OpenCL platforms and devices")
     p.add_argument("--json", action="store_true", help="print the devices as JSON")

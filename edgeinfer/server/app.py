@@ -13,7 +13,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
 from edgeinfer import __version__
-from edgeinfer.server import prompts, schemas as s
+from edgeinfer.server import embeddings, prompts, schemas as s
 from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import from_exception, install_error_handlers
 from edgeinfer.server.middleware import (ApiKeyMiddleware, BodyLimitMiddleware, JsonBodyMiddleware,
@@ -113,6 +113,36 @@ def make_router(config: ServerConfig, pool: ModelPool, include_in_schema: bool) 
             return await run(resident.engine, job, responses, body.stream, include_usage, request)
         finally:
             pool.release(resident)
+
+    @router.post("/embeddings", response_model=s.EmbeddingList, summary="Embeddings (OpenAI-compatible)")
+    async def create_embeddings(body: s.EmbeddingRequest) -> Any:
+        resident = await pool.acquire(body.model)
+        try:
+            model, model_id = resident.engine.model, resident.served.model_id
+            embeddings.check_can_embed(model, model_id)
+            inputs = await run_in_threadpool(embeddings.input_ids, body.input, model)
+            tokens = embeddings.check_lengths(inputs, model.n_ctx, body.truncate)
+            vectors = await run_in_threadpool(resident.engine.call_model, model.embed, inputs, truncate=body.truncate)
+        finally:
+            pool.release(resident)
+        vectors = embeddings.fewer_dimensions(vectors, body.dimensions, model, normalized=True)
+        return JSONResponse(embeddings.embedding_list(vectors, model_id, body.encoding_format, tokens))
+
+    @router.post("/rerank", response_model=s.RerankResponse, summary="Rerank documents for a query (Jina / Cohere)")
+    async def rerank(body: s.RerankRequest) -> Any:
+        texts = embeddings.document_texts(body.documents)
+        resident = await pool.acquire(body.model)
+        try:
+            model, model_id = resident.engine.model, resident.served.model_id
+            embeddings.check_can_rerank(model, model_id)
+            scores = await run_in_threadpool(resident.engine.call_model, model.rerank, body.query, texts,
+                                             truncate=body.truncate)
+            # Counted as the query's tokens and each document's (a pair adds a few separators).
+            query_tokens = len(model.tokenize(body.query, add_special=False))
+            tokens = sum(query_tokens + len(model.tokenize(t, add_special=False)) for t in texts)
+        finally:
+            pool.release(resident)
+        return JSONResponse(embeddings.rerank_response(scores, texts, body, model_id, tokens))
 
     def card(served: ServedModel) -> s.ModelCard:
         resident = next((r for r in pool.residents() if r.served.model_id == served.model_id), None)

@@ -59,6 +59,7 @@ class ServerConfig:
     speculative: bool = True                        # Model.generate's speculative (prompt lookup)
     parallel: int = 1                               # slots: requests run at once (Model.load's n_parallel)
     draft_path: Path | None = None                  # --draft: a smaller model of the same vocabulary guesses
+    embeddings: bool = False                        # --embeddings: generative models embed too
 
 
 def is_loopback(host: str) -> bool:

@@ -13,13 +13,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from edgeinfer import _core
-from edgeinfer.server import prompts, schemas as s
+from edgeinfer.server import embeddings, prompts, schemas as s
 from edgeinfer.server.config import ServerConfig, parse_keep_alive
 from edgeinfer.server.errors import APIError
 from edgeinfer.server.model_pool import SERVER_KEEP_ALIVE, ModelPool, Resident
 from edgeinfer.server.ollama import (NDJSON, OLLAMA_API_VERSION, OllamaAnswer, chat_request, digest,
                                      generate_request, ndjson_lines, now_iso, ollama_name, whole_answer)
-from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaModelRequest
+from edgeinfer.server.ollama_schemas import (OllamaChatRequest, OllamaEmbedRequest, OllamaGenerateRequest,
+                                             OllamaLegacyEmbedRequest, OllamaModelRequest)
 from edgeinfer.server.served_models import ServedModel
 from edgeinfer.server.worker import EngineState
 
@@ -117,6 +118,33 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
         if not body.prompt and not body.suffix:
             return JSONResponse(await load_only(body, "generate"))
         return await run("generate", body, generate_request(body), arrived)
+
+    async def embed_with(body: Any, inputs: Any, truncate: bool, normalize: bool) -> tuple[Any, Any, str, int, float]:
+        resident, load_s = await acquire(body.model, body.keep_alive)
+        try:
+            model = resident.engine.model
+            embeddings.check_can_embed(model, resident.served.model_id)
+            ids = await run_in_threadpool(embeddings.input_ids, inputs, model)
+            tokens = embeddings.check_lengths(ids, model.n_ctx, truncate)
+            vectors = await run_in_threadpool(resident.engine.call_model, model.embed, ids, normalize=normalize,
+                                              truncate=truncate)
+        finally:
+            pool.release(resident)
+        return vectors, model, ollama_name(resident.served), tokens, load_s
+
+    @router.post("/embed", summary="Embeddings (Ollama's API)")
+    async def embed(body: OllamaEmbedRequest) -> dict[str, Any]:
+        arrived = time.perf_counter()
+        vectors, model, name, tokens, load_s = await embed_with(body, body.input, body.truncate, normalize=True)
+        vectors = embeddings.fewer_dimensions(vectors, body.dimensions, model, normalized=True)
+        return {"model": name, "embeddings": vectors.tolist(),
+                "total_duration": int((time.perf_counter() - arrived) * 1e9), "load_duration": int(load_s * 1e9),
+                "prompt_eval_count": tokens}
+
+    @router.post("/embeddings", summary="One embedding, not normalized (Ollama's older API)")
+    async def legacy_embeddings(body: OllamaLegacyEmbedRequest) -> dict[str, Any]:
+        vectors, *_ = await embed_with(body, [body.prompt], truncate=True, normalize=False)
+        return {"embedding": vectors[0].tolist()}
 
     def listed(served: ServedModel) -> dict[str, Any]:
         name = ollama_name(served)

@@ -69,6 +69,24 @@ class OllamaGenerateRequest(_Generation):
     images: list[str] | None = None
 
 
+class OllamaEmbedRequest(_Lenient):
+    model: str = Field(..., min_length=1)
+    input: Union[str, list[str]]
+    truncate: bool = Field(True, description="Ollama cuts over-long inputs unless told not to.")
+    dimensions: int | None = Field(None, ge=1)
+    options: OllamaOptions | None = None
+    keep_alive: Union[float, str, None] = None
+
+
+class OllamaLegacyEmbedRequest(_Lenient):
+    """/api/embeddings, the endpoint /api/embed replaced: one prompt, a vector not normalized."""
+
+    model: str = Field(..., min_length=1)
+    prompt: str
+    options: OllamaOptions | None = None
+    keep_alive: Union[float, str, None] = None
+
+
 class OllamaModelRequest(_Lenient):
     """/api/show's body: `model`, or the older `name`."""
 

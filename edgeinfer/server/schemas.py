@@ -396,6 +396,68 @@ class DetokenizeResponse(BaseModel):
     content: str
 
 
+# --- embeddings and reranking ----------------------------------------------------------------
+
+class EmbeddingRequest(_Body):
+    """OpenAI's embeddings request, plus `truncate` (Hugging Face TEI's and llama.cpp's)."""
+
+    input: Union[str, list[str], list[int], list[list[int]]] = Field(
+        ..., description="A text, texts, token ids, or lists of token ids; each one embedding.")
+    model: str | None = None
+    encoding_format: Literal["float", "base64"] = Field("float", description="base64: little-endian float32.")
+    dimensions: int | None = Field(None, ge=1, description="Fewer dimensions, for models trained to allow it "
+                                                           "(Matryoshka); the vector is re-normalized.")
+    truncate: bool = Field(False, description="Cut inputs longer than the context instead of refusing them.")
+    user: str | None = None
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: Union[list[float], str]
+
+
+class EmbeddingUsage(BaseModel):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: EmbeddingUsage
+
+
+class RerankRequest(_Body):
+    """The Jina / Cohere rerank request llama.cpp's server takes."""
+
+    query: str
+    documents: list[Union[str, dict[str, Any]]] = Field(..., min_length=1,
+                                                        description='Texts, or objects with a "text".')
+    model: str | None = None
+    top_n: int | None = Field(None, ge=1, description="Return the best N only.")
+    return_documents: bool = Field(False, description="Echo each document's text in its result.")
+    truncate: bool = Field(False, description="Cut pairs longer than the context instead of refusing them.")
+
+
+class RerankDocument(BaseModel):
+    text: str
+
+
+class RerankResult(BaseModel):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+
+class RerankResponse(BaseModel):
+    object: Literal["list"] = "list"
+    model: str
+    results: list[RerankResult]
+    usage: EmbeddingUsage
+
+
 # --- errors ----------------------------------------------------------------------------------
 
 class ErrorDetail(BaseModel):

@@ -152,6 +152,7 @@ class Engine:
         self.slots: list[Slot] = []
         self._queue: queue.Queue[GenerationJob | None] = queue.Queue()
         self._submit_lock = threading.Lock()
+        self._model_calls = threading.Lock()
         self._slot_free = threading.Condition(self._submit_lock)
         self._placing: GenerationJob | None = None   # taken from the queue, waiting for a free slot
         self._in_flight = 0   # submitted and not yet done (queued or running)
@@ -252,6 +253,11 @@ class Engine:
         self._queue.put(None)
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+    def call_model(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Runs a model call outside the slots (embeddings, reranking) one at a time."""
+        with self._model_calls:
+            return fn(*args, **kwargs)
 
     def release_model(self) -> None:
         """Drops the references to the model after shutdown(), so its memory goes back."""
