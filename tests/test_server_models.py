@@ -198,3 +198,19 @@ def test_serve_without_a_model_serves_the_folder_by_name(models_dir, smollm2_pat
         assert other.model == "alpha"
         loaded = [m.id for m in client.models.list().data if getattr(m, "status", None) == "loaded"]
         assert loaded == ["alpha"]   # --max-loaded 1: smollm2 made room
+
+
+def test_a_broken_file_is_a_503_with_the_reason_and_the_others_still_serve(models_dir):
+    (models_dir / "broken.gguf").write_bytes(b"GGUF" + b"\x00" * 64)
+    loads = Loads()
+    with TestClient(create_app(ServerConfig(), pool_of(loads))) as client:
+        listed = {card["id"]: card["status"] for card in client.get("/v1/models").json()["data"]}
+        assert listed["broken"] == "available"
+        first = api_error(chat(client, "broken"), 503, code="model_failed")["message"]
+        assert "failed to load" in first
+        again = api_error(chat(client, "broken"), 503, code="model_failed")["message"]   # tried again, not cached
+        assert again == first
+        assert chat(client, "alpha").status_code == 200
+        assert client.get("/api/tags").status_code == 200 and client.get("/health").json()["loaded"] == ["alpha"]
+        shown = client.post("/api/show", json={"model": "broken"})
+        assert shown.status_code == 500 and "cannot be read" in shown.json()["error"] and "version 0" in shown.json()["error"]

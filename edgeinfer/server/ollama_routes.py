@@ -13,6 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from edgeinfer import _core
+from edgeinfer.errors import ModelFormatError
 from edgeinfer.server import embeddings, prompts, schemas as s
 from edgeinfer.server.config import ServerConfig, parse_keep_alive
 from edgeinfer.server.errors import APIError
@@ -176,7 +177,11 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
         if not served.present:
             raise APIError(404, f"The model {body.requested!r} is not pulled yet (it is, on its first use).",
                            param="model", code="model_not_found")
-        return await run_in_threadpool(_show, served)
+        try:
+            return await run_in_threadpool(_show, served)
+        except ModelFormatError as exc:   # a broken file in the models folder: the server's, named
+            raise APIError(500, f"The model file of {body.requested!r} cannot be read: {exc}", type="server_error",
+                           code="model_unreadable") from None
 
     @router.get("/version", summary="The Ollama API version this follows (Ollama's API)")
     async def version() -> dict[str, str]:
