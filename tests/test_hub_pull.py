@@ -184,3 +184,24 @@ def test_cli_pull_exits_0_and_a_second_pull_downloads_nothing(fake_hub, tmp_path
     assert fake_hub.downloads("Tiny-Q8_0.gguf") == [None]
     assert_clean_error(run_cli("pull", f"hf.co/{REPO}:Q3_K", env=env, timeout=120),
                        "no file for quant", "Q4_K_M")
+
+
+def test_a_server_finds_a_pulled_hub_model_by_name(fake_hub):
+    from edgeinfer.server.served_models import find
+    assert find([], f"hf.co/{REPO}:q8_0") is None  # not pulled: not served
+    path = pull_hub_model(f"hf.co/{REPO}:Q8_0")
+    served = find([], f"hf.co/{REPO}:q8_0")
+    assert served.path == path and served.model_id == f"hf.co/{REPO}:q8_0"
+    assert find([], "hf.co/tester/NeverPulled") is None and find([], "smollm2") is None
+
+
+def test_cli_runs_a_hub_name_and_errors_are_one_line(fake_hub, tmp_path):
+    env = {"HF_ENDPOINT": fake_hub.url, "HF_HOME": str(tmp_path / "hf"),
+           "XDG_CACHE_HOME": str(tmp_path / "cache"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    info = run_cli("info", f"hf.co/{REPO}", env=env, timeout=120)
+    assert info.returncode == 0, info.stderr
+    fake_hub.status["tester/Private"] = 401
+    assert_clean_error(run_cli("run", "hf.co/tester/Private", "-p", "hi", env=env, timeout=120),
+                       "no such repository", "hf auth login")
+    assert_clean_error(run_cli("pull", "hf.co/tester/NeverPulled", env={**env, "HF_HUB_OFFLINE": "1"},
+                               timeout=120), "HF_HUB_OFFLINE")

@@ -93,12 +93,29 @@ def folder_models(folder: Path | None = None) -> list[ServedModel]:
 
 
 def find(served: list[ServedModel], requested: str) -> ServedModel | None:
-    """The model `requested` names: by any of its ids, or with Ollama's ":latest" tag."""
+    """The model `requested` names: by any of its ids, or with Ollama's ":latest" tag; or a
+    Hugging Face name (hf.co/OWNER/REPO[:QUANT]) already in huggingface_hub's cache."""
     for name in (requested, requested.removesuffix(":latest")):
         for model in served:
             if name in model.accepted_ids:
                 return model
-    return None
+    return hub_model(requested)
+
+
+def hub_model(requested: str) -> ServedModel | None:
+    """A pulled Hugging Face model under its canonical name, found without a request. One not
+    pulled yet is not served (the loader takes a path; it would have to pull first)."""
+    if "/" not in requested:
+        return None  # and the Hub module (with huggingface_hub) is not imported
+    from edgeinfer.hub import HubError, cached_hub_model, is_hub_name, parse_hub_name
+    if not is_hub_name(requested):
+        return None
+    try:
+        path = cached_hub_model(requested)
+        model_id = str(parse_hub_name(requested))
+    except HubError:
+        return None
+    return None if path is None else ServedModel(model_id, frozenset({model_id, requested}), path)
 
 
 def memory_estimate(model: ServedModel, n_ctx: int, n_parallel: int, cache_type: str) -> int:
