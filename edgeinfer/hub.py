@@ -193,8 +193,9 @@ def _describe_hub_error(exc: Exception, ref: HubName) -> str:
 
 # -- fetching and verifying -------------------------------------------------------------------
 
-def _progress_bar(reporter: PullReporter) -> type[tqdm.tqdm]:
-    """A tqdm class huggingface_hub can draw its download progress with, shown by `reporter`."""
+def _progress_bar(reporter: PullReporter, label: str) -> type[tqdm.tqdm]:
+    """A tqdm class huggingface_hub can draw its download progress with, shown by `reporter`
+    under ``label`` (huggingface_hub's own description is the URL)."""
 
     class ReporterBar(tqdm.tqdm):
         def __init__(self, *args, **kwargs) -> None:
@@ -203,7 +204,7 @@ def _progress_bar(reporter: PullReporter) -> type[tqdm.tqdm]:
             self._stack = ExitStack()
             total, initial = kwargs.get("total") or 0, kwargs.get("initial") or 0
             self._advance = self._stack.enter_context(
-                reporter.transfer(f"downloading {kwargs.get('desc', '')}", total))
+                reporter.transfer(label, total))
             if initial:
                 self._advance(initial)  # the bytes a resumed download already has
 
@@ -289,7 +290,7 @@ def pull_hub_model(name: str, *, reporter: PullReporter | None = None,
     cached = try_to_load_from_cache(ref.repo_id, file.path, revision=commit)
     try:
         path = Path(hf_hub_download(ref.repo_id, file.path, revision=revision, force_download=force,
-                                    local_files_only=offline, tqdm_class=_progress_bar(reporter)))
+                                    local_files_only=offline, tqdm_class=_progress_bar(reporter, f"downloading {file.path}")))
     except LocalEntryNotFoundError:
         raise HubError(f"{ref}: {file.path} is not in the Hugging Face cache and the Hub cannot "
                        "be reached") from None

@@ -12,6 +12,7 @@ take these names.
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 
 import pytest
 from huggingface_hub import constants
@@ -19,7 +20,7 @@ from huggingface_hub import constants
 import edgeinfer.hub as hub
 from edgeinfer import Model
 from edgeinfer.hub import HubError, parse_hub_name, pull_hub_model
-from edgeinfer.pull import resolve_model
+from edgeinfer.pull import PullReporter, resolve_model
 from support.cli import assert_clean_error, run_cli
 from support.fake_hub import FakeHub, FakeHubServer
 from support.tiny_llama import TinyConfig, write_tiny_llama
@@ -205,3 +206,35 @@ def test_cli_runs_a_hub_name_and_errors_are_one_line(fake_hub, tmp_path):
                        "no such repository", "hf auth login")
     assert_clean_error(run_cli("pull", "hf.co/tester/NeverPulled", env={**env, "HF_HUB_OFFLINE": "1"},
                                timeout=120), "HF_HUB_OFFLINE")
+
+
+def test_an_unreachable_hub_falls_back_to_the_cache(fake_hub, monkeypatch):
+    first = pull_hub_model(f"hf.co/{REPO}")
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    assert pull_hub_model(f"hf.co/{REPO}") == first
+    with pytest.raises(HubError) as err:
+        pull_hub_model("hf.co/tester/NeverPulled")
+    assert "cannot reach the Hugging Face Hub" in str(err.value) and "\n" not in str(err.value)
+
+
+class TransferLog(PullReporter):
+    """Records each transfer's label, total and the bytes reported done."""
+
+    def __init__(self):
+        self.transfers = []
+
+    @contextmanager
+    def transfer(self, text, total):
+        record = [text, total, 0]
+        self.transfers.append(record)
+        yield lambda n: record.__setitem__(2, record[2] + n)
+
+
+def test_progress_goes_to_the_reporter_also_across_a_resume(fake_hub, gguf_bytes, monkeypatch):
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 4096)
+    fake_hub.drop_once.add("Tiny-Q8_0.gguf")
+    log = TransferLog()
+    pull_hub_model(f"hf.co/{REPO}:Q8_0", reporter=log)
+    size = len(gguf_bytes["Tiny-Q8_0.gguf"])
+    assert log.transfers == [["downloading Tiny-Q8_0.gguf", size, size],
+                             ["verifying Tiny-Q8_0.gguf", size, size]]
