@@ -203,8 +203,7 @@ def _progress_bar(reporter: PullReporter, label: str) -> type[tqdm.tqdm]:
             super().__init__(*args, **{**kwargs, "disable": True})
             self._stack = ExitStack()
             total, initial = kwargs.get("total") or 0, kwargs.get("initial") or 0
-            self._advance = self._stack.enter_context(
-                reporter.transfer(label, total))
+            self._advance = self._stack.enter_context(reporter.transfer(label, total))
             if initial:
                 self._advance(initial)  # the bytes a resumed download already has
 
@@ -228,15 +227,16 @@ def _marker(sha256: str) -> Path:
 
 def _verify(path: Path, file: HubFile, name: str, reporter: PullReporter) -> None:
     """Check ``path`` against the Hub's sha256 (or size); delete it if it does not match."""
-    if file.sha256 is None:
-        if file.size is not None and path.stat().st_size != file.size:
+    size = path.stat().st_size
+    if file.sha256 is None:  # not an LFS file: the Hub lists no sha256, only the size
+        if file.size is not None and size != file.size:
             _discard(path)
-            raise HubError(f"{name}: {file.path} has {path.stat().st_size} bytes, the Hub lists "
-                           f"{file.size}; the file was deleted, pull again")
+            raise HubError(f"{name}: {file.path} has {size} bytes, the Hub lists {file.size}; "
+                           "the file was deleted, pull again")
         return
     if is_verified(path, file.sha256, _marker(file.sha256)):
         return
-    with reporter.transfer(f"verifying {Path(file.path).name}", path.stat().st_size) as advance:
+    with reporter.transfer(f"verifying {Path(file.path).name}", size) as advance:
         digest = sha256_file(path, advance)
     if digest != file.sha256:
         _discard(path)
