@@ -125,7 +125,9 @@ class ModelPool:
         served = find(available, requested) if requested else None
         if served is None:
             names = ", ".join(m.model_id for m in available[:20]) or "none"
-            raise APIError(404, f"The model {requested!r} does not exist; this server can serve: {names}.",
+            # A client may not make the server download from the Hub (Ollama's chat does not pull either).
+            hint = f" Pull it on the server first: edgeinfer pull {requested}" if "/" in requested else ""
+            raise APIError(404, f"The model {requested!r} does not exist; this server can serve: {names}.{hint}",
                            param="model", code="model_not_found")
         return served
 
