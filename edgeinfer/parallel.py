@@ -241,6 +241,7 @@ class BatchedSequence:
     n_past = property(lambda self: self._core.n_past)
     n_ctx = property(lambda self: self._core.n_ctx)
     n_batch = property(lambda self: self._core.n_batch)
+    recurrent = property(lambda self: self._core.recurrent)
 
     def kv_bytes_for(self, n: int) -> int:
         return self._core.kv_bytes_for(n)

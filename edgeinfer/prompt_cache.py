@@ -13,6 +13,12 @@ snapshotted when a prompt is about to throw away a sizeable part of it.
 After a context shift the cached K/V no longer equal what a fresh decode of the remaining tokens
 would give (they saw the dropped tokens), so only the kept head (`n_keep`) stays reusable.
 
+A model with a recurrent state (LFM2's convolutions: `ctx.recurrent`) can only continue a cached
+sequence from its end: its state cannot be cut back to a shorter prefix. A prompt that does not
+extend the cached tokens is then decoded again from the start (as llama.cpp's server re-processes
+the prompt of a recurrent model), taking back tokens re-decodes the ones kept, and only whole
+snapshots are restored.
+
 The snapshots live in a `SnapshotStore`, which several caches may share: the server's slots
 (edgeinfer.parallel) each have a cache over their own sequence of one context, and a snapshot
 made by one restores into any other (every sequence's cache has the same format).
@@ -62,13 +68,17 @@ class SnapshotStore:
         self._items: OrderedDict[tuple[int, ...], Snapshot] = OrderedDict()
         self._lock = threading.RLock()
 
-    def best_match(self, prompt: Sequence[int], limit: int, better_than: int) -> tuple[Snapshot | None, int]:
+    def best_match(self, prompt: Sequence[int], limit: int, better_than: int,
+                   whole: bool = False) -> tuple[Snapshot | None, int]:
         """The snapshot sharing the longest prefix (more than `better_than` tokens, at most `limit`)
-        with `prompt`, marked most recently used, and that length; (None, better_than) if none."""
+        with `prompt`, marked most recently used, and that length; (None, better_than) if none.
+        whole: only a snapshot the prompt extends entirely (a recurrent model's)."""
         with self._lock:
             best, best_len = None, better_than
             for snap in self._items.values():
                 n = common_prefix(snap.tokens, prompt, limit)
+                if whole and n != len(snap.tokens):
+                    continue
                 if n > best_len:
                     best, best_len = snap, n
             if best is not None:
@@ -135,7 +145,9 @@ class PromptCache:
         there are logits to sample from."""
         limit = len(prompt) - 1
         live = common_prefix(self.tokens[:self._exact], prompt, limit)
-        best, best_len = self.store.best_match(prompt, limit, live)
+        if self.recurrent and live < len(self.tokens):
+            live = 0   # the state cannot go back to the common prefix: start afresh
+        best, best_len = self.store.best_match(prompt, limit, live, whole=self.recurrent)
         self.restored_from_snapshot = False
         if self._exact - live >= self.min_snapshot_tokens:
             self.snapshot()   # the prompt would throw away a sizeable part of the live context
@@ -160,6 +172,18 @@ class PromptCache:
         if exact:
             self._exact = len(self.tokens)
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the model keeps a recurrent state (only the cached sequence's end is reusable)."""
+        return bool(getattr(self.ctx, "recurrent", False))
+
+    def _decode_again(self, keep: int) -> None:
+        """A recurrent model's way back to tokens[:keep]: decoded again from the start."""
+        ids = self.tokens[:keep]
+        self.reset()
+        if ids:
+            self.decode(ids)
+
     def generating(self) -> AbstractContextManager:
         """Entered around a generation's decoding. Over a BatchedSequence (parallel generations,
         edgeinfer.parallel) the other sequences' steps wait for this one's decodes inside it;
@@ -173,6 +197,8 @@ class PromptCache:
         keep = len(self.tokens) - n
         if n < 1 or keep < 1:
             raise ValueError(f"cannot take back {n} of {len(self.tokens)} cached tokens")
+        if self.recurrent:
+            return self._decode_again(keep)
         last = self.tokens[keep - 1]
         self.ctx.truncate(keep - 1)
         del self.tokens[keep - 1:]
@@ -187,6 +213,8 @@ class PromptCache:
         if n == 0:
             return
         keep = len(self.tokens) - n
+        if self.recurrent:   # a view of the old logits stays valid (the core writes a new buffer)
+            return self._decode_again(keep)
         self.ctx.truncate(keep)
         del self.tokens[keep:]
         self._exact = min(self._exact, keep)
@@ -214,8 +242,11 @@ class PromptCache:
         n = self._exact
         if n < self.min_snapshot_tokens or self.ctx.kv_bytes_for(n) > self.store.budget:
             return False
+        if self.recurrent and n != len(self.tokens):
+            return False   # a recurrent state is the sequence end's only
         key = tuple(self.tokens[:n])
-        if self.store.covers(key):
+        # A longer snapshot covers this prefix, except for a recurrent model, which restores whole ones only.
+        if key in self.store.keys if self.recurrent else self.store.covers(key):
             return False
         self.store.add(key, self.ctx.kv_snapshot(n))
         return True

@@ -426,6 +426,69 @@ class Granite(Architecture):
         w.add_logit_scale(self.multiplier("logits_scaling"))
 
 
+class Lfm2(Architecture):
+    """Liquid AI LFM2: attention layers (Qwen 3's per-head Q/K norms, neox RoPE) among gated
+    short-convolution layers, as llama.cpp's converter writes them: head_count_kv per layer, 0
+    for a convolution layer (from layer_types, or the older full_attn_idxs), shortconv.l_cache,
+    the convolution kernels squeezed to [n_embd][l_cache], the final norm as token_embd_norm
+    (gguf-py's name for model.embedding_norm), the output tied to the embeddings. The
+    feed-forward width is the one the checkpoint's weights have (transformers' auto-adjusted
+    block_ff_dim). Biases on the convolution (conv_bias) are refused: llama.cpp's graph has none."""
+    arch = MODEL_ARCH.LFM2
+    permute_qk = False
+    rope_types = ("default",)
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        if cfg.get("conv_bias"):
+            raise ModelFormatError("LFM2 with conv_bias is not supported: llama.cpp's lfm2 has no convolution biases")
+        types = cfg.get("layer_types")
+        if types is None:
+            attn = set(cfg.get("full_attn_idxs") or range(self.n_layer))
+            types = ["full_attention" if i in attn else "conv" for i in range(self.n_layer)]
+        if len(types) != self.n_layer:
+            raise ModelFormatError(f"config.json: layer_types has {len(types)} entries for {self.n_layer} layers")
+        self.attention_layers = [t != "conv" for t in types]
+        if not any(self.attention_layers):
+            raise ModelFormatError("LFM2 without attention layers is not supported")
+
+    def feed_forward_length(self) -> int:
+        """transformers' Lfm2MLP width: 2/3 of block_ff_dim, times the multiplier and rounded up
+        to block_multiple_of when a multiplier is set."""
+        c = self.cfg
+        ff = int(_require(c, "block_ff_dim", "intermediate_size"))
+        if c.get("block_auto_adjust_ff_dim", True):
+            ff = int(2 * ff / 3)
+            if c.get("block_ffn_dim_multiplier") is not None:
+                ff = int(c["block_ffn_dim_multiplier"] * ff)
+                multiple = int(c.get("block_multiple_of", 256))
+                ff = multiple * ((ff + multiple - 1) // multiple)
+        return ff
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        c = self.cfg
+        w.add_block_count(self.n_layer)
+        w.add_context_length(int(_require(c, "max_position_embeddings")))
+        w.add_embedding_length(self.n_embd)
+        w.add_feed_forward_length(self.feed_forward_length())
+        w.add_head_count(self.n_head)
+        w.add_head_count_kv([self.n_head_kv if a else 0 for a in self.attention_layers])
+        w.add_rope_freq_base(float(self.rope.get("rope_theta", 1_000_000.0)))
+        w.add_vocab_size(int(_require(c, "vocab_size")))
+        w.add_shortconv_l_cache(int(c.get("conv_L_cache", 3)))
+        w.add_layer_norm_rms_eps(float(c.get("norm_eps", 1e-5)))
+
+    def transform(self, gguf_name: str, data: np.ndarray) -> np.ndarray:
+        if gguf_name.endswith("shortconv.conv.weight"):   # [n_embd][1][l_cache] -> [n_embd][l_cache]
+            return data.reshape(data.shape[0], data.shape[-1])
+        return data
+
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if gguf_name.endswith("shortconv.conv.weight"):
+            return (shape[0], shape[-1])
+        return shape
+
+
 # config.json "architectures"[0] -> conversion
 ARCHITECTURES: dict[str, type[Architecture]] = {
     "LlamaForCausalLM": Architecture,
@@ -437,6 +500,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "Gemma3ForCausalLM": Gemma3,
     "SmolLM3ForCausalLM": SmolLM3,
     "GraniteForCausalLM": Granite,
+    "Lfm2ForCausalLM": Lfm2,
 }
 
 

@@ -132,6 +132,8 @@ class PromptStateStore:
         short or already on disk; then trims the folder to its byte budget."""
         if len(tokens) < self.min_tokens:
             return None
+        if cache.recurrent and len(tokens) != len(cache.tokens):
+            return None   # a recurrent state (LFM2) holds the cached sequence's end only
         with self._lock:
             return self._write(cache, tokens)
 

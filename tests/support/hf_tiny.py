@@ -99,6 +99,13 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "granite": ("GraniteConfig", "GraniteForCausalLM",
                 dict(num_attention_heads=4, num_key_value_heads=2, embedding_multiplier=12.0,
                      attention_multiplier=0.1, residual_multiplier=0.22, logits_scaling=8.0)),
+    # 5 layers, convolutions around two attention layers, the last a convolution (as LFM2-350M's);
+    # the feed-forward auto-adjusted (2/3 of 128, rounded up to 32: 96), as LFM2's configs do
+    "lfm2": ("Lfm2Config", "Lfm2ForCausalLM",
+             dict(num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=5,
+                  layer_types=["conv", "full_attention", "conv", "full_attention", "conv"],
+                  conv_L_cache=3, block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=1.0,
+                  block_multiple_of=32, norm_eps=1e-5, pad_token_id=0)),
 }
 
 

@@ -173,6 +173,10 @@ void def_sequence_api(py::class_<T>& cls) {
         .def_property_readonly("n_past", [](T& self) { return context_of(self).n_past(seq_of(self)); })
         .def_property_readonly("n_ctx", [](T& self) { return context_of(self).n_ctx(); })
         .def_property_readonly("n_batch", [](T& self) { return context_of(self).n_batch(); })
+        .def_property_readonly("recurrent", [](T& self) { return context_of(self).recurrent(); },
+                               "Whether the model keeps a recurrent state per sequence (LFM2's convolutions): "
+                               "then only a sequence's end can be truncated to (or 0), snapshotted or saved, "
+                               "and it cannot be shifted.")
         .def("truncate", [](T& self, int64_t n) { context_of(self).truncate(n, seq_of(self)); }, py::arg("n"),
              "Forget cached positions >= n.")
         .def("shift",

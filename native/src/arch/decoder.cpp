@@ -1,6 +1,7 @@
 #include "arch/decoder.h"
 
 #include <algorithm>
+#include <string>
 
 #include "arch/arch.h"
 
@@ -18,6 +19,7 @@ int64_t DecoderModel::fused_width() const {
 LayerShapes layer_shapes(const HParams& hp) {
     LayerShapes s{hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim, hp.n_ff, hp.norm_eps};
     s.experts = ExpertShape{hp.n_expert, hp.n_expert_used, hp.n_ff_exp};
+    s.conv_l_cache = hp.conv_l_cache;
     return s;
 }
 
@@ -33,12 +35,12 @@ RopeParams file_rope(const HParams& hp, const float* freq_factors) {
     return p;
 }
 
-void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m) {
+void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m, TensorKind norm_kind) {
     const int64_t d = hp.n_embd;
     m.shapes = layer_shapes(hp);
     m.tok_embd = load_tensor(f, kt, TensorKind::token_embd, -1, {d, -1}, false);
     hp.n_vocab = m.tok_embd.rows();
-    m.output_norm = load_f32_vector(f, TensorKind::output_norm, -1, d);
+    m.output_norm = load_f32_vector(f, norm_kind, -1, d);
     m.output = load_tensor(f, kt, TensorKind::output, -1, {d, hp.n_vocab}, true, /*required=*/false);
     if (!m.output.present()) m.output = load_tensor(f, kt, TensorKind::token_embd, -1, {d, hp.n_vocab}, true);
 }
@@ -46,6 +48,10 @@ void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, Deco
 CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts) {
     const int64_t d = hp.n_embd, qw = hp.q_width(), kvw = hp.kv_width(), hd = hp.head_dim, ff = hp.n_ff;
     CpuLayerWeights L;
+    if (!hp.has_attention(il))
+        f.fail(hp.arch + ".attention.head_count_kv", "is 0 for layer " + std::to_string(il) +
+                                                         ", a layer without attention, which the " + hp.arch +
+                                                         " architecture does not have");
     L.attn_norm = load_f32_vector(f, TensorKind::attn_norm, il, d);
     if (parts.fused_qkv) {
         L.wqkv = load_tensor(f, kt, TensorKind::attn_qkv, il, {d, qw + 2 * kvw}, true);

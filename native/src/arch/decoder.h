@@ -17,6 +17,7 @@
 #include "layers/cpu_layer_ops.h"
 #include "layers/decoder_layer.h"
 #include "arch/hparams.h"
+#include "arch/tensor_names.h"
 #include "cpu/tensor.h"
 
 namespace ei {
@@ -35,6 +36,8 @@ struct DecoderModel {
 
     // Floats per token of the fused-projection scratch (0: no layer has a fused weight).
     int64_t fused_width() const;
+    // Whether any layer is a short convolution (LFM2), whose state each sequence keeps.
+    bool has_conv_layers() const { return shapes.conv_l_cache > 0; }
 };
 
 // Which optional weights a family's layers carry (every layer of a model alike).
@@ -53,7 +56,9 @@ LayerShapes layer_shapes(const HParams& hp);
 // n_rot dims.
 RopeParams file_rope(const HParams& hp, const float* freq_factors = nullptr);
 // token_embd, output_norm and output (falling back to token_embd when tied); sets hp.n_vocab.
-void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m);
+// norm_kind: the final norm's name (LFM2's is token_embd_norm).
+void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, DecoderModel& m,
+                     TensorKind norm_kind = TensorKind::output_norm);
 // Layer il's weights: the parts every layer has, and the optional ones `parts` names.
 CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts);
 // The decoder with every layer loaded alike (`parts`) and configured alike (`config`).

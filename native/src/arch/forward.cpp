@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "layers/cpu_blocks.h"
+#include "layers/shortconv_layer.h"
 #include "arch/arch.h"
 
 namespace ei {
@@ -29,6 +30,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     };
     const int64_t fused_width = M.fused_width();
     float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
+    float* bcx = M.has_conv_layers() ? env.buffer(10, n * 3 * d) : nullptr;  // [n][3 n_embd] B, C, x
     CpuLayerOps ops(env.pool, env.kt, *env.kv, env.matmul_scratch, s.norm_eps, fused, b.order);
     ops.set_sequence_runs(b.runs, b.n_runs);
     ops.set_activation_stats(env.activation_stats);
@@ -53,7 +55,10 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
             continue;
         }
         if (il == last_layer && !b.runs) r0 = b.first_logit;
-        decoder_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, il, n, b.pos0, r0);
+        if (M.layers[il].conv_in.present())
+            shortconv_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, bcx, il, n, b.pos0, r0);
+        else
+            decoder_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, il, n, b.pos0, r0);
     }
     const float* last = a.x + r0 * d;
     int64_t m = n - r0;

@@ -96,8 +96,25 @@ HParams read_hparams(const GgufFile& f) {
     hp.n_embd = positive(f, a + "embedding_length", f.get_int(a + "embedding_length"), 1 << 17);
     hp.n_layer = positive(f, a + "block_count", f.get_int(a + "block_count"), 4096);
     hp.n_head = positive(f, a + "attention.head_count", f.get_int(a + "attention.head_count"), 4096);
-    hp.n_head_kv = positive(f, a + "attention.head_count_kv",
-                            f.get_int(a + "attention.head_count_kv", hp.n_head), hp.n_head);
+    const std::string kv_key = a + "attention.head_count_kv";
+    const GgufValue* kv_value = f.find(kv_key);
+    if (kv_value && kv_value->type == GgufType::ARRAY) {
+        // One count per layer (llama.cpp's per-layer hparams): 0 for a layer without attention.
+        // The cache and the layer shapes hold one width, so the attention layers must agree.
+        hp.n_head_kv_layer = f.get_int_array(kv_key);
+        if ((int64_t)hp.n_head_kv_layer.size() != hp.n_layer)
+            f.fail(kv_key, "has " + std::to_string(hp.n_head_kv_layer.size()) + " values for " +
+                               std::to_string(hp.n_layer) + " layers");
+        for (int32_t v : hp.n_head_kv_layer) {
+            if (v < 0 || v > hp.n_head) f.fail(kv_key, "value " + std::to_string(v) + " is out of range (0.." + std::to_string(hp.n_head) + ")");
+            if (v > 0 && hp.n_head_kv > 0 && v != hp.n_head_kv)
+                f.fail(kv_key, "differs between attention layers, which this version does not support");
+            if (v > 0) hp.n_head_kv = v;
+        }
+        if (hp.n_head_kv == 0) f.fail(kv_key, "is 0 in every layer (no layer attends)");
+    } else {
+        hp.n_head_kv = positive(f, kv_key, f.get_int(kv_key, hp.n_head), hp.n_head);
+    }
     if (hp.n_head % hp.n_head_kv != 0)
         f.fail(a + "attention.head_count_kv", "head_count " + std::to_string(hp.n_head) +
                                                   " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gguf/gguf.h"
 
@@ -21,7 +22,10 @@ struct HParams {
     int64_t n_embd = 0;      // <arch>.embedding_length
     int64_t n_layer = 0;     // <arch>.block_count
     int64_t n_head = 0;      // <arch>.attention.head_count
-    int64_t n_head_kv = 0;   // <arch>.attention.head_count_kv (defaults to n_head)
+    int64_t n_head_kv = 0;   // <arch>.attention.head_count_kv (defaults to n_head); where the
+                             // file gives one per layer, the attention layers' (all alike)
+    std::vector<int32_t> n_head_kv_layer;  // that array, [n_layer], if the file has one: 0 marks
+                                           // a layer without attention (LFM2's convolutions)
     int64_t head_dim = 0;    // <arch>.attention.key_length (defaults to n_embd / n_head)
     int64_t n_ff = 0;        // <arch>.feed_forward_length
     float norm_eps = 1e-5f;  // <arch>.attention.layer_norm_rms_epsilon
@@ -43,6 +47,11 @@ struct HParams {
     int64_t n_expert_used = 0;  // <arch>.expert_used_count: experts each token is routed to
     int64_t n_ff_exp = 0;       // <arch>.expert_feed_forward_length (llama.cpp's default:
                                 // n_ff / n_expert_used)
+    int64_t conv_l_cache = 0;   // <arch>.shortconv.l_cache: taps of LFM2's short convolutions
+                                // (0: no convolution layers)
+
+    // Whether layer il attends (false: LFM2's convolution layers, head_count_kv 0).
+    bool has_attention(int il) const { return n_head_kv_layer.empty() || n_head_kv_layer[(size_t)il] > 0; }
 
     int64_t q_width() const { return n_head * head_dim; }   // width of Q and of the attention output
     int64_t kv_width() const { return n_head_kv * head_dim; } // width of one K (or V) row

@@ -15,6 +15,7 @@ std::unique_ptr<ArchModel> load_qwen3moe(const GgufFile& file, const KernelTable
 std::unique_ptr<ArchModel> load_phi3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_smollm3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_lfm2(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
@@ -27,6 +28,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"phi3", load_phi3},
     {"smollm3", load_smollm3},
     {"granite", load_granite},
+    {"lfm2", load_lfm2},
 };
 }  // namespace
 

@@ -36,6 +36,10 @@ constexpr Entry kNames[] = {
     {TensorKind::ffn_gate_exps, "blk.%d.ffn_gate_exps"},
     {TensorKind::ffn_up_exps, "blk.%d.ffn_up_exps"},
     {TensorKind::ffn_down_exps, "blk.%d.ffn_down_exps"},
+    {TensorKind::shortconv_conv, "blk.%d.shortconv.conv"},
+    {TensorKind::shortconv_in_proj, "blk.%d.shortconv.in_proj"},
+    {TensorKind::shortconv_out_proj, "blk.%d.shortconv.out_proj"},
+    {TensorKind::output_norm_lfm2, "token_embd_norm"},
 };
 }  // namespace
 

@@ -13,6 +13,8 @@ enum class TensorKind {
     attn_q_bias, attn_k_bias, attn_v_bias, // projection biases (Qwen 2)
     ffn_gate_inp, ffn_gate_exps, ffn_up_exps, ffn_down_exps,  // mixture of experts: the router and
                                                              // the stacked experts (Qwen 3 MoE)
+    shortconv_conv, shortconv_in_proj, shortconv_out_proj,   // LFM2's short-convolution blocks
+    output_norm_lfm2,                      // LFM2's final norm, which llama.cpp names token_embd_norm
 };
 
 // "blk.<layer>.attn_q.weight", "blk.<layer>.attn_q.bias", "token_embd.weight", ... (layer ignored

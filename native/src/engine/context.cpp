@@ -49,6 +49,17 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
                                                      type_v, rotate_k, center_k));
         more_past_.push_back(0);
     }
+    // Each sequence's convolution state: [l_cache - 1][n_embd] floats a layer (layers/shortconv_layer.h).
+    if (recurrent())
+        for (int s = 0; s < n_seq; ++s) seq_kv(s).add_recurrent_state((hp.conv_l_cache - 1) * hp.n_embd);
+}
+
+void Context::check_whole_sequence(int64_t n, int seq, const char* what) const {
+    if (!recurrent() || n == seq_past(seq)) return;
+    throw Error(std::string("cannot ") + what + " " + std::to_string(n) + " of the " + std::to_string(seq_past(seq)) +
+                " cached positions: " + model_->hparams().arch +
+                "'s short-convolution layers keep a recurrent state that holds only the sequence's last position "
+                "(it cannot be rewound or moved; decode the tokens again from the start instead)");
 }
 
 Context::~Context() = default;
@@ -145,7 +156,10 @@ const KvCache& Context::kv(int seq) const {
 void Context::truncate(int64_t n, int seq) {
     check_seq(seq, "truncate");
     int64_t& past = seq_past(seq);
-    past = std::clamp<int64_t>(n, 0, past);
+    n = std::clamp<int64_t>(n, 0, past);
+    // Position 0 starts afresh (the convolution ignores the state there); anything between is refused.
+    if (n > 0) check_whole_sequence(n, seq, "truncate to");
+    past = n;
 }
 
 void Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
@@ -154,6 +168,10 @@ void Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     if (n_keep < 0 || n_discard <= 0 || n_keep + n_discard > past)
         throw Error("cannot shift: n_keep=" + std::to_string(n_keep) + ", n_discard=" + std::to_string(n_discard) +
                     " with " + std::to_string(past) + " cached positions");
+    if (recurrent())
+        throw Error("cannot shift the context: " + model_->hparams().arch +
+                    "'s short-convolution layers keep a recurrent state that saw the dropped tokens and cannot "
+                    "forget them (use context_overflow='stop', or a larger context)");
     const ArchModel& arch = model_->arch();
     const KernelTable& kt = env_.kt;
     KvCache& kv = seq_kv(seq);
@@ -177,6 +195,7 @@ void Context::copy_kv_out(int64_t n, uint8_t* dst, int seq) const {
     if (n < 0 || n > seq_past(seq))
         throw Error("cannot copy " + std::to_string(n) + " KV positions: " + std::to_string(seq_past(seq)) +
                     " are cached");
+    check_whole_sequence(n, seq, "copy");
     seq_kv(seq).copy_rows_out(n, dst);
 }
 
@@ -189,6 +208,10 @@ void Context::restore_kv(int64_t n_stored, int64_t n_use, const uint8_t* src, si
     if (size != kv.rows_bytes(n_stored))
         throw StateError("a KV snapshot of " + std::to_string(n_stored) + " positions for this context has " +
                          std::to_string(kv.rows_bytes(n_stored)) + " bytes, not " + std::to_string(size));
+    if (recurrent() && n_use != n_stored)
+        throw StateError("cannot restore " + std::to_string(n_use) + " of " + std::to_string(n_stored) +
+                         " positions: " + model_->hparams().arch +
+                         "'s short-convolution layers keep a recurrent state that holds only the last position");
     kv.copy_rows_in(n_stored, n_use, src);
     if (offload_ && seq == 0) offload_->sync_kv_to_device(n_use);
     seq_past(seq) = n_use;

@@ -95,6 +95,15 @@ public:
     // What the last start collected (nullptr before any).
     const ActivationStats* activation_stats() const { return stats_.get(); }
 
+    // Whether the model keeps a recurrent state per sequence beside the KV cache (LFM2's short
+    // convolutions, KvCache::recurrent_state). That state describes a sequence's last position
+    // only: truncate to 0 < n < n_past, shift, and snapshots or copies of a prefix short of
+    // n_past are refused (Error naming it); truncate(0) starts the sequence afresh, and whole
+    // snapshots, saved states and copies carry the state.
+    bool recurrent() const { return model_->arch().decoder().has_conv_layers(); }
+    // Throws Error naming the recurrent state unless n is the sequence's end (no-op on other models).
+    void check_whole_sequence(int64_t n, int seq, const char* what) const;
+
     // ---- several sequences (engine/context_sequences.cpp) ------------------------------------
     int n_seq() const { return 1 + (int)more_kv_.size(); }
     // Sequence dst becomes a copy of the first n positions of sequence src (a shared prefix).

@@ -24,6 +24,7 @@ void Context::seq_copy(int src, int dst, int64_t n) {
         throw Error("seq_copy: sequence " + std::to_string(src) + " has " + std::to_string(seq_past(src)) +
                     " cached positions, not " + std::to_string(n));
     if (src == dst) return truncate(n, dst);
+    if (n > 0) check_whole_sequence(n, src, "copy");  // the blob carries src's state
     std::vector<uint8_t> rows(seq_kv(src).rows_bytes(n));
     seq_kv(src).copy_rows_out(n, rows.data());
     seq_kv(dst).copy_rows_in(n, n, rows.data());

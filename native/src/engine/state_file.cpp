@@ -109,6 +109,7 @@ void save_state(const Context& ctx, const std::string& path, const int32_t* toke
     if (n_tokens < 0 || n_tokens > ctx.n_past(seq))
         throw Error("cannot save " + std::to_string(n_tokens) + " tokens: the context holds " +
                     std::to_string(ctx.n_past(seq)));
+    ctx.check_whole_sequence(n_tokens, seq, "save");  // a recurrent state is saved whole or not at all
     if (seq == 0) ctx.sync_offloaded_kv(n_tokens);  // rows of layers on an OpenCL device into the host cache
     const KvCache& kv = ctx.kv(seq);
     const HParams& hp = ctx.model().hparams();

@@ -78,6 +78,12 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         weight_bytes_ += bytes;
         return m;
     };
+    // The convolution's state lives in the host cache and the device has no convolution: such a
+    // layer runs on the CPU between device ranges (the placement keeps it there).
+    if (w.conv_in.present())
+        throw Error("layer " + std::to_string(layer) +
+                    " is a short-convolution layer (LFM2), whose convolution and recurrent state have no OpenCL "
+                    "path yet (keep this layer on the CPU)");
     if (w.ffn_gate_inp.present())
         throw Error("layer " + std::to_string(layer) +
                     " is a mixture-of-experts layer, which has no OpenCL path yet (keep this layer on the CPU)");

@@ -213,7 +213,14 @@ size_t KvCache::sink_layer_bytes(int64_t n) const {
            (n >= n_sink_ ? (size_t)width_ * 3 * sizeof(float) : 0);
 }
 
-size_t KvCache::rows_bytes(int64_t n) const { return (size_t)n * bytes_per_token() + n_layer_ * sink_layer_bytes(n); }
+size_t KvCache::rows_bytes(int64_t n) const {
+    return (size_t)n * bytes_per_token() + n_layer_ * sink_layer_bytes(n) + recurrent_.size() * sizeof(float);
+}
+
+void KvCache::add_recurrent_state(int64_t floats_per_layer) {
+    recurrent_floats_ = floats_per_layer;
+    recurrent_.assign((size_t)(n_layer_ * floats_per_layer), 0.0f);
+}
 
 void KvCache::copy_rows_out(int64_t n, uint8_t* dst) const {
     const size_t sink_rows = (size_t)(std::min(n, n_sink_) * width_) * sizeof(uint16_t);
@@ -231,6 +238,7 @@ void KvCache::copy_rows_out(int64_t n, uint8_t* dst) const {
         std::memcpy(dst, k_mean(il), 3 * width_ * sizeof(float));
         dst += 3 * width_ * sizeof(float);
     }
+    if (!recurrent_.empty()) std::memcpy(dst, recurrent_.data(), recurrent_.size() * sizeof(float));
 }
 
 void KvCache::copy_rows_in(int64_t n_stored, int64_t n_use, const uint8_t* src) {
@@ -251,6 +259,8 @@ void KvCache::copy_rows_in(int64_t n_stored, int64_t n_use, const uint8_t* src) 
         std::memcpy(centering_.data() + il * 3 * width_, src, 3 * width_ * sizeof(float));
         src += 3 * width_ * sizeof(float);
     }
+    // The state after position n_stored - 1: the Context restores it only with n_use == n_stored.
+    if (!recurrent_.empty()) std::memcpy(recurrent_.data(), src, recurrent_.size() * sizeof(float));
 }
 
 void KvCache::shift(int64_t n_past, int64_t n_keep, int64_t n_discard,

@@ -62,7 +62,8 @@ public:
     size_t bytes_per_token() const { return (size_t)n_layer_ * (k_row_ + v_row_); }
     // The quantized rows, the sink rows and mu, s.
     size_t bytes() const {
-        return (size_t)n_ctx_ * bytes_per_token() + sink_k_.size() * 4 + centering_.size() * sizeof(float);
+        return (size_t)n_ctx_ * bytes_per_token() + sink_k_.size() * 4 + centering_.size() * sizeof(float) +
+               recurrent_.size() * sizeof(float);
     }
 
     // [n_ctx][k_row_bytes] for one layer, in type_k (likewise V).
@@ -112,6 +113,16 @@ public:
     void shift(int64_t n_past, int64_t n_keep, int64_t n_discard,
                const std::function<void(int64_t layer, float* rows, int64_t m)>& rerotate);
 
+    // A recurrent state beside the rows (LFM2's short convolutions, layers/shortconv_layer.h):
+    // per layer `floats_per_layer` values a layer carries from one position to the next. It
+    // describes the sequence's last position only, so it cannot be cut back to an earlier one:
+    // the Context refuses truncating, shifting or snapshotting such a sequence short of its end.
+    // It ends the blob of copy_rows_out (after the rows), and copy_rows_in restores it. Zero
+    // floats (the default): no state.
+    void add_recurrent_state(int64_t floats_per_layer);
+    bool has_recurrent_state() const { return !recurrent_.empty(); }
+    float* recurrent_state(int64_t layer) { return recurrent_.data() + layer * recurrent_floats_; }
+
 private:
     // K row of `pos` (>= n_sink) from floats: centered, rotated, quantized (uses k_tmp_).
     void encode_k_row(int64_t layer, int64_t pos, const float* k);
@@ -129,6 +140,8 @@ private:
     std::vector<uint16_t> sink_k_, sink_v_;  // [n_layer][n_sink][width] F16, positions 0 .. n_sink - 1
     std::vector<float> centering_;  // [n_layer][3][width] K mean mu, K scale s, V mean nu (kv/centered_k.h)
     std::vector<float> k_tmp_;  // [width] one K (or V) row being centered / rotated
+    int64_t recurrent_floats_ = 0;
+    std::vector<float> recurrent_;  // [n_layer][recurrent_floats_] the state after the last position
 };
 
 }  // namespace ei

@@ -66,6 +66,11 @@ public:
     // The mixture-of-experts feed-forward (layers/decoder_layer.h, ExpertShape) of n rows of h
     // into out [n][n_embd], in llama.cpp's order (layers/cpu_moe.cpp).
     void moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool gelu, const float* h, int64_t n, float* out);
+    // LFM2's gated short convolution (layers/shortconv_layer.h) of n rows of bcx [n][3 n_embd]
+    // (B, C, x) into y [n][n_embd], over and into the layer's recurrent state in each sequence's
+    // cache (layers/cpu_shortconv.cpp).
+    void short_conv(int il, const float* bcx, int64_t n, int64_t d, int64_t pos0, const float* kernel, int64_t l_cache,
+                    float* y);
 
 private:
     // One expert's rows: [r][n_embd] inputs, [r][n_ff_exp] gate and up, [r][n_embd] outputs.
@@ -112,6 +117,7 @@ private:
     ActivationStats* stats_ = nullptr;
     std::vector<int32_t> pos_;
     MoeScratch moe_;
+    std::vector<float> conv_window_;  // [l_cache - 1 + n] one channel's state and new B*x values
 };
 
 }  // namespace ei

@@ -15,6 +15,9 @@
 //                                                       (SwiGLU or GEGLU; or one fused Wgate_up;
 //                                                        or a mixture of experts: see moe_ffn)
 //
+// LFM2's convolution layers replace the attention half with a short convolution
+// (layers/shortconv_layer.h) and share the feed-forward half (feed_forward_block).
+//
 // What an architecture adds is data: which weights a layer has (LayerWeights, absent ones
 // empty) and how it ropes and attends (LayerConfig). A backend supplies `Ops`, the operations
 // over its own buffers and weights (layers/cpu_layer_ops.h, gpu/device_layer_ops.h); this file
@@ -46,6 +49,7 @@ struct LayerShapes {
     int64_t n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
     float norm_eps = 0.0f;
     ExpertShape experts{};
+    int64_t conv_l_cache = 0;  // taps of a short-convolution layer (layers/shortconv_layer.h)
 
     int64_t q_width() const { return n_head * head_dim; }
     int64_t kv_width() const { return n_head_kv * head_dim; }
@@ -88,6 +92,10 @@ struct LayerWeights {
     Mat ffn_gate_exps{}, ffn_up_exps{};// [n_expert] x ([n_embd] -> [n_ff_exp])
     Mat ffn_down_exps{};               // [n_expert] x ([n_ff_exp] -> [n_embd])
     Vec post_ffn_norm{};               // [n_embd] on the feed-forward output (optional)
+    // A short-convolution block instead of attention (LFM2; layers/shortconv_layer.h).
+    Mat conv_in{};                     // [n_embd] -> [3 n_embd]: B, C, x
+    Vec conv_kernel{};                 // [n_embd][conv_l_cache] F32, each channel's taps, oldest first
+    Mat conv_out{};                    // [n_embd] -> [n_embd]
 };
 
 // The activations of one step, [rows][width] each: x the residual stream, h a normed input, q, k,
@@ -97,13 +105,40 @@ struct LayerActs {
     Buf x, h, q, k, v, att, gate, up, out;
 };
 
+// The second half of every layer, on the m rows of xr (the residual stream, in place):
+//   x += post_ffn_norm(Wdown glu(Wgate h, Wup h)) * residual_scale,  h = rms_norm(x) * ffn_norm
+// (a fused Wgate_up or a mixture of experts where the layer has one). Shared by the attention
+// layer below and the short-convolution layer (layers/shortconv_layer.h).
+template <class Ops>
+void feed_forward_block(Ops& ops, const typename Ops::Weights& L, const LayerConfig& c, const LayerShapes& s,
+                        const LayerActs<typename Ops::Buf>& a, const typename Ops::Buf& xr, int64_t m) {
+    const int64_t d = s.n_embd, ff = s.n_ff;
+    ops.rms_norm(xr, L.ffn_norm, a.h, m, d);
+    if (ops.present(L.ffn_gate_inp)) {
+        ops.moe_ffn(L, s.experts, c.gelu, a.h, m, a.out);
+    } else {
+        if (ops.present(L.w_gate_up)) {
+            ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate, a.up);
+        } else {
+            const typename Ops::Mat* gate_up[] = {&L.w_gate, &L.w_up};
+            const typename Ops::Buf out[] = {a.gate, a.up};
+            ops.matmul_same_input(gate_up, out, 2, a.h, m);
+            ops.glu(c.gelu, a.gate, a.up, a.gate, m * ff);
+        }
+        ops.matmul(L.w_down, a.gate, m, a.out);
+    }
+    if (ops.present(L.post_ffn_norm)) ops.rms_norm(a.out, L.post_ffn_norm, a.out, m, d);
+    if (c.residual_scale != 0.0f) ops.scale(a.out, c.residual_scale, m * d);
+    ops.add(xr, a.out, m * d);
+}
+
 // Runs layer `il` over n tokens at positions pos0 .. pos0 + n - 1 on x in place. Rows before r0
 // skip everything after the K/V are cached (the last layer of a batch whose first logits are not
 // wanted: llama.cpp's inp_out_ids); a backend that cannot address rows passes 0.
 template <class Ops>
 void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& c, const LayerShapes& s,
                    const LayerActs<typename Ops::Buf>& a, int il, int64_t n, int64_t pos0, int64_t r0) {
-    const int64_t d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), hd = s.head_dim, ff = s.n_ff;
+    const int64_t d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), hd = s.head_dim;
     ops.rms_norm(a.x, L.attn_norm, a.h, n, d);
     if (ops.present(L.wqkv)) {
         ops.matmul_split(L.wqkv, a.h, n, a.q, qw, a.k, kvw, a.v, kvw);
@@ -141,23 +176,7 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
     const typename Ops::Buf xr = ops.rows(a.x, r0, d);
     ops.add(xr, a.out, m * d);
 
-    ops.rms_norm(xr, L.ffn_norm, a.h, m, d);
-    if (ops.present(L.ffn_gate_inp)) {
-        ops.moe_ffn(L, s.experts, c.gelu, a.h, m, a.out);
-    } else {
-        if (ops.present(L.w_gate_up)) {
-            ops.matmul_glu_fused(L.w_gate_up, a.h, m, ff, c.gelu, a.gate, a.up);
-        } else {
-            const typename Ops::Mat* gate_up[] = {&L.w_gate, &L.w_up};
-            const typename Ops::Buf out[] = {a.gate, a.up};
-            ops.matmul_same_input(gate_up, out, 2, a.h, m);
-            ops.glu(c.gelu, a.gate, a.up, a.gate, m * ff);
-        }
-        ops.matmul(L.w_down, a.gate, m, a.out);
-    }
-    if (ops.present(L.post_ffn_norm)) ops.rms_norm(a.out, L.post_ffn_norm, a.out, m, d);
-    if (c.residual_scale != 0.0f) ops.scale(a.out, c.residual_scale, m * d);
-    ops.add(xr, a.out, m * d);
+    feed_forward_block(ops, L, c, s, a, xr, m);
 }
 
 }  // namespace ei

@@ -1,0 +1,58 @@
+// The lfm2 architecture (Liquid AI LFM2-350M / 700M / 1.2B), as llama.cpp runs it from GGUF
+// (llama_model_lfm2): a hybrid of two kinds of layer, chosen per layer by
+// attention.head_count_kv (an array; 0 marks a convolution layer):
+//
+//   attention layers: the shared decoder layer with per-head Q/K norms and neox-mode RoPE
+//   convolution layers: a gated short convolution over the last shortconv.l_cache positions
+//                       (layers/shortconv_layer.h), whose state each sequence keeps
+//   both: SwiGLU feed-forward, RMS norms (attn_norm is LFM2's operator_norm)
+//   the final norm is stored as token_embd_norm (llama.cpp's name for LFM2's embedding_norm,
+//   which transformers applies after the last layer); the output tied to token_embd
+//
+// The convolution's state describes a sequence's last position only: engine/context.cpp refuses,
+// naming it, what would rewind or move a sequence (truncating short of its end, a context shift,
+// a snapshot of a prefix); the offload keeps these layers on the CPU, attention layers may go.
+#include <string>
+
+#include "arch/arch.h"
+
+namespace ei {
+
+std::unique_ptr<ArchModel> load_lfm2(const GgufFile& f, const KernelTable& kt) {
+    HParams hp = read_hparams(f);
+    const std::string a = hp.arch + ".";
+    hp.conv_l_cache = f.get_int(a + "shortconv.l_cache");
+    if (hp.conv_l_cache < 2 || hp.conv_l_cache > 64) f.fail(a + "shortconv.l_cache", "must be in 2..64");
+    DecoderModel m;
+    load_decoder_io(f, kt, hp, m, TensorKind::output_norm_lfm2);
+
+    LayerConfig config;
+    config.rope = file_rope(hp);
+    config.rope_neox = true;
+    LayerParts parts;
+    parts.qk_norm = true;
+    const int64_t d = hp.n_embd, ff = hp.n_ff;
+    for (int il = 0; il < hp.n_layer; ++il) {
+        if (hp.has_attention(il)) {
+            m.layers.push_back(load_layer(f, kt, hp, il, parts));
+        } else {
+            CpuLayerWeights L;
+            L.attn_norm = load_f32_vector(f, TensorKind::attn_norm, il, d);
+            L.conv_in = load_tensor(f, kt, TensorKind::shortconv_in_proj, il, {d, 3 * d}, true);
+            const Tensor kernel = load_tensor(f, kt, TensorKind::shortconv_conv, il, {hp.conv_l_cache, d}, false);
+            if (kernel.type != TYPE_F32)
+                f.fail("tensor '" + tensor_name(TensorKind::shortconv_conv, il) + "'", "must be F32");
+            L.conv_kernel = reinterpret_cast<const float*>(kernel.data);
+            L.conv_out = load_tensor(f, kt, TensorKind::shortconv_out_proj, il, {d, d}, true);
+            L.ffn_norm = load_f32_vector(f, TensorKind::ffn_norm, il, d);
+            L.w_gate = load_tensor(f, kt, TensorKind::ffn_gate, il, {d, ff}, true);
+            L.w_up = load_tensor(f, kt, TensorKind::ffn_up, il, {d, ff}, true);
+            L.w_down = load_tensor(f, kt, TensorKind::ffn_down, il, {ff, d}, true);
+            m.layers.push_back(L);
+        }
+        m.configs.push_back(config);
+    }
+    return std::make_unique<ArchModel>(std::move(hp), std::move(m));
+}
+
+}  // namespace ei
