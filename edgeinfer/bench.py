@@ -91,17 +91,26 @@ def make_token_ids(n: int, n_vocab: int, seed: int = 42) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n_vocab, size=n, dtype=np.int32)
 
 
-def time_prompt(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
+def rewind(ctx: _core.Context, depth: int, at_depth: np.ndarray | None = None) -> None:
+    """Back to the first `depth` cached positions: truncated, or for a model with a recurrent
+    state (LFM2), which cannot be cut back, restored from `at_depth` (its kv_snapshot(depth))."""
+    if depth and ctx.recurrent:
+        ctx.kv_restore(at_depth, depth, depth)
+    else:
+        ctx.truncate(depth)
+
+
+def time_prompt(ctx: _core.Context, ids: np.ndarray, depth: int = 0, at_depth: np.ndarray | None = None) -> int:
     """ns for one decode of `ids` after the first `depth` cached positions."""
-    ctx.truncate(depth)
+    rewind(ctx, depth, at_depth)
     start = time.perf_counter_ns()
     ctx.decode(ids)
     return time.perf_counter_ns() - start
 
 
-def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
+def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0, at_depth: np.ndarray | None = None) -> int:
     """ns for len(ids) single-token decodes after the first `depth` cached positions."""
-    ctx.truncate(depth)
+    rewind(ctx, depth, at_depth)
     steps = [ids[i:i + 1] for i in range(len(ids))]  # sliced before the clock starts
     start = time.perf_counter_ns()
     for step in steps:
@@ -109,12 +118,13 @@ def time_generation(ctx: _core.Context, ids: np.ndarray, depth: int = 0) -> int:
     return time.perf_counter_ns() - start
 
 
-def time_parallel_generation(ctx: _core.Context, ids: np.ndarray, depth: int, n_seq: int) -> int:
+def time_parallel_generation(ctx: _core.Context, ids: np.ndarray, depth: int, n_seq: int,
+                             at_depth: np.ndarray | None = None) -> int:
     """ns for len(ids) decode calls of one token for each of the first n_seq sequences of ctx
     (each decodes the same ids after the same first `depth` positions, copied from sequence 0's)."""
+    rewind(ctx, depth, at_depth)
     for s in range(1, n_seq):
         ctx.seq_copy(0, s, depth)
-    ctx.truncate(depth)
     seq_ids = np.arange(n_seq, dtype=np.int32)
     steps = [np.full(n_seq, t, dtype=np.int32) for t in ids]  # made before the clock starts
     start = time.perf_counter_ns()
@@ -185,6 +195,7 @@ def run_bench(
                     ctx.truncate(0)
                     if d:
                         ctx.decode(ids[:d])  # the context the tests start from, decoded once
+                    at_depth = ctx.kv_snapshot(d) if d and ctx.recurrent else None
                     for p, g, s in tests:
                         if s > n_seq:
                             continue
@@ -194,9 +205,9 @@ def run_bench(
                                         n_gpu_layers=len(offload.get("gpu_layers", ())), n_parallel=s,
                                         float_order=model.float_order)
                         new = ids[d:d + p + g]
-                        run = ((lambda: time_prompt(ctx, new, d)) if p else
-                               (lambda: time_generation(ctx, new, d)) if s == 1 else
-                               (lambda: time_parallel_generation(ctx, new, d, s)))
+                        run = ((lambda: time_prompt(ctx, new, d, at_depth)) if p else
+                               (lambda: time_generation(ctx, new, d, at_depth)) if s == 1 else
+                               (lambda: time_parallel_generation(ctx, new, d, s, at_depth)))
                         run()  # warm-up
                         r.samples_ns = [run() for _ in range(repetitions)]
                         results.append(r)

@@ -291,3 +291,26 @@ def test_perplexity_is_llama_perplexitys_on_our_file(converted, tmp_path):
     theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr).group(1))
     ours = perplexity(Model.load(path, n_ctx=128, n_threads=2), text, n_ctx=128).ppl
     assert abs(ours / theirs - 1) <= 1e-4, (ours, theirs)
+
+
+def test_bench_at_a_depth_restores_the_state_instead_of_truncating(converted, capsys):
+    """`edgeinfer bench -d`: each run goes back to the depth's snapshot (truncating would be
+    refused), prompts, single and parallel generations alike."""
+    _, path = converted
+    assert cli_main(["bench", str(path), "-p", "16", "-n", "4", "-d", "0,20", "-np", "1,2", "-r", "2", "-t", "2",
+                     "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {(r["n_depth"], r["n_parallel"]) for r in rows} >= {(20, 1), (20, 2)}
+
+
+def test_speculative_decoding_gives_the_plain_tokens(converted):
+    """Prompt-lookup drafts: a rejected draft cannot be truncated away, so the prompt cache decodes
+    the kept tokens again (PromptCache.drop); the tokens are the plain greedy ones."""
+    _, path = converted
+    m = Model.load(path, n_ctx=200, n_threads=2)
+    prompt = [int(t) for t in _ids(3, 30)] * 2   # repeats: the drafter finds guesses
+    plain = m.complete(prompt, max_tokens=30, temperature=0, logit_bias={2: -100.0}).tokens
+    m.prompt_cache.reset()
+    fast = m.complete(prompt, max_tokens=30, temperature=0, logit_bias={2: -100.0}, speculative=True)
+    assert fast.tokens == plain
+    assert fast.drafts
