@@ -211,10 +211,14 @@ def test_context_shift_in_generation_is_refused_by_name(converted):
             pass
 
 
-def test_info_names_the_architecture(converted, capsys):
+def test_info_names_the_architecture_and_its_layer_kinds(converted, capsys):
     _, path = converted
     assert cli_main(["info", str(path), "--json"]) == 0
-    assert "lfm2" in json.dumps(json.loads(capsys.readouterr().out))
+    info = json.loads(capsys.readouterr().out)
+    assert info["architecture"] == "lfm2" and info["supported"]
+    assert info["layer_kinds"] == {"attention": 2, "short_convolution": 3}
+    assert cli_main(["info", str(path)]) == 0
+    assert "2 attention, 3 short convolution" in capsys.readouterr().out
 
 
 @pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")

@@ -69,6 +69,7 @@ def summarize(gguf: Any) -> dict:
         "parameters": n_params,
         "context_length": gguf.get(f"{arch}.context_length"),
         "experts": _experts(gguf, arch),
+        "layer_kinds": _layer_kinds(gguf, arch),
         "quantization": dict(sorted(mix.items(), key=lambda kv: -kv[1]["bytes"])),
         "tokenizer": {
             "model": gguf.get("tokenizer.ggml.model"),
@@ -89,6 +90,15 @@ def _experts(gguf: Any, arch: str) -> dict[str, int] | None:
         return None
     return {"count": int(count), "used": int(gguf.get(f"{arch}.expert_used_count") or 0),
             "feed_forward_length": int(gguf.get(f"{arch}.expert_feed_forward_length") or 0)}
+
+
+def _layer_kinds(gguf: Any, arch: str) -> dict[str, int] | None:
+    """Attention and short-convolution layers of a hybrid model (LFM2: head_count_kv per layer,
+    0 for a convolution, whose state each sequence keeps); None when every layer attends."""
+    counts = gguf.get(f"{arch}.attention.head_count_kv")
+    if not isinstance(counts, list) or all(counts):
+        return None
+    return {"attention": sum(1 for c in counts if c), "short_convolution": sum(1 for c in counts if not c)}
 
 
 def placement(gguf: Any, args: argparse.Namespace) -> Placement:
@@ -118,6 +128,7 @@ def render(info: dict) -> Table:
         ("parameters", _params(info["parameters"])),
         ("context length", str(info["context_length"])),
         *([("experts", _experts_text(info["experts"]))] if info["experts"] else []),
+        *([("layers", _layer_kinds_text(info["layer_kinds"]))] if info.get("layer_kinds") else []),
         ("tensor types", quant),
         ("tokenizer", tokenizer),
         ("chat template", "yes" if info["chat_template"] else "no"),
@@ -133,6 +144,11 @@ def render(info: dict) -> Table:
 def _experts_text(experts: dict[str, int]) -> str:
     width = f", each {experts['feed_forward_length']:,} wide" if experts["feed_forward_length"] else ""
     return f"{experts['count']} ({experts['used']} used per token{width})"
+
+
+def _layer_kinds_text(kinds: dict[str, int]) -> str:
+    return (f"{kinds['attention']} attention, {kinds['short_convolution']} short convolution "
+            "(a recurrent state per sequence: cached sequences continue from their end only)")
 
 
 def _why_not(info: dict) -> str:
