@@ -59,7 +59,8 @@ def summarize(gguf: Any) -> dict:
             settings_error = str(e)
     return {
         "path": gguf.path,
-        "file_size": int(gguf.file_size),
+        "file_size": int(gguf.file_size),  # of every part, for a split model
+        "parts": len(gguf.parts),
         "architecture": arch,
         "supported": arch_supported and not unsupported_types and settings_error is None,
         "architecture_supported": arch_supported,
@@ -121,7 +122,8 @@ def render(info: dict) -> Table:
                       + (" (no kernels for this type in this version)" if name in unsupported else "")
                       for name, q in info["quantization"].items())
     rows = [
-        ("file", f"{info['path']} ({human_bytes(info['file_size'])})"),
+        ("file", f"{info['path']} ({human_bytes(info['file_size'])}"
+                 + (f" in {info['parts']} parts)" if info["parts"] > 1 else ")")),
         ("name", info["name"] or "-"),
         ("architecture", f"{info['architecture']}"
                          + ("" if info["architecture_supported"] else " (not supported by this version)")),

@@ -60,6 +60,7 @@ py::dict tensor_to_py(const ei::GgufTensor& t) {
     d["shape"] = shape;
     d["offset"] = t.offset;
     d["nbytes"] = t.nbytes;
+    d["part"] = t.part;  // the part of a split model that holds it; `offset` is within that part
     return d;
 }
 
@@ -88,7 +89,15 @@ void register_gguf(py::module_& m) {
         .def_property_readonly("alignment", &GgufFile::alignment)
         .def_property_readonly("data_offset", &GgufFile::data_offset,
                                "Byte offset of the tensor data section in the file.")
-        .def_property_readonly("file_size", &GgufFile::file_size)
+        .def_property_readonly("file_size", &GgufFile::total_size,
+                               "Bytes of the file (of all its parts, for a split model).")
+        .def_property_readonly("parts",
+                               [](const GgufFile& f) {
+                                   py::list out;
+                                   for (size_t i = 0; i < f.n_parts(); ++i) out.append(f.part_path(i));
+                                   return out;
+                               },
+                               "Paths of a split model's parts, the first one first ([path] for a whole file).")
         .def("keys",
              [](const GgufFile& f) {
                  py::list out;

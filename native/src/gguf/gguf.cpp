@@ -305,6 +305,13 @@ void check_version(const GgufFile& f, uint32_t version) {
 
 uint64_t round_up(uint64_t x, uint64_t align) { return (x + align - 1) / align * align; }
 
+// A part number as split file names write it: five digits, zero-padded ("00002").
+std::string split_suffix_count(int64_t n) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%05lld", (long long)n);
+    return buf;
+}
+
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
@@ -338,6 +345,69 @@ std::string gguf_printable(std::string_view s) {
 }
 
 GgufFile::GgufFile(const std::string& path) : file_(path) {
+    parse();
+    // llama.cpp's keys (llama-arch.h LLM_KV_SPLIT_*); split.count 0 or 1 is a whole file.
+    int64_t n_split = get_int("split.count", 1);
+    int64_t split_no = get_int("split.no", 0);
+    if (n_split < 0 || n_split > 99999)
+        fail("key 'split.count'", "is " + std::to_string(n_split) + ", expected 1..99999");
+    if (n_split > 1 && split_no != 0)
+        fail("key 'split.no'", "this is part " + std::to_string(split_no + 1) + " of " +
+                                   std::to_string(n_split) + " of a split model; open its first part "
+                                   "(NAME-00001-of-" + split_suffix_count(n_split) + ".gguf)");
+    if (n_split > 1) open_parts(n_split);
+}
+
+GgufFile::GgufFile(const std::string& path, OnePart) : file_(path) { parse(); }
+
+size_t GgufFile::total_size() const {
+    size_t n = file_size();
+    for (const auto& p : parts_) n += p->file_size();
+    return n;
+}
+
+// The other parts are named as llama.cpp's llama_split_path names them: the first part's path
+// with "-00001-of-0000N.gguf" replaced by "-0000k-of-0000N.gguf".
+void GgufFile::open_parts(int64_t n_split) {
+    const std::string first_suffix = "-00001-of-" + split_suffix_count(n_split) + ".gguf";
+    const std::string& first = path();
+    if (first.size() <= first_suffix.size() ||
+        first.compare(first.size() - first_suffix.size(), first_suffix.size(), first_suffix) != 0)
+        fail("key 'split.count'", "the model is split into " + std::to_string(n_split) +
+                                      " files, but this file's name does not end in " + first_suffix +
+                                      ", so the other parts cannot be found");
+    const std::string prefix = first.substr(0, first.size() - first_suffix.size());
+    for (int64_t k = 1; k < n_split; ++k) {
+        const std::string part = prefix + "-" + split_suffix_count(k + 1) + "-of-" + split_suffix_count(n_split) + ".gguf";
+        const std::string which = "split part " + std::to_string(k + 1) + " of " + std::to_string(n_split) + " (" + part + ")";
+        try {
+            parts_.push_back(std::unique_ptr<GgufFile>(new GgufFile(part, OnePart{})));
+        } catch (const FormatError&) {
+            throw;  // names the part's path and what is wrong in it
+        } catch (const Error& e) {
+            fail(which, std::string("cannot be opened: ") + e.what());
+        }
+        const GgufFile& p = *parts_.back();
+        // A part of another split (or another model) must not be taken for this one's.
+        if (p.get_int("split.no", -1) != k || p.get_int("split.count", -1) != n_split)
+            p.fail("key 'split.no'", "expected part " + std::to_string(k + 1) + " of " + std::to_string(n_split) +
+                                         " of " + first + ", found split.no=" + std::to_string(p.get_int("split.no", -1)) +
+                                         " split.count=" + std::to_string(p.get_int("split.count", -1)));
+        for (const GgufTensor& t : p.tensors()) {
+            if (!tensor_index_.emplace(t.name, tensors_.size()).second)
+                p.fail(tensor_field(t.name), "is also in another part of the split model");
+            tensors_.push_back(t);
+            tensors_.back().part = (uint32_t)k;
+        }
+    }
+    const int64_t expected = get_int("split.tensors.count", (int64_t)tensors_.size());
+    if (expected != (int64_t)tensors_.size())
+        fail("key 'split.tensors.count'", "says " + std::to_string(expected) + " tensors, but the " +
+                                              std::to_string(n_split) + " parts hold " +
+                                              std::to_string(tensors_.size()));
+}
+
+void GgufFile::parse() {
     Cursor c(*this, file_.data(), file_.size());
 
     // Header.

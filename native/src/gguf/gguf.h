@@ -3,6 +3,11 @@
 // wrong throws ei::FormatError naming the file, the field and the problem. Nothing is copied out
 // of the mapping except small scalars: strings and arrays are views into it, and a 262k-entry
 // vocabulary array is only walked once (to index its strings) when asked for.
+//
+// A split model (llama.cpp's gguf-split: NAME-00001-of-0000N.gguf ... NAME-0000N-of-0000N.gguf,
+// every part a complete GGUF file with `split.no`, `split.count`, `split.tensors.count`; the
+// metadata in the first, each tensor in exactly one part) is opened by the first part's path:
+// the other parts are mapped and validated like any file, and their tensors join one table.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -47,7 +52,8 @@ struct GgufTensor {
     int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the row length (fastest-varying)
     uint32_t type = 0;             // GgmlType
     uint64_t offset = 0;           // relative to the data section
-    const uint8_t* data = nullptr; // in the mapping
+    const uint8_t* data = nullptr; // in the mapping of its part
+    uint32_t part = 0;             // which part of a split model holds it (0 for a whole file)
     size_t nbytes = 0;
     int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
@@ -60,14 +66,20 @@ void gguf_for_each_element(const GgufValue& array, const std::function<void(cons
 class GgufFile {
 public:
     // Opens and validates; throws ei::Error if the file can't be mapped, ei::FormatError if malformed.
+    // The first part of a split model opens every part (a missing or mismatched one is a
+    // FormatError naming it); any other part alone is a FormatError naming the first.
     explicit GgufFile(const std::string& path);
 
     const std::string& path() const { return file_.path(); }
+    // A split model's parts, the first one included (one for a whole file), and their bytes.
+    size_t n_parts() const { return 1 + parts_.size(); }
+    const std::string& part_path(size_t i) const { return i == 0 ? path() : parts_[i - 1]->path(); }
+    size_t total_size() const;
     uint32_t version() const { return version_; }
     uint64_t alignment() const { return alignment_; }
     uint64_t data_offset() const { return data_offset_; }
-    size_t file_size() const { return file_.size(); }
-    // The whole mapped file (header, metadata and tensor table are bytes [0, data_offset())).
+    size_t file_size() const { return file_.size(); }  // of the first part
+    // The whole mapped file (the first part of a split model) (header, metadata and tensor table are bytes [0, data_offset())).
     const uint8_t* bytes() const { return file_.data(); }
 
     // Metadata in file order.
@@ -96,7 +108,13 @@ public:
     [[noreturn]] void fail(const std::string& field, const std::string& what) const;
 
 private:
+    struct OnePart {};  // a part of a split model, opened by the first: no parts of its own
+    GgufFile(const std::string& path, OnePart);
+    void parse();
+    void open_parts(int64_t n_split);
+
     MappedFile file_;
+    std::vector<std::unique_ptr<GgufFile>> parts_;  // parts 2..N of a split model
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
     uint64_t data_offset_ = 0;
