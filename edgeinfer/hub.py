@@ -10,11 +10,14 @@ model file. Ollama's ``:latest`` means no tag.
 huggingface_hub does the transfer, so its settings apply unchanged: the cache (``HF_HOME``,
 ``HF_HUB_CACHE``), the token (``HF_TOKEN`` or ``hf auth login``), the endpoint (``HF_ENDPOINT``)
 and offline mode (``HF_HUB_OFFLINE=1``: the file is chosen among the cached ones, with no request).
-A connection that drops mid-file is resumed with a Range request by huggingface_hub's own retry;
-a pull that is killed starts the file again (huggingface_hub keeps no partial file between runs).
+A split model (``NAME-00001-of-0000N.gguf`` ...) is pulled as all its parts, into one snapshot
+folder, where the core's loader finds them from the first part's path.
 
-The file is then hashed and compared with the sha256 the Hub lists for it (its LFS object id);
-a mismatch deletes the file. A verified file gets a marker in edgeinfer's cache folder, keyed by
+An LFS file (every real GGUF) is downloaded by `edgeinfer.hub_download`: into a partial file kept
+between runs, so a pull that is killed or loses its connection resumes with a Range request on
+the next run; the finished file is hashed, compared with the sha256 the Hub lists for it (its LFS
+object id) and only then becomes huggingface_hub's blob; a mismatch deletes it. A cached file
+whose marker is missing is hashed again. A verified file gets a marker in edgeinfer's cache folder, keyed by
 that sha256, so later resolves skip the hash while the file is unchanged.
 """
 from __future__ import annotations
@@ -33,6 +36,7 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.file_download import repo_folder_name
 
+from edgeinfer.hub_download import ChangedOnHub, PartialMismatch, fetch_blob, partial_path
 from edgeinfer.paths import cache_dir
 from edgeinfer.pull import PullError, PullReporter, is_verified, mark_verified, sha256_file
 
@@ -49,6 +53,10 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 
 class HubError(PullError):
     """A model could not be found on, fetched from or verified against the Hugging Face Hub."""
+
+
+class IncompleteSplit(HubError):
+    """Some parts of a split model are missing from a listing."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ def choose_file(files: list[HubFile], tag: str | None, name: str) -> list[HubFil
     parts = sorted((f for f in files if _stem(f.path)[0] == prefix and _stem(f.path)[2] == count),
                    key=lambda f: _stem(f.path)[1])
     if len(parts) != count:
-        raise HubError(f"{name}: {chosen.path} is a split file of {count} parts, "
+        raise IncompleteSplit(f"{name}: {chosen.path} is a split file of {count} parts, "
                        f"but the repository has {len(parts)} of them")
     return parts
 
@@ -236,8 +244,7 @@ def _verify(path: Path, file: HubFile, name: str, reporter: PullReporter) -> Non
         return
     if is_verified(path, file.sha256, _marker(file.sha256)):
         return
-    with reporter.transfer(f"verifying {Path(file.path).name}", size) as advance:
-        digest = sha256_file(path, advance)
+    digest = _hash(path, Path(file.path).name, reporter)
     if digest != file.sha256:
         _discard(path)
         raise HubError(f"{name}: {file.path} does not match the Hub's sha256 (got {digest}, "
@@ -281,25 +288,66 @@ def pull_hub_model(name: str, *, reporter: PullReporter | None = None,
     # records which commit the branch is at (refs/main), which offline lookups read.
     revision = commit if offline else (ref.revision or "main")
     parts = choose_file(files, ref.tag, str(ref))
-    if len(parts) > 1:
-        # The core opens one GGUF file; llama.cpp's loader follows split.count to the others.
-        raise HubError(f"{ref}: {parts[0].path} is split into {len(parts)} files, which edgeinfer "
-                       "cannot load yet; merge them with `llama-gguf-split --merge` and run the "
-                       "merged file")
-    file = parts[0]
-    cached = try_to_load_from_cache(ref.repo_id, file.path, revision=commit)
+    # A split model's parts all land in the snapshot folder under their names, where the core's
+    # loader finds them from the first part's path.
+    cached = all(isinstance(try_to_load_from_cache(ref.repo_id, f.path, revision=commit), str)
+                 for f in parts)
+    paths = [_fetch(ref, f, revision, offline=offline, force=force, reporter=reporter)
+             for f in parts]
+    done = "already present" if cached and not force else "pulled"
+    shown = parts[0].path + (f" and {len(parts) - 1} more parts" if len(parts) > 1 else "")
+    reporter.message(f"{ref} {done}: {shown} ({paths[0]})")
+    return paths[0]
+
+
+def _fetch(ref: HubName, file: HubFile, revision: str, *, offline: bool, force: bool,
+           reporter: PullReporter) -> Path:
+    """One file in huggingface_hub's cache, verified: its snapshot path.
+
+    Online, an LFS file is downloaded by `fetch_blob` (resumable across runs, hashed as it is
+    finished); huggingface_hub then only links the blob into the snapshot and records the ref."""
+    name, label = str(ref), Path(file.path).name
+    fetched = False
     try:
-        path = Path(hf_hub_download(ref.repo_id, file.path, revision=revision, force_download=force,
-                                    local_files_only=offline, tqdm_class=_progress_bar(reporter, f"downloading {file.path}")))
+        if file.sha256 is not None and not offline:
+            fetched = fetch_blob(ref.repo_id, file.path, revision, file.sha256,
+                                 tqdm_class=_progress_bar(reporter, f"downloading {file.path}"),
+                                 hash_file=lambda p: _hash(p, label, reporter), force=force)
+            force_download = False
+        else:
+            force_download = force
+        path = Path(hf_hub_download(ref.repo_id, file.path, revision=revision,
+                                    force_download=force_download, local_files_only=offline,
+                                    tqdm_class=_progress_bar(reporter, f"downloading {file.path}")))
     except LocalEntryNotFoundError:
-        raise HubError(f"{ref}: {file.path} is not in the Hugging Face cache and the Hub cannot "
+        raise HubError(f"{name}: {file.path} is not in the Hugging Face cache and the Hub cannot "
                        "be reached") from None
-    except (HfHubHTTPError, httpx2.TransportError, OfflineModeIsEnabled) as exc:
+    except PartialMismatch as exc:
+        raise HubError(f"{name}: {file.path} does not match the Hub's sha256 (got {exc.digest}, "
+                       f"expected {file.sha256}); the file was deleted, pull again") from None
+    except ChangedOnHub as exc:
+        raise HubError(f"{name}: {file.path} changed on the Hub while pulling (its ETag is now "
+                       f"{exc.etag}, the listing said {file.sha256}); pull again") from None
+    except (HfHubHTTPError, OfflineModeIsEnabled) as exc:
         raise HubError(_describe_hub_error(exc, ref)) from None
-    _verify(path, file, str(ref), reporter)
-    done = "already present" if isinstance(cached, str) and not force else "pulled"
-    reporter.message(f"{ref} {done}: {file.path} ({path})")
+    except (httpx2.TransportError, OSError) as exc:  # OSError: the body ended short
+        kept = partial_path(ref.repo_id, file.sha256) if file.sha256 else None
+        have = kept.stat().st_size if kept is not None and kept.exists() else 0
+        resume = f"; {have} bytes are kept and the next pull resumes from them" if have else ""
+        raise HubError(f"{name}: the connection to the Hugging Face Hub was lost while "
+                       f"downloading {file.path} ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0] if str(exc) else ''}){resume}") from None
+    if fetched:
+        mark_verified(path, file.sha256, _marker(file.sha256))  # hashed before it became the blob
+    else:
+        _verify(path, file, name, reporter)
     return path
+
+
+def _hash(path: Path, label: str, reporter: PullReporter) -> str:
+    """The sha256 of a downloaded file, shown as a transfer."""
+    with reporter.transfer(f"verifying {label}", path.stat().st_size) as advance:
+        return sha256_file(path, advance)
 
 
 def cached_hub_model(name: str) -> Path | None:
@@ -309,6 +357,9 @@ def cached_hub_model(name: str) -> Path | None:
     if listing is None:
         return None
     files, commit = listing
-    parts = choose_file(files, ref.tag, str(ref))
-    cached = try_to_load_from_cache(ref.repo_id, parts[0].path, revision=commit)
-    return Path(cached) if isinstance(cached, str) else None
+    try:
+        parts = choose_file(files, ref.tag, str(ref))
+    except IncompleteSplit:
+        return None  # a part is not cached (yet)
+    cached = [try_to_load_from_cache(ref.repo_id, f.path, revision=commit) for f in parts]
+    return Path(cached[0]) if all(isinstance(c, str) for c in cached) else None

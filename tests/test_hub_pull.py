@@ -2,9 +2,11 @@
 hub (support/fake_hub.py) that huggingface_hub is pointed at; no network.
 
 Checks: the name syntax; the file a quant tag picks (default Q4_K_M, case-insensitive, mmproj never,
-a clear list of tags when none matches); a split file refused before any download; the pulled file
-loads; a connection dropped mid-file resumes with a Range request and gives the same bytes; a file
-whose bytes do not match the Hub's sha256 is refused and deleted; a second pull neither downloads
+a clear list of tags when none matches); a split model pulled as all its parts, loading with the
+whole file's logits; the pulled file loads; a connection dropped mid-file resumes with a Range
+request and gives the same bytes; a pull killed mid-file leaves a partial the next pull resumes
+from (and huggingface_hub finds the file after); a partial with wrong bytes fails the sha256 check
+and is deleted; a file whose bytes do not match the Hub's sha256 is refused and deleted; a second pull neither downloads
 nor re-hashes; offline mode resolves from the cache with the hub stopped; 404 / 401 / 403 and
 offline-not-cached are one-line errors; the token is sent; `resolve_model` and `edgeinfer pull`
 take these names.
@@ -12,17 +14,23 @@ take these names.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
+import time
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
-from huggingface_hub import constants
+from huggingface_hub import constants, hf_hub_download
 
 import edgeinfer.hub as hub
 from edgeinfer import Model
 from edgeinfer.hub import HubError, parse_hub_name, pull_hub_model
 from edgeinfer.pull import PullReporter, resolve_model
-from support.cli import assert_clean_error, run_cli
+from edgeinfer.hub_download import partial_path
+from support.cli import assert_clean_error, child_env, run_cli
 from support.fake_hub import FakeHub, FakeHubServer
+from support.gguf_split import split_gguf
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
 REPO = "tester/Tiny-GGUF"
@@ -32,12 +40,14 @@ REPO = "tester/Tiny-GGUF"
 def gguf_bytes(tmp_path_factory) -> dict[str, bytes]:
     """Real tiny GGUF files under the names a quantized repo uses (each different)."""
     folder = tmp_path_factory.mktemp("gguf")
-    names = ["Tiny-Q4_K_M.gguf", "Tiny-Q8_0.gguf", "Tiny-mmproj-f16.gguf",
-             "Tiny-Q2_K-00001-of-00002.gguf", "Tiny-Q2_K-00002-of-00002.gguf"]
+    names = ["Tiny-Q4_K_M.gguf", "Tiny-Q8_0.gguf", "Tiny-mmproj-f16.gguf", "Tiny-Q2_K.gguf"]
     files = {}
     for seed, name in enumerate(names):
         write_tiny_llama(folder / name, TinyConfig(), seed=seed)
         files[name] = (folder / name).read_bytes()
+    # The Q2_K model as a split file only, in llama.cpp's gguf-split format.
+    for part in split_gguf(folder / "Tiny-Q2_K.gguf", folder / "Tiny-Q2_K", 2):
+        files[part.name] = part.read_bytes()
     return files
 
 
@@ -45,7 +55,8 @@ def gguf_bytes(tmp_path_factory) -> dict[str, bytes]:
 def fake_hub(tmp_path, monkeypatch, gguf_bytes):
     """The fake hub serving REPO, and huggingface_hub's settings pointed at it and at tmp folders
     (its constants are read at import, so they are patched, not only the environment)."""
-    fake = FakeHub(repos={REPO: dict(gguf_bytes), "tester/OnlyProjector": {
+    in_repo = {name: data for name, data in gguf_bytes.items() if name != "Tiny-Q2_K.gguf"}
+    fake = FakeHub(repos={REPO: in_repo, "tester/OnlyProjector": {
         "Tiny-mmproj-f16.gguf": gguf_bytes["Tiny-mmproj-f16.gguf"]}})
     server = FakeHubServer(fake)
     monkeypatch.setattr(constants, "ENDPOINT", fake.url)
@@ -93,10 +104,18 @@ def test_a_projector_is_never_the_model(fake_hub):
         pull_hub_model("hf.co/tester/OnlyProjector")
 
 
-def test_a_split_file_is_refused_before_downloading(fake_hub):
-    with pytest.raises(HubError, match="split into 2 files.*llama-gguf-split --merge"):
-        pull_hub_model(f"hf.co/{REPO}:Q2_K")
-    assert not any(path.endswith(".gguf") for _, path, _, _ in fake_hub.requests)
+def test_a_split_model_pulls_every_part_and_loads_as_the_whole(fake_hub, gguf_bytes, tmp_path):
+    path = pull_hub_model(f"hf.co/{REPO}:Q2_K")
+    assert path.name == "Tiny-Q2_K-00001-of-00002.gguf"
+    second = path.with_name("Tiny-Q2_K-00002-of-00002.gguf")
+    assert second.read_bytes() == gguf_bytes[second.name]
+    whole = tmp_path / "whole.gguf"
+    whole.write_bytes(gguf_bytes["Tiny-Q2_K.gguf"])
+    np.testing.assert_array_equal(Model.load(path, n_ctx=64).eval_logits([1, 5, 9]),
+                                  Model.load(whole, n_ctx=64).eval_logits([1, 5, 9]))
+    assert hub.cached_hub_model(f"hf.co/{REPO}:Q2_K") == path
+    second.unlink()  # a part missing from the cache: the model is not cached
+    assert hub.cached_hub_model(f"hf.co/{REPO}:Q2_K") is None
 
 
 def test_a_dropped_connection_resumes_with_a_range_request(fake_hub, gguf_bytes, monkeypatch):
@@ -131,7 +150,9 @@ def test_a_second_pull_neither_downloads_nor_hashes(fake_hub, monkeypatch):
     assert pull_hub_model(f"hf.co/{REPO}") == first
     assert fake_hub.downloads("Tiny-Q4_K_M.gguf") == [None] and not hashed
     heads = [p for m, p, _, _ in fake_hub.requests if m == "HEAD"]
-    assert len(heads) == 2  # each pull asks which commit the file is at, as llama.cpp does
+    # Each pull asks which commit the file is at, as llama.cpp does; the first asks twice: for
+    # the download, and when huggingface_hub links the downloaded blob into the snapshot.
+    assert len(heads) == 3
 
 
 def test_offline_mode_uses_the_cache_without_the_hub(fake_hub, monkeypatch):
@@ -238,3 +259,81 @@ def test_progress_goes_to_the_reporter_also_across_a_resume(fake_hub, gguf_bytes
     size = len(gguf_bytes["Tiny-Q8_0.gguf"])
     assert log.transfers == [["downloading Tiny-Q8_0.gguf", size, size],
                              ["verifying Tiny-Q8_0.gguf", size, size]]
+
+
+# -- resuming a pull that was killed --------------------------------------------------------
+
+KILLED_PULL = """
+import sys
+from huggingface_hub import constants
+constants.DOWNLOAD_CHUNK_SIZE = 4096   # whole chunks reach the partial file before the kill
+from edgeinfer.cli import main
+sys.exit(main(["pull", sys.argv[1]]))
+"""
+
+
+def test_a_killed_pull_resumes_from_its_partial(fake_hub, gguf_bytes, tmp_path):
+    name = "Tiny-Q8_0.gguf"
+    data, sha = gguf_bytes[name], hashlib.sha256(gguf_bytes[name]).hexdigest()
+    fake_hub.stall.add(name)  # half the file, then the server waits: the pull is killed there
+    env = child_env(HF_ENDPOINT=fake_hub.url, HF_HOME=str(tmp_path / "hf"),
+                    XDG_CACHE_HOME=str(tmp_path / "cache"), HF_HUB_DISABLE_TELEMETRY="1")
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_PULL, f"hf.co/{REPO}:Q8_0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    partial = partial_path(REPO, sha)
+    kept = len(data) // 2 // 4096 * 4096
+    deadline = time.monotonic() + 60
+    while not (partial.exists() and partial.stat().st_size >= kept) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert partial.stat().st_size == kept and partial.read_bytes() == data[:kept]
+    fake_hub.stall.clear()
+    fake_hub.release.set()
+    path = pull_hub_model(f"hf.co/{REPO}:Q8_0")
+    assert fake_hub.downloads(name) == [None, f"bytes={kept}-"]
+    assert path.read_bytes() == data and not partial.exists()
+    # Where huggingface_hub and other tools look for it.
+    assert hf_hub_download(REPO, name, local_files_only=True) == str(path)
+    assert path.resolve() == partial.with_name(sha)
+
+
+def test_a_pull_that_runs_out_of_retries_keeps_its_bytes_for_the_next(fake_hub, gguf_bytes,
+                                                                      monkeypatch):
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 4096)
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)  # huggingface_hub's retry pauses
+    name = "Tiny-Q8_0.gguf"
+    data, sha = gguf_bytes[name], hashlib.sha256(gguf_bytes[name]).hexdigest()
+    fake_hub.drop_always.add(name)
+    with pytest.raises(HubError, match="connection .* lost.*bytes are kept") as err:
+        pull_hub_model(f"hf.co/{REPO}:Q8_0")
+    assert "\n" not in str(err.value)
+    partial = partial_path(REPO, sha)
+    have = partial.stat().st_size
+    assert 0 < have < len(data) and partial.read_bytes() == data[:have]
+    fake_hub.drop_always.clear()
+    assert pull_hub_model(f"hf.co/{REPO}:Q8_0").read_bytes() == data
+    assert fake_hub.downloads(name)[-1] == f"bytes={have}-" and not partial.exists()
+
+
+def test_a_partial_with_wrong_bytes_is_deleted(fake_hub, gguf_bytes):
+    name = "Tiny-Q8_0.gguf"
+    data, sha = gguf_bytes[name], hashlib.sha256(gguf_bytes[name]).hexdigest()
+    partial = partial_path(REPO, sha)
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(bytes(b ^ 1 for b in data[:1000]))  # not a prefix of the file
+    with pytest.raises(HubError, match="does not match the Hub's sha256.*deleted"):
+        pull_hub_model(f"hf.co/{REPO}:Q8_0")
+    assert fake_hub.downloads(name) == ["bytes=1000-"] and not partial.exists()
+    assert pull_hub_model(f"hf.co/{REPO}:Q8_0").read_bytes() == data  # and the next pull passes
+    assert fake_hub.downloads(name) == ["bytes=1000-", None]
+
+
+def test_a_partial_longer_than_the_file_starts_over(fake_hub, gguf_bytes):
+    name = "Tiny-Q8_0.gguf"
+    data, sha = gguf_bytes[name], hashlib.sha256(gguf_bytes[name]).hexdigest()
+    partial = partial_path(REPO, sha)
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(data + b"extra")
+    assert pull_hub_model(f"hf.co/{REPO}:Q8_0").read_bytes() == data
+    assert fake_hub.downloads(name) == [None] and not partial.exists()

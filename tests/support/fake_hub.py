@@ -8,7 +8,9 @@
   ``Range: bytes=N-`` with a 206.
 
 Faults a test can ask for: `drop_once` (the next full GET of a file sends half its bytes, then
-closes the connection), `corrupt` (serve other bytes of the same length, with the right sha256
+closes the connection), `stall` (a full GET of a file sends half its bytes, then waits for
+`release` before closing: the client can be killed mid-file), `drop_always` (every GET of a file,
+ranged or not, sends half of what it asks for, then closes), `corrupt` (serve other bytes of the same length, with the right sha256
 in the headers), `status` (a repo answers every request with an HTTP error and the hub's
 X-Error-Code). Every request is recorded as (method, path, Range header, Authorization header).
 """
@@ -29,6 +31,9 @@ ERROR_CODES = {404: "RepoNotFound", 401: "RepoNotFound", 403: "GatedRepo"}
 class FakeHub:
     repos: dict[str, dict[str, bytes]] = field(default_factory=dict)   # repo -> file -> bytes
     drop_once: set[str] = field(default_factory=set)
+    stall: set[str] = field(default_factory=set)
+    drop_always: set[str] = field(default_factory=set)
+    release: threading.Event = field(default_factory=threading.Event)
     corrupt: set[str] = field(default_factory=set)
     status: dict[str, int] = field(default_factory=dict)               # repo -> HTTP status
     requests: list[tuple[str, str, str | None, str | None]] = field(default_factory=list)
@@ -104,14 +109,18 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
                 headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
             body = data[start:]
             headers["Content-Length"] = str(len(body))
-            if self.command == "GET" and not ranged and filename in hub.drop_once:
+            cut = self.command == "GET" and (filename in hub.drop_always or not ranged and (
+                filename in hub.drop_once or filename in hub.stall))
+            if cut:
                 hub.drop_once.discard(filename)
-                self.send_response(200)
+                self.send_response(206 if start else 200)
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body[:len(body) // 2])
                 self.wfile.flush()
+                if filename in hub.stall:
+                    hub.release.wait(60)
                 self.close_connection = True  # the client sees a body cut short
                 return
             self._send(206 if start else 200, headers, body)
@@ -133,5 +142,6 @@ class FakeHubServer:
         self.thread.start()
 
     def stop(self) -> None:
+        self.hub.release.set()
         self.server.shutdown()
         self.server.server_close()
