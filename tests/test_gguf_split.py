@@ -3,7 +3,8 @@
 Checks: a tiny model split into 2 or 3 parts (also with an empty first part) gives the same
 logits as the whole file, and GgufFile lists one tensor table over the parts; a missing part, a
 part of another split, a wrong tensor count, a tensor in two parts and opening a later part alone
-are each one ModelFormatError naming the file; `edgeinfer info` reads every part; a split made
+are each one ModelFormatError naming the file, and so is a truncated or damaged later part;
+`edgeinfer info` reads every part and `run` generates from one; a split made
 by llama.cpp's own llama-gguf-split loads (skipped when that binary is not built).
 """
 from __future__ import annotations
@@ -108,3 +109,27 @@ def test_llama_cpps_own_split_loads(whole, tmp_path):
                    check=True, capture_output=True, timeout=120)
     first = split_path(prefix, 0, len(list(tmp_path.glob("by-llama-*.gguf"))))
     np.testing.assert_array_equal(logits(first), logits(whole))
+
+
+def test_a_damaged_later_part_is_a_format_error_naming_it(whole, tmp_path):
+    """The later parts are read by the same bounds-checked reader (fuzzed in test_gguf_fuzz):
+    truncated or with its split keys' bytes flipped, part 2 gives ModelFormatError, never a crash."""
+    parts = split_gguf(whole, tmp_path / "tiny", 2)
+    good = parts[1].read_bytes()
+    keys_at = good.index(b"split.no")
+    for n in (0, 3, 8, 24, keys_at, keys_at + 20, len(good) // 2, len(good) - 1):
+        parts[1].write_bytes(good[:n])
+        with pytest.raises(ModelFormatError, match=str(parts[1])):
+            _core.GgufFile(str(parts[0]))
+    for k in range(keys_at - 8, keys_at + 60, 3):
+        parts[1].write_bytes(good[:k] + bytes([good[k] ^ 0xFF]) + good[k + 1:])
+        try:
+            _core.GgufFile(str(parts[0]))
+        except ModelFormatError as err:
+            assert str(parts[1]) in str(err)  # a flip may also leave a valid file, which opens
+
+
+def test_run_generates_from_a_split_model(whole, tmp_path):
+    parts = split_gguf(whole, tmp_path / "tiny", 3)
+    proc = run_cli("run", str(parts[0]), "-p", "hi", "-n", "3", "--temp", "0", timeout=120)
+    assert proc.returncode == 0, proc.stderr
