@@ -99,5 +99,8 @@ Tensor load_tensor(const GgufFile& file, const KernelTable& kt, TensorKind kind,
                    std::vector<int64_t> shape, bool for_matmul, bool required = true);
 // A 1-D F32 tensor (norm weights, rope factors) as a float pointer into the mapping.
 const float* load_f32_vector(const GgufFile& file, TensorKind kind, int layer, int64_t n, bool required = true);
+// An F32 tensor of `rows` rows of `width` floats (per-expert biases: [n_expert][width]).
+const float* load_f32_rows(const GgufFile& file, TensorKind kind, int layer, int64_t width, int64_t rows,
+                           bool required = true);
 
 }  // namespace ei

@@ -70,8 +70,10 @@ CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HPara
         L.k_norm = load_f32_vector(f, TensorKind::attn_k_norm, il, hd);
     }
     L.wo = load_tensor(f, kt, TensorKind::attn_output, il, {qw, d}, true);
+    if (parts.output_bias) L.bo = load_f32_vector(f, TensorKind::attn_output_bias, il, d);
+    if (parts.attn_sinks) L.attn_sinks = load_f32_vector(f, TensorKind::attn_sinks, il, hp.n_head);
     if (parts.post_norms) L.post_attn_norm = load_f32_vector(f, TensorKind::attn_post_norm, il, d);
-    L.ffn_norm = load_f32_vector(f, TensorKind::ffn_norm, il, d);
+    L.ffn_norm = load_f32_vector(f, parts.ffn_norm, il, d);
     if (parts.experts) {
         const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
         if (ne == 0) f.fail(hp.arch + ".expert_count", "is missing (a mixture-of-experts model needs it)");
@@ -79,6 +81,12 @@ CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HPara
         L.ffn_gate_exps = load_tensor(f, kt, TensorKind::ffn_gate_exps, il, {d, fe, ne}, true);
         L.ffn_up_exps = load_tensor(f, kt, TensorKind::ffn_up_exps, il, {d, fe, ne}, true);
         L.ffn_down_exps = load_tensor(f, kt, TensorKind::ffn_down_exps, il, {fe, d, ne}, true);
+        if (parts.expert_biases) {
+            L.ffn_gate_inp_b = load_f32_vector(f, TensorKind::ffn_gate_inp_bias, il, ne);
+            L.ffn_gate_exps_b = load_f32_rows(f, TensorKind::ffn_gate_exps_bias, il, fe, ne);
+            L.ffn_up_exps_b = load_f32_rows(f, TensorKind::ffn_up_exps_bias, il, fe, ne);
+            L.ffn_down_exps_b = load_f32_rows(f, TensorKind::ffn_down_exps_bias, il, d, ne);
+        }
     } else if (parts.fused_gate_up) {
         L.w_gate_up = load_tensor(f, kt, TensorKind::ffn_up, il, {d, 2 * ff}, true);
     } else {

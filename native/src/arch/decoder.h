@@ -49,6 +49,12 @@ struct LayerParts {
     bool post_norms = false;     // post_attention_norm and post_ffw_norm (Gemma 3)
     bool experts = false;        // a mixture-of-experts feed-forward: ffn_gate_inp and the
                                  // ffn_{gate,up,down}_exps stacks instead of ffn_{gate,up,down}
+    bool output_bias = false;    // attn_output.bias (gpt-oss)
+    bool attn_sinks = false;     // attn_sinks, one logit a head (gpt-oss)
+    bool expert_biases = false;  // ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (gpt-oss)
+    // The feed-forward's input norm: ffn_norm, except gpt-oss's, which its GGUF names
+    // post_attention_norm (llama.cpp's attn_post_norm, used there as the FFN norm).
+    TensorKind ffn_norm = TensorKind::ffn_norm;
 };
 
 LayerShapes layer_shapes(const HParams& hp);

@@ -73,4 +73,21 @@ const float* load_f32_vector(const GgufFile& file, TensorKind kind, int layer, i
     return reinterpret_cast<const float*>(gt->data);
 }
 
+const float* load_f32_rows(const GgufFile& file, TensorKind kind, int layer, int64_t width, int64_t rows,
+                           bool required) {
+    const std::string name = tensor_name(kind, layer);
+    const GgufTensor* gt = file.find_tensor(name);
+    if (!gt) {
+        if (required) file.fail("tensor '" + name + "'", "is missing");
+        return nullptr;
+    }
+    if (gt->type != TYPE_F32 || gt->n_elements() != width * rows || gt->ne[0] != width)
+        file.fail("tensor '" + name + "'", std::string("must be F32 of ") + std::to_string(rows) + " rows of " +
+                                               std::to_string(width) + " values (has type " +
+                                               type_info(gt->type).name + ", shape " + shape_str(gt->ne, gt->n_dims) + ")");
+    if (reinterpret_cast<uintptr_t>(gt->data) % alignof(float) != 0)
+        file.fail("tensor '" + name + "'", "data is not 4-byte aligned");
+    return reinterpret_cast<const float*>(gt->data);
+}
+
 }  // namespace ei

@@ -16,6 +16,7 @@ std::unique_ptr<ArchModel> load_phi3(const GgufFile& file, const KernelTable& kt
 std::unique_ptr<ArchModel> load_smollm3(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_lfm2(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_gptoss(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
@@ -29,6 +30,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"smollm3", load_smollm3},
     {"granite", load_granite},
     {"lfm2", load_lfm2},
+    {"gpt-oss", load_gptoss},
 };
 }  // namespace
 

@@ -40,6 +40,12 @@ constexpr Entry kNames[] = {
     {TensorKind::shortconv_in_proj, "blk.%d.shortconv.in_proj"},
     {TensorKind::shortconv_out_proj, "blk.%d.shortconv.out_proj"},
     {TensorKind::output_norm_lfm2, "token_embd_norm"},
+    {TensorKind::attn_output_bias, "blk.%d.attn_output", "bias"},
+    {TensorKind::attn_sinks, "blk.%d.attn_sinks"},
+    {TensorKind::ffn_gate_inp_bias, "blk.%d.ffn_gate_inp", "bias"},
+    {TensorKind::ffn_gate_exps_bias, "blk.%d.ffn_gate_exps", "bias"},
+    {TensorKind::ffn_up_exps_bias, "blk.%d.ffn_up_exps", "bias"},
+    {TensorKind::ffn_down_exps_bias, "blk.%d.ffn_down_exps", "bias"},
 };
 }  // namespace
 

@@ -15,6 +15,9 @@ enum class TensorKind {
                                                              // the stacked experts (Qwen 3 MoE)
     shortconv_conv, shortconv_in_proj, shortconv_out_proj,   // LFM2's short-convolution blocks
     output_norm_lfm2,                      // LFM2's final norm, which llama.cpp names token_embd_norm
+    attn_output_bias, attn_sinks,          // gpt-oss: the output projection's bias, per-head sink logits
+    ffn_gate_inp_bias, ffn_gate_exps_bias, ffn_up_exps_bias, ffn_down_exps_bias,  // gpt-oss: router and
+                                                                                 // per-expert biases
 };
 
 // "blk.<layer>.attn_q.weight", "blk.<layer>.attn_q.bias", "token_embd.weight", ... (layer ignored

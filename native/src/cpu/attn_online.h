@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "common/fp16.h"
+#include "cpu/attn_sink.h"
 #include "cpu/kernels.h"
 
 namespace ei {
@@ -63,6 +64,12 @@ void attend_rows_f16(const AttnF16Query* queries, int64_t m, const uint16_t* k, 
     }
     for (int64_t j = 0; j < m; ++j) {
         const uint16_t* acc = scratch + (2 * j + 1) * head_dim;
+        if (queries[j].sink != -INFINITY) {  // VKQ in F32, scaled by the sink's step, then by 1/S
+            const float ms = attention_sink_step(queries[j].sink, M[j], S[j], P::sum_update);
+            const float inv = S[j] == 0.0f ? 0.0f : 1.0f / S[j];
+            for (int64_t d = 0; d < head_dim; ++d) queries[j].out[d] = fp16_to_fp32(acc[d]) * ms * inv;
+            continue;
+        }
         const float inv = S[j] == 0.0f ? 0.0f : 1.0f / S[j];
         for (int64_t d = 0; d < head_dim; ++d) queries[j].out[d] = fp16_to_fp32(acc[d]) * inv;
     }

@@ -3,6 +3,7 @@
 // Every entry has a scalar reference (quant/ref_*.cpp); each ISA unit (cpu/x86/avx2.cpp, ...)
 // overrides the entries it accelerates. One table is selected at start-up (cpu/dispatch.cpp).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -82,6 +83,7 @@ struct AttnF16Query {
     const float* q;         // [head_dim]
     float* out;             // [head_dim]
     int64_t first, last;    // the positions it attends to
+    float sink = -INFINITY; // the head's attention-sink logit (cpu/attn_sink.h); -inf: none
 };
 // Queries that share their K/V rows (k + ic * kv_stride, likewise v; head_dim elements each): the
 // heads of a GQA group, the rows of a batch in one sequence. Each is computed exactly as it is
@@ -183,6 +185,9 @@ struct AttnF16Tile {
     // partial depends on its own query and range only, not on the tile's other rows.
     float* part = nullptr;
     int64_t k_first = 0;
+    // The group's attention-sink logits ([group], cpu/attn_sink.h), or nullptr: added to each
+    // row's sum before it is normalized (not in span mode: the merge of the spans adds them).
+    const float* sinks = nullptr;
 };
 using AttnF16TileFn = void (*)(const AttnF16Tile& a);
 constexpr int64_t kAttnTileKeys = 64;     // keys per block of the tiled kernel

@@ -74,7 +74,9 @@ void DeviceLayerOps::kv_store(int il, int64_t pos0, int64_t n, Buf k, Buf v) {
     kv_.store(slot_of_.at(il), *k, *v, pos0, n);
 }
 
-void DeviceLayerOps::attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, Buf out) {
+void DeviceLayerOps::attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, const Buffer& sinks,
+                               Buf out) {
+    if (present(sinks)) throw Error("layer " + std::to_string(il) + ": attention sinks have no OpenCL path");
     kv_.attend(slot_of_.at(il), *q, *out, m, pos0, AttentionDims{s.n_head, s.n_head_kv, s.head_dim, s.scale, s.window});
 }
 

@@ -84,6 +84,12 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         throw Error("layer " + std::to_string(layer) +
                     " is a short-convolution layer (LFM2), whose convolution and recurrent state have no OpenCL "
                     "path yet (keep this layer on the CPU)");
+    if (w.attn_sinks)
+        throw Error("layer " + std::to_string(layer) +
+                    " has attention sinks, which have no OpenCL path yet (keep this layer on the CPU)");
+    if (w.bo)
+        throw Error("layer " + std::to_string(layer) +
+                    " has an output-projection bias, which has no OpenCL path yet (keep this layer on the CPU)");
     if (w.ffn_gate_inp.present())
         throw Error("layer " + std::to_string(layer) +
                     " is a mixture-of-experts layer, which has no OpenCL path yet (keep this layer on the CPU)");

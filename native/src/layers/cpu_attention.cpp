@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "cpu/attn_sink.h"
 #include "kv/centered_attention.h"
 #include "kv/hadamard.h"
 #include "layers/cpu_blocks.h"
@@ -73,8 +74,10 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
             else if (f > e)
                 continue;
             if (chunks == 1)
-                for (int64_t g = 0; g < group; ++g)
-                    for (int64_t d = 0; d < hd; ++d) out[q_off + g * hd + d] = jacc[g * hd + d] / jl[g];
+                for (int64_t g = 0; g < group; ++g) {
+                    const float ms = s.sinks ? attention_sink_step(s.sinks[hk * group + g], jm[g], jl[g]) : 1.0f;
+                    for (int64_t d = 0; d < hd; ++d) out[q_off + g * hd + d] = jacc[g * hd + d] * ms / jl[g];
+                }
         }
     });
     if (chunks == 1) return;
@@ -92,6 +95,10 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
                 L += w * part_l[jg];
                 const float* pa = part_acc.data() + jg * hd;
                 for (int64_t d = 0; d < hd; ++d) o[d] += w * pa[d];
+            }
+            if (s.sinks) {
+                const float ms = attention_sink_step(s.sinks[(r % s.n_head_kv) * group + g], M, L);
+                for (int64_t d = 0; d < hd; ++d) o[d] *= ms;
             }
             for (int64_t d = 0; d < hd; ++d) o[d] /= L;
         }
@@ -160,23 +167,30 @@ void attention_cached(ThreadPool& pool, const KernelTable& kt, const float* q, i
             const int64_t last = pos0 + t;
             const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
             const int64_t off = (t * s.n_head + h) * s.head_dim;
-            if (!centered.active()) {
+            if (!centered.active() && !s.sinks) {
                 attend(q + off, k + hk * k_head, v + hk * v_head, kv.k_row_bytes(), kv.v_row_bytes(), first, last,
                        s.head_dim, s.scale, types, scratch.data(), out + off, nullptr);
                 continue;
             }
-            // The quantized rows' partial result, corrected and merged with the sink rows'.
+            // The quantized rows' partial result, corrected and merged with the sink rows' (of a
+            // centered K), then the head's attention sink added (gpt-oss), then normalized.
             float* o = out + off;
             float ms[2] = {-INFINITY, 0.0f};  // m, l
-            const int64_t qfirst = std::max(first, centered.n_sink());
+            const int64_t qfirst = centered.active() ? std::max(first, centered.n_sink()) : first;
             if (qfirst <= last) {
                 attend(q + off, k + hk * k_head, v + hk * v_head, kv.k_row_bytes(), kv.v_row_bytes(), qfirst, last,
                        s.head_dim, s.scale, types, scratch.data(), o, ms);
-                centered.correct_partial(t, h, &ms[0], ms[1], o);
+                if (centered.active()) centered.correct_partial(t, h, &ms[0], ms[1], o);
             } else {
                 std::fill(o, o + s.head_dim, 0.0f);
             }
-            centered.merge_sink_rows(t, h, first, last, &ms[0], &ms[1], o, tmp.data());
+            if (centered.active()) centered.merge_sink_rows(t, h, first, last, &ms[0], &ms[1], o, tmp.data());
+            if (s.sinks) {
+                const float scale_acc = attention_sink_step(s.sinks[h], ms[0], ms[1]);
+                const float inv = ms[1] == 0.0f ? 0.0f : 1.0f / ms[1];  // ggml: VKQ * (1 / S)
+                for (int64_t d = 0; d < s.head_dim; ++d) o[d] = o[d] * scale_acc * inv;
+                continue;
+            }
             for (int64_t d = 0; d < s.head_dim; ++d) o[d] /= ms[1];
         }
     });

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "cpu/attn_sink.h"
 
 namespace ei {
 
@@ -117,6 +118,10 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
                 L += w * pc[hd + 1];
                 for (int64_t d = 0; d < hd; ++d) o[d] += w * pc[d];
             }
+            if (s.sinks) {
+                const float ms = attention_sink_step(s.sinks[h], M, L);
+                for (int64_t d = 0; d < hd; ++d) o[d] *= ms;
+            }
             const float inv = L == 0.0f ? 0.0f : 1.0f / L;
             for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
         }
@@ -148,9 +153,10 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
             for (int64_t j = task; j < jobs; j += nt) {
                 const int64_t tile = tiles - 1 - j / s.n_head_kv, hk = j % s.n_head_kv, t0 = tile * kTileTokens;
                 const int64_t off = (t0 * s.n_head + hk * group) * s.head_dim;
-                const AttnF16Tile a{q + off, out + off, std::min(kTileTokens, n - t0), group, s.n_head * s.head_dim,
+                AttnF16Tile a{q + off, out + off, std::min(kTileTokens, n - t0), group, s.n_head * s.head_dim,
                                     k + hk * s.head_dim, v + hk * s.head_dim, row_stride, pos0 + t0, s.window,
                                     s.head_dim, s.scale, scratch.data()};
+                if (s.sinks) a.sinks = s.sinks + hk * group;
                 kt.ops.attn_f16_tile(a);
             }
         }, n_tasks);
@@ -171,7 +177,7 @@ void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int6
                 const int64_t last = pos0 + t;
                 const int64_t first = s.window > 0 && last - s.window + 1 > 0 ? last - s.window + 1 : 0;
                 const int64_t off = (t * s.n_head + h) * s.head_dim;
-                items.push_back({hk, last - first + 1, {q + off, out + off, first, last}});
+                items.push_back({hk, last - first + 1, {q + off, out + off, first, last, s.sinks ? s.sinks[h] : -INFINITY}});
             }
     std::vector<int64_t> cost_before(items.size() + 1, 0);
     for (size_t i = 0; i < items.size(); ++i) cost_before[i + 1] = cost_before[i] + items[i].cost;
@@ -204,6 +210,17 @@ void swiglu(const KernelTable& kt, const float* gate, const float* up, float* ou
 
 void geglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n) {
     kt.ops.geglu(n, gate, up, out);
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+    // llama.cpp's build_moe_ffn fixes both constants for LLM_FFN_SWIGLU_OAI_MOE.
+    constexpr float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = std::min(gate[i], limit);
+        const float y = std::clamp(up[i], -limit, limit);
+        const float out_glu = x / (1.0f + std::exp(alpha * (-x)));
+        out[i] = out_glu * (y + 1.0f);
+    }
 }
 
 void scale_inplace(float* x, float s, int64_t n) {

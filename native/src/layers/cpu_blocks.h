@@ -56,6 +56,11 @@ void swiglu(const KernelTable& kt, const float* gate, const float* up, float* ou
 // out[i] = gelu_tanh(gate[i]) * up[i] over n values, through ggml's F16 GELU table (in place allowed).
 void geglu(const KernelTable& kt, const float* gate, const float* up, float* out, int64_t n);
 
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai with alpha 1.702, limit 7, its scalar loop):
+// x = min(gate[i], 7), y = clamp(up[i], -7, 7), out[i] = x / (1 + expf(-1.702 x)) * (y + 1)
+// (in place allowed: out may equal gate).
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
+
 // x[i] *= s (ggml_scale: one float multiply a value)
 void scale_inplace(float* x, float s, int64_t n);
 

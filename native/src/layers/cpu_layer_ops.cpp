@@ -68,7 +68,10 @@ void CpuLayerOps::kv_store(int il, int64_t pos0, int64_t n, const float* k, cons
     }
 }
 
-void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out) {
+void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& shape,
+                            const float* sinks, float* out) {
+    AttentionShape s = shape;
+    s.sinks = sinks;
     if (!runs_) return attention_cached(pool_, kt_, q, m, pos0, kv_, il, s, out, order_);
     // Every row goes on in a batch of sequences (m is the whole batch: the forward asks for no
     // row skipping), each run attending over its own sequence's cache.

@@ -60,7 +60,9 @@ public:
     void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c);
     void scale(float* x, float s, int64_t count);
     void kv_store(int il, int64_t pos0, int64_t n, const float* k, const float* v);
-    void attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, float* out);
+    // sinks: [n_head] attention-sink logits, or nullptr (layers/params.h, AttentionShape).
+    void attention(int il, const float* q, int64_t m, int64_t pos0, const AttentionShape& s, const float* sinks,
+                   float* out);
     void glu(bool gelu, const float* gate, const float* up, float* out, int64_t count);
     void add(float* y, const float* x, int64_t count);
     // The mixture-of-experts feed-forward (layers/decoder_layer.h, ExpertShape) of n rows of h
@@ -93,7 +95,7 @@ private:
     // What expert_ffn reads besides moe_: the layer, its input h [n][d], the widths.
     struct ExpertRows {
         const CpuLayerWeights& L;
-        bool gelu;
+        bool gelu, swiglu_oai;
         const float* h;
         int64_t d, ff, k;
     };

@@ -1,15 +1,20 @@
 // The CPU's mixture-of-experts feed-forward (CpuLayerOps::moe_ffn), in the order llama.cpp's CPU
 // backend runs build_moe_ffn with softmax gating:
 //
-//   logits = Wgate_inp h                       one matmul over the batch (ggml_mul_mat)
+//   logits = Wgate_inp h (+ b)                 one matmul over the batch (ggml_mul_mat), ggml_add
 //   p = softmax(logits), row by row            ggml_soft_max: the max, exp(x - max) summed in
 //                                              double (kt.ops.soft_max), times (float)(1 / sum)
 //   sel = the n_used largest p, largest first  ggml_argsort_top_k (a descending sort, cut)
 //   w = p[sel]; w /= max(sum(w), 2^-14)        ggml_sum_rows (summed in double), ggml_clamp,
 //                                              ggml_div (norm_weights only)
 //   for each expert e, the rows routed to it:  ggml_mul_mat_id, one selection of a row at a time
-//     a = glu(Wgate[e] h, Wup[e] h); y = Wdown[e] a
+//     a = glu(Wgate[e] h (+ bg[e]), Wup[e] h (+ bu[e]))      ggml_add_id for each bias
+//     y = Wdown[e] a (+ bd[e])
 //   out = y_1 w_1 + y_2 w_2 + ...              ggml_mul, then ggml_add in selection order
+//
+// gpt-oss (ExpertShape::softmax_weight, llama.cpp's SOFTMAX_WEIGHT gating): sel = the n_used
+// largest logits, w = ggml_soft_max of logits[sel] (no renormalization); and its glu is
+// swiglu_oai (ggml_swiglu_oai, cpu_blocks.h).
 //
 // Rows are grouped by expert, so each expert's weights stream from memory once per batch rather
 // than once per token (a decode batch of B tokens reads at most B * n_used experts, fewer where
@@ -30,21 +35,29 @@
 
 #include "common/error.h"
 #include "cpu/repack.h"
+#include "layers/cpu_blocks.h"
 #include "layers/cpu_layer_ops.h"
 
 namespace ei {
 
 namespace {
 
-// One row's routing: the router logits `p` [n_expert] become probabilities in place; sel and w
-// get the n_used chosen experts and their weights (`order`: scratch).
-void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used, bool norm_weights, int32_t* sel,
-               float* w, std::vector<int32_t>& order) {
+// ggml_soft_max of one row of n values in place: the max, exp(x - max) summed in double, each
+// times (float)(1 / sum).
+void soft_max_row(const KernelTable& kt, float* p, int64_t n) {
     float max = -INFINITY;
-    for (int64_t i = 0; i < n_expert; ++i) max = std::max(max, p[i]);
-    const double sum = kt.ops.soft_max(n_expert, p, max, p);
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, p[i]);
+    const double sum = kt.ops.soft_max(n, p, max, p);
     const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n_expert; ++i) p[i] *= inv;
+    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
+// One row's routing: the router logits `p` [n_expert] become probabilities in place (not with
+// softmax_weight: they stay logits); sel and w get the n_used chosen experts and their weights
+// (`order`: scratch).
+void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used, const ExpertShape& e, int32_t* sel,
+               float* w, std::vector<int32_t>& order) {
+    if (!e.softmax_weight) soft_max_row(kt, p, n_expert);
     // A partial sort by probability, ties by index: the first n_used of a descending order.
     order.resize((size_t)n_expert);
     for (int64_t i = 0; i < n_expert; ++i) order[i] = (int32_t)i;
@@ -54,7 +67,8 @@ void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used
         sel[j] = order[j];
         w[j] = p[order[j]];
     }
-    if (!norm_weights) return;
+    if (e.softmax_weight) soft_max_row(kt, w, n_used);
+    if (!e.norm_weights) return;
     double total = 0.0;
     for (int64_t j = 0; j < n_used; ++j) total += (double)w[j];
     const float denom = std::max((float)total, 6.103515625e-5f);  // the smallest normal F16
@@ -92,10 +106,16 @@ void CpuLayerOps::expert_ffn(const ExpertRows& a, int64_t x, ThreadPool& pool, M
     float* const gate_up_out[] = {b.gate.data(), b.up.data()};
     if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_gate_exps, &a.L.ffn_up_exps}, b.x.data(), d);
     ei::matmul_same_input(pool, kt_, gate_up, gate_up_out, 2, b.x.data(), rows, scratch, BatchOrder::per_row);
-    for (int64_t r = 0; r < rows; ++r)  // ggml's GLU runs row by row (its SIMD tail is per row)
-        glu(a.gelu, b.gate.data() + r * ff, b.up.data() + r * ff, b.gate.data() + r * ff, ff);
+    if (a.L.ffn_up_exps_b) add_rows(b.up.data(), a.L.ffn_up_exps_b + x * ff, rows, ff);
+    if (a.L.ffn_gate_exps_b) add_rows(b.gate.data(), a.L.ffn_gate_exps_b + x * ff, rows, ff);
+    for (int64_t r = 0; r < rows; ++r) {  // ggml's GLU runs row by row (its SIMD tail is per row)
+        float* g = b.gate.data() + r * ff;
+        if (a.swiglu_oai) ei::swiglu_oai(g, b.up.data() + r * ff, g, ff);
+        else glu(a.gelu, g, b.up.data() + r * ff, g, ff);
+    }
     if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_down_exps}, b.gate.data(), ff);
     ei::matmul(pool, kt_, down, b.gate.data(), rows, b.y.data(), scratch, BatchOrder::per_row);
+    if (a.L.ffn_down_exps_b) add_rows(b.y.data(), a.L.ffn_down_exps_b + x * d, rows, d);
     for (int64_t r = 0; r < rows; ++r)
         std::memcpy(moe_.expert_out.data() + s.routed[r0 + r] * d, b.y.data() + r * d, sizeof(float) * d);
 }
@@ -108,8 +128,9 @@ void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool g
     s.selected.resize((size_t)(n * k));
     s.weights.resize((size_t)(n * k));
     matmul(L.ffn_gate_inp, h, n, s.probs.data());  // [n][n_expert]
+    if (L.ffn_gate_inp_b) add_rows(s.probs.data(), L.ffn_gate_inp_b, n, E);
     for (int64_t t = 0; t < n; ++t)
-        route_row(kt_, s.probs.data() + t * E, E, k, e.norm_weights, s.selected.data() + t * k,
+        route_row(kt_, s.probs.data() + t * E, E, k, e, s.selected.data() + t * k,
                   s.weights.data() + t * k, s.order);
 
     // The selections grouped by expert (a counting sort, rows in order within an expert).
@@ -131,7 +152,7 @@ void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool g
     }
 
     s.expert_out.resize((size_t)(n * k * d));
-    const ExpertRows rows_of{L, gelu, h, d, ff, k};
+    const ExpertRows rows_of{L, gelu, e.swiglu_oai, h, d, ff, k};
     std::vector<int64_t>& active = s.active;
     active.clear();
     for (int64_t x = 0; x < E; ++x)

@@ -7,8 +7,10 @@
 //                                                        skipped on NoPE layers: SmolLM3)
 //   q *= q_scale                                        (Gemma 3, Phi-3: attention then scales by 1)
 //   cache k, v;  a = attention(q, K, V)                 (causal, grouped-query, optional window;
-//                                                        scores * attn_scale or 1/sqrt(head_dim))
-//   x += post_attn_norm(Wo a) * residual_scale          (the norm only where the layer has one,
+//                                                        scores * attn_scale or 1/sqrt(head_dim);
+//                                                        per-head sink logits in the softmax's
+//                                                        denominator: gpt-oss)
+//   x += post_attn_norm(Wo a (+ bo)) * residual_scale   (the norm only where the layer has one,
 //                                                        the scale only where set: Granite)
 //   h = rms_norm(x) * ffn_norm
 //   x += post_ffn_norm(Wdown glu(Wgate h, Wup h)) * residual_scale
@@ -33,15 +35,20 @@ namespace ei {
 
 // A mixture-of-experts feed-forward (llama.cpp's build_moe_ffn with softmax gating):
 //
-//   p = softmax(Wgate_inp h)                            (router: one probability an expert)
+//   p = softmax(Wgate_inp h (+ b))                      (router: one probability an expert)
 //   e_1..e_k = the k = n_used experts of highest p, highest first
 //   w_j = p[e_j]  (/ sum_j p[e_j] when norm_weights)
-//   out = sum_j w_j * Wdown[e_j] glu(Wgate[e_j] h, Wup[e_j] h)      (summed in j order)
+//   out = sum_j w_j * (Wdown[e_j] glu(Wgate[e_j] h (+ bg), Wup[e_j] h (+ bu)) (+ bd))
+//                                                       (summed in j order; biases: gpt-oss)
 //
+// gpt-oss gates by softmax_weight (llama.cpp's SOFTMAX_WEIGHT): the k highest router logits,
+// then w = softmax over those k only; and its glu is swiglu_oai (layers/cpu_moe.cpp).
 // n_expert 0: the layer's feed-forward is dense.
 struct ExpertShape {
     int64_t n_expert = 0, n_used = 0, n_ff = 0;
-    bool norm_weights = true;  // renormalize the selected experts' weights to sum to 1
+    bool norm_weights = true;     // renormalize the selected experts' weights to sum to 1
+    bool softmax_weight = false;  // top-k of the logits, softmax over the k (gpt-oss)
+    bool swiglu_oai = false;      // gpt-oss's clamped SwiGLU: min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, +-7) + 1)
 };
 
 // The shapes every layer of a model shares.
@@ -81,6 +88,8 @@ struct LayerWeights {
     Vec bq{}, bk{}, bv{};              // biases of Q, K, V (optional)
     Vec q_norm{}, k_norm{};            // [head_dim] per-head RMS norm weights (optional)
     Mat wo{};                          // [q_width] -> [n_embd]
+    Vec bo{};                          // [n_embd] bias of Wo (optional: gpt-oss)
+    Vec attn_sinks{};                  // [n_head] attention-sink logits (optional: gpt-oss)
     Vec post_attn_norm{};              // [n_embd] on the attention output (optional)
     Vec ffn_norm{};                    // [n_embd]
     Mat w_gate_up{};                   // fused [n_embd] -> [2 n_ff], gate rows first, or absent
@@ -91,6 +100,9 @@ struct LayerWeights {
     Mat ffn_gate_inp{};                // [n_embd] -> [n_expert] router logits
     Mat ffn_gate_exps{}, ffn_up_exps{};// [n_expert] x ([n_embd] -> [n_ff_exp])
     Mat ffn_down_exps{};               // [n_expert] x ([n_ff_exp] -> [n_embd])
+    Vec ffn_gate_inp_b{};              // [n_expert] router bias (optional: gpt-oss)
+    Vec ffn_gate_exps_b{}, ffn_up_exps_b{};  // [n_expert][n_ff_exp] per-expert biases (optional)
+    Vec ffn_down_exps_b{};             // [n_expert][n_embd] (optional)
     Vec post_ffn_norm{};               // [n_embd] on the feed-forward output (optional)
     // A short-convolution block instead of attention (LFM2; layers/shortconv_layer.h).
     Mat conv_in{};                     // [n_embd] -> [3 n_embd]: B, C, x
@@ -168,8 +180,9 @@ void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& 
                         : c.attn_scale > 0.0f ? c.attn_scale
                                               : 1.0f / std::sqrt((float)hd);
     const AttentionShape shape{s.n_head, s.n_head_kv, hd, scale, c.window};
-    ops.attention(il, ops.rows(a.q, r0, qw), m, pos0 + r0, shape, a.att);
+    ops.attention(il, ops.rows(a.q, r0, qw), m, pos0 + r0, shape, L.attn_sinks, a.att);
     ops.matmul(L.wo, a.att, m, a.out);
+    if (ops.present(L.bo)) ops.add_rows(a.out, L.bo, m, d);
     if (ops.present(L.post_attn_norm)) ops.rms_norm(a.out, L.post_attn_norm, a.out, m, d);
     // ggml_scale of the sub-block's output before ggml_add, as llama.cpp's Granite graph does.
     if (c.residual_scale != 0.0f) ops.scale(a.out, c.residual_scale, m * d);

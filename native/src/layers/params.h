@@ -47,11 +47,13 @@ bool same_rotation(const RopeParams& a, const RopeParams& b);
 void rope_yarn_corr_dims(const RopeParams& p, float dims[2]);
 
 // Causal grouped-query attention: n_head query heads over n_head_kv cached K/V heads, scores
-// times `scale`; window > 0 limits each query to its last `window` positions.
+// times `scale`; window > 0 limits each query to its last `window` positions; sinks (gpt-oss)
+// join each head's softmax denominator (cpu/attn_sink.h).
 struct AttentionShape {
     int64_t n_head, n_head_kv, head_dim;
     float scale;
     int64_t window;
+    const float* sinks = nullptr;  // [n_head] attention-sink logits, or nullptr: none
 };
 
 }  // namespace ei

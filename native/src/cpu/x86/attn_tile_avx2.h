@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cpu/attn_sink.h"
 #include "cpu/kernels.h"
 
 namespace ei {
@@ -131,9 +132,14 @@ inline void finish_tile(const AttnF16Tile& a, const TileScratch& s) {
     }
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t t = r / a.group, g = r % a.group;
+        float ms = 1.0f;
+        if (a.sinks) ms = attention_sink_step(a.sinks[g], s.row_max[r], s.row_sum[r]);
         const float inv = s.row_sum[r] == 0.0f ? 0.0f : 1.0f / s.row_sum[r];
         float* o = a.out + t * a.q_token_stride + g * hd;
-        for (int64_t d = 0; d < hd; ++d) o[d] = s.acc[r * hd + d] * inv;
+        if (a.sinks)
+            for (int64_t d = 0; d < hd; ++d) o[d] = s.acc[r * hd + d] * ms * inv;
+        else
+            for (int64_t d = 0; d < hd; ++d) o[d] = s.acc[r * hd + d] * inv;
     }
 }
 
