@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from gguf import MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, RopeScalingType, TensorNameMap, get_tensor_name_map
@@ -39,17 +39,19 @@ def rope_parameters(cfg: dict[str, Any], layer_type: str = "full_attention") -> 
     return params
 
 
-def yarn_metadata(rope: dict[str, Any]) -> dict[str, float | int]:
+def yarn_metadata(rope: dict[str, Any], allow_untruncated: bool = False) -> dict[str, float | int]:
     """YaRN's keys as llama.cpp's converter writes them (factor, original context, and the
     optional extrapolation_factor, attention_factor, beta_fast, beta_slow where config.json has
-    them), for the settings the core computes as transformers does; anything else is refused."""
+    them), for the settings the core computes as transformers does; anything else is refused.
+    `allow_untruncated`: a family whose GGUF files are all run with ggml's truncated correction
+    range whatever config.json says (gpt-oss: its released config has truncate: false)."""
     if rope.get("factor") is None:
         # transformers would derive max_position_embeddings / original; llama.cpp's converter
         # writes no scaling at all.
         raise ModelFormatError("rope scaling 'yarn' without a factor is not supported")
     if rope.get("original_max_position_embeddings") is None:
         raise ModelFormatError("rope scaling 'yarn' needs original_max_position_embeddings")
-    if rope.get("truncate") is False:
+    if rope.get("truncate") is False and not allow_untruncated:
         raise ModelFormatError("rope scaling 'yarn' with truncate: false is not supported (ggml always "
                                "rounds the correction range to whole dims)")
     attention_factor = rope.get("attention_factor", rope.get("attn_factor"))
@@ -68,14 +70,14 @@ def yarn_metadata(rope: dict[str, Any]) -> dict[str, float | int]:
     return out
 
 
-def write_rope_scaling(w: GGUFWriter, rope: dict[str, Any]) -> None:
+def write_rope_scaling(w: GGUFWriter, rope: dict[str, Any], allow_untruncated: bool = False) -> None:
     """The rope.scaling.* keys of the linear and YaRN scalings (no keys for none; llama3 and
     LongRoPE are tensors their families write)."""
     if rope["rope_type"] == "linear":
         w.add_rope_scaling_type(RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(float(rope["factor"]))
     elif rope["rope_type"] == "yarn":
-        yarn = yarn_metadata(rope)
+        yarn = yarn_metadata(rope, allow_untruncated)
         w.add_rope_scaling_type(RopeScalingType.YARN)
         w.add_rope_scaling_factor(yarn["factor"])
         w.add_rope_scaling_orig_ctx_len(int(yarn["orig_ctx_len"]))
@@ -100,6 +102,7 @@ class Architecture:
     add_space_prefix: bool | None = None   # the family's fixed tokenizer.ggml.add_space_prefix
                                            # (None: what tokenizer_config.json says, if anything)
     n_expert = 0                           # experts a layer (mixture-of-experts families)
+    yarn_untruncated_ok = False            # see yarn_metadata's allow_untruncated
 
     def __init__(self, cfg: dict[str, Any]):
         self.cfg = cfg
@@ -113,7 +116,7 @@ class Architecture:
             raise ModelFormatError(f"rope scaling '{self.rope['rope_type']}' is not supported for "
                                    f"{self.name} yet (supported: {', '.join(self.rope_types)})")
         if self.rope["rope_type"] == "yarn":
-            yarn_metadata(self.rope)   # refuse what cannot be written before any tensor is
+            yarn_metadata(self.rope, self.yarn_untruncated_ok)   # refuse what cannot be written before any tensor is
         self.names: TensorNameMap = get_tensor_name_map(self.arch, self.n_layer)
 
     @property
@@ -137,7 +140,7 @@ class Architecture:
             w.add_value_length(self.head_dim)
         w.add_rope_dimension_count(self.head_dim)
         w.add_vocab_size(int(_require(c, "vocab_size")))
-        write_rope_scaling(w, self.rope)
+        write_rope_scaling(w, self.rope, self.yarn_untruncated_ok)
 
     # --- tensors ---------------------------------------------------------------------------------
     def derived(self, hf_name: str) -> bool:
@@ -163,6 +166,13 @@ class Architecture:
     def stacks(self, hf_names: Iterable[str]) -> dict[str, list[str]]:
         """GGUF tensors made by stacking checkpoint tensors along a new first axis (the experts
         of a mixture-of-experts layer): GGUF name -> the checkpoint tensors, in order."""
+        return {}
+
+    def splits(self, hf_names: Iterable[str]) -> dict[str, tuple[str, Callable[[np.ndarray], np.ndarray],
+                                                             Callable[[tuple[int, ...]], tuple[int, ...]]]]:
+        """GGUF tensors cut out of one checkpoint tensor (gpt-oss's interleaved gate_up_proj): GGUF
+        name -> (the checkpoint tensor, its part as the GGUF tensor holds it, the part's shape
+        from the checkpoint tensor's)."""
         return {}
 
     def extra_tensors(self) -> dict[str, np.ndarray]:
@@ -488,6 +498,85 @@ class Lfm2(Architecture):
             return (shape[0], shape[-1])
         return shape
 
+class GptOss(Architecture):
+    """OpenAI gpt-oss: Q/K/V/O with biases, per-head attention sinks (self_attn.sinks ->
+    attn_sinks.weight), neox RoPE with YaRN, every other layer sliding-window; in every layer a
+    router with a bias and experts stored as 3-D parameters, written as llama.cpp's converter writes
+    them: mlp.experts.gate_up_proj [E][n_embd][2 ff] (gate and up interleaved, column 2i gate,
+    2i + 1 up) becomes ffn_gate_exps and ffn_up_exps [E][ff][n_embd], its bias ffn_{gate,up}_exps.bias
+    [E][ff]; down_proj [E][ff][n_embd] becomes ffn_down_exps [E][n_embd][ff]. The released
+    checkpoints keep the experts in MXFP4 (``*_blocks`` / ``*_scales``): that form is refused
+    (llama.cpp's converter repacks it; here only dense checkpoints convert). The released config
+    has YaRN with truncate: false, which every gpt-oss GGUF is run without (ggml truncates the
+    correction range): written as llama.cpp's converter writes it."""
+    arch = MODEL_ARCH.GPT_OSS
+    permute_qk = False
+    rope_types = ("default", "yarn")
+    yarn_untruncated_ok = True
+    _layer = r"^model\.layers\.(\d+)\.mlp\.experts\."
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        self.n_expert = int(_require(cfg, "num_local_experts", "num_experts"))
+        self.n_expert_used = int(_require(cfg, "num_experts_per_tok", "experts_per_token"))
+        if not 0 < self.n_expert_used <= self.n_expert:
+            raise ModelFormatError(f"config.json: num_experts_per_tok {self.n_expert_used} must be in "
+                                   f"1..{self.n_expert}")
+        for key, value in (("swiglu_alpha", 1.702), ("swiglu_limit", 7.0)):
+            if float(cfg.get(key, value)) != value:   # llama.cpp's graph fixes both
+                raise ModelFormatError(f"gpt-oss with {key} {cfg[key]} is not supported (llama.cpp runs {value})")
+        types = cfg.get("layer_types")
+        expected = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(self.n_layer)]
+        if types is not None and list(types) != expected:
+            raise ModelFormatError("gpt-oss whose layer_types do not alternate sliding, full from layer 0 is "
+                                   "not supported (llama.cpp's swa pattern)")
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        super().write_metadata(w)
+        w.add_expert_count(self.n_expert)
+        w.add_expert_used_count(self.n_expert_used)
+        w.add_sliding_window(int(_require(self.cfg, "sliding_window")))
+        w.add_expert_feed_forward_length(int(_require(self.cfg, "intermediate_size")))
+
+    def gguf_name(self, hf_name: str) -> str | None:
+        if hf_name.endswith(("_blocks", "_scales")):
+            raise ModelFormatError(f"{hf_name}: MXFP4-packed experts are not supported by convert; convert a "
+                                   "dequantized (bf16) checkpoint, or use llama.cpp's convert_hf_to_gguf.py")
+        if hf_name.endswith(".self_attn.sinks"):
+            hf_name += ".weight"
+        if hf_name.endswith(".mlp.experts.down_proj"):
+            hf_name += ".weight"
+        if hf_name.endswith(".mlp.experts.down_proj_bias"):
+            hf_name = hf_name.removesuffix("_bias") + ".bias"
+        return super().gguf_name(hf_name)
+
+    def transform(self, gguf_name: str, data: np.ndarray) -> np.ndarray:
+        if gguf_name.endswith("ffn_down_exps.weight"):
+            return np.ascontiguousarray(data.swapaxes(-1, -2))
+        return data
+
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if gguf_name.endswith("ffn_down_exps.weight"):
+            return (*shape[:-2], shape[-1], shape[-2])
+        return shape
+
+    def splits(self, hf_names: Iterable[str]):
+        out = {}
+        for name in hf_names:
+            m = re.match(self._layer + r"gate_up_proj(_bias)?$", name)
+            if not m:
+                continue
+            layer, bias = int(m.group(1)), m.group(2) is not None
+            for offset, part in ((0, "gate"), (1, "up")):
+                if bias:   # [E][2 ff] -> [E][ff]
+                    take = (lambda x, o=offset: np.ascontiguousarray(x[..., o::2]))
+                    shape = (lambda s: (*s[:-1], s[-1] // 2))
+                else:      # [E][n_embd][2 ff] -> [E][ff][n_embd]
+                    take = (lambda x, o=offset: np.ascontiguousarray(x.swapaxes(-1, -2)[:, o::2, :]))
+                    shape = (lambda s: (s[0], s[2] // 2, s[1]))
+                out[f"blk.{layer}.ffn_{part}_exps.{'bias' if bias else 'weight'}"] = (name, take, shape)
+        return out
+
 
 # config.json "architectures"[0] -> conversion
 ARCHITECTURES: dict[str, type[Architecture]] = {
@@ -501,6 +590,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "SmolLM3ForCausalLM": SmolLM3,
     "GraniteForCausalLM": Granite,
     "Lfm2ForCausalLM": Lfm2,
+    "GptOssForCausalLM": GptOss,
 }
 
 

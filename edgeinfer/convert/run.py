@@ -57,7 +57,15 @@ def _sources(ckpt: Checkpoint, arch: Architecture) -> dict[str, _Source]:
             return np.stack([arch.transform(name, t.load()) for t in ts])
 
         sources[name] = _Source(load_stack, list(reversed((len(ts), *arch.transformed_shape(name, ts[0].shape)))))
-    stacked = {p for parts in stacks.values() for p in parts}
+    splits = arch.splits(ckpt.tensors)
+    for name, (hf_name, take, shape_of) in splits.items():
+        t = ckpt.tensors[hf_name]
+
+        def load_part(t=t, take=take) -> np.ndarray:
+            return take(t.load())
+
+        sources[name] = _Source(load_part, list(reversed(shape_of(tuple(t.shape)))))
+    stacked = {p for parts in stacks.values() for p in parts} | {hf for hf, _, _ in splits.values()}
     for hf_name, t in ckpt.tensors.items():
         if arch.derived(hf_name) or hf_name in stacked:
             continue
