@@ -85,6 +85,13 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "qwen3moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
                  dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32, num_experts=4,
                       num_experts_per_tok=2, moe_intermediate_size=32, norm_topk_prob=True)),
+    # 4 layers alternating sliding window (8 positions, so the test prompts pass it) and global;
+    # 4 experts of width 32, 2 a token; YaRN as the released models (truncated: ggml's form)
+    "gptoss": ("GptOssConfig", "GptOssForCausalLM",
+               dict(num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_hidden_layers=4,
+                    num_local_experts=4, num_experts_per_tok=2, intermediate_size=32, sliding_window=8,
+                    rope_parameters=dict(rope_type="yarn", rope_theta=150000.0, factor=4.0, beta_fast=32.0,
+                                         beta_slow=1.0, truncate=True, original_max_position_embeddings=64))),
     # 6 layers: five sliding-window (local) layers and one global, as Gemma 3's pattern has them
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                dict(num_attention_heads=4, num_key_value_heads=1, head_dim=32, num_hidden_layers=6,
@@ -130,7 +137,7 @@ def make_tiny_checkpoint(folder: Path, family: str, tokenizer_model: Path, seed:
     model = getattr(transformers, model_cls)(config).eval().to(torch.float32)
     with torch.no_grad():  # norm weights away from 1, biases away from 0: the tests must see them
         for name, p in model.named_parameters():
-            if p.ndim == 1:
+            if p.ndim == 1 or name.endswith("_bias"):   # (gpt-oss's per-expert biases are 2-D)
                 p.add_(torch.randn_like(p) * 0.2)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
