@@ -7,7 +7,7 @@ over the chosen experts and the clamped SwiGLU are all computed as transformers 
 batch and a batch of several sequences give each token exactly what it gets alone, in both float
 orders; the attention sink goes through every attention path (the F16 cache's row and tiled
 kernels, the quantized caches'); `edgeinfer info` names the architecture; the Q8_0 and MXFP4_MOE
-files stay close; the MXFP4-packed form of the released checkpoints is refused with its reason."""
+files stay close, and llama-perplexity scores the Q8_0 file as edgeinfer does; the MXFP4-packed form of the released checkpoints is refused with its reason."""
 from __future__ import annotations
 
 import json
@@ -244,6 +244,35 @@ def test_quantized_files_stay_close(wide_f32, preset, tmp_path):
     rel = float(np.sqrt(np.mean((logits - ref) ** 2) / np.mean(ref ** 2)))
     print(preset, rel)
     assert rel <= LOGIT_BOUND[preset], rel
+
+
+def test_q8_0_perplexity_is_llama_perplexitys(converted, tmp_path):
+    """llama.cpp's own run of the Q8_0 file (its graph: sinks in its flash attention, its iSWA
+    cache, its MoE ops): llama-perplexity's figure for a chunk of 128 tokens is ours to the digits
+    it prints (the F32 file differs from llama.cpp in the last digits for every architecture: its
+    F32 matmuls round differently; Q8_0 is the path the core mirrors exactly)."""
+    import re
+    import subprocess
+
+    from support.hf_tiny import SAMPLE_TEXTS
+    from support.llamacpp_venv import llamacpp_tool
+
+    from edgeinfer.perplexity import perplexity
+
+    tool = llamacpp_tool("llama-perplexity")
+    if tool is None:
+        pytest.skip("no llama.cpp build (scripts/llamacpp_bin.py makes one)")
+    _, path = converted
+    q8 = tmp_path / "q8_0.gguf"
+    quantize_file(path, q8, QuantizeOptions("Q8_0"), n_threads=2)
+    text = "\n".join(SAMPLE_TEXTS[i % len(SAMPLE_TEXTS)] for i in range(40))
+    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
+    run = subprocess.run([str(tool), "-m", str(q8), "-f", str(tmp_path / "text.txt"), "-c", "128", "-b", "128",
+                          "--chunks", "1", "-t", "2", "-fa", "on"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr).group(1))
+    ours = perplexity(Model.load(q8, n_ctx=128, n_threads=2, exact=True), text, n_ctx=128, n_chunks=1).ppl
+    assert f"{ours:.4f}" == f"{theirs:.4f}", (ours, theirs)
 
 
 def test_mxfp4_packed_checkpoint_is_refused(spm_model, tmp_path):
