@@ -6,7 +6,8 @@ whole prompts and token by token, so the sinks, the windows, the biased router w
 over the chosen experts and the clamped SwiGLU are all computed as transformers does; a decode
 batch and a batch of several sequences give each token exactly what it gets alone, in both float
 orders; the attention sink goes through every attention path (the F16 cache's row and tiled
-kernels, the quantized caches'); `edgeinfer info` names the architecture; the Q8_0 and MXFP4_MOE
+kernels, the quantized caches'); offload keeps the layers on the CPU and says why; `edgeinfer info`
+names the architecture; the Q8_0 and MXFP4_MOE
 files stay close, and llama-perplexity scores the Q8_0 file as edgeinfer does; the MXFP4-packed form of the released checkpoints is refused with its reason."""
 from __future__ import annotations
 
@@ -219,6 +220,24 @@ def test_info_names_the_architecture(converted, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["architecture"] == "gpt-oss" and info["supported"]
     assert info["experts"] == {"count": N_EXPERT, "used": N_USED, "feed_forward_length": FF_EXP}
+
+
+def test_offload_keeps_the_layers_on_the_cpu(converted):
+    """The placement keeps every layer on the CPU and says why (so the logits are the CPU's);
+    asked for one anyway, the core refuses it, naming the sinks."""
+    from edgeinfer.errors import EdgeInferError
+    from edgeinfer.gpu.devices import list_devices, opencl_library
+
+    _, path = converted
+    if not list_devices()[0]:
+        pytest.skip("no OpenCL device")
+    m = Model.load(path, n_ctx=64, n_threads=2, gpu_layers="all")
+    assert m.placement.gpu_layers == ()
+    assert "layers 0-3 stay on the CPU: mixture-of-experts layers have no OpenCL path yet." in m.placement.notes
+    ids = list(range(3, 20))
+    assert np.array_equal(m.eval_logits(ids), Model.load(path, n_ctx=64, n_threads=2).eval_logits(ids))
+    with pytest.raises(EdgeInferError, match="has attention sinks, which have no OpenCL path yet"):
+        _core.Context(_core.Model(str(path)), n_ctx=64, gpu_layers=[1], opencl_library=opencl_library())
 
 
 # Relative RMS difference of the logits from the F32 file's over 60 positions, measured: Q8_0 0.21,
