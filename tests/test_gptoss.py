@@ -6,9 +6,10 @@ whole prompts and token by token, so the sinks, the windows, the biased router w
 over the chosen experts and the clamped SwiGLU are all computed as transformers does; a decode
 batch and a batch of several sequences give each token exactly what it gets alone, in both float
 orders; the attention sink goes through every attention path (the F16 cache's row and tiled
-kernels, the quantized caches'); offload keeps the layers on the CPU and says why; `edgeinfer info`
-names the architecture; the Q8_0 and MXFP4_MOE
-files stay close, and llama-perplexity scores the Q8_0 file as edgeinfer does; the MXFP4-packed form of the released checkpoints is refused with its reason."""
+kernels, the quantized caches'); offload keeps the layers on the CPU and says why; `edgeinfer
+info` names the architecture; the Q8_0 and MXFP4_MOE files stay close, and llama-perplexity
+scores the Q8_0 file as edgeinfer does; the MXFP4-packed form of the released checkpoints is
+refused with its reason."""
 from __future__ import annotations
 
 import json
