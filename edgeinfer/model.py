@@ -12,6 +12,7 @@ import numpy as np
 from edgeinfer import _core
 import dataclasses
 
+from edgeinfer.errors import ContextOverflowError, EdgeInferError
 from edgeinfer.chat_template import (ChatPrompt, ChatTemplate, Messages, apply_chat_template,
                                      template_for_vocab)
 from edgeinfer.generate import GenerationResult, TokenHook, make_token_picker, stream_generate
@@ -29,6 +30,8 @@ if TYPE_CHECKING:  # llguidance and the tool layer load on first use
     from edgeinfer.tools.formats import ToolFormat
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
+# llama.cpp's pooling types, in the order of its enum (the GGUF <arch>.pooling_type values).
+POOLING_TYPES = ("none", "mean", "cls", "last", "rank")
 # n_ctx=0/None takes the model's trained context, capped here (a 128k-token KV cache would not
 # fit on the machines this runs on; ask for more explicitly).
 DEFAULT_MAX_N_CTX = 8192
@@ -70,6 +73,8 @@ class Model:
         self.path = path
         self._metadata: dict[str, Any] | None = None
         self.placement = None  # edgeinfer.gpu.placement.Placement when loaded with gpu_layers
+        self._embeddings = False    # loaded with embeddings=True
+        self._pooling: str | None = None  # load's pooling override
 
     @classmethod
     def load(
@@ -77,6 +82,7 @@ class Model:
         cache_type_k: str = "f16", cache_type_v: str = "f16", snapshot_budget: int = DEFAULT_SNAPSHOT_BUDGET,
         cache_rotate_k: bool | None = None, cache_center_k: bool | None = None, gpu_layers: str | int | None = None,
         device: int = 0, require_gpu: bool = False, n_parallel: int = 1, exact: bool | None = None,
+        embeddings: bool = False, pooling: str | None = None,
     ) -> "Model":
         """Maps the file, reads its metadata and vocabulary, binds the weights (no copy) and makes a
         context of `n_ctx` positions (clamped to the model's trained context with a warning;
@@ -101,8 +107,13 @@ class Model:
         the same ISA); False in the fast order, where Q4_0, Q4_1 and Q8_0 weights sum each block
         exactly and round once (docs/PERFORMANCE.md: its KL divergence against llama.cpp's); None:
         fast unless the environment sets EDGEINFER_EXACT=1. Either way a token decoded in a batch
-        gets the logits it gets alone."""
+        gets the logits it gets alone.
+        embeddings: make a generative model usable for `embed` (llama.cpp's --embeddings); an
+        encoder or a file with a pooling type is always usable. pooling: overrides the file's
+        (`POOLING_TYPES`; the file's `<arch>.pooling_type`, else "none" as in llama.cpp)."""
         path = Path(path)
+        if pooling is not None and pooling not in POOLING_TYPES:
+            raise ValueError(Wording("", Ref("pooling"), f" must be one of {', '.join(POOLING_TYPES)}, got {pooling!r}"))
         if not path.exists():
             raise FileNotFoundError(f"model file not found: {path}")
         for name, value in (("cache_type_k", cache_type_k), ("cache_type_v", cache_type_v)):
@@ -125,6 +136,8 @@ class Model:
                             center_k=cache_center_k, n_seq=n_parallel, **offload)
         model = cls(core, ctx, path, snapshot_budget=snapshot_budget)
         model.placement = placement
+        model._embeddings = bool(embeddings)
+        model._pooling = pooling
         return model
 
     # --- facts about the model -------------------------------------------------------------------
@@ -198,6 +211,94 @@ class Model:
         self._cache.reset()
         self._cache.decode(ids, logits_from=first)
         return np.array(self._ctx.logits)
+
+    # --- embeddings and reranking (llama.cpp's --embeddings, --pooling, --reranking) -------------
+    @property
+    def pooling(self) -> str:
+        """How `embed` pools the hidden states: load's `pooling`, else the file's pooling type."""
+        return self._pooling or self._core.pooling
+
+    @property
+    def can_embed(self) -> bool:
+        """True for an encoder, a file with a pooling type, or a model loaded with embeddings=True."""
+        return self._embeddings or self._core.is_encoder or f"{self.arch}.pooling_type" in self._core.gguf
+
+    @property
+    def can_rerank(self) -> bool:
+        """True when `rerank` works: rank pooling over a classification head."""
+        return self.can_embed and self.pooling == "rank" and self._core.n_cls_out > 0
+
+    @property
+    def n_embd_out(self) -> int:
+        """Floats per embedding: the hidden size, or the classification head's outputs (rank)."""
+        return self._core.n_cls_out if self.pooling == "rank" else self._core.n_embd
+
+    def embed(self, inputs: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]], *,
+              normalize: bool = True, truncate: bool = False) -> np.ndarray | list[np.ndarray]:
+        """Embeddings of `inputs` (a text, texts, token ids, or lists of token ids): float32
+        [n_inputs, n_embd_out], one row per input; with pooling "none" a list of [n_tokens, n_embd]
+        arrays instead. Texts are tokenized with the special tokens ([CLS] ... [SEP] for BERT).
+        Each input runs alone (no input sees another; a batch gives each input the floats it gets
+        by itself). normalize: L2 (llama.cpp's default embd_normalize 2; never for rank scores).
+        An input longer than the context raises ContextOverflowError unless truncate=True, which
+        cuts it to the context, keeping the start."""
+        if not self.can_embed:
+            raise EdgeInferError(f"{self.path.name} is a generative model: load it with embeddings=True "
+                                 "(the server's --embeddings) to embed with it")
+        batch = self._embedding_inputs(inputs, truncate)
+        return self._run_embed(batch, self.pooling, normalize and self.pooling != "rank")
+
+    def rerank(self, query: str, documents: Sequence[str], *, truncate: bool = False) -> np.ndarray:
+        """Relevance scores of `documents` for `query`: float32 [n_docs], the classification
+        head's raw outputs (what llama.cpp's server returns). Each pair is tokenized as
+        [CLS] query [SEP] document [SEP]. Only for rank-pooling models (`can_rerank`)."""
+        if not self.can_rerank:
+            raise EdgeInferError(f"{self.path.name} cannot rerank: that needs a model with rank pooling and a "
+                                 "classification head (a cross-encoder reranker)")
+        require_valid_text(query, "the query")
+        q = self.tokenize(query, add_special=True)
+        sep = q[-1:] if q and self._core.vocab.token_type(q[-1]) == 3 else []
+        pairs = []
+        for doc in documents:
+            require_valid_text(doc, "a document")
+            pairs.append(q + self.tokenize(doc, add_special=False) + sep)
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        scores = self._run_embed(self._checked_lengths(pairs, truncate), "rank", False)
+        return np.ascontiguousarray(scores[:, 0])
+
+    def _embedding_inputs(self, inputs, truncate: bool) -> list[list[int]]:
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if inputs and all(isinstance(i, (int, np.integer)) for i in inputs):
+            inputs = [inputs]
+        batch = []
+        for item in inputs:
+            if isinstance(item, str):
+                batch.append(self.tokenize(item, add_special=True))
+            else:
+                batch.append([int(t) for t in item])
+        return self._checked_lengths(batch, truncate)
+
+    def _checked_lengths(self, batch: list[list[int]], truncate: bool) -> list[list[int]]:
+        n_ctx = self.n_ctx
+        for i, ids in enumerate(batch):
+            if not ids:
+                raise ValueError(f"input {i} has no tokens")
+            if len(ids) > n_ctx:
+                if not truncate:
+                    raise ContextOverflowError(f"input {i} has {len(ids)} tokens, more than the context of "
+                                               f"{n_ctx}; shorten it or pass truncate=True")
+                batch[i] = ids[:n_ctx]
+        return batch
+
+    def _run_embed(self, batch: list[list[int]], pooling: str, normalize: bool):
+        self._cache.reset()   # the engine empties sequence 0 for each input
+        out = self._ctx.embed([np.asarray(ids, dtype=np.int32) for ids in batch], pooling)
+        if normalize:
+            out = [_l2_normalize(a) for a in out]
+        return out if pooling == "none" else np.stack(out).astype(np.float32, copy=False)
 
     # --- generation ------------------------------------------------------------------------------
     def generate(
@@ -386,6 +487,12 @@ class Model:
     def chat_complete(self, messages: Messages | str, **kwargs) -> GenerationResult:
         """Runs chat() to the end and returns its result (with `tool_calls` when tools were given)."""
         return _run_to_end(self.chat(messages, **kwargs))
+
+
+def _l2_normalize(a: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm, a zero row left as it is (llama.cpp's common_embd_normalize 2)."""
+    norm = np.sqrt(np.sum(a.astype(np.float64) ** 2, axis=-1, keepdims=True))
+    return (a / np.where(norm > 0, norm, 1.0)).astype(np.float32)
 
 
 def _run_to_end(gen: Generator[str, None, GenerationResult]) -> GenerationResult:

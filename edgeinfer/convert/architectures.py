@@ -11,7 +11,8 @@ import re
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from gguf import MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, RopeScalingType, TensorNameMap, get_tensor_name_map
+from gguf import (MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, PoolingType, RopeScalingType, TensorNameMap,
+                  get_tensor_name_map)
 
 from edgeinfer.errors import ModelFormatError
 
@@ -576,6 +577,56 @@ class GptOss(Architecture):
                     shape = (lambda s: (s[0], s[2] // 2, s[1]))
                 out[f"blk.{layer}.ffn_{part}_exps.{'bias' if bias else 'weight'}"] = (name, take, shape)
         return out
+class Bert(Architecture):
+    """BERT encoders (bge, all-MiniLM, e5: BertModel; cross-encoders: BertForSequenceClassification)
+    as llama.cpp's converter writes them (conversion/bert.py): no RoPE, LayerNorm epsilon,
+    causal_attention false, the token-type count; the "bert." prefix and the pooler dropped (its
+    pooling is <arch>.pooling_type, written from the sentence-transformers folder). A classifier
+    that is one projection ("classifier") becomes cls.output, as llama.cpp renames it.
+
+    A cross-encoder (BertForSequenceClassification) scores pooler(CLS) = tanh(dense · CLS + b)
+    through the classifier: here its pooler is kept as cls.weight / cls.bias, which is what rank
+    pooling computes (llama.cpp's converter drops the pooler of every BERT, so its files of these
+    models score the CLS row without it), and the pooling is rank."""
+    arch = MODEL_ARCH.BERT
+    permute_qk = False
+    rope_types = ("default",)
+    _dropped = ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias")
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        self.classifier = any(a.endswith("ForSequenceClassification") for a in cfg.get("architectures") or [])
+        self.pooling = PoolingType.RANK if self.classifier else None
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        c = self.cfg
+        w.add_context_length(int(_require(c, "max_position_embeddings")))
+        w.add_embedding_length(self.n_embd)
+        w.add_feed_forward_length(int(_require(c, "intermediate_size")))
+        w.add_block_count(self.n_layer)
+        w.add_head_count(self.n_head)
+        w.add_layer_norm_eps(float(c.get("layer_norm_eps", 1e-12)))
+        w.add_causal_attention(False)
+        w.add_token_type_count(int(c.get("type_vocab_size", 1)))
+        w.add_vocab_size(int(_require(c, "vocab_size")))
+
+    @staticmethod
+    def _unprefixed(hf_name: str) -> str:
+        return hf_name[5:] if hf_name.startswith("bert.") else hf_name
+
+    def derived(self, hf_name: str) -> bool:
+        name = self._unprefixed(hf_name)
+        if self.classifier and name.startswith("pooler.dense."):
+            return False
+        return name in self._dropped or name.startswith(("cls.predictions", "cls.seq_relationship"))
+
+    def gguf_name(self, hf_name: str) -> str | None:
+        name = self._unprefixed(hf_name)
+        if name in ("classifier.weight", "classifier.bias"):   # a direct projection
+            return "cls.output." + name.split(".")[-1]
+        if self.classifier and name.startswith("pooler.dense."):
+            return "cls." + name.split(".")[-1]
+        return self.names.get_name(name, try_suffixes=(".weight", ".bias"))
 
 
 # config.json "architectures"[0] -> conversion
@@ -591,6 +642,8 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "GraniteForCausalLM": Granite,
     "Lfm2ForCausalLM": Lfm2,
     "GptOssForCausalLM": GptOss,
+    "BertModel": Bert,
+    "BertForSequenceClassification": Bert,
 }
 
 

@@ -5,13 +5,14 @@ gives the output projection Q6_K, ...), then converts and writes one tensor at a
 stays near the largest single tensor."""
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from gguf import GGML_QUANT_VERSION
+from gguf import GGML_QUANT_VERSION, PoolingType
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
@@ -94,6 +95,29 @@ _SAMPLING = (("temperature", "add_sampling_temp", float), ("top_k", "add_samplin
              ("repetition_penalty", "add_sampling_penalty_repeat", float))
 
 
+def sentence_transformers_pooling(folder: Path) -> PoolingType | None:
+    """The pooling of a sentence-transformers folder (modules.json -> its Pooling module's
+    config.json), as llama.cpp's converter reads it (_try_set_pooling_type); None without one."""
+    modules = folder / "modules.json"
+    if not modules.is_file():
+        return None
+    path = next((m["path"] for m in json.loads(modules.read_text(encoding="utf-8"))
+                 if str(m.get("type", "")).endswith("Pooling")), None)
+    if path is None:
+        return None
+    cfg = json.loads((folder / path / "config.json").read_text(encoding="utf-8"))
+    if cfg.get("pooling_mode_mean_tokens"):
+        return PoolingType.MEAN
+    if cfg.get("pooling_mode_cls_token"):
+        return PoolingType.CLS
+    if cfg.get("pooling_mode_lasttoken"):
+        return PoolingType.LAST
+    modes = {"mean": PoolingType.MEAN, "cls": PoolingType.CLS, "lasttoken": PoolingType.LAST}
+    if cfg.get("pooling_mode") in modes:
+        return modes[cfg["pooling_mode"]]
+    raise ModelFormatError(f"{folder / path / 'config.json'}: a pooling this converter does not know")
+
+
 def _write_sampling_defaults(w, generation_config: dict) -> None:
     for field, method, kind in _SAMPLING:
         value = generation_config.get(field)
@@ -152,6 +176,9 @@ def convert_checkpoint(
         w = out.writer
         w.add_name(ckpt.folder.name)
         arch.write_metadata(w)
+        pooling = getattr(arch, "pooling", None) or sentence_transformers_pooling(ckpt.folder)
+        if pooling is not None:
+            w.add_pooling_type(pooling)
         w.add_file_type(int(PRESETS[preset][0]))
         w.add_quantization_version(GGML_QUANT_VERSION)
         vocab.write(w)

@@ -27,7 +27,7 @@ _SPM_SPACE = "\u2581"
 
 @dataclass
 class Vocabulary:
-    model: str                       # tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (BPE)
+    model: str                       # tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (BPE), "bert" (WordPiece)
     pre: str                         # tokenizer.ggml.pre
     tokens: list[str]
     types: list[int]                 # gguf.TokenType per token
@@ -44,6 +44,10 @@ class Vocabulary:
         w.add_token_types(self.types)
         if "add_space_prefix" in self.options:
             w.add_add_space_prefix(self.options["add_space_prefix"])
+        if "normalizer_lowercase" in self.options:   # WordPiece (llama.cpp's key names)
+            w.add_bool("tokenizer.ggml.normalizer.lowercase", self.options["normalizer_lowercase"])
+        if "normalizer_strip_accents" in self.options:
+            w.add_bool("tokenizer.ggml.normalizer.strip_accents", self.options["normalizer_strip_accents"])
         self.special.add_to_gguf(w, quiet=True)
 
 
@@ -145,6 +149,61 @@ def _bpe(folder: Path, n_vocab: int | None) -> Vocabulary:
                       SpecialVocab(folder, load_merges=True, n_vocab=n))
 
 
+def _is_wordpiece(folder: Path) -> bool:
+    path = folder / "tokenizer.json"
+    if path.is_file():
+        return (_read_json(path).get("model") or {}).get("type") == "WordPiece"
+    return (folder / "vocab.txt").is_file()
+
+
+def _wordpiece(folder: Path, n_vocab: int | None) -> Vocabulary:
+    """A WordPiece vocabulary (BERT's tokenizer.json, or vocab.txt) as llama.cpp's BertModel writes
+    it: "##" continuations without the "##", every other normal token with a '▁' in front (its
+    "phantom space"), special tokens as they are; the BertNormalizer's lowercase / strip_accents
+    flags as tokenizer.ggml.normalizer.* (llama.cpp's SpecialVocab)."""
+    path = folder / "tokenizer.json"
+    tj = _read_json(path) if path.is_file() else {}
+    model = tj.get("model") or {}
+    if isinstance(model.get("vocab"), dict):
+        vocab = dict(model["vocab"])
+    else:
+        lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+        vocab = {text: i for i, text in enumerate(lines)}
+    special = {t["content"] for t in tj.get("added_tokens", []) if t.get("special")}
+    for key, entry in _tokenizer_config(folder).get("added_tokens_decoder", {}).items():
+        if entry.get("special"):
+            special.add(entry["content"])
+    n = n_vocab or (max(vocab.values()) + 1)
+    by_id = {i: text for text, i in vocab.items()}
+    tokens, types = [], []
+    for i in range(n):
+        text = by_id.get(i)
+        if text is None:
+            tokens.append(f"[PAD{i}]")
+            types.append(int(TokenType.UNUSED))
+        elif text in special:
+            tokens.append(text)
+            types.append(int(TokenType.CONTROL))
+        else:
+            tokens.append(text[2:] if text.startswith("##") else _SPM_SPACE + text)
+            types.append(int(TokenType.NORMAL))
+    options: dict[str, Any] = {}
+    normalizers = [tj.get("normalizer") or {}]
+    while normalizers:
+        norm = normalizers.pop()
+        if norm.get("type") == "Sequence":
+            normalizers.extend(norm.get("normalizers", []))
+        elif norm.get("type") == "Lowercase":
+            options["normalizer_lowercase"] = True
+        elif norm.get("type") == "StripAccents":
+            options["normalizer_strip_accents"] = True
+        elif norm.get("type") == "BertNormalizer":
+            for key in ("lowercase", "strip_accents"):
+                if norm.get(key) is not None:
+                    options["normalizer_" + key] = bool(norm[key])
+    return Vocabulary("bert", "default", tokens, types, None, SpecialVocab(folder, n_vocab=n), options)
+
+
 def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: bool | None = None) -> Vocabulary:
     """The checkpoint's tokenizer: tokenizer.model if there is one (llama.cpp's order), else
     tokenizer.json. `add_space_prefix`, if given, is the model family's own setting and wins
@@ -152,6 +211,8 @@ def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: b
     folder = Path(folder)
     if (folder / "tokenizer.model").is_file():
         vocab = _sentencepiece(folder, n_vocab)
+    elif _is_wordpiece(folder):
+        vocab = _wordpiece(folder, n_vocab)
     elif (folder / "tokenizer.json").is_file():
         vocab = _bpe(folder, n_vocab)
     else:

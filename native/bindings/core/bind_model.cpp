@@ -69,6 +69,38 @@ void decode_sequences(Context& ctx, py::array_t<int32_t, py::array::c_style | py
     ctx.decode_sequences(t, s, want.empty() ? nullptr : want.data(), n);
 }
 
+// The embeddings of several inputs in one call (GIL released throughout): each input run alone
+// (Context::embed), pooled; a list of float32 arrays, [n][n_embd] for pooling none, else 1-D.
+py::list embed(Context& ctx, const py::list& inputs, const std::string& pooling_name) {
+    const ei::Pooling pooling = ei::pooling_from_name(pooling_name);
+    const ei::Model& model = ctx.model();
+    const int64_t d = model.hparams().n_embd;
+    std::vector<std::vector<int32_t>> ids;
+    for (const py::handle& item : inputs) {
+        auto a = py::cast<py::array_t<int32_t, py::array::c_style | py::array::forcecast>>(item);
+        if (a.ndim() != 1) throw ei::Error("each input must be a 1-D sequence of token ids");
+        ids.emplace_back(a.data(), a.data() + a.shape(0));
+    }
+    std::vector<std::vector<float>> outs(ids.size());
+    {
+        py::gil_scoped_release release;
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const int64_t n = (int64_t)ids[i].size();
+            outs[i].resize((size_t)std::max<int64_t>(1, ei::pooled_size(pooling, model.classifier(), n, d)));
+            ctx.embed(ids[i].data(), n, pooling, outs[i].data());
+        }
+    }
+    py::list result;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const py::ssize_t n = (py::ssize_t)ids[i].size();
+        py::array_t<float> a = pooling == ei::Pooling::none ? py::array_t<float>({n, (py::ssize_t)d})
+                                                            : py::array_t<float>((py::ssize_t)outs[i].size());
+        std::copy(outs[i].begin(), outs[i].end(), a.mutable_data());
+        result.append(a);
+    }
+    return result;
+}
+
 // [rows][n_vocab] float32 view of the context's logits; the array owns a reference to the buffer.
 py::array logits_view(const Context& ctx) {
     auto* keep = new std::shared_ptr<std::vector<float>>(ctx.logits_buffer());
@@ -230,6 +262,11 @@ void register_model(py::module_& m) {
         .def_property_readonly("n_head_kv", [](const Model& self) { return self.hparams().n_head_kv; })
         .def_property_readonly("head_dim", [](const Model& self) { return self.hparams().head_dim; })
         .def_property_readonly("n_params", &Model::n_params)
+        .def_property_readonly("pooling", [](const Model& self) { return ei::pooling_name(self.pooling()); },
+                               "The file's pooling (<arch>.pooling_type): none, mean, cls, last or rank.")
+        .def_property_readonly("is_encoder", [](const Model& self) { return self.arch().is_encoder(); })
+        .def_property_readonly("n_cls_out", [](const Model& self) { return self.classifier().present() ? self.classifier().n_out() : 0; },
+                               "Outputs of the classification head (0: none).")
         .def_property_readonly("fingerprint", &ei::model_fingerprint,
                                "64-bit hash of the GGUF header, metadata and tensor table (and file size).")
         .def_property_readonly("load_ms", &Model::load_ms);
@@ -262,6 +299,9 @@ void register_model(py::module_& m) {
              "positions and its earlier tokens here. Logits for the tokens flagged in `logits` (None: each "
              "sequence's last token), in token order. Each token is computed exactly as decoding it alone "
              "would (as_single_steps). Checked first: on an error nothing changed.")
+        .def("embed", &embed, py::arg("inputs"), py::arg("pooling"),
+             "Embeddings of a list of token-id sequences, each run alone from an empty sequence 0 (its cache "
+             "is left empty), pooled: none ([n, n_embd]), mean, cls, last ([n_embd]) or rank ([n_cls_out]).")
         .def_property_readonly("n_seq", &Context::n_seq)
         .def("start_activation_stats", &Context::start_activation_stats, py::arg("include_output") = false,
              "Sum every matmul's input from now on (what `edgeinfer imatrix` collects), restarting from zero; "

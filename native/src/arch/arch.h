@@ -58,6 +58,9 @@ struct ForwardBatch {
     size_t n_runs = 0;
     const int64_t* logit_rows = nullptr;
     int64_t n_logit_rows = 0;
+    // Embeddings (llama.cpp's --embeddings): when set, the rows' final-normed hidden states go here,
+    // [n - first_logit][n_embd], and no logits are computed.
+    float* hidden = nullptr;
 };
 
 class ArchModel {
@@ -72,6 +75,12 @@ public:
     virtual LayerConfig layer_config(int il, int64_t n_ctx) const { return decoder_.configs.at(il); }
 
     void forward(ForwardEnv& env, const ForwardBatch& batch) const;
+
+    // An encoder (BERT: arch/bert.cpp) has no decoder layers and no cache: each input is one
+    // bidirectional pass over all its tokens, and forward() refuses it.
+    virtual bool is_encoder() const { return false; }
+    // The encoder's final hidden states [n][n_embd] of tokens[0..n) at positions 0..n-1.
+    virtual void encode(ForwardEnv& env, const int32_t* tokens, int64_t n, float* hidden) const;
     // Context shift: m cached K rows of `layer` ([m][n_head_kv][head_dim] floats, rotated for
     // their old positions) rotated further by `delta` positions, in place, with the layer's own
     // RoPE (none on an unroped layer). Refused (Error) where a rotation cannot move a key exactly

@@ -14,6 +14,7 @@
 namespace ei {
 
 void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
+    if (is_encoder()) throw Error("an encoder model (" + hp_.arch + ") has no decoder forward: use its embeddings");
     const DecoderModel& M = decoder_;
     const LayerShapes& s = M.shapes;
     const int64_t n = b.n, d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), ff = s.n_ff;
@@ -69,6 +70,10 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     }
     if (m == 0) return;  // no logits wanted: the cache is all this batch was for
     rms_norm(last, M.output_norm, a.h, m, d, s.norm_eps);
+    if (b.hidden) {  // embeddings: llama.cpp's t_embd, the normed rows before the output head
+        std::memcpy(b.hidden, a.h, sizeof(float) * (size_t)(m * d));
+        return;
+    }
     if (env.activation_stats && env.activation_stats->include_output()) env.activation_stats->record(M.output, a.h, m);
     matmul(env.pool, env.kt, M.output, a.h, m, b.logits, env.matmul_scratch, b.order);
     // ggml_scale(logits, 1/s): a multiply by the float reciprocal, not a division, for its bits.
@@ -79,6 +84,10 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
         const int64_t count = m * hp_.n_vocab;
         for (int64_t i = 0; i < count; ++i) b.logits[i] = std::tanh(b.logits[i] * (1.0f / c)) * c;
     }
+}
+
+void ArchModel::encode(ForwardEnv&, const int32_t*, int64_t, float*) const {
+    throw Error("the " + hp_.arch + " architecture is a decoder, not an encoder");
 }
 
 void ArchModel::rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m, int32_t delta,

@@ -17,6 +17,7 @@ std::unique_ptr<ArchModel> load_smollm3(const GgufFile& file, const KernelTable&
 std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_lfm2(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_gptoss(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_bert(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
@@ -31,6 +32,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"granite", load_granite},
     {"lfm2", load_lfm2},
     {"gpt-oss", load_gptoss},
+    {"bert", load_bert},  // an encoder (arch/bert.cpp)
 };
 }  // namespace
 

@@ -46,6 +46,20 @@ constexpr Entry kNames[] = {
     {TensorKind::ffn_gate_exps_bias, "blk.%d.ffn_gate_exps", "bias"},
     {TensorKind::ffn_up_exps_bias, "blk.%d.ffn_up_exps", "bias"},
     {TensorKind::ffn_down_exps_bias, "blk.%d.ffn_down_exps", "bias"},
+    {TensorKind::token_types, "token_types"},
+    {TensorKind::position_embd, "position_embd"},
+    {TensorKind::token_embd_norm, "token_embd_norm"},
+    {TensorKind::token_embd_norm_bias, "token_embd_norm", "bias"},
+    {TensorKind::attn_output_norm, "blk.%d.attn_output_norm"},
+    {TensorKind::attn_output_norm_bias, "blk.%d.attn_output_norm", "bias"},
+    {TensorKind::ffn_up_bias, "blk.%d.ffn_up", "bias"},
+    {TensorKind::ffn_down_bias, "blk.%d.ffn_down", "bias"},
+    {TensorKind::layer_output_norm, "blk.%d.layer_output_norm"},
+    {TensorKind::layer_output_norm_bias, "blk.%d.layer_output_norm", "bias"},
+    {TensorKind::cls, "cls"},
+    {TensorKind::cls_bias, "cls", "bias"},
+    {TensorKind::cls_out, "cls.output"},
+    {TensorKind::cls_out_bias, "cls.output", "bias"},
 };
 }  // namespace
 

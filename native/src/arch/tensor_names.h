@@ -18,6 +18,11 @@ enum class TensorKind {
     attn_output_bias, attn_sinks,          // gpt-oss: the output projection's bias, per-head sink logits
     ffn_gate_inp_bias, ffn_gate_exps_bias, ffn_up_exps_bias, ffn_down_exps_bias,  // gpt-oss: router and
                                                                                  // per-expert biases
+    // encoders (BERT: arch/bert.cpp) and classification heads (arch/pooling.h)
+    token_types, position_embd, token_embd_norm, token_embd_norm_bias,
+    attn_output_norm, attn_output_norm_bias, ffn_up_bias, ffn_down_bias,
+    layer_output_norm, layer_output_norm_bias,
+    cls, cls_bias, cls_out, cls_out_bias,
 };
 
 // "blk.<layer>.attn_q.weight", "blk.<layer>.attn_q.bias", "token_embd.weight", ... (layer ignored

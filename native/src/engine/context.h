@@ -117,6 +117,14 @@ public:
     // ContextOverflowError naming the sequence); on an error nothing has changed.
     void decode_sequences(const int32_t* tokens, const int32_t* seq_ids, const uint8_t* want_logits, int64_t n);
 
+    // ---- embeddings (engine/context_embed.cpp) -----------------------------------------------
+    // One input's embedding (llama.cpp's --embeddings): tokens[0..n) from position 0 in sequence 0,
+    // whose cache is emptied first and left empty; a decoder runs in chunks of n_batch in
+    // llama.cpp's order, an encoder in one pass. Writes pooled_size(pooling, ...) floats to out
+    // (arch/pooling.h). An input does not see any other: a list of inputs embedded one call each
+    // gives each the floats it gets alone. ContextOverflowError if n > n_ctx.
+    void embed(const int32_t* tokens, int64_t n, Pooling pooling, float* out);
+
 private:
     std::shared_ptr<const Model> model_;
     int64_t n_batch_;

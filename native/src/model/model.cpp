@@ -11,6 +11,8 @@ Model::Model(const std::string& path, FloatOrder order) : kernels_(&kernels_for(
     file_ = std::make_shared<GgufFile>(path);
     vocab_ = std::make_unique<Vocab>(*file_);
     arch_ = load_architecture(*file_, *kernels_);
+    pooling_ = file_pooling(*file_, Pooling::none);
+    classifier_ = load_classifier_head(*file_, *kernels_, hparams().n_embd);
     if (vocab_->n_tokens() > hparams().n_vocab)
         file_->fail("tokenizer.ggml.tokens", "has " + std::to_string(vocab_->n_tokens()) +
                                                  " entries but the embedding has only " +

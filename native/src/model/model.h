@@ -6,6 +6,7 @@
 
 #include "gguf/gguf.h"
 #include "arch/arch.h"
+#include "arch/pooling.h"
 #include "cpu/kernels.h"
 #include "vocab/vocab.h"
 
@@ -25,6 +26,10 @@ public:
     // The kernels every Context of this model computes with (its weights are laid out for them).
     const KernelTable& kernels() const { return *kernels_; }
     int64_t n_params() const;   // elements over all tensors
+    // How an embedding pools the hidden states: the file's <arch>.pooling_type, else none (as
+    // llama.cpp); and the classification head of a reranker (absent for others).
+    Pooling pooling() const { return pooling_; }
+    const ClassifierHead& classifier() const { return classifier_; }
     double load_ms() const { return load_ms_; }
 
 private:
@@ -32,6 +37,8 @@ private:
     std::shared_ptr<GgufFile> file_;
     std::unique_ptr<Vocab> vocab_;
     std::unique_ptr<ArchModel> arch_;
+    Pooling pooling_ = Pooling::none;
+    ClassifierHead classifier_;
     double load_ms_ = 0;
 };
 

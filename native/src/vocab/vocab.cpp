@@ -10,6 +10,7 @@
 #include "vocab/bpe.h"
 #include "vocab/spm.h"
 #include "vocab/unicode.h"
+#include "vocab/wpm.h"
 
 namespace ei {
 
@@ -87,7 +88,7 @@ struct Fragment {
 }  // namespace
 
 struct Vocab::Impl {
-    enum class Kind { BPE, SPM };
+    enum class Kind { BPE, SPM, WPM };
 
     std::string model, pre;
     Kind kind = Kind::BPE;
@@ -98,15 +99,18 @@ struct Vocab::Impl {
     int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     bool add_bos = false, add_eos = false;
     bool add_space_prefix = false;     // SPM: a space before the text and after special tokens
+    bool add_sep = false;              // WPM: [SEP] after the text (with add_special)
     std::vector<int32_t> eog;          // sorted
     std::vector<int32_t> special;      // control / user-defined / unknown, longest text first
     std::vector<std::string> piece;    // token_to_piece(id, special=true), precomputed
     std::unique_ptr<BpeTokenizer> bpe;
     std::unique_ptr<SpmTokenizer> spm;
+    std::unique_ptr<WpmTokenizer> wpm;
 
     void load(const GgufFile& f);
     void load_bpe(const GgufFile& f);
     void load_spm(const GgufFile& f);
+    void load_wpm(const GgufFile& f);
     void finish_load(const GgufFile& f);
     std::vector<float> load_scores(const GgufFile& f) const;
     void load_tokens(const GgufFile& f);
@@ -131,6 +135,9 @@ void Vocab::Impl::load(const GgufFile& f) {
     } else if (model == "llama") {
         kind = Kind::SPM;
         load_spm(f);
+    } else if (model == "bert") {
+        kind = Kind::WPM;
+        load_wpm(f);
     } else {
         throw Error("unsupported tokenizer model '" + gguf_printable(model) + "' (tokenizer.ggml.model in " + f.path() + ")");
     }
@@ -167,6 +174,28 @@ void Vocab::Impl::load_spm(const GgufFile& f) {
     load_tokens(f);
     load_special_ids(f);  // before the tokenizer: the unknown token stands in for bytes without a token
     spm = std::make_unique<SpmTokenizer>(token_to_id, load_scores(f), unk);
+}
+
+void Vocab::Impl::load_wpm(const GgufFile& f) {
+    // llama.cpp's defaults for the "bert" model: [CLS] 101 as BOS, [UNK] 100, [SEP] 102, [PAD] 0,
+    // [MASK] 103, no EOS; [CLS] ... [SEP] around the text. Lowercasing on unless the file says,
+    // accents stripped where lowercasing is unless the file says.
+    bos = 101;
+    eos = -1;
+    unk = 100;
+    sep = 102;
+    pad = 0;
+    mask = 103;
+    add_bos = true;
+    add_eos = false;
+    load_tokens(f);
+    load_special_ids(f);
+    add_sep = f.get_bool("tokenizer.ggml.add_sep_token", true);
+    const bool lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase", true);
+    const bool strip_accents = f.get_bool("tokenizer.ggml.normalizer.strip_accents", lowercase);
+    size_t max_len = 0;
+    for (const std::string& t : text) max_len = std::max(max_len, t.size());
+    wpm = std::make_unique<WpmTokenizer>(token_to_id, unk, lowercase, strip_accents, max_len);
 }
 
 // tokenizer.ggml.scores: float32 or int32 (llama.cpp takes either); all 0 if absent.
@@ -344,7 +373,7 @@ std::string Vocab::Impl::make_piece(int32_t id) const {
     const uint32_t a = attr[id];
     const std::string& t = text[id];
     if (a & (ATTR_UNKNOWN | ATTR_CONTROL | ATTR_USER_DEFINED)) return t;
-    if ((a & ATTR_NORMAL) && kind == Kind::SPM) {  // '▁' back to ' '
+    if ((a & ATTR_NORMAL) && kind != Kind::BPE) {  // '▁' back to ' '
         static const std::string_view kSpace = "\xE2\x96\x81";
         std::string out;
         out.reserve(t.size());
@@ -449,12 +478,15 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
             after_special = true;
         } else if (v.kind == Impl::Kind::BPE) {
             v.bpe->tokenize(text.substr(fr.offset, fr.length), out);
+        } else if (v.kind == Impl::Kind::WPM) {
+            v.wpm->tokenize(text.substr(fr.offset, fr.length), out);
         } else {
             v.spm->tokenize(text.substr(fr.offset, fr.length), v.add_space_prefix && after_special, out);
             after_special = false;
         }
     }
     if (add_special && v.add_eos) out.push_back(v.eos);
+    if (add_special && v.add_sep && v.sep >= 0) out.push_back(v.sep);
     return out;
 }
 

@@ -1,0 +1,185 @@
+"""BERT encoders (GGUF architecture bert) end to end: a tiny random transformers BertModel with a
+WordPiece tokenizer (BertTokenizerFast over a small vocabulary written here) and a
+sentence-transformers folder layout (modules.json, 1_Pooling), converted by `edgeinfer convert`:
+the WordPiece tokens are the HF tokenizer's on varied text (accents, punctuation, unknown words,
+CJK), the embeddings are transformers' pooled last_hidden_state within cosine 0.9999 for mean and
+cls pooling, and a batch of inputs of mixed lengths gives each exactly what it gets alone. A
+BertForSequenceClassification cross-encoder reranks with transformers' logits."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from edgeinfer import Model, _core  # noqa: E402
+from edgeinfer.cli import main as cli_main  # noqa: E402
+from edgeinfer.errors import ContextOverflowError, EdgeInferError  # noqa: E402
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello, world! 12345 + 678 = 13023?",
+    "  leading spaces, trailing spaces   ",
+    "tabs\tand\nnew lines\n\nand more",
+    "Ünïcödé çharacters: naïve café, Straße, ÉCOLE.",
+    "我想在apple工作 1314151天～",
+    "emoji 🚀🦙 ✅ and symbols @#$%^&*()_+-=[]{}|;':\",./<>?",
+    "unbelievable xyzzyq foxes jumped playing",
+    "UPPER lower MiXeD",
+    "a",
+]
+WORDS = ["the", "quick", "brown", "fox", "jump", "over", "lazy", "dog", "hello", "world", "and", "new",
+         "line", "more", "space", "lead", "trail", "tab", "cafe", "naive", "char", "act", "er", "apple",
+         "un", "believ", "able", "play", "upper", "lower", "mixed", "symbol", "emoji", "ecole", "stra"]
+SUFFIXES = ["s", "es", "ing", "ed", "er", "able", "ers", "ly", "ss", "e"]
+CJK = "我想在工作天"
+
+
+def _vocab() -> list[str]:
+    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    chars = [chr(c) for c in range(33, 127) if not chr(c).isupper()] + list(CJK) + ["ß", "ç", "～"]
+    vocab += chars + ["##" + c for c in chars if c.isalnum()]
+    vocab += WORDS + ["##" + s for s in SUFFIXES] + ["##" + w for w in WORDS[:10]]
+    seen, out = set(), []
+    for t in vocab:
+        if t not in seen:
+            seen.add(t)
+            out.append(t)
+    return out
+
+
+def _save_folder(folder: Path, model, pooling: str) -> None:
+    from transformers import BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(_vocab()) + "\n", encoding="utf-8")
+    tok = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
+    tok.save_pretrained(folder)
+    model.save_pretrained(folder, safe_serialization=True)
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": model.config.hidden_size, f"pooling_mode_{pooling}_token"
+         if pooling == "cls" else "pooling_mode_mean_tokens": True}))
+
+
+def _bert(cls_name: str = "BertModel", **extra):
+    import torch
+    import transformers
+
+    config = transformers.BertConfig(vocab_size=len(_vocab()), hidden_size=64, num_hidden_layers=3,
+                                     num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                                     type_vocab_size=2, layer_norm_eps=1e-12, initializer_range=0.2, **extra)
+    torch.manual_seed(0)
+    model = getattr(transformers, cls_name)(config).eval().to(torch.float32)
+    with torch.no_grad():  # norm weights away from 1, biases away from 0: the test must see them
+        for _, p in model.named_parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.2)
+    return model
+
+
+@pytest.fixture(scope="module", params=["mean", "cls"])
+def converted(request, tmp_path_factory):
+    """(the transformers model, its tokenizer, edgeinfer's F32 file, the pooling)."""
+    from transformers import BertTokenizerFast
+
+    tmp = tmp_path_factory.mktemp(f"bert-{request.param}")
+    model = _bert()
+    _save_folder(tmp / "hf", model, request.param)
+    assert cli_main(["convert", str(tmp / "hf"), str(tmp / "model.gguf"), "--outtype", "f32"]) == 0
+    return model, BertTokenizerFast.from_pretrained(tmp / "hf"), tmp / "model.gguf", request.param
+
+
+def test_converted_file_has_llamacpps_keys(converted):
+    _, _, path, pooling = converted
+    f = _core.GgufFile(str(path))
+    assert f.get("general.architecture") == "bert"
+    assert f.get("bert.pooling_type") == {"mean": 1, "cls": 2}[pooling]
+    assert f.get("bert.attention.causal") is False
+    assert f.get("tokenizer.ggml.model") == "bert"
+    names = {t["name"] for t in f.tensors()}
+    assert {"token_types.weight", "position_embd.weight", "token_embd_norm.bias",
+            "blk.0.attn_output_norm.weight", "blk.2.layer_output_norm.bias"} <= names
+    assert not any(n.startswith("pooler") for n in names)
+
+
+def test_wordpiece_tokens_match_the_hf_tokenizer(converted):
+    _, tok, path, _ = converted
+    m = Model.load(path, n_ctx=64)
+    for text in TEXTS:
+        assert m.tokenize(text) == tok(text)["input_ids"], text
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_embeddings_match_transformers(converted):
+    import torch
+
+    hf, tok, path, pooling = converted
+    m = Model.load(path, n_ctx=64)
+    assert m.can_embed and m.pooling == pooling and m.n_embd_out == 64 and not m.can_rerank
+    got = m.embed(TEXTS, normalize=False)
+    assert got.shape == (len(TEXTS), 64)
+    for text, row in zip(TEXTS, got):
+        with torch.no_grad():
+            h = hf(**tok(text, return_tensors="pt")).last_hidden_state[0].numpy()
+        ref = h.mean(axis=0) if pooling == "mean" else h[0]
+        assert _cos(row, ref) >= 0.9999, text
+    np.testing.assert_allclose(np.linalg.norm(m.embed(TEXTS), axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_batch_of_mixed_lengths_gives_each_what_it_gets_alone(converted):
+    _, _, path, _ = converted
+    m = Model.load(path, n_ctx=64, n_batch=4)   # inputs longer than n_batch run in one pass
+    together = m.embed(TEXTS)
+    alone = np.stack([m.embed(t)[0] for t in TEXTS])
+    assert together.tobytes() == alone.tobytes()
+
+
+def test_pooling_none_and_overlong_inputs(converted):
+    _, _, path, _ = converted
+    m = Model.load(path, n_ctx=16, pooling="none")
+    rows = m.embed(["hello world", "the quick brown fox"])
+    assert [r.shape for r in rows] == [(4, 64), (6, 64)]
+    long = " ".join(["fox"] * 30)
+    with pytest.raises(ContextOverflowError, match="32 tokens"):
+        m.embed(long)
+    (cut,) = m.embed(long, truncate=True)
+    assert cut.shape == (16, 64)
+
+
+def test_a_cross_encoder_reranks_as_transformers(tmp_path):
+    import torch
+    from transformers import BertTokenizerFast
+
+    hf = _bert("BertForSequenceClassification", num_labels=1)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "vocab.txt").write_text("\n".join(_vocab()) + "\n", encoding="utf-8")
+    BertTokenizerFast(vocab=str(folder / "vocab.txt")).save_pretrained(folder)
+    hf.save_pretrained(folder, safe_serialization=True)
+    # llama.cpp's reranker keys: the pooling is rank (a cross-encoder has no sentence-transformers pooling)
+    assert cli_main(["convert", str(folder), str(tmp_path / "rank.gguf"), "--outtype", "f32"]) == 0
+    m = Model.load(tmp_path / "rank.gguf", n_ctx=64, pooling="rank")
+    assert m.can_rerank and m.n_embd_out == 1
+    docs = ["the quick brown fox", "hello world", "a lazy dog jumps"]
+    got = m.rerank("quick fox", docs)
+    tok = BertTokenizerFast.from_pretrained(folder)
+    with torch.no_grad():
+        for doc, score in zip(docs, got):
+            enc = tok("quick fox", doc, return_tensors="pt")
+            enc["token_type_ids"] = torch.zeros_like(enc["token_type_ids"])   # llama.cpp: all type 0
+            ref = hf(**enc).logits[0, 0].item()
+            assert abs(score - ref) <= 1e-3 * max(1.0, abs(ref)), doc
+    with pytest.raises(EdgeInferError, match="rerank"):
+        Model.load(tmp_path / "rank.gguf", n_ctx=64, pooling="cls").rerank("q", ["d"])
