@@ -183,3 +183,38 @@ def test_a_cross_encoder_reranks_as_transformers(tmp_path):
             assert abs(score - ref) <= 1e-3 * max(1.0, abs(ref)), doc
     with pytest.raises(EdgeInferError, match="rerank"):
         Model.load(tmp_path / "rank.gguf", n_ctx=64, pooling="cls").rerank("q", ["d"])
+
+
+# llama.cpp's converter names a WordPiece tokenizer's pre-tokenizer by a hash of known models'
+# vocabularies; the tiny one here is none of them, so its lookup is patched to "default" (what it
+# writes for BERT's): the keys, tensors and vocabulary under test are its own.
+LLAMACPP_PATCHED = """
+import importlib, runpy, sys
+converter = sys.argv[1]
+sys.path.insert(0, converter.rsplit("/", 1)[0])
+importlib.import_module("conversion.base").TextModel.get_vocab_base_pre = lambda self, tokenizer: "default"
+sys.argv = [converter] + sys.argv[3:]
+runpy.run_path(converter, run_name="__main__")
+"""
+
+
+def test_llamacpps_converter_writes_the_same_file(tmp_path):
+    from support.llamacpp_venv import llamacpp_converter, start_llamacpp_converter
+
+    converter = llamacpp_converter()
+    if converter is None:
+        pytest.skip("no llama.cpp source tree (scripts/llamacpp_bin.py unpacks one)")
+    _save_folder(tmp_path / "hf", _bert(), "mean")
+    run = start_llamacpp_converter(converter, tmp_path / "hf", tmp_path / "theirs.gguf",
+                                   run_as=(LLAMACPP_PATCHED, ""))
+    assert cli_main(["convert", str(tmp_path / "hf"), str(tmp_path / "ours.gguf"), "--outtype", "f32"]) == 0
+    log, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, log[-2000:]
+    theirs, ours = (_core.GgufFile(str(tmp_path / f"{n}.gguf")) for n in ("theirs", "ours"))
+    assert {t["name"]: t["shape"] for t in theirs.tensors()} == {t["name"]: t["shape"] for t in ours.tensors()}
+    a, b = theirs.metadata(), ours.metadata()
+    keys = {k for k in a if not k.startswith("general.")}
+    assert {k: a[k] for k in keys} == {k: b.get(k) for k in keys}
+    t, o = Model.load(tmp_path / "theirs.gguf", n_ctx=64), Model.load(tmp_path / "ours.gguf", n_ctx=64)
+    assert [t.tokenize(x) for x in TEXTS] == [o.tokenize(x) for x in TEXTS]
+    assert t.embed(TEXTS).tobytes() == o.embed(TEXTS).tobytes()

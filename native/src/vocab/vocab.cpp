@@ -99,7 +99,7 @@ struct Vocab::Impl {
     int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     bool add_bos = false, add_eos = false;
     bool add_space_prefix = false;     // SPM: a space before the text and after special tokens
-    bool add_sep = false;              // WPM: [SEP] after the text (with add_special)
+    bool add_sep = false;              // WPM: [SEP] after the text (with add_special), always
     std::vector<int32_t> eog;          // sorted
     std::vector<int32_t> special;      // control / user-defined / unknown, longest text first
     std::vector<std::string> piece;    // token_to_piece(id, special=true), precomputed
@@ -178,7 +178,8 @@ void Vocab::Impl::load_spm(const GgufFile& f) {
 
 void Vocab::Impl::load_wpm(const GgufFile& f) {
     // llama.cpp's defaults for the "bert" model: [CLS] 101 as BOS, [UNK] 100, [SEP] 102, [PAD] 0,
-    // [MASK] 103, no EOS; [CLS] ... [SEP] around the text. Lowercasing on unless the file says,
+    // [MASK] 103, no EOS; [CLS] ... [SEP] around the text whatever the add_*_token keys say (as
+    // llama.cpp's tokenize for WPM: converters write add_eos with EOS = [SEP]). Lowercasing on unless the file says,
     // accents stripped where lowercasing is unless the file says.
     bos = 101;
     eos = -1;
@@ -190,7 +191,6 @@ void Vocab::Impl::load_wpm(const GgufFile& f) {
     add_eos = false;
     load_tokens(f);
     load_special_ids(f);
-    add_sep = f.get_bool("tokenizer.ggml.add_sep_token", true);
     const bool lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase", true);
     const bool strip_accents = f.get_bool("tokenizer.ggml.normalizer.strip_accents", lowercase);
     size_t max_len = 0;
@@ -220,6 +220,10 @@ std::vector<float> Vocab::Impl::load_scores(const GgufFile& f) const {
 void Vocab::Impl::finish_load(const GgufFile& f) {
     add_bos = f.get_bool("tokenizer.ggml.add_bos_token", add_bos);
     add_eos = f.get_bool("tokenizer.ggml.add_eos_token", add_eos);
+    if (kind == Kind::WPM) {  // llama.cpp's WPM ignores the flags: [CLS] ... [SEP] with add_special
+        add_bos = add_sep = true;
+        add_eos = false;
+    }
     if (add_bos && bos < 0) f.fail("key 'tokenizer.ggml.add_bos_token'", "true, but tokenizer.ggml.bos_token_id is not set");
     if (add_eos && eos < 0) f.fail("key 'tokenizer.ggml.add_eos_token'", "true, but tokenizer.ggml.eos_token_id is not set");
 
