@@ -168,10 +168,12 @@ def test_a_cross_encoder_reranks_as_transformers(tmp_path):
     (folder / "vocab.txt").write_text("\n".join(_vocab()) + "\n", encoding="utf-8")
     BertTokenizerFast(vocab=str(folder / "vocab.txt")).save_pretrained(folder)
     hf.save_pretrained(folder, safe_serialization=True)
-    # llama.cpp's reranker keys: the pooling is rank (a cross-encoder has no sentence-transformers pooling)
     assert cli_main(["convert", str(folder), str(tmp_path / "rank.gguf"), "--outtype", "f32"]) == 0
-    m = Model.load(tmp_path / "rank.gguf", n_ctx=64, pooling="rank")
-    assert m.can_rerank and m.n_embd_out == 1
+    assert _core.GgufFile(str(tmp_path / "rank.gguf")).get("bert.pooling_type") == 4   # rank
+    m = Model.load(tmp_path / "rank.gguf", n_ctx=64)
+    assert m.pooling == "rank" and m.can_rerank and m.n_embd_out == 1
+    pair = m.tokenize("quick fox") + m.tokenize("the quick brown fox", add_special=False) + [102]
+    assert m.embed([pair]).tolist() == [m.rerank("quick fox", ["the quick brown fox"]).tolist()]   # raw scores
     docs = ["the quick brown fox", "hello world", "a lazy dog jumps"]
     got = m.rerank("quick fox", docs)
     tok = BertTokenizerFast.from_pretrained(folder)
@@ -218,3 +220,14 @@ def test_llamacpps_converter_writes_the_same_file(tmp_path):
     t, o = Model.load(tmp_path / "theirs.gguf", n_ctx=64), Model.load(tmp_path / "ours.gguf", n_ctx=64)
     assert [t.tokenize(x) for x in TEXTS] == [o.tokenize(x) for x in TEXTS]
     assert t.embed(TEXTS).tobytes() == o.embed(TEXTS).tobytes()
+
+
+@pytest.mark.parametrize("outtype, min_cos", [("f16", 0.99999), ("q8_0", 0.999)])
+def test_quantized_files_stay_close(converted, outtype, min_cos, tmp_path):
+    from edgeinfer.convert import convert_checkpoint
+
+    _, _, path, _ = converted
+    convert_checkpoint(path.parent / "hf", tmp_path / "q.gguf", outtype)
+    ref = Model.load(path, n_ctx=64).embed(TEXTS)
+    got = Model.load(tmp_path / "q.gguf", n_ctx=64).embed(TEXTS)
+    assert float(np.min(np.sum(ref * got, axis=1))) >= min_cos
