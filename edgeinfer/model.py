@@ -241,7 +241,8 @@ class Model:
         Each input runs alone (no input sees another; a batch gives each input the floats it gets
         by itself). normalize: L2 (llama.cpp's default embd_normalize 2; never for rank scores).
         An input longer than the context raises ContextOverflowError unless truncate=True, which
-        cuts it to the context, keeping the start."""
+        cuts it to the context, keeping the start. Runs in the context's sequence 0 (its prompt
+        cache is emptied): not at the same time as a generation on this Model."""
         if not self.can_embed:
             raise EdgeInferError(f"{self.path.name} is a generative model: load it with embeddings=True "
                                  "(the server's --embeddings) to embed with it")
@@ -294,6 +295,8 @@ class Model:
         return batch
 
     def _run_embed(self, batch: list[list[int]], pooling: str, normalize: bool):
+        if not batch:
+            return [] if pooling == "none" else np.zeros((0, self.n_embd_out), dtype=np.float32)
         self._cache.reset()   # the engine empties sequence 0 for each input
         out = self._ctx.embed([np.asarray(ids, dtype=np.int32) for ids in batch], pooling)
         if normalize:

@@ -77,6 +77,7 @@ def test_texts_and_ids_give_the_same_embedding(converted):
     text = SAMPLE_TEXTS[0]
     np.testing.assert_array_equal(m.embed(text), m.embed(m.tokenize(text)))
     np.testing.assert_array_equal(m.embed([text])[0], m.embed(text)[0])
+    assert m.embed([]).shape == (0, 64)
 
 
 def test_a_batch_gives_each_input_what_it_gets_alone(converted):
