@@ -219,9 +219,14 @@ class Model:
         return self._pooling or self._core.pooling
 
     @property
+    def is_encoder(self) -> bool:
+        """An encoder (BERT): it embeds (and reranks) but cannot generate."""
+        return self._core.is_encoder
+
+    @property
     def can_embed(self) -> bool:
         """True for an encoder, a file with a pooling type, or a model loaded with embeddings=True."""
-        return self._embeddings or self._core.is_encoder or f"{self.arch}.pooling_type" in self._core.gguf
+        return self._embeddings or self.is_encoder or f"{self.arch}.pooling_type" in self._core.gguf
 
     @property
     def can_rerank(self) -> bool:

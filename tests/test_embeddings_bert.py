@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 from edgeinfer import Model, _core  # noqa: E402
 from edgeinfer.cli import main as cli_main  # noqa: E402
 from edgeinfer.errors import ContextOverflowError, EdgeInferError  # noqa: E402
+from support.tiny_bert import make_bert, save_bert_folder, wordpiece_vocab  # noqa: E402
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -32,67 +33,14 @@ TEXTS = [
     "UPPER lower MiXeD",
     "a",
 ]
-WORDS = ["the", "quick", "brown", "fox", "jump", "over", "lazy", "dog", "hello", "world", "and", "new",
-         "line", "more", "space", "lead", "trail", "tab", "cafe", "naive", "char", "act", "er", "apple",
-         "un", "believ", "able", "play", "upper", "lower", "mixed", "symbol", "emoji", "ecole", "stra"]
-SUFFIXES = ["s", "es", "ing", "ed", "er", "able", "ers", "ly", "ss", "e"]
-CJK = "我想在工作天"
-
-
-def _vocab() -> list[str]:
-    vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    chars = [chr(c) for c in range(33, 127) if not chr(c).isupper()] + list(CJK) + ["ß", "ç", "～"]
-    vocab += chars + ["##" + c for c in chars if c.isalnum()]
-    vocab += WORDS + ["##" + s for s in SUFFIXES] + ["##" + w for w in WORDS[:10]]
-    seen, out = set(), []
-    for t in vocab:
-        if t not in seen:
-            seen.add(t)
-            out.append(t)
-    return out
-
-
-def _save_folder(folder: Path, model, pooling: str) -> None:
-    from transformers import BertTokenizerFast
-
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.txt").write_text("\n".join(_vocab()) + "\n", encoding="utf-8")
-    tok = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
-    tok.save_pretrained(folder)
-    model.save_pretrained(folder, safe_serialization=True)
-    (folder / "modules.json").write_text(json.dumps([
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
-    (folder / "1_Pooling").mkdir(exist_ok=True)
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": model.config.hidden_size, f"pooling_mode_{pooling}_token"
-         if pooling == "cls" else "pooling_mode_mean_tokens": True}))
-
-
-def _bert(cls_name: str = "BertModel", **extra):
-    import torch
-    import transformers
-
-    config = transformers.BertConfig(vocab_size=len(_vocab()), hidden_size=64, num_hidden_layers=3,
-                                     num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
-                                     type_vocab_size=2, layer_norm_eps=1e-12, initializer_range=0.2, **extra)
-    torch.manual_seed(0)
-    model = getattr(transformers, cls_name)(config).eval().to(torch.float32)
-    with torch.no_grad():  # norm weights away from 1, biases away from 0: the test must see them
-        for _, p in model.named_parameters():
-            if p.ndim == 1:
-                p.add_(torch.randn_like(p) * 0.2)
-    return model
-
-
 @pytest.fixture(scope="module", params=["mean", "cls"])
 def converted(request, tmp_path_factory):
     """(the transformers model, its tokenizer, edgeinfer's F32 file, the pooling)."""
     from transformers import BertTokenizerFast
 
     tmp = tmp_path_factory.mktemp(f"bert-{request.param}")
-    model = _bert()
-    _save_folder(tmp / "hf", model, request.param)
+    model = make_bert()
+    save_bert_folder(tmp / "hf", model, request.param)
     assert cli_main(["convert", str(tmp / "hf"), str(tmp / "model.gguf"), "--outtype", "f32"]) == 0
     return model, BertTokenizerFast.from_pretrained(tmp / "hf"), tmp / "model.gguf", request.param
 
@@ -162,10 +110,10 @@ def test_a_cross_encoder_reranks_as_transformers(tmp_path):
     import torch
     from transformers import BertTokenizerFast
 
-    hf = _bert("BertForSequenceClassification", num_labels=1)
+    hf = make_bert("BertForSequenceClassification", num_labels=1)
     folder = tmp_path / "hf"
     folder.mkdir()
-    (folder / "vocab.txt").write_text("\n".join(_vocab()) + "\n", encoding="utf-8")
+    (folder / "vocab.txt").write_text("\n".join(wordpiece_vocab()) + "\n", encoding="utf-8")
     BertTokenizerFast(vocab=str(folder / "vocab.txt")).save_pretrained(folder)
     hf.save_pretrained(folder, safe_serialization=True)
     assert cli_main(["convert", str(folder), str(tmp_path / "rank.gguf"), "--outtype", "f32"]) == 0
@@ -206,7 +154,7 @@ def test_llamacpps_converter_writes_the_same_file(tmp_path):
     converter = llamacpp_converter()
     if converter is None:
         pytest.skip("no llama.cpp source tree (scripts/llamacpp_bin.py unpacks one)")
-    _save_folder(tmp_path / "hf", _bert(), "mean")
+    save_bert_folder(tmp_path / "hf", make_bert(), "mean")
     run = start_llamacpp_converter(converter, tmp_path / "hf", tmp_path / "theirs.gguf",
                                    run_as=(LLAMACPP_PATCHED, ""))
     assert cli_main(["convert", str(tmp_path / "hf"), str(tmp_path / "ours.gguf"), "--outtype", "f32"]) == 0

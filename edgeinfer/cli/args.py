@@ -34,6 +34,9 @@ def _byte_size(text: str) -> int:
     return int(float(match.group(1)) * 1024 ** " KMG".index((match.group(2) or " ").upper()))
 
 
+POOLINGS = ["none", "mean", "cls", "last", "rank"]   # Model.load's pooling (llama.cpp's --pooling)
+
+
 def _keep_alive(text: str) -> float | None:
     try:
         return parse_keep_alive(text)
@@ -300,6 +303,9 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--embeddings", action="store_true",
                    help="let generative models answer /v1/embeddings with their pooled hidden states "
                         "(embedding models always do)")
+    p.add_argument("--pooling", choices=POOLINGS, default=None,
+                   help="how token states become one embedding (default: the model file's; a generative "
+                        "model's file names none: give mean, last or cls with --embeddings)")
     p.add_argument("--max-loaded", type=_positive_int, default=DEFAULT_MAX_LOADED, metavar="N",
                    help="without MODEL: models loaded at once, least recently used unloaded first "
                         "(default: %(default)s)")
@@ -418,9 +424,6 @@ def _add_imatrix(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
                         "file name, gguf unless it ends in .dat")
     p.add_argument("--process-output", action="store_true",
                    help="also collect the output projection's input (llama-imatrix --process-output)")
-
-
-POOLINGS = ["none", "mean", "cls", "last", "rank"]
 
 
 def _add_embedding_model_options(p: argparse.ArgumentParser) -> None:

@@ -35,7 +35,7 @@ def load(args: argparse.Namespace, **options) -> Model:
 
 def main(args: argparse.Namespace) -> int:
     texts = read_lines(args.texts, args.file, "texts to embed")
-    model = load(args, embeddings=True, **({"pooling": args.pooling} if args.pooling else {}))
+    model = load(args, embeddings=True, pooling=args.pooling)
     vectors = model.embed(texts, normalize=not args.no_normalize, truncate=args.truncate)
     for i, vector in enumerate(vectors):
         sys.stdout.write(json.dumps({"index": i, "embedding": [float(x) for x in vector]}) + "\n")

@@ -64,7 +64,7 @@ def make_config(args: argparse.Namespace):
         prompt_cache_dir=Path(args.prompt_cache_dir).expanduser() if args.prompt_cache_dir else None,
         prompt_state_min_tokens=args.prompt_cache_min, prompt_cache_max_bytes=args.prompt_cache_size,
         gpu=gpu_options(args), speculative=not args.no_speculative, parallel=parallel_slots(args),
-        draft_path=draft, embeddings=args.embeddings,
+        draft_path=draft, embeddings=args.embeddings, pooling=args.pooling,
     )
 
 
@@ -106,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
             model = Model.load(path, n_ctx=config.n_ctx, n_threads=config.n_threads,
                                cache_type_k=config.cache_type_k, cache_type_v=config.cache_type_v,
                                n_parallel=config.parallel, **(config.gpu or {}),
-                               **({"embeddings": True} if config.embeddings else {}))
+                               embeddings=config.embeddings, pooling=config.pooling)
         for note in notes:
             stderr.print(f"note: {in_flags(note.message)}", style="yellow", soft_wrap=True)
         print_placement(model, (config.cache_type_k, config.cache_type_v))

@@ -60,6 +60,7 @@ class ServerConfig:
     parallel: int = 1                               # slots: requests run at once (Model.load's n_parallel)
     draft_path: Path | None = None                  # --draft: a smaller model of the same vocabulary guesses
     embeddings: bool = False                        # --embeddings: generative models embed too
+    pooling: str | None = None                      # --pooling: overrides the model file's
 
 
 def is_loopback(host: str) -> bool:

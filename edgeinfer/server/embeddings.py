@@ -26,6 +26,10 @@ def check_can_embed(model: Any, model_id: str) -> None:
         raise APIError(400, f"The model {model_id!r} is a generative model loaded without embeddings; start the server "
                             f"with --embeddings to embed with its pooled hidden states, or use an embedding model.",
                        param="model", code="embeddings_not_enabled")
+    if model.pooling == "none":   # one vector per token: not an embedding of the input (llama.cpp refuses it too)
+        raise APIError(400, f"The model {model_id!r} has no pooling (its file names none), so it gives a vector per "
+                            f"token rather than one per input; start the server with --pooling mean, last or cls.",
+                       param="model", code="embeddings_not_enabled")
 
 
 def check_can_rerank(model: Any, model_id: str) -> None:

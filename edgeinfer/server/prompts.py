@@ -25,6 +25,14 @@ def not_supported(feature: str, param: str) -> APIError:
     return APIError(400, f"{feature} is not supported yet.", param=param, code="not_supported")
 
 
+def check_can_generate(model: Model) -> None:
+    """An encoder (BERT: an embedding model) has no decoder to generate with."""
+    if getattr(model, "is_encoder", False):
+        raise APIError(400, f"The model {model.path.name} is an embedding model ({model.arch}): it cannot generate "
+                            f"text; use /v1/embeddings (or /v1/rerank) with it.", param="model",
+                       code="not_a_generative_model")
+
+
 def _check_common(req: SamplingFields) -> None:
     if req.n != 1:
         raise not_supported("n > 1 (several choices per request)", "n")
@@ -212,6 +220,7 @@ def system_prefix_tokens(messages: list[dict[str, Any]], tools: list[dict[str, A
 
 
 def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
+    check_can_generate(model)
     plan = tool_plan(req, model)
     messages, tools = (plan.messages, plan.template_tools) if plan else (chat_messages(req), None)
     ids = chat_prompt_ids(messages, tools, model)
@@ -223,6 +232,7 @@ def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> 
 
 
 def completion_job(req: CompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
+    check_can_generate(model)
     ids = completion_prompt_ids(req, model)
     try:
         options = generation_options(req, req.max_tokens, len(ids), model, config)

@@ -100,6 +100,10 @@ class GenerationJob:
             self.cancel()
 
 
+# What slot 0 holds while Engine.call_model runs in its sequence (no job of a client).
+MODEL_CALL = object()
+
+
 class EngineState(str, Enum):
     LOADING = "loading"
     READY = "ok"
@@ -255,9 +259,24 @@ class Engine:
             self._thread.join(timeout)
 
     def call_model(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Runs a model call outside the slots (embeddings, reranking) one at a time."""
+        """Runs a model call beside the slots (embeddings, reranking), one at a time. Model.embed
+        works in sequence 0, so while it runs that slot takes no job (it waits for the slot's
+        job to end, as a job waits for a free slot); the slot's prompt cache is emptied by it."""
         with self._model_calls:
-            return fn(*args, **kwargs)
+            slot = self.slots[0] if self.slots else None
+            if slot is not None:
+                with self._submit_lock:
+                    while slot.job is not None:
+                        self._slot_free.wait()
+                    slot.job = MODEL_CALL
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if slot is not None:
+                    with self._submit_lock:
+                        slot.job = None
+                        slot.last_used = time.perf_counter()
+                        self._slot_free.notify_all()
 
     def release_model(self) -> None:
         """Drops the references to the model after shutdown(), so its memory goes back."""
