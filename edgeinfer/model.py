@@ -1,6 +1,7 @@
 """`edgeinfer.Model`: the Python API everything else (CLI, server, REPL) is built on."""
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from functools import cached_property
@@ -303,7 +304,11 @@ class Model:
         if not batch:
             return [] if pooling == "none" else np.zeros((0, self.n_embd_out), dtype=np.float32)
         self._cache.reset()   # the engine empties sequence 0 for each input
-        out = self._ctx.embed([np.asarray(ids, dtype=np.int32) for ids in batch], pooling)
+        # With parallel sequences the step batcher's thread drives the same context: its lock
+        # keeps their decode steps and this call apart (the core is not reentrant).
+        batcher = getattr(self, "batcher", None)
+        with batcher.core_lock if batcher is not None else contextlib.nullcontext():
+            out = self._ctx.embed([np.asarray(ids, dtype=np.int32) for ids in batch], pooling)
         if normalize:
             out = [_l2_normalize(a) for a in out]
         return out if pooling == "none" else np.stack(out).astype(np.float32, copy=False)

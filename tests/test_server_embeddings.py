@@ -8,7 +8,9 @@ the embeddings tests of the core."""
 from __future__ import annotations
 
 import base64
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import openai
@@ -56,10 +58,14 @@ class ScriptedEmbedder:
         return np.array([len(words & set(d.lower().split())) - len(d) / 1000 for d in documents], np.float32)
 
 
-def client_for(model: ScriptedEmbedder, **config) -> TestClient:
+@contextmanager
+def client_for(model: ScriptedEmbedder, **config) -> Iterator[TestClient]:
+    """A single-model server of `model`, once loaded (before, requests get 503)."""
     engine = Engine(lambda: model, Metrics(), 4)
     pool = ModelPool.of_one(ServedModel("emb", frozenset({"emb"}), Path("emb.gguf")), engine)
-    return TestClient(create_app(ServerConfig(**config), pool))
+    with TestClient(create_app(ServerConfig(**config), pool)) as client:
+        assert engine.wait_ready(10)
+        yield client
 
 
 @pytest.fixture
