@@ -244,8 +244,8 @@ class Model:
         """Embeddings of `inputs` (a text, texts, token ids, or lists of token ids): float32
         [n_inputs, n_embd_out], one row per input; with pooling "none" a list of [n_tokens, n_embd]
         arrays instead. Texts are tokenized with the special tokens ([CLS] ... [SEP] for BERT).
-        Each input runs alone (no input sees another; a batch gives each input the floats it gets
-        by itself). normalize: L2 (llama.cpp's default embd_normalize 2; never for rank scores).
+        No input sees another, and a batch gives each input the floats it gets by itself (an
+        encoder's inputs share passes through the weights, each in its own attention). normalize: L2 (llama.cpp's default embd_normalize 2; never for rank scores).
         An input longer than the context raises ContextOverflowError unless truncate=True, which
         cuts it to the context, keeping the start. Runs in the context's sequence 0 (its prompt
         cache is emptied): not at the same time as a generation on this Model."""

@@ -86,12 +86,17 @@ def test_embeddings_match_transformers(converted):
     np.testing.assert_allclose(np.linalg.norm(m.embed(TEXTS), axis=1), 1.0, rtol=1e-5)
 
 
+def _packing_is_invisible(path):
+    """Inputs packed into shared passes (n_batch 512: all of them; 24: a few at a time; 4: each
+    alone, a longer one in one pass of its own) get the bits each gets embedded by itself."""
+    alone = np.stack([Model.load(path, n_ctx=64).embed(t)[0] for t in TEXTS])
+    for n_batch in (512, 24, 4):
+        together = Model.load(path, n_ctx=64, n_batch=n_batch).embed(TEXTS)
+        assert together.tobytes() == alone.tobytes(), n_batch
+
+
 def test_a_batch_of_mixed_lengths_gives_each_what_it_gets_alone(converted):
-    _, _, path, _ = converted
-    m = Model.load(path, n_ctx=64, n_batch=4)   # inputs longer than n_batch run in one pass
-    together = m.embed(TEXTS)
-    alone = np.stack([m.embed(t)[0] for t in TEXTS])
-    assert together.tobytes() == alone.tobytes()
+    _packing_is_invisible(converted[2])
 
 
 def test_pooling_none_and_overlong_inputs(converted):
@@ -170,7 +175,7 @@ def test_llamacpps_converter_writes_the_same_file(tmp_path):
     assert t.embed(TEXTS).tobytes() == o.embed(TEXTS).tobytes()
 
 
-@pytest.mark.parametrize("outtype, min_cos", [("f16", 0.99999), ("q8_0", 0.999)])
+@pytest.mark.parametrize("outtype, min_cos", [("f16", 0.99999), ("q8_0", 0.999), ("q4_0", 0.85)])  # q4_0: 4 bits on 64-wide random rows
 def test_quantized_files_stay_close(converted, outtype, min_cos, tmp_path):
     from edgeinfer.convert import convert_checkpoint
 
@@ -179,3 +184,4 @@ def test_quantized_files_stay_close(converted, outtype, min_cos, tmp_path):
     ref = Model.load(path, n_ctx=64).embed(TEXTS)
     got = Model.load(tmp_path / "q.gguf", n_ctx=64).embed(TEXTS)
     assert float(np.min(np.sum(ref * got, axis=1))) >= min_cos
+    _packing_is_invisible(tmp_path / "q.gguf")

@@ -61,6 +61,30 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     assert (np.abs(fast - ref) <= bound).all()
 
 
+# -- the float GEMM (F32 and F16 weights: prompt chunks, encoder batches of embedding models) ----
+
+# (m rows, n columns, k): row tails off the 4-row tile, column tails off the 2- and 4-column tiles
+# and the 128-column block, a k with a 32-element tail, and BERT-base's row lengths.
+FLOAT_SHAPES = [(1, 1, 32), (3, 5, 40), (7, 9, 200), (9, 131, 384), (5, 3, 1536), (4, 8, 768)]
+
+
+@pytest.mark.parametrize("qtype", [T.F32, T.F16], ids=lambda t: t.name)
+@pytest.mark.parametrize("m,n,k", FLOAT_SHAPES)
+def test_float_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
+    """So an embedding model's inputs packed into one batch each get what they get alone."""
+    rng = np.random.default_rng([int(qtype), m, n, k])
+    dtype = np.float32 if qtype == T.F32 else np.float16
+    w = (rng.standard_normal((m, k)) * rng.uniform(0.01, 3, size=(m, 1))).astype(dtype)
+    act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
+    act[0, :7] = 0.0
+    isas = isas_with_gemm(qtype)
+    assert "scalar" in isas and all(isa in isas for isa in ("avx2", "avx512") if isa in _core.available_isas())
+    for isa in isas:
+        got = _testing.gemm(int(qtype), w.view(np.uint8).reshape(-1), m, act, isa)
+        want = _testing.gemm(int(qtype), w.view(np.uint8).reshape(-1), m, act, isa, by_vec_dot=True)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
+
+
 # -- the small-batch GEMM (gemm_small_batch: decode batches) ---------------------------
 
 # Column counts: each remainder after passes of 8, whole passes, and more than one pass.

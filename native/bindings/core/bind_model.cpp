@@ -69,8 +69,9 @@ void decode_sequences(Context& ctx, py::array_t<int32_t, py::array::c_style | py
     ctx.decode_sequences(t, s, want.empty() ? nullptr : want.data(), n);
 }
 
-// The embeddings of several inputs in one call (GIL released throughout): each input run alone
-// (Context::embed), pooled; a list of float32 arrays, [n][n_embd] for pooling none, else 1-D.
+// The embeddings of several inputs in one call (GIL released throughout; Context::embed packs an
+// encoder's inputs into shared passes, each input's floats as it gets alone), pooled; a list of
+// float32 arrays, [n][n_embd] for pooling none, else 1-D.
 py::list embed(Context& ctx, const py::list& inputs, const std::string& pooling_name) {
     const ei::Pooling pooling = ei::pooling_from_name(pooling_name);
     const ei::Model& model = ctx.model();
@@ -82,13 +83,18 @@ py::list embed(Context& ctx, const py::list& inputs, const std::string& pooling_
         ids.emplace_back(a.data(), a.data() + a.shape(0));
     }
     std::vector<std::vector<float>> outs(ids.size());
+    std::vector<const int32_t*> tokens(ids.size());
+    std::vector<int64_t> lens(ids.size());
+    std::vector<float*> out_ptrs(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+        lens[i] = (int64_t)ids[i].size();
+        outs[i].resize((size_t)std::max<int64_t>(1, ei::pooled_size(pooling, model.classifier(), lens[i], d)));
+        tokens[i] = ids[i].data();
+        out_ptrs[i] = outs[i].data();
+    }
     {
         py::gil_scoped_release release;
-        for (size_t i = 0; i < ids.size(); ++i) {
-            const int64_t n = (int64_t)ids[i].size();
-            outs[i].resize((size_t)std::max<int64_t>(1, ei::pooled_size(pooling, model.classifier(), n, d)));
-            ctx.embed(ids[i].data(), n, pooling, outs[i].data());
-        }
+        ctx.embed(tokens.data(), lens.data(), (int64_t)ids.size(), pooling, out_ptrs.data());
     }
     py::list result;
     for (size_t i = 0; i < ids.size(); ++i) {

@@ -81,6 +81,12 @@ public:
     virtual bool is_encoder() const { return false; }
     // The encoder's final hidden states [n][n_embd] of tokens[0..n) at positions 0..n-1.
     virtual void encode(ForwardEnv& env, const int32_t* tokens, int64_t n, float* hidden) const;
+    // Several inputs in one pass: sequence s is tokens[starts[s]..starts[s + 1]) at positions from
+    // 0, attending only to itself; hidden is [starts[n_seq]][n_embd]. Each sequence's rows must be
+    // the floats encode() gives it alone. This default encodes them one by one; an encoder that
+    // can pack them (bert.cpp) runs its matmuls over all their rows at once.
+    virtual void encode_packed(ForwardEnv& env, const int32_t* tokens, const int64_t* starts, int64_t n_seq,
+                               float* hidden) const;
     // Context shift: m cached K rows of `layer` ([m][n_head_kv][head_dim] floats, rotated for
     // their old positions) rotated further by `delta` positions, in place, with the layer's own
     // RoPE (none on an unroped layer). Refused (Error) where a rotation cannot move a key exactly

@@ -11,8 +11,11 @@
 //     x = layer_norm(x + Wdown gelu(Wup x + bup) + bdown, layer_output_norm)
 //   hidden = x                                                         (pooled by arch/pooling.h)
 //
-// Each input is one forward over all its tokens (the engine's Context::embed), so the scratch
-// grows to the longest input rather than being cut into n_batch chunks.
+// Several inputs go through one forward (the engine's Context::embed packs them): every matmul
+// takes all their rows at once, so the weights are read once for the pack rather than once per
+// input, while attention stays within each input. The matmuls run in the per-row order
+// (cpu/batch_order.h) and everything else is row by row, so an input gets the same floats
+// whatever it is packed with. An input is never cut into chunks: the scratch grows to the pack.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,7 +23,6 @@
 
 #include "common/error.h"
 #include "common/fp16.h"
-#include "cpu/gelu_table.h"
 #include "arch/arch.h"
 #include "layers/cpu_blocks.h"
 
@@ -62,45 +64,49 @@ void add_bias(float* y, const float* b, int64_t n, int64_t d) {
         for (int64_t j = 0; j < d; ++j) y[t * d + j] += b[j];
 }
 
-// ggml_vec_gelu_f32 with GGML_GELU_FP16: the input rounded to F16 and looked up (cpu/gelu_table.h).
-void gelu_inplace(float* x, int64_t count) {
-    const uint16_t* table = gelu_f16_table<false>();
-    for (int64_t i = 0; i < count; ++i) {
-        const float v = x[i];
-        x[i] = v <= -10.0f ? 0.0f : v >= 10.0f ? v : fp16_to_fp32(table[fp32_to_fp16(v)]);
-    }
+// ggml_vec_gelu_f32 with GGML_GELU_FP16: the input rounded to F16 and looked up in the ISA unit's
+// table (cpu/gelu_table.h), through its GEGLU with an up of ones (x 1.0 is exact). Row by row.
+void gelu_inplace(const KernelTable& kt, float* x, int64_t n, int64_t width, float* ones) {
+    std::fill(ones, ones + width, 1.0f);
+    for (int64_t t = 0; t < n; ++t) kt.ops.geglu(width, x + t * width, ones, x + t * width);
 }
 
-// Bidirectional attention of n tokens, head by head across the pool: out = softmax(q k^T s) v.
-void attention_full(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t n, int64_t n_head,
-                    int64_t head_dim, float* out) {
-    const int64_t w = n_head * head_dim;
+// Bidirectional attention within each packed input, (token, head) tasks across the pool:
+// out = softmax(q k^T s) v over the keys of the token's own input [starts[s], starts[s + 1]).
+void attention_full(ThreadPool& pool, const float* q, const float* k, const float* v, const int64_t* starts,
+                    int64_t n_seq, int64_t n_head, int64_t head_dim, float* out) {
+    const int64_t w = n_head * head_dim, n = starts[n_seq];
     const float scale = 1.0f / std::sqrt((float)head_dim);
+    int64_t longest = 0;
+    for (int64_t s = 0; s < n_seq; ++s) longest = std::max(longest, starts[s + 1] - starts[s]);
     pool.run([&](int ith, int nth) {
-        std::vector<float> p((size_t)n);
+        std::vector<float> p((size_t)longest);
         int64_t begin, end;
         ThreadPool::split(n * n_head, ith, nth, &begin, &end);
+        int64_t seq = 0;
         for (int64_t task = begin; task < end; ++task) {
             const int64_t t = task / n_head, h = task % n_head;
+            while (t >= starts[seq + 1]) ++seq;
+            const int64_t first = starts[seq], len = starts[seq + 1] - first;
             const float* qr = q + t * w + h * head_dim;
             float mx = -INFINITY;
-            for (int64_t s = 0; s < n; ++s) {
-                const float* kr = k + s * w + h * head_dim;
+            for (int64_t s = 0; s < len; ++s) {
+                const float* kr = k + (first + s) * w + h * head_dim;
                 float dot = 0.0f;
                 for (int64_t j = 0; j < head_dim; ++j) dot += qr[j] * kr[j];
                 p[s] = dot * scale;
                 mx = std::max(mx, p[s]);
             }
             double sum = 0.0;
-            for (int64_t s = 0; s < n; ++s) {
+            for (int64_t s = 0; s < len; ++s) {
                 p[s] = std::exp(p[s] - mx);
                 sum += p[s];
             }
             const float inv = (float)(1.0 / sum);
             float* o = out + t * w + h * head_dim;
             for (int64_t j = 0; j < head_dim; ++j) o[j] = 0.0f;
-            for (int64_t s = 0; s < n; ++s) {
-                const float* vr = v + s * w + h * head_dim;
+            for (int64_t s = 0; s < len; ++s) {
+                const float* vr = v + (first + s) * w + h * head_dim;
                 const float ps = p[s] * inv;
                 for (int64_t j = 0; j < head_dim; ++j) o[j] += ps * vr[j];
             }
@@ -120,11 +126,19 @@ public:
     bool is_encoder() const override { return true; }
 
     void encode(ForwardEnv& env, const int32_t* tokens, int64_t n, float* hidden) const override {
+        const int64_t starts[2] = {0, n};
+        encode_packed(env, tokens, starts, 1, hidden);
+    }
+
+    void encode_packed(ForwardEnv& env, const int32_t* tokens, const int64_t* starts, int64_t n_seq,
+                       float* hidden) const override {
         const HParams& hp = hparams();
-        const int64_t d = hp.n_embd, ff = hp.n_ff;
-        if (n > pos_embd.rows())
-            throw ContextOverflowError("an input of " + std::to_string(n) + " tokens exceeds the " +
-                                       std::to_string(pos_embd.rows()) + " positions this encoder has");
+        const int64_t d = hp.n_embd, ff = hp.n_ff, n = starts[n_seq];
+        for (int64_t s = 0; s < n_seq; ++s)
+            if (starts[s + 1] - starts[s] > pos_embd.rows())
+                throw ContextOverflowError("an input of " + std::to_string(starts[s + 1] - starts[s]) +
+                                           " tokens exceeds the " + std::to_string(pos_embd.rows()) +
+                                           " positions this encoder has");
         float* x = hidden;                        // [n][d] residual stream, ends as the hidden states
         float* q = env.buffer(0, n * d);          // [n][n_head][head_dim]
         float* k = env.buffer(1, n * d);
@@ -140,31 +154,33 @@ public:
             embed_tokens(env.kt, type_embd, &zero, 1, row);
             for (int64_t t = 0; t < n; ++t) add_inplace(x + t * d, row, d);
         }
-        for (int64_t t = 0; t < n; ++t) {  // ggml_add(pos, inpL): position first
-            const int32_t pos = (int32_t)t;
-            embed_tokens(env.kt, pos_embd, &pos, 1, row);
-            for (int64_t j = 0; j < d; ++j) x[t * d + j] = row[j] + x[t * d + j];
-        }
+        for (int64_t s = 0; s < n_seq; ++s)
+            for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {  // ggml_add(pos, inpL): position first
+                const int32_t pos = (int32_t)(t - starts[s]);
+                embed_tokens(env.kt, pos_embd, &pos, 1, row);
+                for (int64_t j = 0; j < d; ++j) x[t * d + j] = row[j] + x[t * d + j];
+            }
         layer_norm(x, tok_norm, tok_norm_b, x, n, d, eps_);
 
         MatmulScratch& ms = env.matmul_scratch;
+        constexpr BatchOrder kOrder = BatchOrder::per_row;  // each row as if its input were alone
         for (const BertLayer& L : layers) {
-            matmul(env.pool, env.kt, L.wq, x, n, q, ms);
-            matmul(env.pool, env.kt, L.wk, x, n, k, ms);
-            matmul(env.pool, env.kt, L.wv, x, n, v, ms);
+            const Tensor* qkv[3] = {&L.wq, &L.wk, &L.wv};
+            float* const qkv_out[3] = {q, k, v};
+            matmul_same_input(env.pool, env.kt, qkv, qkv_out, 3, x, n, ms, kOrder);
             add_bias(q, L.bq, n, d);
             add_bias(k, L.bk, n, d);
             add_bias(v, L.bv, n, d);
-            attention_full(env.pool, q, k, v, n, hp.n_head, hp.head_dim, att);
-            matmul(env.pool, env.kt, L.wo, att, n, y, ms);
+            attention_full(env.pool, q, k, v, starts, n_seq, hp.n_head, hp.head_dim, att);
+            matmul(env.pool, env.kt, L.wo, att, n, y, ms, kOrder);
             add_bias(y, L.bo, n, d);
             add_inplace(y, x, n * d);
             layer_norm(y, L.attn_norm, L.attn_norm_b, x, n, d, eps_);
 
-            matmul(env.pool, env.kt, L.up, x, n, u, ms);
+            matmul(env.pool, env.kt, L.up, x, n, u, ms, kOrder);
             add_bias(u, L.up_b, n, ff);
-            gelu_inplace(u, n * ff);
-            matmul(env.pool, env.kt, L.down, u, n, y, ms);
+            gelu_inplace(env.kt, u, n, ff, env.buffer(7, ff));
+            matmul(env.pool, env.kt, L.down, u, n, y, ms, kOrder);
             add_bias(y, L.down_b, n, d);
             add_inplace(y, x, n * d);
             layer_norm(y, L.out_norm, L.out_norm_b, x, n, d, eps_);

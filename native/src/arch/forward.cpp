@@ -90,6 +90,12 @@ void ArchModel::encode(ForwardEnv&, const int32_t*, int64_t, float*) const {
     throw Error("the " + hp_.arch + " architecture is a decoder, not an encoder");
 }
 
+void ArchModel::encode_packed(ForwardEnv& env, const int32_t* tokens, const int64_t* starts, int64_t n_seq,
+                              float* hidden) const {
+    for (int64_t s = 0; s < n_seq; ++s)
+        encode(env, tokens + starts[s], starts[s + 1] - starts[s], hidden + starts[s] * hp_.n_embd);
+}
+
 void ArchModel::rotate_cached_keys(const KernelTable& kt, int64_t layer, float* rows, int64_t m, int32_t delta,
                                    int64_t n_ctx) const {
     const LayerConfig c = layer_config((int)layer, n_ctx);

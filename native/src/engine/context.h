@@ -121,9 +121,13 @@ public:
     // One input's embedding (llama.cpp's --embeddings): tokens[0..n) from position 0 in sequence 0,
     // whose cache is emptied first and left empty; a decoder runs in chunks of n_batch in
     // llama.cpp's order, an encoder in one pass. Writes pooled_size(pooling, ...) floats to out
-    // (arch/pooling.h). An input does not see any other: a list of inputs embedded one call each
-    // gives each the floats it gets alone. ContextOverflowError if n > n_ctx.
+    // (arch/pooling.h). ContextOverflowError if n > n_ctx.
     void embed(const int32_t* tokens, int64_t n, Pooling pooling, float* out);
+    // Many inputs: input i is tokens[i][0..lens[i]), its embedding written to outs[i]. An encoder
+    // packs consecutive inputs into passes of up to n_batch tokens (an input longer than that
+    // goes alone); a decoder embeds them one by one. Either way an input gets the floats it gets
+    // alone. Every input is checked before any is run: on an error nothing is written.
+    void embed(const int32_t* const* tokens, const int64_t* lens, int64_t count, Pooling pooling, float* const* outs);
 
 private:
     std::shared_ptr<const Model> model_;

@@ -7,6 +7,7 @@
 #include "cpu/x86/mxfp4_256.h"
 #include "cpu/x86/iq1_tq_256.h"
 #include "cpu/x86/iq23_256.h"
+#include "cpu/x86/gemm_float_256.h"
 
 namespace ei {
 
@@ -17,6 +18,7 @@ void fill_kernels_avx2(KernelTable& t) {
     fill_kernels_mxfp4_256(t);
     fill_kernels_iq1_tq_256(t);
     fill_kernels_iq23_256(t);
+    fill_gemm_float_256(t);
 }
 
 }  // namespace ei
