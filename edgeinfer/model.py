@@ -236,8 +236,9 @@ class Model:
 
     @property
     def n_embd_out(self) -> int:
-        """Floats per embedding: the hidden size, or the classification head's outputs (rank)."""
-        return self._core.n_cls_out if self.pooling == "rank" else self._core.n_embd
+        """Floats per embedding: the hidden size (or the Dense projections' output: EmbeddingGemma),
+        or the classification head's outputs (rank)."""
+        return self._core.n_cls_out if self.pooling == "rank" else self._core.n_embd_out
 
     def embed(self, inputs: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]], *,
               normalize: bool = True, truncate: bool = False) -> np.ndarray | list[np.ndarray]:
@@ -257,22 +258,34 @@ class Model:
 
     def rerank(self, query: str, documents: Sequence[str], *, truncate: bool = False) -> np.ndarray:
         """Relevance scores of `documents` for `query`: float32 [n_docs], the classification
-        head's raw outputs (what llama.cpp's server returns). Each pair is tokenized as
+        head's first output (what llama.cpp's server returns; a Qwen 3 reranker's is P("yes")).
+        Each pair is the file's rerank prompt (`tokenizer.chat_template.rerank`, with {query} and
+        {document} filled in, special tokens parsed, none added) where it has one, else
         [CLS] query [SEP] document [SEP]. Only for rank-pooling models (`can_rerank`)."""
         if not self.can_rerank:
             raise EdgeInferError(f"{self.path.name} cannot rerank: that needs a model with rank pooling and a "
                                  "classification head (a cross-encoder reranker)")
         require_valid_text(query, "the query")
-        q = self.tokenize(query, add_special=True)
-        sep = q[-1:] if q and self._core.vocab.token_type(q[-1]) == 3 else []
-        pairs = []
         for doc in documents:
             require_valid_text(doc, "a document")
-            pairs.append(q + self.tokenize(doc, add_special=False) + sep)
+        template = self._rerank_template()
+        if template is not None:
+            pairs = [self.tokenize(template.replace("{query}", query).replace("{document}", doc),
+                                   add_special=False, parse_special=True) for doc in documents]
+        else:
+            q = self.tokenize(query, add_special=True)
+            sep = q[-1:] if q and self._core.vocab.token_type(q[-1]) == 3 else []
+            pairs = [q + self.tokenize(doc, add_special=False) + sep for doc in documents]
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         scores = self._run_embed(self._checked_lengths(pairs, truncate), "rank", False)
         return np.ascontiguousarray(scores[:, 0])
+
+    def _rerank_template(self) -> str | None:
+        """The file's rerank prompt (llama.cpp's llama_model_chat_template(model, "rerank")), or None."""
+        key = "tokenizer.chat_template.rerank"
+        gguf = self._core.gguf
+        return gguf.get_string(key) if key in gguf else None
 
     def _embedding_inputs(self, inputs, truncate: bool) -> list[list[int]]:
         if isinstance(inputs, str):

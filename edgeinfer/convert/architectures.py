@@ -6,15 +6,20 @@ One class per family, found by the ``architectures`` entry of config.json (ARCHI
 """
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Any, Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 from gguf import (MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, PoolingType, RopeScalingType, TensorNameMap,
                   get_tensor_name_map)
 
 from edgeinfer.errors import ModelFormatError
+
+if TYPE_CHECKING:
+    from edgeinfer.convert.vocab import Vocabulary
 
 
 def _require(cfg: dict[str, Any], *keys: str) -> Any:
@@ -143,6 +148,11 @@ class Architecture:
         w.add_vocab_size(int(_require(c, "vocab_size")))
         write_rope_scaling(w, self.rope, self.yarn_untruncated_ok)
 
+    def read_folder(self, folder: Path, vocab: "Vocabulary") -> None:
+        """What the family reads beyond config.json, before any tensor is named: the folder's
+        other files and the vocabulary (a reranker's answer tokens, sentence-transformers'
+        Dense modules)."""
+
     # --- tensors ---------------------------------------------------------------------------------
     def derived(self, hf_name: str) -> bool:
         """Checkpoint tensors the runtime computes itself (RoPE frequency caches)."""
@@ -219,9 +229,64 @@ class Qwen2(Architecture):
     rope_types = ("default", "linear", "yarn")
 
 
+# llama.cpp's converter stores it as tokenizer.chat_template.rerank, and its server fills in
+# {query} and {document}: Qwen3-Reranker's prompt as its model card builds it.
+QWEN3_RERANK_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+    "Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n"
+    "<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
 class Qwen3(Qwen2):
-    """Qwen 3 (dense): per-head RMS norms on Q and K, no biases."""
+    """Qwen 3 (dense): per-head RMS norms on Q and K, no biases. Qwen3-Embedding is this with the
+    sentence-transformers folder's last-token pooling (run.py).
+
+    A Qwen3-Reranker (found as llama.cpp's converter finds it: "# Qwen3-Reranker" in README.md,
+    "qwen3-reranker" in the folder's name, or a ...ForSequenceClassification architecture) is
+    written as llama.cpp writes it: its lm_head rows of the tokens "yes" and "no", in that order,
+    become the classification head cls.output (no output tensor), the pooling is rank, and the
+    prompt is QWEN3_RERANK_TEMPLATE. Rank pooling then scores softmax([yes, no] logits)[0] =
+    P(yes), what the model card computes."""
     arch = MODEL_ARCH.QWEN3
+    answer_tokens = ("yes", "no")   # cls.output's rows (tokenizer.ggml... classifier labels)
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        self.pooling: PoolingType | None = None
+        self.answer_ids: list[int] = []
+
+    def read_folder(self, folder: Path, vocab: "Vocabulary") -> None:
+        readme = folder / "README.md"
+        hints = [folder.name, str(self.cfg.get("_name_or_path", "")), str(self.cfg.get("model_type", "")),
+                 *(str(a) for a in self.cfg.get("architectures") or [])]
+        if not ((readme.is_file() and "# qwen3-reranker" in readme.read_text(encoding="utf-8").lower())
+                or any("qwen3-reranker" in h.lower() or "sequenceclassification" in h.lower() for h in hints)):
+            return
+        for text in self.answer_tokens:
+            if text not in vocab.tokens:
+                raise ModelFormatError(f"{folder}: a Qwen3 reranker needs the token {text!r} in its vocabulary")
+            self.answer_ids.append(vocab.tokens.index(text))
+        self.pooling = PoolingType.RANK
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        super().write_metadata(w)
+        if self.answer_ids:
+            w.add_classifier_output_labels(list(self.answer_tokens))
+            w.add_chat_template([{"name": "rerank", "template": QWEN3_RERANK_TEMPLATE}])
+
+    def splits(self, hf_names: Iterable[str]):
+        if not self.answer_ids:
+            return {}
+        names = list(hf_names)
+        head = next((n for n in ("lm_head.weight",) if n in names), None)
+        rows = (lambda x, ids=tuple(self.answer_ids): np.ascontiguousarray(x[list(ids)]))
+        shape = (lambda s, k=len(self.answer_ids): (k, *s[1:]))
+        if head is not None:   # the untied head is replaced by its two rows
+            return {"cls.output.weight": (head, rows, shape)}
+        embd = next(n for n in names if n.endswith("embed_tokens.weight"))   # tied: kept as well
+        return {"cls.output.weight": (embd, rows, shape), "token_embd.weight": (embd, lambda x: x, lambda s: s)}
 
 
 class Qwen3Moe(Qwen3):
@@ -376,6 +441,49 @@ class Gemma3(Architecture):
         if gguf_name == "token_embd.weight":
             return (min(shape[0], int(self.cfg.get("vocab_size", shape[0]))), *shape[1:])
         return shape
+
+
+class EmbeddingGemma(Gemma3):
+    """EmbeddingGemma (sentence-transformers' Gemma3TextModel; llama.cpp's gemma-embedding): Gemma
+    3's layers attending bidirectionally, mean pooling (run.py reads it from modules.json), then
+    the folder's Dense modules as dense_2 and dense_3 with their <arch>.dense_N_feat_in/out keys,
+    as llama.cpp's converter writes them with --sentence-transformers-dense-modules (here always:
+    the model's embeddings are defined with them). sliding_window is config.json's own value,
+    which transformers' config halves for bidirectional attention on load."""
+    arch = MODEL_ARCH.GEMMA_EMBEDDING
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        self.dense: dict[str, tuple[int, int, np.ndarray]] = {}   # "dense_2" -> (in, out, weight)
+
+    def read_folder(self, folder: Path, vocab: "Vocabulary") -> None:
+        from edgeinfer.convert.checkpoint import read_safetensors
+
+        modules = folder / "modules.json"
+        if not modules.is_file():
+            return
+        for module in json.loads(modules.read_text(encoding="utf-8")):
+            if not str(module.get("type", "")).endswith("Dense"):
+                continue
+            path = folder / module["path"]
+            if not (path / "model.safetensors").is_file():
+                continue
+            cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            if cfg.get("bias") or not str(cfg.get("activation_function", "Identity")).endswith("Identity"):
+                raise ModelFormatError(f"{path}: a Dense module with a bias or an activation is not supported "
+                                       "(GGUF stores only the weight)")
+            # llama.cpp's names: the module in 2_Dense is dense_2, any other dense_3
+            name = "dense_2" if module["path"] == "2_Dense" else "dense_3"
+            weight = read_safetensors(path / "model.safetensors")["linear.weight"]
+            self.dense[name] = (int(cfg["in_features"]), int(cfg["out_features"]), weight)
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        super().write_metadata(w)
+        for name, (n_in, n_out, _) in self.dense.items():
+            w.add_dense_features_dims(name, n_in, n_out)
+
+    def extra_tensors(self) -> dict[str, np.ndarray]:
+        return {**super().extra_tensors(), **{f"{name}.weight": wt for name, (_, _, wt) in self.dense.items()}}
 
 
 def _refuse_biases(cfg: dict[str, Any], name: str) -> None:
@@ -635,9 +743,11 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "MistralForCausalLM": Architecture,
     "Qwen2ForCausalLM": Qwen2,
     "Qwen3ForCausalLM": Qwen3,
+    "Qwen3Model": Qwen3,                 # Qwen3-Embedding's sentence-transformers folder
     "Qwen3MoeForCausalLM": Qwen3Moe,
     "Phi3ForCausalLM": Phi3,
     "Gemma3ForCausalLM": Gemma3,
+    "Gemma3TextModel": EmbeddingGemma,
     "SmolLM3ForCausalLM": SmolLM3,
     "GraniteForCausalLM": Granite,
     "Lfm2ForCausalLM": Lfm2,

@@ -83,6 +83,11 @@ def _shard_tensors(path: Path) -> Iterator[LazyTensor]:
         yield LazyTensor(name, dtype, shape, path, start + begin, end - begin)
 
 
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of one small safetensors file as float32 (a sentence-transformers module's)."""
+    return {t.name: t.load() for t in _shard_tensors(path)}
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))

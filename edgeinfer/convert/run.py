@@ -159,6 +159,7 @@ def convert_checkpoint(
     arch = architecture_for(ckpt.architecture, ckpt.config)
     n_vocab = int(ckpt.config["vocab_size"]) if ckpt.config.get("vocab_size") else None
     vocab = load_vocabulary(ckpt.folder, n_vocab, arch.add_space_prefix)
+    arch.read_folder(ckpt.folder, vocab)
     sources = _sources(ckpt, arch)
 
     infos = [TensorInfo(name, s.ne, T.F32) for name, s in sources.items()]

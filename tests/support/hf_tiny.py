@@ -24,10 +24,12 @@ SAMPLE_TEXTS = [
 ]
 
 
-def train_sentencepiece(folder: Path, vocab_size: int = 400, add_dummy_prefix: bool = True) -> Path:
+def train_sentencepiece(folder: Path, vocab_size: int = 400, add_dummy_prefix: bool = True,
+                        user_defined_symbols: tuple[str, ...] = ()) -> Path:
     """A BPE SentencePiece model with byte fallback (as Llama 2's), trained on SAMPLE_TEXTS
     repeated; written to folder/tokenizer.model. Without `add_dummy_prefix` it puts no space
-    before the text, as Gemma's does."""
+    before the text, as Gemma's does. `user_defined_symbols`: pieces it always has (a reranker's
+    "yes" and "no")."""
     import sentencepiece as spm
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -39,7 +41,7 @@ def train_sentencepiece(folder: Path, vocab_size: int = 400, add_dummy_prefix: b
         input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=vocab_size, model_type="bpe",
         byte_fallback=True, character_coverage=1.0, normalization_rule_name="identity",
         split_digits=True, allow_whitespace_only_pieces=True, remove_extra_whitespaces=False,
-        add_dummy_prefix=add_dummy_prefix, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+        add_dummy_prefix=add_dummy_prefix, user_defined_symbols=list(user_defined_symbols), unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
     corpus.unlink()
     (folder / "tokenizer.vocab").unlink()
     return folder / "tokenizer.model"
@@ -96,6 +98,12 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM",
                dict(num_attention_heads=4, num_key_value_heads=1, head_dim=32, num_hidden_layers=6,
                     sliding_window=16, query_pre_attn_scalar=32, pad_token_id=0)),
+    # EmbeddingGemma's shape: Gemma 3 layers attending both ways (transformers halves the sliding
+    # window on load: 8 positions here attend 4 either side), no output head
+    "embeddinggemma": ("Gemma3TextConfig", "Gemma3TextModel",
+                       dict(num_attention_heads=4, num_key_value_heads=1, head_dim=32, num_hidden_layers=6,
+                            sliding_window=8, query_pre_attn_scalar=32, pad_token_id=0,
+                            use_bidirectional_attention=True)),
     "phi3": ("Phi3Config", "Phi3ForCausalLM",
              dict(num_attention_heads=4, num_key_value_heads=4, pad_token_id=0, sliding_window=None)),
     # 5 layers: the fourth skips RoPE (NoPE) and is not the last; tied output, as SmolLM3's

@@ -75,7 +75,7 @@ void decode_sequences(Context& ctx, py::array_t<int32_t, py::array::c_style | py
 py::list embed(Context& ctx, const py::list& inputs, const std::string& pooling_name) {
     const ei::Pooling pooling = ei::pooling_from_name(pooling_name);
     const ei::Model& model = ctx.model();
-    const int64_t d = model.hparams().n_embd;
+    const int64_t d = model.hparams().n_embd, d_out = model.n_embd_out();
     std::vector<std::vector<int32_t>> ids;
     for (const py::handle& item : inputs) {
         auto a = py::cast<py::array_t<int32_t, py::array::c_style | py::array::forcecast>>(item);
@@ -88,7 +88,7 @@ py::list embed(Context& ctx, const py::list& inputs, const std::string& pooling_
     std::vector<float*> out_ptrs(ids.size());
     for (size_t i = 0; i < ids.size(); ++i) {
         lens[i] = (int64_t)ids[i].size();
-        outs[i].resize((size_t)std::max<int64_t>(1, ei::pooled_size(pooling, model.classifier(), lens[i], d)));
+        outs[i].resize((size_t)std::max<int64_t>(1, ei::pooled_size(pooling, model.classifier(), model.projection(), lens[i], d)));
         tokens[i] = ids[i].data();
         out_ptrs[i] = outs[i].data();
     }
@@ -99,7 +99,7 @@ py::list embed(Context& ctx, const py::list& inputs, const std::string& pooling_
     py::list result;
     for (size_t i = 0; i < ids.size(); ++i) {
         const py::ssize_t n = (py::ssize_t)ids[i].size();
-        py::array_t<float> a = pooling == ei::Pooling::none ? py::array_t<float>({n, (py::ssize_t)d})
+        py::array_t<float> a = pooling == ei::Pooling::none ? py::array_t<float>({n, (py::ssize_t)d_out})
                                                             : py::array_t<float>((py::ssize_t)outs[i].size());
         std::copy(outs[i].begin(), outs[i].end(), a.mutable_data());
         result.append(a);
@@ -271,6 +271,8 @@ void register_model(py::module_& m) {
         .def_property_readonly("pooling", [](const Model& self) { return ei::pooling_name(self.pooling()); },
                                "The file's pooling (<arch>.pooling_type): none, mean, cls, last or rank.")
         .def_property_readonly("is_encoder", [](const Model& self) { return self.arch().is_encoder(); })
+        .def_property_readonly("n_embd_out", &Model::n_embd_out,
+                               "Floats of an embedding: n_embd, or the Dense projections' output (EmbeddingGemma).")
         .def_property_readonly("n_cls_out", [](const Model& self) { return self.classifier().present() ? self.classifier().n_out() : 0; },
                                "Outputs of the classification head (0: none).")
         .def_property_readonly("fingerprint", &ei::model_fingerprint,
@@ -307,7 +309,7 @@ void register_model(py::module_& m) {
              "would (as_single_steps). Checked first: on an error nothing changed.")
         .def("embed", &embed, py::arg("inputs"), py::arg("pooling"),
              "Embeddings of a list of token-id sequences, each run alone from an empty sequence 0 (its cache "
-             "is left empty), pooled: none ([n, n_embd]), mean, cls, last ([n_embd]) or rank ([n_cls_out]).")
+             "is left empty), pooled: none ([n, n_embd_out]), mean, cls, last ([n_embd_out]) or rank ([n_cls_out]).")
         .def_property_readonly("n_seq", &Context::n_seq)
         .def("start_activation_stats", &Context::start_activation_stats, py::arg("include_output") = false,
              "Sum every matmul's input from now on (what `edgeinfer imatrix` collects), restarting from zero; "

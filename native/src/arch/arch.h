@@ -102,6 +102,9 @@ private:
 // A decoder whose layers are all alike (`parts`), roped by the file's RoPE in neox mode and
 // attending as llama does: Qwen 2 and Qwen 3 are this with different parts.
 std::unique_ptr<ArchModel> load_neox_decoder(const GgufFile& f, const KernelTable& kt, const LayerParts& parts);
+// Gemma 3's decoder (arch/gemma3.cpp): its weights, and each layer local (window = the file's
+// sliding_window) or global. EmbeddingGemma (arch/gemma_embedding.cpp) runs it bidirectionally.
+DecoderModel load_gemma3_decoder(const GgufFile& f, const KernelTable& kt, HParams& hp);
 
 // Loads the architecture named by general.architecture; throws Error for an unknown one.
 std::unique_ptr<ArchModel> load_architecture(const GgufFile& file, const KernelTable& kt);

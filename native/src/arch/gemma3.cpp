@@ -25,12 +25,11 @@ namespace {
 constexpr int kSwaPattern = 6;
 }  // namespace
 
-std::unique_ptr<ArchModel> load_gemma3(const GgufFile& f, const KernelTable& kt) {
-    HParams hp = read_hparams(f);
+DecoderModel load_gemma3_decoder(const GgufFile& f, const KernelTable& kt, HParams& hp) {
     const std::string a = hp.arch + ".";
     // llama.cpp would run the local layers with YaRN's mix at scale 1; no Gemma 3 uses YaRN.
     if (hp.rope_scaling == RopeScaling::yarn)
-        f.fail(a + "rope.scaling.type", "rope scaling 'yarn' is not supported for the gemma3 architecture");
+        f.fail(a + "rope.scaling.type", "rope scaling 'yarn' is not supported for the " + hp.arch + " architecture");
     const int64_t n_swa = f.get_int(a + "attention.sliding_window", 0);
     if (n_swa < 0) f.fail(a + "attention.sliding_window", "must not be negative");
     DecoderModel m;
@@ -60,6 +59,12 @@ std::unique_ptr<ArchModel> load_gemma3(const GgufFile& f, const KernelTable& kt)
         m.layers.push_back(load_layer(f, kt, hp, il, parts));
         m.configs.push_back(n_swa > 0 && il % kSwaPattern < kSwaPattern - 1 ? local : global);
     }
+    return m;
+}
+
+std::unique_ptr<ArchModel> load_gemma3(const GgufFile& f, const KernelTable& kt) {
+    HParams hp = read_hparams(f);
+    DecoderModel m = load_gemma3_decoder(f, kt, hp);
     return std::make_unique<ArchModel>(std::move(hp), std::move(m));
 }
 

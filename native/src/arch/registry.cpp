@@ -18,6 +18,7 @@ std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable&
 std::unique_ptr<ArchModel> load_lfm2(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_gptoss(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_bert(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_gemma_embedding(const GgufFile& file, const KernelTable& kt);
 
 namespace {
 using Loader = std::unique_ptr<ArchModel> (*)(const GgufFile&, const KernelTable&);
@@ -33,6 +34,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"lfm2", load_lfm2},
     {"gpt-oss", load_gptoss},
     {"bert", load_bert},  // an encoder (arch/bert.cpp)
+    {"gemma-embedding", load_gemma_embedding},  // Gemma 3 layers as an encoder (arch/gemma_embedding.cpp)
 };
 }  // namespace
 

@@ -60,6 +60,8 @@ constexpr Entry kNames[] = {
     {TensorKind::cls_bias, "cls", "bias"},
     {TensorKind::cls_out, "cls.output"},
     {TensorKind::cls_out_bias, "cls.output", "bias"},
+    {TensorKind::dense_2, "dense_2"},
+    {TensorKind::dense_3, "dense_3"},
 };
 }  // namespace
 

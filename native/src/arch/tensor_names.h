@@ -23,6 +23,8 @@ enum class TensorKind {
     attn_output_norm, attn_output_norm_bias, ffn_up_bias, ffn_down_bias,
     layer_output_norm, layer_output_norm_bias,
     cls, cls_bias, cls_out, cls_out_bias,
+    // sentence-transformers' Dense projections after pooling (EmbeddingGemma: arch/pooling.h)
+    dense_2, dense_3,
 };
 
 // "blk.<layer>.attn_q.weight", "blk.<layer>.attn_q.bias", "token_embd.weight", ... (layer ignored

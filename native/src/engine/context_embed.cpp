@@ -45,7 +45,7 @@ void Context::embed(const int32_t* const* tokens, const int64_t* lens, int64_t c
             hidden.resize((size_t)(total * d));
             arch.encode_packed(env_, packed.data(), starts.data(), last - first + 1, hidden.data());
             for (int64_t i = first; i <= last; ++i)
-                pool_hidden(pool_, env_.kt, env_.matmul_scratch, pooling, model_->classifier(),
+                pool_hidden(pool_, env_.kt, env_.matmul_scratch, pooling, model_->classifier(), model_->projection(),
                             hidden.data() + starts[i - first] * d, lens[i], d, outs[i]);
             first = last + 1;
         }
@@ -70,7 +70,8 @@ void Context::embed(const int32_t* const* tokens, const int64_t* lens, int64_t c
             n_past_ += chunk;
             done += chunk;
         }
-        pool_hidden(pool_, env_.kt, env_.matmul_scratch, pooling, model_->classifier(), hidden.data(), n, d, outs[i]);
+        pool_hidden(pool_, env_.kt, env_.matmul_scratch, pooling, model_->classifier(), model_->projection(),
+                    hidden.data(), n, d, outs[i]);
     }
 }
 

@@ -12,7 +12,8 @@ Model::Model(const std::string& path, FloatOrder order) : kernels_(&kernels_for(
     vocab_ = std::make_unique<Vocab>(*file_);
     arch_ = load_architecture(*file_, *kernels_);
     pooling_ = file_pooling(*file_, Pooling::none);
-    classifier_ = load_classifier_head(*file_, *kernels_, hparams().n_embd);
+    classifier_ = load_classifier_head(*file_, *kernels_, hparams().n_embd, !arch_->is_encoder());
+    projection_ = load_dense_projection(*file_, *kernels_, hparams().n_embd);
     if (vocab_->n_tokens() > hparams().n_vocab)
         file_->fail("tokenizer.ggml.tokens", "has " + std::to_string(vocab_->n_tokens()) +
                                                  " entries but the embedding has only " +

@@ -30,6 +30,9 @@ public:
     // llama.cpp); and the classification head of a reranker (absent for others).
     Pooling pooling() const { return pooling_; }
     const ClassifierHead& classifier() const { return classifier_; }
+    // The Dense projections after pooling (absent for most), and the floats of an embedding.
+    const DenseProjection& projection() const { return projection_; }
+    int64_t n_embd_out() const { return projection_.n_out(hparams().n_embd); }
     double load_ms() const { return load_ms_; }
 
 private:
@@ -39,6 +42,7 @@ private:
     std::unique_ptr<ArchModel> arch_;
     Pooling pooling_ = Pooling::none;
     ClassifierHead classifier_;
+    DenseProjection projection_;
     double load_ms_ = 0;
 };
 
