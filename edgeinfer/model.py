@@ -221,7 +221,7 @@ class Model:
 
     @property
     def is_encoder(self) -> bool:
-        """An encoder (BERT): it embeds (and reranks) but cannot generate."""
+        """An encoder (BERT, EmbeddingGemma): it embeds (and reranks) but cannot generate."""
         return self._core.is_encoder
 
     @property

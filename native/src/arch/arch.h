@@ -45,6 +45,9 @@ struct ForwardEnv {
     }
 };
 
+// The activations of a pass over n rows (layers/decoder_layer.h), in env's buffers 0..8.
+LayerActs<float*> layer_activations(ForwardEnv& env, const LayerShapes& s, int64_t n);
+
 struct ForwardBatch {
     const int32_t* tokens;  // [n]
     int64_t n;

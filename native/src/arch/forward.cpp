@@ -13,12 +13,9 @@
 
 namespace ei {
 
-void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
-    if (is_encoder()) throw Error("an encoder model (" + hp_.arch + ") has no decoder forward: use its embeddings");
-    const DecoderModel& M = decoder_;
-    const LayerShapes& s = M.shapes;
-    const int64_t n = b.n, d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), ff = s.n_ff;
-    const LayerActs<float*> a{
+LayerActs<float*> layer_activations(ForwardEnv& env, const LayerShapes& s, int64_t n) {
+    const int64_t d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), ff = s.n_ff;
+    return LayerActs<float*>{
         env.buffer(0, n * d),     // x    [n][d] residual stream
         env.buffer(1, n * d),     // h    [n][d] normed input of a sub-block
         env.buffer(2, n * qw),    // q    [n][n_head][head_dim]
@@ -29,6 +26,14 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
         env.buffer(7, n * ff),    // up   [n][n_ff]
         env.buffer(8, n * d),     // out  [n][d] sub-block output
     };
+}
+
+void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
+    if (is_encoder()) throw Error("an encoder model (" + hp_.arch + ") has no decoder forward: use its embeddings");
+    const DecoderModel& M = decoder_;
+    const LayerShapes& s = M.shapes;
+    const int64_t n = b.n, d = s.n_embd;
+    const LayerActs<float*> a = layer_activations(env, s, n);
     const int64_t fused_width = M.fused_width();
     float* fused = fused_width > 0 ? env.buffer(9, n * fused_width) : nullptr;  // [n][fused_width]
     float* bcx = M.has_conv_layers() ? env.buffer(10, n * 3 * d) : nullptr;  // [n][3 n_embd] B, C, x

@@ -89,18 +89,8 @@ public:
     void encode(ForwardEnv& env, const int32_t* tokens, int64_t n, float* hidden) const override {
         const DecoderModel& M = decoder();
         const LayerShapes& s = M.shapes;
-        const int64_t d = s.n_embd, qw = s.q_width(), kvw = s.kv_width(), ff = s.n_ff;
-        const LayerActs<float*> a{
-            env.buffer(0, n * d),     // x    [n][d] residual stream
-            env.buffer(1, n * d),     // h    [n][d] normed input of a sub-block
-            env.buffer(2, n * qw),    // q    [n][n_head][head_dim]
-            env.buffer(3, n * kvw),   // k    [n][n_head_kv][head_dim]
-            env.buffer(4, n * kvw),   // v    [n][n_head_kv][head_dim]
-            env.buffer(5, n * qw),    // att  [n][n_head][head_dim]
-            env.buffer(6, n * ff),    // gate [n][n_ff]
-            env.buffer(7, n * ff),    // up   [n][n_ff]
-            env.buffer(8, n * d),     // out  [n][d] sub-block output
-        };
+        const int64_t d = s.n_embd;
+        const LayerActs<float*> a = layer_activations(env, s, n);
         BidirectionalOps ops(env.pool, env.kt, *env.kv, env.matmul_scratch, s.norm_eps);
         embed_tokens(env.kt, M.tok_embd, tokens, n, a.x);
         scale_inplace(a.x, M.embed_scale, n * d);
