@@ -187,6 +187,20 @@ def test_qwen3_reranker_scores_are_transformers_yes_probability(models):
     assert scores.tobytes() == alone.tobytes()
 
 
+def test_a_tied_qwen3_reranker_keeps_its_embedding(tmp_path):
+    spm = train_sentencepiece(tmp_path / "spm", user_defined_symbols=("yes", "no"))
+    hf = make_tiny_checkpoint(tmp_path / "Qwen3-Reranker-tied", "qwen3", spm, seed=2, tie_word_embeddings=True,
+                              max_position_embeddings=1024)
+    convert_checkpoint(tmp_path / "Qwen3-Reranker-tied", tmp_path / "tied.gguf", "f32")
+    m = Model.load(tmp_path / "tied.gguf", n_ctx=512)
+    names = {t["name"] for t in _core.GgufFile(str(tmp_path / "tied.gguf")).tensors()}
+    assert {"token_embd.weight", "cls.output.weight"} <= names and "output.weight" not in names
+    yes, no = (m.metadata["tokenizer.ggml.tokens"].index(t) for t in ("yes", "no"))
+    prompt = m.metadata["tokenizer.chat_template.rerank"].replace("{query}", QUERY).replace("{document}", TEXTS[0])
+    ids = m.tokenize(prompt, add_special=False, parse_special=True)
+    assert abs(float(m.rerank(QUERY, TEXTS[:1])[0]) - _yes_probability(hf, ids, yes, no)) < 1e-3
+
+
 def test_qwen3_reranker_from_llamacpps_converter(models):
     theirs = Model.load(_llamacpp_file(models, "Qwen3-Reranker-tiny"), n_ctx=512)
     ours = Model.load(models["Qwen3-Reranker-tiny"][1], n_ctx=512)
