@@ -250,7 +250,7 @@ class Qwen3(Qwen2):
     prompt is QWEN3_RERANK_TEMPLATE. Rank pooling then scores softmax([yes, no] logits)[0] =
     P(yes), what the model card computes."""
     arch = MODEL_ARCH.QWEN3
-    answer_tokens = ("yes", "no")   # cls.output's rows (tokenizer.ggml... classifier labels)
+    answer_tokens = ("yes", "no")   # cls.output's rows, in order; written as the classifier's output labels
 
     def __init__(self, cfg: dict[str, Any]):
         super().__init__(cfg)
