@@ -260,8 +260,10 @@ class Model:
         """Relevance scores of `documents` for `query`: float32 [n_docs], the classification
         head's first output (what llama.cpp's server returns; a Qwen 3 reranker's is P("yes")).
         Each pair is the file's rerank prompt (`tokenizer.chat_template.rerank`, with {query} and
-        {document} filled in, special tokens parsed, none added) where it has one, else
-        [CLS] query [SEP] document [SEP]. Only for rank-pooling models (`can_rerank`)."""
+        {document} filled in, special tokens parsed, none added) where it has one, else the pair
+        joined with the model's special tokens ([CLS] query [SEP] document [SEP] for BERT,
+        <s> query </s></s> document </s> for XLM-RoBERTa). Only for rank-pooling models
+        (`can_rerank`)."""
         if not self.can_rerank:
             raise EdgeInferError(f"{self.path.name} cannot rerank: that needs a model with rank pooling and a "
                                  "classification head (a cross-encoder reranker)")
@@ -273,9 +275,8 @@ class Model:
             pairs = [self.tokenize(template.replace("{query}", query).replace("{document}", doc),
                                    add_special=False, parse_special=True) for doc in documents]
         else:
-            q = self.tokenize(query, add_special=True)
-            sep = q[-1:] if q and self._core.vocab.token_type(q[-1]) == 3 else []
-            pairs = [q + self.tokenize(doc, add_special=False) + sep for doc in documents]
+            q = self.tokenize(query, add_special=False)
+            pairs = [self._core.vocab.pair(q, self.tokenize(doc, add_special=False)) for doc in documents]
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         scores = self._run_embed(self._checked_lengths(pairs, truncate), "rank", False)

@@ -21,6 +21,10 @@ void register_vocab(py::module_& m) {
              py::arg("parse_special") = false, py::call_guard<py::gil_scoped_release>(),
              "Text -> token ids. add_special: BOS/EOS as the model's flags say. parse_special: "
              "the text of control tokens (e.g. '<|im_start|>') becomes those tokens.")
+        .def("pair", &Vocab::pair, py::arg("first"), py::arg("second"),
+             "The ids of a pair of texts (a reranker's query and document) given each one's ids "
+             "without special tokens: with the special tokens the model puts around and between "
+             "them (BERT: [CLS] a [SEP] b [SEP]; XLM-RoBERTa: <s> a </s></s> b </s>).")
         .def("token_to_piece",
              [](const Vocab& v, int32_t id, bool special) { return py::bytes(v.token_to_piece(id, special)); },
              py::arg("id"), py::arg("special") = true,

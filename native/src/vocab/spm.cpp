@@ -5,20 +5,13 @@
 #include <string>
 
 #include "common/error.h"
+#include "vocab/unicode.h"
 
 namespace ei {
 
 namespace {
 
 const char kSpace[] = "\xE2\x96\x81";  // U+2581 '▁', SentencePiece's stand-in for ' '
-
-// Bytes in the UTF-8 character a byte starts, by its high nibble, as llama.cpp's
-// unicode_len_utf8: no validation, so a stray continuation byte is a character of its own and a
-// lead byte takes the next bytes whatever they are (the result is only ever looked up).
-size_t utf8_len(char c) {
-    static const uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return len[uint8_t(c) >> 4];
-}
 
 }  // namespace
 
@@ -54,7 +47,7 @@ void SpmTokenizer::tokenize(std::string_view raw, bool space_prefix, std::vector
     std::vector<Symbol> sym;
     sym.reserve(text.size());
     for (size_t off = 0; off < text.size();) {
-        const size_t len = std::min(utf8_len(text[off]), text.size() - off);
+        const size_t len = std::min(unicode::utf8_lead_length(text[off]), text.size() - off);
         const int32_t id = token_to_id_.find(std::string_view(text.data() + off, len));
         const int32_t i = int32_t(sym.size());
         off += len;

@@ -56,33 +56,39 @@ uint16_t flags(uint32_t cpt) {
     return cpt < MAX_CODEPOINT ? table[cpt] : uint16_t(UNDEFINED);
 }
 
+size_t utf8_sequence(std::string_view s, size_t i, uint32_t* cpt) {
+    const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+    const size_t n = s.size();
+    auto cont = [&](size_t j) { return j < n && (p[j] & 0xC0) == 0x80; };
+    const uint8_t b = p[i];
+    if (b < 0x80) {
+        *cpt = b;
+        return 1;
+    }
+    if ((b & 0xE0) == 0xC0 && cont(i + 1)) {
+        *cpt = uint32_t(b & 0x1F) << 6 | (p[i + 1] & 0x3F);
+        return 2;
+    }
+    if ((b & 0xF0) == 0xE0 && cont(i + 1) && cont(i + 2)) {
+        *cpt = uint32_t(b & 0x0F) << 12 | uint32_t(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3F);
+        return 3;
+    }
+    if ((b & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
+        *cpt = uint32_t(b & 0x07) << 18 | uint32_t(p[i + 1] & 0x3F) << 12 | uint32_t(p[i + 2] & 0x3F) << 6 |
+               (p[i + 3] & 0x3F);
+        return 4;
+    }
+    return 0;  // stray continuation byte, truncated sequence, 0xF8..0xFF
+}
+
 std::vector<uint32_t> decode_utf8(std::string_view s) {
     std::vector<uint32_t> out;
     out.reserve(s.size());
-    const auto* p = reinterpret_cast<const uint8_t*>(s.data());
-    const size_t n = s.size();
-    auto cont = [&](size_t i) { return i < n && (p[i] & 0xC0) == 0x80; };
-    size_t i = 0;
-    while (i < n) {
-        const uint8_t b = p[i];
-        if (b < 0x80) {
-            out.push_back(b);
-            i += 1;
-        } else if ((b & 0xE0) == 0xC0 && cont(i + 1)) {
-            out.push_back(uint32_t(b & 0x1F) << 6 | (p[i + 1] & 0x3F));
-            i += 2;
-        } else if ((b & 0xF0) == 0xE0 && cont(i + 1) && cont(i + 2)) {
-            out.push_back(uint32_t(b & 0x0F) << 12 | uint32_t(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3F));
-            i += 3;
-        } else if ((b & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
-            const uint32_t c = uint32_t(b & 0x07) << 18 | uint32_t(p[i + 1] & 0x3F) << 12 |
-                               uint32_t(p[i + 2] & 0x3F) << 6 | (p[i + 3] & 0x3F);
-            out.push_back(c < MAX_CODEPOINT ? c : REPLACEMENT);
-            i += 4;
-        } else {
-            out.push_back(REPLACEMENT);  // stray continuation byte, truncated sequence, 0xF8..0xFF
-            i += 1;
-        }
+    for (size_t i = 0; i < s.size();) {
+        uint32_t c = 0;
+        const size_t len = utf8_sequence(s, i, &c);
+        out.push_back(len == 0 || c >= MAX_CODEPOINT ? REPLACEMENT : c);
+        i += len == 0 ? 1 : len;
     }
     return out;
 }

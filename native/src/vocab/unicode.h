@@ -34,6 +34,17 @@ uint16_t flags(uint32_t cpt);
 // U+10FFFF also become U+FFFD, so every result can be encoded again.
 std::vector<uint32_t> decode_utf8(std::string_view text);
 void append_utf8(std::string& out, uint32_t cpt);
+// Bytes of the well-formed UTF-8 sequence that starts at text[at] (its code point in *cpt), 0 if
+// none starts there (llama.cpp's unicode_cpt_from_utf8 throws there). Not checked: overlong forms
+// and values past U+10FFFF, as llama.cpp does not.
+size_t utf8_sequence(std::string_view text, size_t at, uint32_t* cpt);
+// Bytes in the UTF-8 character a lead byte starts, by its high nibble, as llama.cpp's
+// unicode_len_utf8: no validation, so a stray continuation byte is a character of its own (the
+// tokenizers step through text with it and only ever look the pieces up).
+inline size_t utf8_lead_length(char lead) {
+    static const uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return len[uint8_t(lead) >> 4];
+}
 
 // GPT-2 byte-level mapping: each byte has a printable stand-in character; vocabularies of
 // "gpt2" tokenizers are written in those characters (space is "Ġ", newline "Ċ").

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "vocab/bpe.h"
 #include "vocab/spm.h"
+#include "vocab/ugm.h"
 #include "vocab/unicode.h"
 #include "vocab/wpm.h"
 
@@ -88,7 +89,7 @@ struct Fragment {
 }  // namespace
 
 struct Vocab::Impl {
-    enum class Kind { BPE, SPM, WPM };
+    enum class Kind { BPE, SPM, WPM, UGM };
 
     std::string model, pre;
     Kind kind = Kind::BPE;
@@ -98,19 +99,21 @@ struct Vocab::Impl {
     int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
     int32_t fim_pre = -1, fim_suf = -1, fim_mid = -1, fim_pad = -1, fim_rep = -1, fim_sep = -1;
     bool add_bos = false, add_eos = false;
-    bool add_space_prefix = false;     // SPM: a space before the text and after special tokens
-    bool add_sep = false;              // WPM: [SEP] after the text (with add_special), always
+    bool add_space_prefix = false;     // SPM, UGM: a space before the text and after special tokens
+    bool add_sep = false;              // a separator between the two texts of a pair (rerank)
     std::vector<int32_t> eog;          // sorted
     std::vector<int32_t> special;      // control / user-defined / unknown, longest text first
     std::vector<std::string> piece;    // token_to_piece(id, special=true), precomputed
     std::unique_ptr<BpeTokenizer> bpe;
     std::unique_ptr<SpmTokenizer> spm;
     std::unique_ptr<WpmTokenizer> wpm;
+    std::unique_ptr<UgmTokenizer> ugm;
 
     void load(const GgufFile& f);
     void load_bpe(const GgufFile& f);
     void load_spm(const GgufFile& f);
     void load_wpm(const GgufFile& f);
+    void load_ugm(const GgufFile& f);
     void finish_load(const GgufFile& f);
     std::vector<float> load_scores(const GgufFile& f) const;
     void load_tokens(const GgufFile& f);
@@ -138,6 +141,9 @@ void Vocab::Impl::load(const GgufFile& f) {
     } else if (model == "bert") {
         kind = Kind::WPM;
         load_wpm(f);
+    } else if (model == "t5") {
+        kind = Kind::UGM;
+        load_ugm(f);
     } else {
         throw Error("unsupported tokenizer model '" + gguf_printable(model) + "' (tokenizer.ggml.model in " + f.path() + ")");
     }
@@ -198,6 +204,44 @@ void Vocab::Impl::load_wpm(const GgufFile& f) {
     wpm = std::make_unique<WpmTokenizer>(token_to_id, unk, lowercase, strip_accents, max_len);
 }
 
+void Vocab::Impl::load_ugm(const GgufFile& f) {
+    // llama.cpp's defaults for the "t5" model: T5's ids (pad 0, EOS 1, unk 2), no BOS, EOS added;
+    // the file's keys override them (XLM-RoBERTa files: <s> 0, <pad> 1, </s> 2, <unk> 3, BOS and
+    // EOS added, </s> also the pair separator).
+    pad = 0;
+    eos = 1;
+    unk = 2;
+    add_bos = false;
+    add_eos = true;
+    add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix", false);
+    UgmTokenizer::Options options;
+    options.add_space_prefix = add_space_prefix;
+    options.remove_extra_whitespaces = f.get_bool("tokenizer.ggml.remove_extra_whitespaces", false);
+    const char* const charsmap_key = "tokenizer.ggml.precompiled_charsmap";
+    std::vector<uint8_t> charsmap;
+    if (const GgufValue* v = f.find(charsmap_key)) {
+        if (v->type != GgufType::ARRAY || (v->elem_type != GgufType::UINT8 && v->elem_type != GgufType::INT8))
+            f.fail(std::string("key '") + charsmap_key + "'", "must be an array of bytes");
+        charsmap.assign(v->elems, v->elems + v->count);
+        if (!UgmTokenizer::charsmap_fits(charsmap))
+            f.fail(std::string("key '") + charsmap_key + "'", "its trie size does not fit its " +
+                                                                 std::to_string(charsmap.size()) + " bytes");
+    }
+    load_tokens(f);
+    load_special_ids(f);
+    if (unk < 0) f.fail("key 'tokenizer.ggml.unknown_token_id'", "a t5 (Unigram) tokenizer needs an unknown token");
+    std::vector<UgmTokenizer::Role> roles(text.size());
+    for (size_t id = 0; id < text.size(); ++id) {
+        const uint32_t a = attr[id];
+        roles[id] = (a & ATTR_NORMAL) ? UgmTokenizer::Role::normal
+                    : (a & ATTR_USER_DEFINED) ? UgmTokenizer::Role::user_defined
+                    : (a & ATTR_UNUSED) ? UgmTokenizer::Role::unused
+                                        : UgmTokenizer::Role::other;
+    }
+    ugm = std::make_unique<UgmTokenizer>(token_to_id, text, std::move(roles), load_scores(f), unk, std::move(charsmap),
+                                         options);
+}
+
 // tokenizer.ggml.scores: float32 or int32 (llama.cpp takes either); all 0 if absent.
 std::vector<float> Vocab::Impl::load_scores(const GgufFile& f) const {
     const int64_t n = int64_t(text.size());
@@ -220,8 +264,9 @@ std::vector<float> Vocab::Impl::load_scores(const GgufFile& f) const {
 void Vocab::Impl::finish_load(const GgufFile& f) {
     add_bos = f.get_bool("tokenizer.ggml.add_bos_token", add_bos);
     add_eos = f.get_bool("tokenizer.ggml.add_eos_token", add_eos);
+    add_sep = f.get_bool("tokenizer.ggml.add_sep_token", kind == Kind::WPM);
     if (kind == Kind::WPM) {  // llama.cpp's WPM ignores the flags: [CLS] ... [SEP] with add_special
-        add_bos = add_sep = true;
+        add_bos = true;
         add_eos = false;
     }
     if (add_bos && bos < 0) f.fail("key 'tokenizer.ggml.add_bos_token'", "true, but tokenizer.ggml.bos_token_id is not set");
@@ -484,13 +529,34 @@ std::vector<int32_t> Vocab::tokenize(std::string_view text, bool add_special, bo
             v.bpe->tokenize(text.substr(fr.offset, fr.length), out);
         } else if (v.kind == Impl::Kind::WPM) {
             v.wpm->tokenize(text.substr(fr.offset, fr.length), out);
+        } else if (v.kind == Impl::Kind::UGM) {  // each fragment normalized alone, its space prefix too
+            v.ugm->tokenize(text.substr(fr.offset, fr.length), out);
         } else {
             v.spm->tokenize(text.substr(fr.offset, fr.length), v.add_space_prefix && after_special, out);
             after_special = false;
         }
     }
     if (add_special && v.add_eos) out.push_back(v.eos);
-    if (add_special && v.add_sep && v.sep >= 0) out.push_back(v.sep);
+    if (add_special && v.kind == Impl::Kind::WPM && v.sep >= 0) out.push_back(v.sep);  // [SEP] closes the text
+    return out;
+}
+
+// llama.cpp's format_prompt_rerank without a rerank template: BOS first, EOS (else SEP) after
+// each text, SEP between them, as the file's flags say; XLM-RoBERTa's <s> a </s></s> b </s>.
+// WordPiece closes each text with [SEP] whatever the flags (its tokenize appends one): HF's
+// [CLS] a [SEP] b [SEP].
+std::vector<int32_t> Vocab::pair(const std::vector<int32_t>& first, const std::vector<int32_t>& second) const {
+    const Impl& v = *impl_;
+    std::vector<int32_t> out;
+    const bool wpm = v.kind == Impl::Kind::WPM;
+    const int32_t end = wpm ? v.sep : v.eos >= 0 ? v.eos : v.sep;
+    const bool add_end = (wpm || v.add_eos) && end >= 0;
+    if (v.add_bos && v.bos >= 0) out.push_back(v.bos);
+    out.insert(out.end(), first.begin(), first.end());
+    if (add_end) out.push_back(end);
+    if (!wpm && v.add_sep && v.sep >= 0) out.push_back(v.sep);
+    out.insert(out.end(), second.begin(), second.end());
+    if (add_end) out.push_back(end);
     return out;
 }
 

@@ -1,6 +1,6 @@
 // The tokenizer, built from a GGUF file's `tokenizer.ggml.*` metadata: exactly llama.cpp's ids.
 // Algorithms live in their own files (bpe.cpp: byte-level BPE with pre-tokenizers; spm.cpp:
-// SentencePiece-style, scores and byte fallback); this class holds the vocabulary and the
+// SentencePiece-style, scores and byte fallback; wpm.cpp: WordPiece; ugm.cpp: Unigram); this class holds the vocabulary and the
 // special-token logic.
 #pragma once
 #include <cstdint>
@@ -34,6 +34,9 @@ public:
     // Text -> ids. add_special: BOS/EOS as the GGUF flags say; parse_special: recognise the text
     // of control/user-defined tokens (e.g. "<|im_start|>") in `text`.
     std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+    // The ids of a pair of texts (a reranker's query and document), each tokenized without
+    // special tokens, joined with the special tokens this vocabulary puts around and between them.
+    std::vector<int32_t> pair(const std::vector<int32_t>& first, const std::vector<int32_t>& second) const;
 
     // The bytes a token stands for when detokenizing (may be part of a UTF-8 character; SPM's
     // '▁' is a space, <0xXX> the byte). Control tokens give their text only if `special`. Raw:
