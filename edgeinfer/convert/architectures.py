@@ -706,9 +706,12 @@ class Bert(Architecture):
         self.classifier = any(a.endswith("ForSequenceClassification") for a in cfg.get("architectures") or [])
         self.pooling = PoolingType.RANK if self.classifier else None
 
+    def context_length(self) -> int:
+        return int(_require(self.cfg, "max_position_embeddings"))
+
     def write_metadata(self, w: GGUFWriter) -> None:
         c = self.cfg
-        w.add_context_length(int(_require(c, "max_position_embeddings")))
+        w.add_context_length(self.context_length())
         w.add_embedding_length(self.n_embd)
         w.add_feed_forward_length(int(_require(c, "intermediate_size")))
         w.add_block_count(self.n_layer)
@@ -717,6 +720,17 @@ class Bert(Architecture):
         w.add_causal_attention(False)
         w.add_token_type_count(int(c.get("type_vocab_size", 1)))
         w.add_vocab_size(int(_require(c, "vocab_size")))
+        labels = self.output_labels()
+        if labels:
+            w.add_classifier_output_labels(labels)
+
+    def output_labels(self) -> list[str] | None:
+        """A classifier's label names (id2label by id), as llama.cpp writes them; None for an
+        encoder and for the two placeholder labels transformers adds to every config."""
+        id2label = self.cfg.get("id2label") or {}
+        if not self.classifier or not id2label or (len(id2label) == 2 and id2label.get("0") == "LABEL_0"):
+            return None
+        return [id2label[k] for k in sorted(id2label, key=int)]
 
     @staticmethod
     def _unprefixed(hf_name: str) -> str:
@@ -737,6 +751,45 @@ class Bert(Architecture):
         return self.names.get_name(name, try_suffixes=(".weight", ".bias"))
 
 
+class XLMRoberta(Bert):
+    """XLM-RoBERTa encoders (bge-m3, multilingual-e5: XLMRobertaModel; the bge-reranker-v2-m3 /
+    bge-reranker-base cross-encoders: XLMRobertaForSequenceClassification) as llama.cpp's
+    converter writes them (conversion/bert.py XLMRobertaModel): BERT's graph under the "roberta."
+    prefix, a Unigram vocabulary (vocab.py), and positions that start at padding_idx + 1 (HF counts
+    them from the pad id), so the first pad_token_id + 1 rows of the position embeddings are
+    dropped and the context is that much shorter. The classification head (classifier.dense,
+    classifier.out_proj) is cls / cls.output by the tensor table, what rank pooling computes."""
+    _refused = {"lora_adaptations": "jina-embeddings-v3's task LoRAs (arch jina-bert-v3)"}
+
+    def __init__(self, cfg: dict[str, Any]):
+        for key, what in self._refused.items():
+            if cfg.get(key):
+                raise ModelFormatError(f"config.json has {key}: {what} cannot be converted yet")
+        if cfg.get("position_embedding_type", "absolute") != "absolute":
+            raise ModelFormatError(f"position_embedding_type {cfg['position_embedding_type']!r} cannot be "
+                                   "converted (only absolute position embeddings)")
+        super().__init__(cfg)
+        pad = cfg.get("pad_token_id")
+        self.position_offset = int(pad) + 1 if pad is not None else 0
+
+    def context_length(self) -> int:
+        return super().context_length() - self.position_offset   # without the dropped positions
+
+    @staticmethod
+    def _unprefixed(hf_name: str) -> str:
+        return hf_name[8:] if hf_name.startswith("roberta.") else hf_name
+
+    def transform(self, gguf_name: str, data: np.ndarray) -> np.ndarray:
+        if gguf_name == "position_embd.weight":
+            return data[self.position_offset:]
+        return data
+
+    def transformed_shape(self, gguf_name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if gguf_name == "position_embd.weight":
+            return (shape[0] - self.position_offset, *shape[1:])
+        return shape
+
+
 # config.json "architectures"[0] -> conversion
 ARCHITECTURES: dict[str, type[Architecture]] = {
     "LlamaForCausalLM": Architecture,
@@ -754,6 +807,8 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "GptOssForCausalLM": GptOss,
     "BertModel": Bert,
     "BertForSequenceClassification": Bert,
+    "XLMRobertaModel": XLMRoberta,
+    "XLMRobertaForSequenceClassification": XLMRoberta,
 }
 
 

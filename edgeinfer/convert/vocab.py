@@ -6,6 +6,9 @@ writes it (so that llama.cpp and our core tokenize the converted file alike):
   tokenizer_config.json's added_tokens_decoder.
 - ``tokenizer.json`` with a BPE model -> ``"gpt2"``: the vocabulary and merges parsed from the JSON
   here; the pre-tokenizer named by its check hash (pretokenizer.py).
+- ``tokenizer.json`` with a WordPiece model (or ``vocab.txt``) -> ``"bert"``.
+- ``tokenizer.json`` with a Unigram model (XLM-RoBERTa) -> ``"t5"``: pieces and scores, the
+  normalizer's precompiled charsmap, as llama.cpp's XLMRobertaModel reads that file.
 
 Special token ids, the add-BOS/EOS flags, merges and the chat template come from gguf-py's
 SpecialVocab, which reads tokenizer.json, tokenizer_config.json and config.json as llama.cpp does.
@@ -27,11 +30,12 @@ _SPM_SPACE = "\u2581"
 
 @dataclass
 class Vocabulary:
-    model: str                       # tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (BPE), "bert" (WordPiece)
+    model: str                       # tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (BPE), "bert"
+                                     # (WordPiece), "t5" (Unigram)
     pre: str                         # tokenizer.ggml.pre
     tokens: list[str]
     types: list[int]                 # gguf.TokenType per token
-    scores: list[float] | None       # SentencePiece only
+    scores: list[float] | None       # SentencePiece and Unigram only
     special: SpecialVocab
     options: dict[str, Any] = field(default_factory=dict)   # add_space_prefix, ...
 
@@ -44,6 +48,10 @@ class Vocabulary:
         w.add_token_types(self.types)
         if "add_space_prefix" in self.options:
             w.add_add_space_prefix(self.options["add_space_prefix"])
+        if "remove_extra_whitespaces" in self.options:          # Unigram
+            w.add_remove_extra_whitespaces(self.options["remove_extra_whitespaces"])
+        if self.options.get("precompiled_charsmap"):
+            w.add_precompiled_charsmap(self.options["precompiled_charsmap"])
         if "normalizer_lowercase" in self.options:   # WordPiece (llama.cpp's key names)
             w.add_bool("tokenizer.ggml.normalizer.lowercase", self.options["normalizer_lowercase"])
         if "normalizer_strip_accents" in self.options:
@@ -204,6 +212,57 @@ def _wordpiece(folder: Path, n_vocab: int | None) -> Vocabulary:
     return Vocabulary("bert", "default", tokens, types, None, SpecialVocab(folder, n_vocab=n), options)
 
 
+def _tokenizer_model_type(folder: Path) -> str | None:
+    path = folder / "tokenizer.json"
+    return (_read_json(path).get("model") or {}).get("type") if path.is_file() else None
+
+
+def _precompiled_charsmap(normalizer: dict[str, Any] | None) -> bytes:
+    """The Precompiled normalizer's charsmap: the normalizer itself or one of a Sequence's."""
+    import base64
+
+    for norm in [normalizer or {}] + list((normalizer or {}).get("normalizers") or []):
+        if norm.get("type") == "Precompiled" and norm.get("precompiled_charsmap"):
+            return base64.b64decode(norm["precompiled_charsmap"])
+    return b""
+
+
+def _unigram(folder: Path, n_vocab: int | None) -> Vocabulary:
+    """A Unigram tokenizer.json (XLM-RoBERTa: bge-m3, multilingual-e5, bge-reranker-v2-m3) as
+    llama.cpp's XLMRobertaModel writes it from that file: the pieces with their scores (ids past
+    the tokenizer's [PAD<i>], unused, -10000); the unknown token UNKNOWN, the special tokens CONTROL,
+    other added tokens USER_DEFINED; add_space_prefix from the tokenizer's add_prefix_space and
+    remove_extra_whitespaces from its clean_up_tokenization_spaces (transformers' defaults True and
+    False), and the normalizer's precompiled charsmap."""
+    path = folder / "tokenizer.json"
+    tj = _read_json(path)
+    pieces = (tj.get("model") or {}).get("vocab")
+    if not isinstance(pieces, list):
+        raise ModelFormatError(f"{path}: a Unigram model without its list of [piece, score]")
+    config = _tokenizer_config(folder)
+    added = {t["content"]: int(t["id"]) for t in tj.get("added_tokens", [])}
+    special_ids = {int(t["id"]) for t in tj.get("added_tokens", []) if t.get("special")}
+    for key in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
+        text = config.get(key)
+        text = text.get("content") if isinstance(text, dict) else text
+        if isinstance(text, str) and text in added:
+            special_ids.add(added[text])
+    unk_text = config.get("unk_token")
+    unk_id = added.get(unk_text) if isinstance(unk_text, str) and unk_text in added else tj["model"].get("unk_id", 3)
+    n = max(n_vocab or 0, len(pieces))
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    scores = [-10000.0] * n
+    types = [int(TokenType.UNUSED)] * n
+    for i, (piece, score) in enumerate(pieces):
+        tokens[i], scores[i] = piece, float(score)
+        types[i] = int(TokenType.UNKNOWN if i == unk_id else TokenType.CONTROL if i in special_ids
+                       else TokenType.USER_DEFINED if i in added.values() else TokenType.NORMAL)
+    options = {"add_space_prefix": bool(config.get("add_prefix_space", True)),
+               "remove_extra_whitespaces": bool(config.get("clean_up_tokenization_spaces", False)),
+               "precompiled_charsmap": _precompiled_charsmap(tj.get("normalizer"))}
+    return Vocabulary("t5", "default", tokens, types, scores, SpecialVocab(folder, n_vocab=n), options)
+
+
 def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: bool | None = None) -> Vocabulary:
     """The checkpoint's tokenizer: tokenizer.model if there is one (llama.cpp's order), else
     tokenizer.json. `add_space_prefix`, if given, is the model family's own setting and wins
@@ -213,6 +272,8 @@ def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: b
         vocab = _sentencepiece(folder, n_vocab)
     elif _is_wordpiece(folder):
         vocab = _wordpiece(folder, n_vocab)
+    elif _tokenizer_model_type(folder) == "Unigram":
+        return _unigram(folder, n_vocab)     # its flags are its own (tokenizer_config.json read there)
     elif (folder / "tokenizer.json").is_file():
         vocab = _bpe(folder, n_vocab)
     else:
