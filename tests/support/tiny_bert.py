@@ -33,12 +33,17 @@ def save_bert_folder(folder: Path, model, pooling: str) -> None:
     tok = BertTokenizerFast(vocab=str(folder / "vocab.txt"), do_lower_case=True)
     tok.save_pretrained(folder)
     model.save_pretrained(folder, safe_serialization=True)
+    save_sentence_transformers_pooling(folder, model.config.hidden_size, pooling)
+
+
+def save_sentence_transformers_pooling(folder: Path, n_embd: int, pooling: str) -> None:
+    """modules.json and 1_Pooling/config.json saying `pooling` ("mean" or "cls")."""
     (folder / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
     (folder / "1_Pooling").mkdir(exist_ok=True)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(
-        {"word_embedding_dimension": model.config.hidden_size, f"pooling_mode_{pooling}_token"
+        {"word_embedding_dimension": n_embd, f"pooling_mode_{pooling}_token"
          if pooling == "cls" else "pooling_mode_mean_tokens": True}))
 
 
