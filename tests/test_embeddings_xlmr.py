@@ -106,10 +106,11 @@ def test_embeddings_match_transformers(embedder):
     m = Model.load(path, n_ctx=64)
     assert m.can_embed and m.pooling == pooling and m.n_embd_out == 64 and not m.can_rerank
     got = m.embed(TEXTS, normalize=False)
-    for text, row in zip(TEXTS, got):
-        with torch.no_grad():
-            h = hf(**tok(text, return_tensors="pt")).last_hidden_state[0].numpy()
-        ref = h.mean(axis=0) if pooling == "mean" else h[0]
+    enc = tok(TEXTS, return_tensors="pt", padding=True)   # one forward: pads are masked, and
+    with torch.no_grad():                                   # XLM-R gives them no position
+        hidden = hf(**enc).last_hidden_state.numpy()
+    for text, row, h, mask in zip(TEXTS, got, hidden, enc["attention_mask"].numpy().astype(bool)):
+        ref = h[mask].mean(axis=0) if pooling == "mean" else h[0]
         assert _cos(row, ref) >= 0.9999, text
 
 
@@ -154,11 +155,11 @@ def test_a_cross_encoder_reranks_as_transformers(reranker):
         assert pair == tok(QUERY, doc)["input_ids"], doc
     got = m.rerank(QUERY, DOCS)
     with torch.no_grad():
-        for doc, score in zip(DOCS, got):
-            enc = tok(QUERY, doc, return_tensors="pt")
-            ref = hf_ggml(**enc).logits[0, 0].item()
-            assert abs(score - ref) <= 1e-3 * max(1.0, abs(ref)), doc
-            assert abs(score - hf(**enc).logits[0, 0].item()) <= 5e-3, doc   # erf-GELU: see _with_ggml_gelu
+        enc = tok([QUERY] * len(DOCS), DOCS, return_tensors="pt", padding=True)
+        ref_ggml, ref = hf_ggml(**enc).logits[:, 0].numpy(), hf(**enc).logits[:, 0].numpy()
+    for doc, score, r_ggml, r in zip(DOCS, got, ref_ggml, ref):
+        assert abs(score - r_ggml) <= 1e-3 * max(1.0, abs(r_ggml)), doc
+        assert abs(score - r) <= 5e-3, doc   # erf-GELU: see _with_ggml_gelu
     assert got.tobytes() == np.concatenate([m.rerank(QUERY, [d]) for d in DOCS]).tobytes()
 
 
@@ -187,26 +188,38 @@ runpy.run_path(converter, run_name="__main__")
 """
 
 
-@pytest.mark.parametrize("kind", ["embedder", "reranker"])
-def test_llamacpps_converter_writes_the_same_file(kind, embedder, reranker, tmp_path):
+@pytest.fixture(scope="module")
+def llamacpp_files(tmp_path_factory):
+    """{kind: (llama.cpp's file, ours)} for a mean-pooling embedder and a cross-encoder, both
+    converters of llama.cpp started side by side (each mostly imports torch)."""
     from support.llamacpp_venv import llamacpp_converter, start_llamacpp_converter
 
     converter = llamacpp_converter()
     if converter is None:
         pytest.skip("no llama.cpp source tree (scripts/llamacpp_bin.py unpacks one)")
-    ours_path = (embedder if kind == "embedder" else reranker)[2]
-    run = start_llamacpp_converter(converter, ours_path.parent / "hf", tmp_path / "theirs.gguf",
-                                   run_as=(LLAMACPP_WITHOUT_PROTOBUF, ""))
-    log, _ = run.communicate(timeout=300)
-    assert run.returncode == 0, log[-2000:]
-    theirs, ours = _core.GgufFile(str(tmp_path / "theirs.gguf")), _core.GgufFile(str(ours_path))
+    tmp = tmp_path_factory.mktemp("xlmr-llamacpp")
+    save_xlmr_folder(tmp / "embedder", pooling="mean")
+    save_xlmr_folder(tmp / "reranker", "XLMRobertaForSequenceClassification", pooling=None, num_labels=1)
+    runs = {kind: start_llamacpp_converter(converter, tmp / kind, tmp / f"{kind}-theirs.gguf",
+                                           run_as=(LLAMACPP_WITHOUT_PROTOBUF, ""))
+            for kind in ("embedder", "reranker")}
+    files = {kind: (tmp / f"{kind}-theirs.gguf", _convert(tmp / kind, tmp / f"{kind}-ours.gguf")) for kind in runs}
+    for run in runs.values():
+        log, _ = run.communicate(timeout=300)
+        assert run.returncode == 0, log[-2000:]
+    return files
+
+
+@pytest.mark.parametrize("kind", ["embedder", "reranker"])
+def test_llamacpps_converter_writes_the_same_file(kind, llamacpp_files):
+    theirs_path, ours_path = llamacpp_files[kind]
+    theirs, ours = _core.GgufFile(str(theirs_path)), _core.GgufFile(str(ours_path))
     assert {t["name"]: t["shape"] for t in theirs.tensors()} == {t["name"]: t["shape"] for t in ours.tensors()}
     a, b = theirs.metadata(), ours.metadata()
     keys = {k for k in a if not k.startswith("general.")}
     assert {k: a[k] for k in keys} == {k: b.get(k) for k in keys}
     # llama.cpp writes no pooling for a cross-encoder (its users pass --pooling rank): ours says rank.
-    pooling = "rank" if kind == "reranker" else None
-    t = Model.load(tmp_path / "theirs.gguf", n_ctx=64, pooling=pooling)
+    t = Model.load(theirs_path, n_ctx=64, pooling="rank" if kind == "reranker" else None)
     o = Model.load(ours_path, n_ctx=64)
     assert [t.tokenize(x) for x in TEXTS] == [o.tokenize(x) for x in TEXTS]
     if kind == "embedder":

@@ -115,7 +115,8 @@ def make_xlmr(n_vocab: int, cls_name: str = "XLMRobertaModel", **extra):
     config = transformers.XLMRobertaConfig(
         vocab_size=n_vocab, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=128,
         max_position_embeddings=66, type_vocab_size=1, layer_norm_eps=1e-5, initializer_range=0.2,
-        pad_token_id=1, bos_token_id=0, eos_token_id=2, **extra)
+        pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        attn_implementation="eager", **extra)   # SDPA's first calls take seconds; the test calls it a few times
     torch.manual_seed(0)
     model = getattr(transformers, cls_name)(config).eval().to(torch.float32)
     with torch.no_grad():  # norm weights away from 1, biases away from 0: the test must see them
