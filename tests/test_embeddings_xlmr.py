@@ -163,6 +163,24 @@ def test_a_cross_encoder_reranks_as_transformers(reranker):
     assert got.tobytes() == np.concatenate([m.rerank(QUERY, [d]) for d in DOCS]).tobytes()
 
 
+def test_a_sentencepiece_model_is_read_first_as_llamacpp_does(embedder, tmp_path):
+    """Real checkpoints (bge-m3) ship sentencepiece.bpe.model beside tokenizer.json; llama.cpp
+    reads the former, realigned to fairseq's ids, so the id past the pieces (HF's <mask>) becomes
+    an unused [PAD]; the tokens and the embeddings are those of the tokenizer.json file."""
+    _, tok, json_path, pooling = embedder
+    save_xlmr_folder(tmp_path / "hf", pooling=pooling, with_sentencepiece_model=True)
+    sp_path = _convert(tmp_path / "hf", tmp_path / "sp.gguf")
+    a, b = _core.GgufFile(str(json_path)).metadata(), _core.GgufFile(str(sp_path)).metadata()
+    n = len(a["tokenizer.ggml.tokens"])
+    assert b["tokenizer.ggml.tokens"] == a["tokenizer.ggml.tokens"][:-1] + [f"[PAD{n - 2}]"]
+    assert b["tokenizer.ggml.token_type"] == a["tokenizer.ggml.token_type"][:-1] + [5]
+    for key in ("precompiled_charsmap", "add_space_prefix", "remove_extra_whitespaces"):
+        assert b[f"tokenizer.ggml.{key}"] == a[f"tokenizer.ggml.{key}"], key
+    ours, ref = Model.load(sp_path, n_ctx=64), Model.load(json_path, n_ctx=64)
+    assert [ours.tokenize(t) for t in TEXTS] == [tok(t)["input_ids"] for t in TEXTS]
+    assert ours.embed(TEXTS).tobytes() == ref.embed(TEXTS).tobytes()
+
+
 def test_what_cannot_be_converted_is_refused_by_name(tmp_path):
     folder = tmp_path / "hf"
     save_xlmr_folder(folder)

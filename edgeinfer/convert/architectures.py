@@ -10,16 +10,14 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 from gguf import (MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, PoolingType, RopeScalingType, TensorNameMap,
                   get_tensor_name_map)
 
+from edgeinfer.convert.vocab import Vocabulary, load_unigram_vocabulary, load_vocabulary
 from edgeinfer.errors import ModelFormatError
-
-if TYPE_CHECKING:
-    from edgeinfer.convert.vocab import Vocabulary
 
 
 def _require(cfg: dict[str, Any], *keys: str) -> Any:
@@ -130,6 +128,10 @@ class Architecture:
         return MODEL_ARCH_NAMES[self.arch]
 
     # --- metadata --------------------------------------------------------------------------------
+    def vocabulary(self, folder: Path, n_vocab: int | None) -> Vocabulary:
+        """The checkpoint's tokenizer as this family's GGUF holds it."""
+        return load_vocabulary(folder, n_vocab, self.add_space_prefix)
+
     def write_metadata(self, w: GGUFWriter) -> None:
         c = self.cfg
         w.add_context_length(int(_require(c, "max_position_embeddings", "n_ctx", "n_positions")))
@@ -774,6 +776,9 @@ class XLMRoberta(Bert):
 
     def context_length(self) -> int:
         return super().context_length() - self.position_offset   # without the dropped positions
+
+    def vocabulary(self, folder: Path, n_vocab: int | None) -> Vocabulary:
+        return load_unigram_vocabulary(folder, n_vocab)
 
     @staticmethod
     def _unprefixed(hf_name: str) -> str:

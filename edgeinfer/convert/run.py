@@ -18,7 +18,6 @@ from gguf import GGMLQuantizationType as T
 from edgeinfer import _core
 from edgeinfer.convert.architectures import Architecture, architecture_for
 from edgeinfer.convert.checkpoint import Checkpoint
-from edgeinfer.convert.vocab import load_vocabulary
 from edgeinfer.convert.writer import StreamedGGUF
 from edgeinfer.errors import EdgeInferError, ModelFormatError
 from edgeinfer.output_file import check_output_path
@@ -158,7 +157,7 @@ def convert_checkpoint(
     ckpt = Checkpoint(folder)
     arch = architecture_for(ckpt.architecture, ckpt.config)
     n_vocab = int(ckpt.config["vocab_size"]) if ckpt.config.get("vocab_size") else None
-    vocab = load_vocabulary(ckpt.folder, n_vocab, arch.add_space_prefix)
+    vocab = arch.vocabulary(ckpt.folder, n_vocab)
     arch.read_folder(ckpt.folder, vocab)
     sources = _sources(ckpt, arch)
 

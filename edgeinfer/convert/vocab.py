@@ -7,8 +7,9 @@ writes it (so that llama.cpp and our core tokenize the converted file alike):
 - ``tokenizer.json`` with a BPE model -> ``"gpt2"``: the vocabulary and merges parsed from the JSON
   here; the pre-tokenizer named by its check hash (pretokenizer.py).
 - ``tokenizer.json`` with a WordPiece model (or ``vocab.txt``) -> ``"bert"``.
-- ``tokenizer.json`` with a Unigram model (XLM-RoBERTa) -> ``"t5"``: pieces and scores, the
-  normalizer's precompiled charsmap, as llama.cpp's XLMRobertaModel reads that file.
+- XLM-RoBERTa's ``sentencepiece.bpe.model``, else a ``tokenizer.json`` with a Unigram model ->
+  ``"t5"``: pieces and scores, the normalizer's precompiled charsmap and space flags, as llama.cpp's
+  XLMRobertaModel reads them (load_unigram_vocabulary).
 
 Special token ids, the add-BOS/EOS flags, merges and the chat template come from gguf-py's
 SpecialVocab, which reads tokenizer.json, tokenizer_config.json and config.json as llama.cpp does.
@@ -23,6 +24,7 @@ from typing import Any
 from gguf import GGUFWriter, SpecialVocab, TokenType
 
 from edgeinfer.convert.pretokenizer import identify_pre_tokenizer
+from edgeinfer.convert.sentencepiece_proto import UNIGRAM, read_normalizer
 from edgeinfer.errors import ModelFormatError
 
 _SPM_SPACE = "\u2581"
@@ -263,6 +265,55 @@ def _unigram(folder: Path, n_vocab: int | None) -> Vocabulary:
     return Vocabulary("t5", "default", tokens, types, scores, SpecialVocab(folder, n_vocab=n), options)
 
 
+def _fairseq_sentencepiece(folder: Path, n_vocab: int | None) -> Vocabulary:
+    """XLM-RoBERTa's sentencepiece.bpe.model as llama.cpp's XLMRobertaModel writes it: the pieces
+    realigned to fairseq's ids (<s> <pad> </s> <unk> first, every other piece one id later, the
+    last entry of the padded list dropped: so the id past the pieces, <mask> in HF, stays an unused
+    [PAD<i>]), and the normalizer's charsmap and flags."""
+    try:
+        from sentencepiece import SentencePieceProcessor
+    except ImportError:
+        raise ModelFormatError("converting sentencepiece.bpe.model needs the 'sentencepiece' package: "
+                               "pip install sentencepiece") from None
+    path = folder / "sentencepiece.bpe.model"
+    data = path.read_bytes()
+    norm = read_normalizer(data)
+    if norm.model_type != UNIGRAM:
+        raise ModelFormatError(f"{path}: a SentencePiece model of type {norm.model_type}, not Unigram (1)")
+    sp = SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(data)
+    except (OSError, RuntimeError) as exc:
+        raise ModelFormatError(f"{path}: not a SentencePiece model ({exc})") from None
+    n = max(n_vocab or 0, sp.vocab_size())
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    scores = [-10000.0] * n
+    types = [int(TokenType.UNUSED)] * n
+    for i in range(sp.vocab_size()):
+        tokens[i], scores[i] = sp.IdToPiece(i), sp.GetScore(i)
+        types[i] = int(TokenType.UNKNOWN if sp.IsUnknown(i) else TokenType.CONTROL if sp.IsControl(i)
+                       else TokenType.UNUSED if sp.IsUnused(i) else TokenType.BYTE if sp.IsByte(i)
+                       else TokenType.NORMAL)
+    tokens = ["<s>", "<pad>", "</s>", "<unk>"] + tokens[3:-1]
+    scores = [0.0] * 4 + scores[3:-1]
+    types = [int(TokenType.CONTROL)] * 3 + [int(TokenType.UNKNOWN)] + types[3:-1]
+    options = {"add_space_prefix": norm.add_dummy_prefix, "remove_extra_whitespaces": norm.remove_extra_whitespaces,
+               "precompiled_charsmap": norm.precompiled_charsmap}
+    return Vocabulary("t5", "default", tokens, types, scores, SpecialVocab(folder, n_vocab=len(tokens)), options)
+
+
+def load_unigram_vocabulary(folder: str | Path, n_vocab: int | None) -> Vocabulary:
+    """XLM-RoBERTa's tokenizer, in llama.cpp's order: sentencepiece.bpe.model if there is one,
+    else tokenizer.json (which must hold a Unigram model)."""
+    folder = Path(folder)
+    if (folder / "sentencepiece.bpe.model").is_file():
+        return _fairseq_sentencepiece(folder, n_vocab)
+    if _tokenizer_model_type(folder) != "Unigram":
+        raise ModelFormatError(f"{folder}: XLM-RoBERTa needs sentencepiece.bpe.model or a tokenizer.json "
+                               "with a Unigram model")
+    return _unigram(folder, n_vocab)
+
+
 def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: bool | None = None) -> Vocabulary:
     """The checkpoint's tokenizer: tokenizer.model if there is one (llama.cpp's order), else
     tokenizer.json. `add_space_prefix`, if given, is the model family's own setting and wins
@@ -272,8 +323,6 @@ def load_vocabulary(folder: str | Path, n_vocab: int | None, add_space_prefix: b
         vocab = _sentencepiece(folder, n_vocab)
     elif _is_wordpiece(folder):
         vocab = _wordpiece(folder, n_vocab)
-    elif _tokenizer_model_type(folder) == "Unigram":
-        return _unigram(folder, n_vocab)     # its flags are its own (tokenizer_config.json read there)
     elif (folder / "tokenizer.json").is_file():
         vocab = _bpe(folder, n_vocab)
     else:

@@ -3,8 +3,9 @@ a tiny Unigram tokenizer shaped like the real ones' tokenizer.json (bge-m3, mult
 bge-reranker-v2-m3): a SentencePiece unigram model trained here on a small multilingual corpus with
 the nmt_nfkc normalization (so the file carries a real precompiled charsmap), its pieces behind the
 fairseq specials <s> <pad> </s> <unk> and <mask> last, a Metaspace pre-tokenizer and the
-<s> A </s></s> B </s> post-processor. No sentencepiece.bpe.model is saved: reading that needs
-protobuf, which llama.cpp's converter would then ask for."""
+<s> A </s></s> B </s> post-processor. The SentencePiece model itself (fairseq's
+sentencepiece.bpe.model) is saved only when asked: llama.cpp's converter reads it with protobuf,
+which is not installed here."""
 from __future__ import annotations
 
 import base64
@@ -12,6 +13,7 @@ import io
 import json
 from pathlib import Path
 
+from edgeinfer.convert.sentencepiece_proto import read_normalizer
 from support.tiny_bert import save_sentence_transformers_pooling
 
 CORPUS = [
@@ -30,41 +32,9 @@ CORPUS = [
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]   # fairseq's order: ids 0..3, <mask> after the pieces
 
 
-def _protobuf_field(data: bytes, wanted: int) -> bytes | None:
-    """The first length-delimited field `wanted` of a protobuf message (the sentencepiece package
-    reads its model with protobuf, which is not installed here)."""
-    def varint(i: int) -> tuple[int, int]:
-        value = shift = 0
-        while True:
-            b = data[i]
-            value |= (b & 0x7F) << shift
-            i, shift = i + 1, shift + 7
-            if b < 0x80:
-                return value, i
-
-    i = 0
-    while i < len(data):
-        key, i = varint(i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            _, i = varint(i)
-        elif wire == 1:
-            i += 8
-        elif wire == 5:
-            i += 4
-        elif wire == 2:
-            n, i = varint(i)
-            if number == wanted:
-                return data[i:i + n]
-            i += n
-        else:
-            raise ValueError(f"protobuf wire type {wire}")
-    return None
-
-
 def unigram_pieces() -> tuple[list[tuple[str, float]], bytes]:
     """The trained pieces with their scores (fairseq ids: specials first, <mask> last) and the
-    normalizer's precompiled charsmap."""
+    serialized SentencePiece model (<unk> <s> </s> then the pieces: each one id before HF's)."""
     import sentencepiece as spm
 
     buf = io.BytesIO()
@@ -76,18 +46,17 @@ def unigram_pieces() -> tuple[list[tuple[str, float]], bytes]:
     pieces = [(t, 0.0) for t in SPECIALS]
     pieces += [(sp.IdToPiece(i), sp.GetScore(i)) for i in range(3, sp.vocab_size())]
     pieces.append(("<mask>", 0.0))
-    normalizer_spec = _protobuf_field(buf.getvalue(), 3)        # ModelProto.normalizer_spec
-    charsmap = _protobuf_field(normalizer_spec, 2) or b""       # NormalizerSpec.precompiled_charsmap
-    return pieces, charsmap
+    return pieces, buf.getvalue()
 
 
-def save_unigram_tokenizer(folder: Path) -> int:
-    """tokenizer.json + tokenizer_config.json as XLM-R checkpoints ship them; returns the
-    vocabulary size."""
+def save_unigram_tokenizer(folder: Path, with_sentencepiece_model: bool = False) -> int:
+    """tokenizer.json + tokenizer_config.json as XLM-R checkpoints ship them (and their
+    sentencepiece.bpe.model if asked); returns the vocabulary size."""
     from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import Unigram
 
-    pieces, charsmap = unigram_pieces()
+    pieces, sp_model = unigram_pieces()
+    charsmap = read_normalizer(sp_model).precompiled_charsmap
     tok = Tokenizer(Unigram(pieces, unk_id=3, byte_fallback=False))
     tok.normalizer = normalizers.Precompiled(charsmap)   # as xlm-roberta-base's tokenizer.json
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
@@ -97,6 +66,8 @@ def save_unigram_tokenizer(folder: Path) -> int:
     tok.add_special_tokens([AddedToken(t, special=True) for t in SPECIALS + ["<mask>"]])
     folder.mkdir(parents=True, exist_ok=True)
     tok.save(str(folder / "tokenizer.json"))
+    if with_sentencepiece_model:
+        (folder / "sentencepiece.bpe.model").write_bytes(sp_model)
     (folder / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
         "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>",
@@ -126,9 +97,10 @@ def make_xlmr(n_vocab: int, cls_name: str = "XLMRobertaModel", **extra):
     return model
 
 
-def save_xlmr_folder(folder: Path, cls_name: str = "XLMRobertaModel", pooling: str | None = "mean", **extra):
+def save_xlmr_folder(folder: Path, cls_name: str = "XLMRobertaModel", pooling: str | None = "mean",
+                     with_sentencepiece_model: bool = False, **extra):
     """Tokenizer, model and (with a pooling) the sentence-transformers layout in `folder`."""
-    n_vocab = save_unigram_tokenizer(folder)
+    n_vocab = save_unigram_tokenizer(folder, with_sentencepiece_model)
     model = make_xlmr(n_vocab, cls_name, **extra)
     model.save_pretrained(folder, safe_serialization=True)
     if pooling is not None:
