@@ -48,12 +48,19 @@ def save_sentence_transformers_pooling(folder: Path, n_embd: int, pooling: str) 
 
 
 def make_bert(cls_name: str = "BertModel", **extra):
-    import torch
     import transformers
 
     config = transformers.BertConfig(vocab_size=len(wordpiece_vocab()), hidden_size=64, num_hidden_layers=3,
                                      num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
                                      type_vocab_size=2, layer_norm_eps=1e-12, initializer_range=0.2, **extra)
+    return random_model(cls_name, config)
+
+
+def random_model(cls_name: str, config):
+    """transformers' `cls_name` of `config` with seeded random weights, in float32 eval mode."""
+    import torch
+    import transformers
+
     torch.manual_seed(0)
     model = getattr(transformers, cls_name)(config).eval().to(torch.float32)
     with torch.no_grad():  # norm weights away from 1, biases away from 0: the test must see them

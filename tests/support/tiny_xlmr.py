@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from edgeinfer.convert.sentencepiece_proto import read_normalizer
-from support.tiny_bert import save_sentence_transformers_pooling
+from support.tiny_bert import random_model, save_sentence_transformers_pooling
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -80,7 +80,6 @@ def save_unigram_tokenizer(folder: Path, with_sentencepiece_model: bool = False)
 
 def make_xlmr(n_vocab: int, cls_name: str = "XLMRobertaModel", **extra):
     """A tiny random model; positions start at padding_idx + 1 = 2, as in XLM-R."""
-    import torch
     import transformers
 
     config = transformers.XLMRobertaConfig(
@@ -88,13 +87,7 @@ def make_xlmr(n_vocab: int, cls_name: str = "XLMRobertaModel", **extra):
         max_position_embeddings=66, type_vocab_size=1, layer_norm_eps=1e-5, initializer_range=0.2,
         pad_token_id=1, bos_token_id=0, eos_token_id=2,
         attn_implementation="eager", **extra)   # SDPA's first calls take seconds; the test calls it a few times
-    torch.manual_seed(0)
-    model = getattr(transformers, cls_name)(config).eval().to(torch.float32)
-    with torch.no_grad():  # norm weights away from 1, biases away from 0: the test must see them
-        for _, p in model.named_parameters():
-            if p.ndim == 1:
-                p.add_(torch.randn_like(p) * 0.2)
-    return model
+    return random_model(cls_name, config)
 
 
 def save_xlmr_folder(folder: Path, cls_name: str = "XLMRobertaModel", pooling: str | None = "mean",
