@@ -248,3 +248,44 @@ def test_llamacpps_converter_writes_the_same_file(kind, llamacpp_files):
         assert t.embed(TEXTS).tobytes() == o.embed(TEXTS).tobytes()
     else:
         assert t.rerank(QUERY, DOCS).tobytes() == o.rerank(QUERY, DOCS).tobytes()
+
+
+def _fuzz_texts(n: int) -> list[str]:
+    """Seeded random strings over the corpus' scripts, spaces, marks the charsmap rewrites and the
+    special tokens' texts."""
+    import random
+
+    rng = random.Random(1)
+    alphabet = list("abcxyzABCXYZ  \t\n.,!?'\"-_0159<>/s") + list(
+        "éüßçÆØÅ我想在苹果公司工作。素早い茶色の狐빠른갈색Быстраякоричневая①②③㍿ﬁＦＵＬ½™…‐—\u00a0\u3000\u200b\u0301🚀✅")
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(n)]
+    return texts + [t + "</s>" + t[:5] + "<mask>" for t in texts[:n // 8]]
+
+
+@pytest.mark.parametrize("embedder", ["mean"], indirect=True)   # one tokenizer: one run
+def test_llamacpps_server_tokenizes_embeds_and_reranks_alike(embedder, reranker, tmp_path):
+    """llama.cpp itself on our files: /tokenize (it parses special tokens) gives our ids on a
+    random multilingual fuzz, /v1/embeddings and /v1/rerank our floats to ~1e-5 (flash attention
+    off: on, its F16 K/V move the scores by ~1e-3)."""
+    import httpx
+
+    from support.llamacpp_server import llamacpp_server
+    from support.llamacpp_venv import llamacpp_tool
+
+    if llamacpp_tool("llama-server") is None:
+        pytest.skip("no llama.cpp build (scripts/llamacpp_bin.py makes one)")
+    embed_path, rank_path = embedder[2], reranker[2]
+    common = ("-t", "1", "-c", "256", "-np", "1", "-fa", "off")
+    with llamacpp_server(embed_path, "--embeddings", *common, log_path=tmp_path / "embed.log") as url, \
+            httpx.Client(base_url=url, timeout=60) as http:
+        m = Model.load(embed_path, n_ctx=64)
+        for text in TEXTS + _fuzz_texts(200):
+            theirs = http.post("/tokenize", json={"content": text, "add_special": True}).json()["tokens"]
+            assert m.tokenize(text, parse_special=True) == theirs, text
+        data = http.post("/v1/embeddings", json={"input": TEXTS}).json()["data"]
+        np.testing.assert_allclose(m.embed(TEXTS), [d["embedding"] for d in data], atol=1e-4)
+    with llamacpp_server(rank_path, "--reranking", *common, log_path=tmp_path / "rank.log") as url, \
+            httpx.Client(base_url=url, timeout=60) as http:
+        results = http.post("/v1/rerank", json={"query": QUERY, "documents": DOCS, "top_n": len(DOCS)}).json()["results"]
+        theirs = [r["relevance_score"] for r in sorted(results, key=lambda r: r["index"])]
+        np.testing.assert_allclose(Model.load(rank_path, n_ctx=64).rerank(QUERY, DOCS), theirs, atol=1e-4)
