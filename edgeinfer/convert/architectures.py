@@ -150,7 +150,7 @@ class Architecture:
         w.add_vocab_size(int(_require(c, "vocab_size")))
         write_rope_scaling(w, self.rope, self.yarn_untruncated_ok)
 
-    def read_folder(self, folder: Path, vocab: "Vocabulary") -> None:
+    def read_folder(self, folder: Path, vocab: Vocabulary) -> None:
         """What the family reads beyond config.json, before any tensor is named: the folder's
         other files and the vocabulary (a reranker's answer tokens, sentence-transformers'
         Dense modules)."""
@@ -259,7 +259,7 @@ class Qwen3(Qwen2):
         self.pooling: PoolingType | None = None
         self.answer_ids: list[int] = []
 
-    def read_folder(self, folder: Path, vocab: "Vocabulary") -> None:
+    def read_folder(self, folder: Path, vocab: Vocabulary) -> None:
         readme = folder / "README.md"
         hints = [folder.name, str(self.cfg.get("_name_or_path", "")), str(self.cfg.get("model_type", "")),
                  *(str(a) for a in self.cfg.get("architectures") or [])]
@@ -458,7 +458,7 @@ class EmbeddingGemma(Gemma3):
         super().__init__(cfg)
         self.dense: dict[str, tuple[int, int, np.ndarray]] = {}   # "dense_2" -> (in, out, weight)
 
-    def read_folder(self, folder: Path, vocab: "Vocabulary") -> None:
+    def read_folder(self, folder: Path, vocab: Vocabulary) -> None:
         from edgeinfer.convert.checkpoint import read_safetensors
 
         modules = folder / "modules.json"
