@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import httpx
-
 from support.llamacpp_venv import llamacpp_tool
-from support.server_process import free_port
+from support.server_process import free_port, wait_healthy
 
 
 @contextmanager
@@ -27,19 +24,12 @@ def llamacpp_server(model: Path, *args: str, log_path: Path, timeout: float = 60
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([str(tool), "-m", str(model), "--port", str(port), *args], env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
+        def log_text() -> str:
+            return log_path.read_text(errors="replace")
+
         try:
-            deadline = time.monotonic() + timeout
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"llama-server exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
-                try:
-                    if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"llama-server not healthy in {timeout} s:\n{log_path.read_text(errors='replace')}")
-                time.sleep(0.05)
+            if not wait_healthy(proc, url, timeout, log_text):
+                raise RuntimeError(f"llama-server not healthy in {timeout} s:\n{log_text()}")
             yield url
         finally:
             proc.terminate()
