@@ -91,7 +91,7 @@ def make_router(config: ServerConfig, pool: ModelPool, include_in_schema: bool) 
             job = await run_in_threadpool(prompts.chat_job, body, model, config)
             job.accepted_at = arrived
             responses = ChatResponses(resident.served.model_id, fingerprint(model), model.vocab, body.logprobs,
-                                      job.tool_format)
+                                      job.tool_format, job.reasoning)
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return await run(resident.engine, job, responses, body.stream, include_usage, request)
         finally:

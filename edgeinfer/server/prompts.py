@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeinfer.chat_template import ChatPrompt
 from edgeinfer.errors import ChatTemplateError
 from edgeinfer.model import Model
 from edgeinfer.prompt_cache import common_prefix
+from edgeinfer.reasoning import reasoning_style
 from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import APIError, context_overflow
 from edgeinfer.server.schemas import REQUEST_SAMPLING_OPTIONS, ChatCompletionRequest, CompletionRequest, SamplingFields
@@ -87,9 +89,9 @@ def tool_plan(req: ChatCompletionRequest, model: Model) -> ToolPlan | None:
         raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
 
 
-def chat_prompt_ids(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model) -> list[int]:
+def chat_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model) -> ChatPrompt:
     try:
-        return model.chat_prompt(messages, tools=tools).ids
+        return model.chat_prompt(messages, tools=tools)
     except ChatTemplateError as exc:
         raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
     except ValueError as exc:   # a message the template cannot take (e.g. an image part)
@@ -223,12 +225,14 @@ def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> 
     check_can_generate(model)
     plan = tool_plan(req, model)
     messages, tools = (plan.messages, plan.template_tools) if plan else (chat_messages(req), None)
-    ids = chat_prompt_ids(messages, tools, model)
+    prompt = chat_prompt(messages, tools, model)
+    ids = prompt.ids
     options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config, plan)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     keep = system_prefix_tokens(messages, tools, model, ids) if config.prompt_cache_dir else 0
+    reasoning = None if req.reasoning_format == "none" else reasoning_style(model.chat_template.source, prompt.text)
     return GenerationJob(ids, options, logprobs, keep_prefix=keep,
-                         tool_format=plan.format if plan else None)
+                         tool_format=plan.format if plan else None, reasoning=reasoning)
 
 
 def completion_job(req: CompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:

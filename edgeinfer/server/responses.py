@@ -12,6 +12,8 @@ and the non-streaming collector (app.py) are written once:
 A chat answer with tools is read by an edgeinfer.tools.ToolCallStream: text before the calls
 is content, each call streams as a first delta (index, id, type, name) and then fragments of
 its arguments' JSON text; the non-streamed response is the same reader fed the whole text.
+A model that writes its reasoning (edgeinfer.reasoning) has it read apart first: it goes out as
+delta.reasoning_content / message.reasoning_content, and only the answer reaches the tool reader.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ import uuid
 from typing import Any, Sequence
 
 from edgeinfer.generate import GenerationResult
+from edgeinfer.reasoning import Answer, Reasoning, ReasoningStream, ReasoningStyle
+from edgeinfer.reasoning import Piece as ReasoningPiece
 from edgeinfer.server import schemas as s
 from edgeinfer.server.logprobs import TokenLogprob
 from edgeinfer.server.worker import Finished
@@ -60,6 +64,15 @@ class _Responses:
         return dict(id=self.id, created=self.created, model=self.model_id, system_fingerprint=self.fingerprint)
 
 
+def _event_delta(event: Event) -> s.ChatDelta:
+    if isinstance(event, ContentDelta):
+        return s.ChatDelta(content=event.text)
+    if isinstance(event, CallStart):
+        return s.ChatDelta(tool_calls=[s.ToolCallDelta(index=event.index, id=event.id, type="function",
+                                                       function=s.FunctionCallDelta(name=event.name, arguments=""))])
+    return s.ChatDelta(tool_calls=[s.ToolCallDelta(index=event.index, function=s.FunctionCallDelta(arguments=event.text))])
+
+
 def _finish_reason(finished: Finished, calls: Sequence[ToolCall]) -> str:
     reason = finished.result.finish_reason
     return "tool_calls" if calls and reason == "stop" else reason
@@ -67,12 +80,14 @@ def _finish_reason(finished: Finished, calls: Sequence[ToolCall]) -> str:
 
 class ChatResponses(_Responses):
     def __init__(self, model_id: str, fingerprint: str, vocab: Any, want_logprobs: bool,
-                 tool_format: ToolFormat | None = None):
+                 tool_format: ToolFormat | None = None, reasoning: ReasoningStyle | None = None):
         super().__init__("chatcmpl", model_id, fingerprint, vocab)
         self.want_logprobs = want_logprobs
         self.tool_format = tool_format
+        self.reasoning = reasoning
+        self._thinking = ReasoningStream(reasoning) if reasoning is not None else None
         self._reader = ToolCallStream(tool_format) if tool_format is not None else None
-        self._held_logprobs: list[TokenLogprob] = []   # of text the reader still holds
+        self._held_logprobs: list[TokenLogprob] = []   # of text the readers still hold
 
     def logprobs(self, entries: Sequence[TokenLogprob]) -> s.ChoiceLogprobs | None:
         if not self.want_logprobs:
@@ -99,31 +114,34 @@ class ChatResponses(_Responses):
         return self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(role="assistant", content="")))
 
     def deltas(self, text: str, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-        if self._reader is None:
+        if self._thinking is None and self._reader is None:
             return [self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(content=text), logprobs=self.logprobs(entries)))]
-        return self._event_chunks(self._reader.feed(text), entries)
-
-    def _event_chunks(self, events: Sequence[Event], entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-        """One chunk per event; the pieces' logprobs ride on the first chunk that goes out."""
         self._held_logprobs += entries
+        return self._piece_chunks(self._thinking.feed(text) if self._thinking is not None else [Answer(text)])
+
+    def _piece_chunks(self, pieces: Sequence[ReasoningPiece]) -> list[dict[str, Any]]:
+        """Reasoning goes out as delta.reasoning_content; the answer as content, through the
+        tool-call reader if there is one."""
         chunks = []
-        for event in events:
-            if isinstance(event, ContentDelta):
-                delta = s.ChatDelta(content=event.text)
-            elif isinstance(event, CallStart):
-                delta = s.ChatDelta(tool_calls=[s.ToolCallDelta(
-                    index=event.index, id=event.id, type="function",
-                    function=s.FunctionCallDelta(name=event.name, arguments=""))])
+        for piece in pieces:
+            if isinstance(piece, Reasoning):
+                chunks.append(self._delta_chunk(s.ChatDelta(reasoning_content=piece.text)))
+            elif self._reader is not None:
+                chunks += [self._delta_chunk(_event_delta(e)) for e in self._reader.feed(piece.text)]
             else:
-                delta = s.ChatDelta(tool_calls=[s.ToolCallDelta(
-                    index=event.index, function=s.FunctionCallDelta(arguments=event.text))])
-            logprobs = self.logprobs(self._held_logprobs) if self._held_logprobs else None
-            self._held_logprobs = []
-            chunks.append(self._chunk(s.ChatChunkChoice(delta=delta, logprobs=logprobs)))
+                chunks.append(self._delta_chunk(s.ChatDelta(content=piece.text)))
         return chunks
 
+    def _delta_chunk(self, delta: s.ChatDelta) -> dict[str, Any]:
+        """A chunk for `delta`; the logprobs of the text held so far ride on it."""
+        logprobs = self.logprobs(self._held_logprobs) if self._held_logprobs else None
+        self._held_logprobs = []
+        return self._chunk(s.ChatChunkChoice(delta=delta, logprobs=logprobs))
+
     def final(self, finished: Finished) -> list[dict[str, Any]]:
-        chunks = self._event_chunks(self._reader.finish(), []) if self._reader is not None else []
+        chunks = self._piece_chunks(self._thinking.finish()) if self._thinking is not None else []
+        if self._reader is not None:
+            chunks += [self._delta_chunk(_event_delta(e)) for e in self._reader.finish()]
         held = self._held_logprobs + list(finished.logprobs)
         logprobs = self.logprobs(held) if held else None
         calls = self._reader.tool_calls if self._reader is not None else []
@@ -136,13 +154,19 @@ class ChatResponses(_Responses):
 
     def whole(self, text: str, entries: Sequence[TokenLogprob], finished: Finished) -> dict[str, Any]:
         content: str | None = text
+        reasoning: str | None = None
         calls: list[ToolCall] = []
+        if self.reasoning is not None:
+            thinking = ReasoningStream(self.reasoning)
+            thinking.feed(text)
+            thinking.finish()
+            content, reasoning = thinking.content, thinking.reasoning or None
         if self.tool_format is not None:
             reader = ToolCallStream(self.tool_format)
-            reader.feed(text)
+            reader.feed(content)
             reader.finish()
             content, calls = reader.content, reader.tool_calls
-        message = s.AssistantMessage(content=content, tool_calls=[
+        message = s.AssistantMessage(content=content, reasoning_content=reasoning, tool_calls=[
             s.ToolCall(id=c.id, function=s.FunctionCall(name=c.name, arguments=c.arguments)) for c in calls] or None)
         choice = s.ChatChoice(message=message, logprobs=self.logprobs(entries),
                               finish_reason=_finish_reason(finished, calls))
@@ -150,6 +174,8 @@ class ChatResponses(_Responses):
                                 timings=timings(finished)).model_dump()
         if not calls:
             del body["choices"][0]["message"]["tool_calls"]   # present only when there are calls, as OpenAI's
+        if reasoning is None:
+            del body["choices"][0]["message"]["reasoning_content"]   # present only when there is some
         return body
 
 

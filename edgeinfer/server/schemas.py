@@ -184,6 +184,9 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool | None = Field(
         None, description="Several calls in one answer; default: true if the model's chat template shows tools.")
     functions: list[dict[str, Any]] | None = None
+    reasoning_format: Literal["none", "auto", "deepseek"] | None = Field(
+        None, description="deepseek or auto (default): a reasoning model's thinking goes to reasoning_content; "
+                          "none: it stays in content as generated.")
 
 
 # --- text completions ------------------------------------------------------------------------
@@ -259,6 +262,7 @@ class ToolCall(BaseModel):
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
+    reasoning_content: str | None = None   # a reasoning model's thinking (edgeinfer.reasoning)
     tool_calls: list[ToolCall] | None = None
 
 
@@ -298,6 +302,7 @@ class ToolCallDelta(BaseModel):
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    reasoning_content: str | None = None
     tool_calls: list[ToolCallDelta] | None = None
 
 

@@ -76,6 +76,7 @@ class GenerationJob:
     logprobs: int | None = None
     keep_prefix: int = 0            # leading prompt tokens worth keeping on disk (the system prefix)
     tool_format: Any = None         # edgeinfer.tools.ToolFormat: how to read calls from the answer
+    reasoning: Any = None           # edgeinfer.reasoning.ReasoningStyle: how to read reasoning apart
     accepted_at: float = field(default_factory=time.perf_counter)
     cancelled: threading.Event = field(default_factory=threading.Event)
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
