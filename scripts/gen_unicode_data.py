@@ -2,8 +2,9 @@
 """Generates native/src/vocab/unicode_data.inc: code point ranges -> category flags.
 
 The flags are the ones the pre-tokenizer regexes ask about (llama.cpp's unicode_cpt_flags):
-\\p{N}, \\p{L}, \\p{Z}, \\p{M}, \\p{P}, \\p{S}, \\p{C}, unassigned, and \\s (the Unicode
-White_Space property, which unicodedata does not expose, so it is listed here from PropList.txt).
+\\p{N}, \\p{L}, \\p{Z}, \\p{M}, \\p{P}, \\p{S}, \\p{C}, unassigned, \\s (the Unicode
+White_Space property, which unicodedata does not expose, so it is listed here from PropList.txt),
+and the letter case the o200k regex asks about: \\p{Lu}\\p{Lt} (UPPERCASE) and \\p{Ll} (LOWERCASE).
 
 Usage: python scripts/gen_unicode_data.py > native/src/vocab/unicode_data.inc
 """
@@ -13,7 +14,7 @@ import unicodedata
 # Must match the enum in native/src/vocab/unicode.h.
 UNDEFINED, NUMBER, LETTER, SEPARATOR, ACCENT_MARK, PUNCTUATION, SYMBOL, CONTROL = (
     0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80)
-WHITESPACE = 0x100
+WHITESPACE, UPPERCASE, LOWERCASE = 0x100, 0x200, 0x400
 
 CATEGORY_FLAGS = {
     "Cn": UNDEFINED,
@@ -21,7 +22,7 @@ CATEGORY_FLAGS = {
     "Zs": SEPARATOR, "Zl": SEPARATOR, "Zp": SEPARATOR,
     "Mn": ACCENT_MARK, "Mc": ACCENT_MARK, "Me": ACCENT_MARK,
     "Nd": NUMBER, "Nl": NUMBER, "No": NUMBER,
-    "Lu": LETTER, "Ll": LETTER, "Lt": LETTER, "Lm": LETTER, "Lo": LETTER,
+    "Lu": LETTER | UPPERCASE, "Ll": LETTER | LOWERCASE, "Lt": LETTER | UPPERCASE, "Lm": LETTER, "Lo": LETTER,
     "Pc": PUNCTUATION, "Pd": PUNCTUATION, "Ps": PUNCTUATION, "Pe": PUNCTUATION,
     "Pi": PUNCTUATION, "Pf": PUNCTUATION, "Po": PUNCTUATION,
     "Sm": SYMBOL, "Sc": SYMBOL, "Sk": SYMBOL, "So": SYMBOL,

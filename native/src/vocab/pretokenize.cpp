@@ -1,5 +1,6 @@
 #include "vocab/pretokenize.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "common/error.h"
@@ -10,9 +11,12 @@ namespace ei {
 
 namespace {
 
+using unicode::ACCENT_MARK;
 using unicode::LETTER;
+using unicode::LOWERCASE;
 using unicode::NUMBER;
 using unicode::PUNCTUATION;
+using unicode::UPPERCASE;
 using unicode::WHITESPACE;
 
 // The names llama.cpp maps to each regex list (llama-vocab.cpp, llama_vocab::impl::load), for
@@ -47,6 +51,8 @@ const PreEntry kPreTokenizers[] = {
     // QWEN2, STABLELM2, HUNYUAN, SOLAR_OPEN
     {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open"},
      {PreSplit::QWEN2}, false, -1, false},
+    // GPT4O, MINIMAX_M2: the o200k regex (gpt-oss's o200k_harmony too)
+    {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, {PreSplit::O200K}, false, -1, false},
     // FALCON
     {{"falcon"}, {PreSplit::PUNCT_RUN_BT, PreSplit::GPT2, PreSplit::ASCII_DIGIT3}, false, -1, false},
 };
@@ -77,7 +83,7 @@ uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
 // 's|'t|'re|'ve|'m|'ll|'d (case-insensitive if asked): the match length at pos, or 0.
 size_t contraction(const Piece& p, size_t pos, bool any_case) {
-    if (p.cpts[pos] != '\'' || pos + 1 >= p.end) return 0;
+    if (p.C(pos) != '\'' || pos + 1 >= p.end) return 0;
     auto low = [&](uint32_t c) { return any_case ? ascii_lower(c) : c; };
     const uint32_t n = low(p.C(pos + 1));
     if (n == 's' || n == 't' || n == 'm' || n == 'd') return 2;
@@ -177,6 +183,86 @@ void split_llama3(Piece& p, size_t max_digits) {
     }
 }
 
+// The o200k regex's letter classes: [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] ("upper") and
+// [\p{Ll}\p{Lm}\p{Lo}\p{M}] ("lower"). Caseless letters and marks are in both.
+bool is_upper_cls(uint16_t f) { return ((f & LETTER) && !(f & LOWERCASE)) || (f & ACCENT_MARK); }
+bool is_lower_cls(uint16_t f) { return ((f & LETTER) && !(f & UPPERCASE)) || (f & ACCENT_MARK); }
+bool is_word_prefix(const Piece& p, size_t pos) {  // [^\r\n\p{L}\p{N}]
+    const uint32_t c = p.C(pos);
+    return p.F(pos) != 0 && !(p.F(pos) & (LETTER | NUMBER)) && c != '\r' && c != '\n';
+}
+
+template <typename Pred>
+size_t run_end(const Piece& p, size_t pos, Pred pred) {
+    while (pred(p.F(pos))) ++pos;  // F is 0 past the piece: no class holds there
+    return pos;
+}
+
+// The end of upper*lower+ (upper_first false) or upper+lower* (true) matched at s, or 0 for no
+// match, as a backtracking regex finds it: the greedy upper run gives back characters until a
+// lower one can follow. The optional contraction is added by the caller.
+size_t o200k_letters(const Piece& p, size_t s, bool upper_first) {
+    const size_t u = run_end(p, s, is_upper_cls);
+    if (is_lower_cls(p.F(u))) return run_end(p, u, is_lower_cls);  // u holds a \p{Ll}
+    if (upper_first) return u > s ? u : 0;
+    // Every character of [s, u) is "upper"; the last one that is also "lower" can be the
+    // lower+ (it is followed by a pure upper one or by u, neither of which is "lower").
+    for (size_t b = u; b > s; --b)
+        if (is_lower_cls(p.F(b - 1))) return b;
+    return 0;
+}
+
+// The o200k regex (see PreSplit::O200K). The two word alternatives are tried in order, each
+// first with the one-character prefix and then without it: they differ only where the
+// character at pos is both a possible prefix and a letter-class one, i.e. a combining mark.
+// This is the regex as tokenizer.json states it (and as the model's tokenizer ran it);
+// llama.cpp runs an ASCII-case approximation through std::regex that leaves \p{M} out of words
+// and splits words mixing non-ASCII and ASCII capitals ("ÉCOLE" -> "É" "COLE").
+void split_o200k(Piece& p) {
+    size_t pos = p.ini;
+    while (pos < p.end) {
+        const uint32_t c = p.cpts[pos];
+        const uint16_t f = p.fl[pos];
+        size_t word = 0;
+        for (bool upper_first : {false, true}) {
+            if (is_word_prefix(p, pos)) word = o200k_letters(p, pos + 1, upper_first);
+            if (!word) word = o200k_letters(p, pos, upper_first);
+            if (word) break;
+        }
+        if (word) {
+            p.add(pos = word + contraction(p, word, true));
+            continue;
+        }
+        if (f & NUMBER) {  // \p{N}{1,3}
+            const size_t e = run_end(p, pos, [](uint16_t g) { return (g & NUMBER) != 0; });
+            p.add(pos = std::min(e, pos + 3));
+            continue;
+        }
+        const uint16_t f2 = c == ' ' ? p.F(pos + 1) : f;
+        if (is_other(f2)) {  // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+            pos = run_end(p, pos + (c == ' '), is_other);
+            while (p.C(pos) == '\r' || p.C(pos) == '\n' || p.C(pos) == '/') ++pos;
+            p.add(pos);
+            continue;
+        }
+        size_t nws = 0, last_rn = 0;
+        while (p.F(pos + nws) & WHITESPACE) {
+            const uint32_t c2 = p.C(pos + nws);
+            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
+            ++nws;
+        }
+        if (last_rn > 0) {  // \s*[\r\n]+
+            p.add(pos = last_rn);
+        } else if (nws > 1 && pos + nws < p.end) {  // \s+(?!\S)
+            p.add(pos += nws - 1);
+        } else if (nws > 0) {
+            p.add(pos += nws);
+        } else {
+            p.add(++pos);
+        }
+    }
+}
+
 // A simple regex found left to right (std::regex_iterator): the text between matches and each
 // match become pieces. `match(pos)` is the match length at pos, 0 for none.
 template <typename Match>
@@ -205,6 +291,7 @@ void split_piece(PreSplit kind, Piece& p) {
         case PreSplit::GPT2: return split_gpt2(p);
         case PreSplit::LLAMA3: return split_llama3(p, 3);
         case PreSplit::QWEN2: return split_llama3(p, 1);
+        case PreSplit::O200K: return split_o200k(p);
         case PreSplit::DIGIT:
             return split_matches(p, [&](size_t i) { return size_t((p.fl[i] & NUMBER) != 0); });
         case PreSplit::DIGIT_RUN:

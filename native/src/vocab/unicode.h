@@ -1,5 +1,5 @@
 // Unicode helpers for the tokenizers: UTF-8 decode/encode with llama.cpp's error policy, the
-// category flags the pre-tokenizer regexes ask about (\p{L}, \p{N}, \s, ...), and GPT-2's
+// category flags the pre-tokenizer regexes ask about (\p{L}, \p{N}, \s, \p{Lu}, ...), and GPT-2's
 // byte <-> printable-character mapping used by byte-level BPE vocabularies.
 #pragma once
 #include <cstddef>
@@ -21,6 +21,8 @@ enum Flag : uint16_t {
     SYMBOL = 0x40,       // \p{S}
     CONTROL = 0x80,      // \p{C} (assigned)
     WHITESPACE = 0x100,  // \s: the White_Space property
+    UPPERCASE = 0x200,   // \p{Lu} or \p{Lt} (with LETTER): the o200k regex tells case apart
+    LOWERCASE = 0x400,   // \p{Ll} (with LETTER); a letter with neither is \p{Lm} or \p{Lo}
 };
 
 constexpr uint32_t MAX_CODEPOINT = 0x110000;
