@@ -93,6 +93,26 @@ size_t contraction(const Piece& p, size_t pos, bool any_case) {
     return 0;
 }
 
+// [^\s\p{L}\p{N}]+[\r\n]* ([\r\n/]* if `slash`) from pos: the end of the match.
+size_t other_run_end(const Piece& p, size_t pos, bool slash) {
+    while (is_other(p.F(pos))) ++pos;
+    while (p.C(pos) == '\r' || p.C(pos) == '\n' || (slash && p.C(pos) == '/')) ++pos;
+    return pos;
+}
+
+// \s*[\r\n]+|\s+(?!\S)|\s+ from pos (one character if none matches): the end of the match.
+size_t whitespace_end(const Piece& p, size_t pos) {
+    size_t nws = 0, last_rn = 0;
+    while (p.F(pos + nws) & WHITESPACE) {
+        const uint32_t c = p.C(pos + nws);
+        if (c == '\r' || c == '\n') last_rn = pos + nws + 1;
+        ++nws;
+    }
+    if (last_rn > 0) return last_rn;                          // \s*[\r\n]+
+    if (nws > 1 && pos + nws < p.end) return pos + nws - 1;  // \s+(?!\S): the last one starts the next word
+    return pos + std::max<size_t>(nws, 1);
+}
+
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 void split_gpt2(Piece& p) {
     size_t pos = p.ini;
@@ -159,27 +179,10 @@ void split_llama3(Piece& p, size_t max_digits) {
         }
         const uint16_t f2 = c == ' ' ? p.F(pos + 1) : f;
         if (!(f2 & (WHITESPACE | LETTER | NUMBER))) {  // f != 0: pos is inside the piece
-            pos += (c == ' ');
-            while (is_other(p.F(pos))) ++pos;
-            while (p.C(pos) == '\r' || p.C(pos) == '\n') ++pos;
-            p.add(pos);
+            p.add(pos = other_run_end(p, pos + (c == ' '), false));
             continue;
         }
-        size_t nws = 0, last_rn = 0;
-        while (p.F(pos + nws) & WHITESPACE) {
-            const uint32_t c2 = p.C(pos + nws);
-            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
-            ++nws;
-        }
-        if (last_rn > 0) {  // \s*[\r\n]+
-            p.add(pos = last_rn);
-        } else if (nws > 1 && pos + nws < p.end) {  // \s+(?!\S)
-            p.add(pos += nws - 1);
-        } else if (nws > 0) {
-            p.add(pos += nws);
-        } else {
-            p.add(++pos);
-        }
+        p.add(pos = whitespace_end(p, pos));
     }
 }
 
@@ -240,26 +243,10 @@ void split_o200k(Piece& p) {
         }
         const uint16_t f2 = c == ' ' ? p.F(pos + 1) : f;
         if (is_other(f2)) {  // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
-            pos = run_end(p, pos + (c == ' '), is_other);
-            while (p.C(pos) == '\r' || p.C(pos) == '\n' || p.C(pos) == '/') ++pos;
-            p.add(pos);
+            p.add(pos = other_run_end(p, pos + (c == ' '), true));
             continue;
         }
-        size_t nws = 0, last_rn = 0;
-        while (p.F(pos + nws) & WHITESPACE) {
-            const uint32_t c2 = p.C(pos + nws);
-            if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
-            ++nws;
-        }
-        if (last_rn > 0) {  // \s*[\r\n]+
-            p.add(pos = last_rn);
-        } else if (nws > 1 && pos + nws < p.end) {  // \s+(?!\S)
-            p.add(pos += nws - 1);
-        } else if (nws > 0) {
-            p.add(pos += nws);
-        } else {
-            p.add(++pos);
-        }
+        p.add(pos = whitespace_end(p, pos));
     }
 }
 
