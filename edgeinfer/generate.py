@@ -252,8 +252,9 @@ def _call_deferred(on_token: TokenHook | None, deferred: list[tuple[int, np.ndar
     del deferred[:n]
 
 
-def _stop_hold(text: str, stops: Sequence[str]) -> int:
-    """Length of the longest tail of `text` that is a proper prefix of some stop string."""
+def held_tail(text: str, stops: Sequence[str]) -> int:
+    """Length of the longest tail of `text` that is a proper prefix of one of `stops`: text that
+    may still become one of them, so a stream holds it back."""
     hold = 0
     for s in stops:
         for k in range(min(len(s) - 1, len(text)), hold, -1):
@@ -348,7 +349,7 @@ def stream_generate(
                 finish = "stop"
                 stopped_by_string = True
                 break
-            safe = len(text) - _stop_hold(text, stops)
+            safe = len(text) - held_tail(text, stops)
         else:
             safe = len(text)
         if revocable:

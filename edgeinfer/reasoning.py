@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+from edgeinfer.generate import held_tail
+
 # harmony's markers
 START, CHANNEL, MESSAGE, END = "<|start|>", "<|channel|>", "<|message|>", "<|end|>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -58,17 +60,6 @@ def reasoning_style(template_source: str, prompt_text: str = "") -> ReasoningSty
     if THINK_CLOSE in template_source:
         return ReasoningStyle("think", open=prompt_text.rstrip().endswith(THINK_OPEN))
     return None
-
-
-def _partial_tail(text: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest tail of `text` that is a proper prefix of one of `markers`."""
-    best = 0
-    for m in markers:
-        for k in range(min(len(m) - 1, len(text)), best, -1):
-            if text.endswith(m[:k]):
-                best = k
-                break
-    return best
 
 
 class ReasoningStream:
@@ -157,7 +148,7 @@ class ReasoningStream:
             self._state = "header" if self.style.name == "harmony" else "content"
             self._at_start = True
             return True
-        keep = 0 if final else _partial_tail(buf, ends)
+        keep = 0 if final else held_tail(buf, ends)
         # Trailing whitespace of the reasoning is held: it is dropped if the reasoning ends there.
         text = buf[:len(buf) - keep]
         if self._state == "reasoning" and not final:
