@@ -7,7 +7,8 @@ over the chosen experts and the clamped SwiGLU are all computed as transformers 
 batch and a batch of several sequences give each token exactly what it gets alone, in both float
 orders; the attention sink goes through every attention path (the F16 cache's row and tiled
 kernels, the quantized caches'); offload keeps the layers on the CPU and says why; `edgeinfer
-info` names the architecture; the Q8_0 and MXFP4_MOE files stay close, and llama-perplexity
+info` names the architecture; with an o200k-style vocabulary (pre "gpt-4o", as the released files
+have) the model loads, generates and its harmony template is read for reasoning; the Q8_0 and MXFP4_MOE files stay close, and llama-perplexity
 scores the Q8_0 file as edgeinfer does; the MXFP4-packed form of the released checkpoints is
 refused with its reason."""
 from __future__ import annotations
@@ -31,6 +32,7 @@ from edgeinfer.errors import ModelFormatError  # noqa: E402
 from edgeinfer.quantize import QuantizeOptions, quantize_file  # noqa: E402
 from support.hf_compare import check_against_hf  # noqa: E402
 from support.hf_tiny import make_tiny_checkpoint, train_sentencepiece  # noqa: E402
+from support.o200k import train_o200k_tokenizer, with_o200k_vocab  # noqa: E402
 
 N_LAYER, N_EXPERT, N_USED, FF_EXP, N_HEAD, WINDOW = 4, 4, 2, 32, 4, 8
 HF_SEED = 0
@@ -71,6 +73,32 @@ def test_converted_file_has_llamacpps_keys_and_tensors(converted):
         assert shapes[b + "ffn_gate_exps.bias"] == shapes[b + "ffn_up_exps.bias"] == [FF_EXP, N_EXPERT]
         assert shapes[b + "ffn_down_exps.bias"] == [64, N_EXPERT]
         assert b + "ffn_norm.weight" not in shapes
+
+
+# The shape of gpt-oss's template: harmony messages, the generation prompt "<|start|>assistant".
+HARMONY_TEMPLATE = ("{% for m in messages %}<|start|>{{ m['role'] }}{% if m['role'] == 'assistant' %}"
+                    "<|channel|>final{% endif %}<|message|>{{ m['content'] }}<|end|>{% endfor %}"
+                    "{% if add_generation_prompt %}<|start|>assistant{% endif %}")
+
+
+def test_runs_with_an_o200k_vocabulary(converted, tmp_path, capsys):
+    """Released gpt-oss files carry tokenizer.ggml.pre "gpt-4o" (o200k_harmony): the tiny model
+    with an o200k-style vocabulary (support/o200k.py) loads and generates, `edgeinfer info`
+    takes it, and its template is read as harmony (reasoning apart from the answer)."""
+    from edgeinfer.reasoning import reasoning_style
+
+    _, path = converted
+    o200k = with_o200k_vocab(path, tmp_path / "o200k.gguf", train_o200k_tokenizer(), HARMONY_TEMPLATE)
+    assert cli_main(["info", str(o200k), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["supported"] and info["tokenizer"]["pre"] == "gpt-4o"
+    m = Model.load(o200k, n_ctx=128, n_threads=2)
+    prompt = m.chat_prompt([{"role": "user", "content": "Hello, World! it's 2025."}])
+    assert prompt.text.endswith("<|start|>assistant")
+    assert reasoning_style(m.chat_template.source, prompt.text).name == "harmony"
+    result = m.complete(prompt.ids, max_tokens=6, temperature=0)
+    assert result.prompt_tokens == len(prompt.ids) and 1 <= len(result.tokens) <= 6
+    assert m.complete(prompt.ids, max_tokens=6, temperature=0).tokens == result.tokens
 
 
 def test_gate_up_is_split_as_llamacpp_does(converted):
