@@ -209,13 +209,26 @@ def test_info_prints_the_summary(tiny_model_file, capsys):
         assert fragment in out, fragment
 
 
+def test_info_says_why_an_unknown_pre_tokenizer_does_not_run(tiny_model_file, tmp_path, capsys):
+    """info reads no vocabulary, but it knows the names the loader takes for tokenizer.ggml.pre."""
+    from support.gguf_mutate import VT, load_base, set_kv
+
+    path = set_kv(load_base("tiny", tiny_model_file), "tokenizer.ggml.pre", VT.STRING, b"tekken").write(
+        tmp_path / "tekken.gguf")
+    main(["info", str(path), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    assert info["supported"] is False and info["tokenizer"]["pre_supported"] is False
+    main(["info", str(path)])
+    assert "pre-tokenizer 'tekken' is not implemented" in capsys.readouterr().out
+
+
 def test_info_json(tiny_model_file, capsys):
     main(["info", str(tiny_model_file), "--json"])
     info = json.loads(capsys.readouterr().out)
     assert info["architecture"] == "llama" and info["supported"] is True and info["unsupported_types"] == []
     assert info["context_length"] == 256
     assert info["quantization"]["q8_0"]["tensors"] == 15
-    assert info["tokenizer"] == {"model": "gpt2", "pre": "default", "vocab_size": 263}
+    assert info["tokenizer"] == {"model": "gpt2", "pre": "default", "pre_supported": True, "vocab_size": 263}
     assert info["chat_template"] is False
     # token_embd 263x64 + output 263x64 + 2 layers x (4x64x64/... ) : counted from the shapes
     assert info["parameters"] == 263 * 64 * 2 + 64 + 2 * (64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 96 * 64 + 2 * 64)

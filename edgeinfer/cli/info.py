@@ -51,6 +51,9 @@ def summarize(gguf: Any) -> dict:
     # kernel set computes with (the loader refuses the file otherwise).
     unsupported_types = sorted(name for name in mix if name not in runnable_types and name != "f32")
     arch_supported = arch in _core.supported_architectures()
+    tok_model, pre = gguf.get("tokenizer.ggml.model"), gguf.get("tokenizer.ggml.pre")
+    # Only byte-level BPE vocabularies ("gpt2") are split by a pre-tokenizer; none named is "default".
+    pre_supported = tok_model != "gpt2" or (pre or "default") in _core.supported_pre_tokenizers()
     settings_error = None
     if arch_supported:
         try:   # what the loader would refuse in the hyper-parameters (a RoPE scaling it lacks, ...)
@@ -62,7 +65,7 @@ def summarize(gguf: Any) -> dict:
         "file_size": int(gguf.file_size),  # of every part, for a split model
         "parts": len(gguf.parts),
         "architecture": arch,
-        "supported": arch_supported and not unsupported_types and settings_error is None,
+        "supported": arch_supported and not unsupported_types and settings_error is None and pre_supported,
         "architecture_supported": arch_supported,
         "settings_error": settings_error,
         "unsupported_types": unsupported_types,
@@ -73,8 +76,9 @@ def summarize(gguf: Any) -> dict:
         "layer_kinds": _layer_kinds(gguf, arch),
         "quantization": dict(sorted(mix.items(), key=lambda kv: -kv[1]["bytes"])),
         "tokenizer": {
-            "model": gguf.get("tokenizer.ggml.model"),
-            "pre": gguf.get("tokenizer.ggml.pre"),
+            "model": tok_model,
+            "pre": pre,
+            "pre_supported": pre_supported,
             "vocab_size": n_tokens if n_tokens >= 0 else None,
         },
         "chat_template": gguf.get("tokenizer.chat_template") is not None,
@@ -114,7 +118,8 @@ def render(info: dict) -> Table:
     table.add_column(style="bold")
     table.add_column()
     tok = info["tokenizer"]
-    tokenizer = f"{tok['model']} (pre: {tok['pre'] or '-'})"
+    tokenizer = f"{tok['model']} (pre: {tok['pre'] or '-'}"
+    tokenizer += ")" if tok.get("pre_supported", True) else ", not supported by this version)"
     if tok["vocab_size"] is not None:
         tokenizer += f", {tok['vocab_size']:,} tokens"
     unsupported = set(info["unsupported_types"])
@@ -161,6 +166,8 @@ def _why_not(info: dict) -> str:
         reasons.append("no kernels for " + ", ".join(info["unsupported_types"]))
     if info.get("settings_error"):
         reasons.append(info["settings_error"])
+    if not info["tokenizer"].get("pre_supported", True):
+        reasons.append(f"pre-tokenizer {info['tokenizer']['pre']!r} is not implemented")
     return "; ".join(reasons)
 
 

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "gguf/gguf.h"
+#include "vocab/pretokenize.h"
 #include "vocab/vocab.h"
 
 namespace py = pybind11;
@@ -54,4 +55,6 @@ void register_vocab(py::module_& m) {
         .def_property_readonly("add_bos", &Vocab::add_bos)
         .def_property_readonly("add_eos", &Vocab::add_eos)
         .def("__len__", &Vocab::n_tokens);
+    m.def("supported_pre_tokenizers", &ei::supported_pre_tokenizers,
+          "Values of tokenizer.ggml.pre a byte-level BPE vocabulary may have in this build.");
 }

@@ -321,10 +321,15 @@ PreTokenizer make_pre_tokenizer(const std::string& name) {
         }
     }
     std::string known;
-    for (const PreEntry& e : kPreTokenizers)
-        for (const char* n : e.names) known += (known.empty() ? "" : ", ") + std::string(n);
+    for (const std::string& n : supported_pre_tokenizers()) known += (known.empty() ? "" : ", ") + n;
     throw Error("unsupported pre-tokenizer '" + gguf_printable(name) +
                 "' (tokenizer.ggml.pre): unknown to llama.cpp or not implemented here; supported: " + known);
+}
+
+std::vector<std::string> supported_pre_tokenizers() {
+    std::vector<std::string> names;
+    for (const PreEntry& e : kPreTokenizers) names.insert(names.end(), e.names.begin(), e.names.end());
+    return names;
 }
 
 void pre_tokenize(const PreTokenizer& pre, std::string_view text, PreTokenized& out) {

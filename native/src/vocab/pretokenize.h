@@ -38,6 +38,9 @@ struct PreTokenizer {
 // for names llama.cpp does not know or this runtime does not implement yet.
 PreTokenizer make_pre_tokenizer(const std::string& name);
 
+// Every name make_pre_tokenizer takes (for `edgeinfer info`, which does not build vocabularies).
+std::vector<std::string> supported_pre_tokenizers();
+
 // The words of `text`, as [begin, end) byte ranges of `normalized`, which is `text` with invalid
 // UTF-8 replaced by U+FFFD (llama.cpp tokenizes the replaced text).
 struct PreTokenized {
