@@ -155,3 +155,14 @@ def test_a_model_without_reasoning_has_no_reasoning_content_key():
     result.finish_reason = "stop"
     body = responses.whole("<think>x</think>y", [], Finished(result, [], 0.0, 0.0))
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "<think>x</think>y"}
+
+
+def test_a_past_turns_reasoning_reaches_the_template_under_both_names():
+    from edgeinfer.server.prompts import chat_messages
+    from edgeinfer.server.schemas import ChatCompletionRequest
+
+    req = ChatCompletionRequest(messages=[{"role": "user", "content": "2+2?"},
+                                          {"role": "assistant", "content": "4", "reasoning_content": "Easy."},
+                                          {"role": "user", "content": "And 3+3?"}])
+    past = chat_messages(req)[1]
+    assert past == {"role": "assistant", "content": "4", "reasoning_content": "Easy.", "thinking": "Easy."}

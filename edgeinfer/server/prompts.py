@@ -58,7 +58,8 @@ def check_supported_completion(req: CompletionRequest) -> None:
 
 def chat_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
     """The messages as the chat template expects them. OpenAI's "developer" role is the system
-    role of newer models; templates know only "system"."""
+    role of newer models; templates know only "system". A past turn's reasoning goes back under
+    the names the templates read it by."""
     messages = []
     for m in req.messages:
         message: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role}
@@ -70,6 +71,9 @@ def chat_messages(req: ChatCompletionRequest) -> list[dict[str, Any]]:
             value = getattr(m, key)
             if value is not None:
                 message[key] = value
+        if m.reasoning_content is not None:
+            # Qwen3's template reads reasoning_content, gpt-oss's `thinking` (as llama.cpp passes it)
+            message["reasoning_content"] = message["thinking"] = m.reasoning_content
         messages.append(message)
     return messages
 

@@ -157,6 +157,7 @@ class ChatMessage(_Request):
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    reasoning_content: str | None = None   # an assistant turn's reasoning, as this server returned it
 
 
 class JsonSchemaFormat(_Request):
