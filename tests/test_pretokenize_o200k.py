@@ -28,6 +28,7 @@ def ours(text: str) -> list[str]:
 @pytest.mark.parametrize("text, words", [
     ("HelloWorld HTTPServer's", ["Hello", "World", " HTTPServer's"]),   # upper* lower+, then upper+ lower*
     ("DON'T we'Ve", ["DON'T", " we'Ve"]),                               # contractions in any case
+    ("it'\u017f", ["it'\u017f"]),                                          # (?i) folds long s to s
     ("ÉCOLE École", ["ÉCOLE", " École"]),                               # non-ASCII capitals are \p{Lu}
     ("cafe\u0301s", ["cafe\u0301s"]),                                   # \p{M} belongs to the word
     ("\u0301A", ["\u0301", "A"]),                                       # a mark alone is a lower+ first

@@ -30,7 +30,7 @@ HARMONY_SPECIALS = ["<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constra
 # followed by newlines and slashes, non-ASCII white space.
 FRAGMENTS = [
     "Hello", "WORLD", "camelCase", "HTTPServer", "iPhone", "XMLHttpRequest", "aBcDeF", "ABCdef",
-    "don't", "DON'T", "He'S", "we'Ve", "it'LL", "I'M", "you'RE", "she'd", "'s", "'S", "'", "O'Neil",
+    "don't", "DON'T", "He'S", "we'Ve", "it'LL", "I'M", "you'RE", "she'd", "'s", "'S", "'", "O'Neil", "it'\u017f",
     "1", "12", "123", "12345678", "3.14159", "1,000,000", "x²", "Ⅻ", "٣٤٥",
     "我想在apple工作", "日本語のテキスト", "한국어", "café", "cafe\u0301", "ÉCOLE", "École", "naïve",
     "ǅemal", "ǅ", "ʰello", "ʰ", "МОСКВА", "Москва", "straße", "ΑΘΗΝΑ", "नमस्ते", "ภาษาไทย",

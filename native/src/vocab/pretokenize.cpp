@@ -215,6 +215,13 @@ size_t o200k_letters(const Piece& p, size_t s, bool upper_first) {
     return 0;
 }
 
+// The o200k regex's (?i:'s|'t|'re|'ve|'m|'ll|'d): Unicode case folding also takes U+017F (long
+// s) for 's'. (The Llama-3 splitter keeps ASCII folding, as llama.cpp's does.)
+size_t o200k_contraction(const Piece& p, size_t pos) {
+    if (p.C(pos) == '\'' && p.C(pos + 1) == 0x17F) return 2;
+    return contraction(p, pos, true);
+}
+
 // The o200k regex (see PreSplit::O200K). The two word alternatives are tried in order, each
 // first with the one-character prefix and then without it: they differ only where the
 // character at pos is both a possible prefix and a letter-class one, i.e. a combining mark.
@@ -233,7 +240,7 @@ void split_o200k(Piece& p) {
             if (word) break;
         }
         if (word) {
-            p.add(pos = word + contraction(p, word, true));
+            p.add(pos = word + o200k_contraction(p, word));
             continue;
         }
         if (f & NUMBER) {  // \p{N}{1,3}
