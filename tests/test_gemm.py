@@ -64,8 +64,10 @@ def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
 # -- the float GEMM (F32 and F16 weights: prompt chunks, encoder batches of embedding models) ----
 
 # (m rows, n columns, k): row tails off the 4-row tile, column tails off the 2- and 4-column tiles
-# and the 128-column block, a k with a 32-element tail, and BERT-base's row lengths.
-FLOAT_SHAPES = [(1, 1, 32), (3, 5, 40), (7, 9, 200), (9, 131, 384), (5, 3, 1536), (4, 8, 768)]
+# and the 64-column block, k with a 32-element tail and under 32, several 384-element spans with a
+# partial last one, and BERT-base's row lengths.
+FLOAT_SHAPES = [(1, 1, 32), (2, 3, 20), (3, 5, 40), (7, 9, 200), (9, 131, 384), (5, 3, 1536), (4, 8, 768),
+                (6, 70, 1000)]
 
 
 @pytest.mark.parametrize("qtype", [T.F32, T.F16], ids=lambda t: t.name)

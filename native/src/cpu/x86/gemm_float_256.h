@@ -43,26 +43,33 @@ constexpr int kCols = 4;
 #else
 constexpr int kCols = 2;
 #endif
-// A tile's operands wider than this take 2 columns at a time (1536-element rows through 4 x 4
-// ran at 42 GFLOP/s, through 4 x 2 at 57; 384-element rows at 75 through 4 x 4, Zen 4).
-constexpr int64_t kTileBytes = 24 * 1024;
+// Elements of k a tile runs before the next column tile takes over (a multiple of 32): the row
+// tile's span (4 x 384 floats, 6 KiB) stays in L1 while the columns' spans stream past it. The
+// four chains' accumulators are kept per column tile between spans (stored and reloaded: the
+// FMAs and their order are unchanged). Without spans, 1536-element rows (the FFN's down
+// projection) ran at ~40 GFLOP/s against ~75 for 384-element ones: a 4 x 4 tile's whole rows and
+// columns (48 KiB) did not fit L1.
+constexpr int64_t kSpan = 384;
 // Activation columns per block: a block's activations (as F32: 384 KiB at k = 1536) stay in L2
 // while every row tile of the thread's slice passes over them.
 constexpr int64_t kColBlock = 64;
+// Floats of one tile's four chains of accumulators.
+constexpr int64_t kStateFloats = 4 * kRows * kCols * 8;
 
-// y[c * ldy + r] for the R x C outputs of rows w[0..R) and columns a[0..C), both as F32 (F16
-// operands are converted before: exactly, so the products are vec_dot_f16's). The four chains
-// run one after another, a pass each. (Two chains in each 512-bit register, all four in one pass,
-// was measured slower on Zen 4: 44-49 GFLOP/s against this order's 69, one thread.)
+// Elements [i0, i1) of the 32-aligned part of the R x C outputs of rows w[0..R) and columns
+// a[0..C), both as F32 (F16 operands are converted before: exactly, so the products are
+// vec_dot_f16's), onto the four chains in `state` (from zero when `first`). The chains run one
+// after another, a pass each. (Two chains in each 512-bit register, all four in one pass, was
+// measured slower on Zen 4: 44-49 GFLOP/s against this order's 69, one thread.)
 template <int R, int C>
-void tile(int64_t k, const float* const* w, const float* const* a, float* y, int64_t ldy) {
-    const int64_t np = k & ~(int64_t)31;
-    __m256 chain[4][R][C];
+void span(const float* const* w, const float* const* a, int64_t i0, int64_t i1, float* state, bool first) {
     for (int j = 0; j < 4; ++j) {
+        float* chain = state + j * R * C * 8;
         __m256 acc[R][C];
         for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-        for (int64_t i = 8 * j; i < np; i += 32) {
+            for (int c = 0; c < C; ++c)
+                acc[r][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(chain + (r * C + c) * 8);
+        for (int64_t i = i0 + 8 * j; i < i1; i += 32) {
             __m256 av[C];
             for (int c = 0; c < C; ++c) av[c] = _mm256_loadu_ps(a[c] + i);
             for (int r = 0; r < R; ++r) {
@@ -71,25 +78,37 @@ void tile(int64_t k, const float* const* w, const float* const* a, float* y, int
             }
         }
         for (int r = 0; r < R; ++r)
-            for (int c = 0; c < C; ++c) chain[j][r][c] = acc[r][c];
+            for (int c = 0; c < C; ++c) _mm256_storeu_ps(chain + (r * C + c) * 8, acc[r][c]);
     }
+}
+
+// y[c * ldy + r] from the chains as vec_dot ends: reduce4, then the k % 32 tail in double.
+template <int R, int C>
+void finish(int64_t k, const float* const* w, const float* const* a, const float* state, float* y, int64_t ldy) {
+    const int64_t np = k & ~(int64_t)31;
+    auto chain = [&](int j, int r, int c) { return _mm256_loadu_ps(state + j * R * C * 8 + (r * C + c) * 8); };
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
-            double sum = reduce4(chain[0][r][c], chain[1][r][c], chain[2][r][c], chain[3][r][c]);
+            double sum = reduce4(chain(0, r, c), chain(1, r, c), chain(2, r, c), chain(3, r, c));
             for (int64_t i = np; i < k; i++) sum += (double)(w[r][i] * a[c][i]);
             y[c * ldy + r] = (float)sum;
         }
 }
 
-using TileFn = void (*)(int64_t, const float* const*, const float* const*, float*, int64_t);
+using SpanFn = void (*)(const float* const*, const float* const*, int64_t, int64_t, float*, bool);
+using FinishFn = void (*)(int64_t, const float* const*, const float* const*, const float*, float*, int64_t);
+struct TileFns {
+    SpanFn span;
+    FinishFn finish;
+};
 
-// tile<R, C> for the partial tiles at the ends of a slice: kTiles[R - 1][C - 1].
+// The functions of every tile size, for the partial tiles at the ends: kTiles[R - 1][C - 1].
 template <int R, int... Cs>
-constexpr std::array<TileFn, kCols> tiles_of_height(std::integer_sequence<int, Cs...>) {
-    return {tile<R, Cs + 1>...};
+constexpr std::array<TileFns, kCols> tiles_of_height(std::integer_sequence<int, Cs...>) {
+    return {TileFns{span<R, Cs + 1>, finish<R, Cs + 1>}...};
 }
 template <int... Rs>
-constexpr std::array<std::array<TileFn, kCols>, kRows> all_tiles(std::integer_sequence<int, Rs...>) {
+constexpr std::array<std::array<TileFns, kCols>, kRows> all_tiles(std::integer_sequence<int, Rs...>) {
     return {tiles_of_height<Rs + 1>(std::make_integer_sequence<int, kCols>())...};
 }
 
@@ -99,12 +118,13 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
           int64_t ldy) {
     static constexpr auto kTiles = all_tiles(std::make_integer_sequence<int, kRows>());
     constexpr bool kHalf = !std::is_same_v<T, float>;
+    constexpr int64_t kColTiles = (kColBlock + kCols - 1) / kCols;
     thread_local std::vector<float> w_tile;   // [kRows][k]: an F16 row tile as F32
     thread_local std::vector<float> a_block;  // [kColBlock][k]: an F16 column block as F32
+    thread_local std::vector<float> states(kColTiles * kStateFloats);  // [column tile][kStateFloats]
     const uint8_t* wb = static_cast<const uint8_t*>(w);
     const uint8_t* ab = static_cast<const uint8_t*>(a);
-    // A tile's rows and columns (F32) should stay in L1 (32 KiB and up) while the tile runs.
-    const int tile_cols = (kRows + kCols) * k * 4 <= kTileBytes ? kCols : 2;
+    const int64_t np = k & ~(int64_t)31;
     if constexpr (kHalf) {
         w_tile.resize((size_t)(kRows * k));
         a_block.resize((size_t)(kColBlock * k));
@@ -141,9 +161,20 @@ void gemm(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const
                 const size_t bytes = (size_t)std::min<int64_t>(kRows, m - r0 - kRows) * w_stride;
                 for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
             }
-            for (int64_t c = c0; c < c1; c += tile_cols) {
-                const int cols = (int)std::min<int64_t>(tile_cols, c1 - c);
-                kTiles[rows - 1][cols - 1](k, wr, acts + (c - c0), y + c * ldy + r0, ldy);
+            // Spans of k outer, column tiles inner; at least one span, so that k < 32 still
+            // starts every chain from zero.
+            for (int64_t i0 = 0; i0 == 0 || i0 < np; i0 += kSpan) {
+                const int64_t i1 = std::min(np, i0 + kSpan);
+                for (int64_t c = c0; c < c1; c += kCols) {
+                    const int cols = (int)std::min<int64_t>(kCols, c1 - c);
+                    float* state = states.data() + (c - c0) / kCols * kStateFloats;
+                    kTiles[rows - 1][cols - 1].span(wr, acts + (c - c0), i0, i1, state, i0 == 0);
+                }
+            }
+            for (int64_t c = c0; c < c1; c += kCols) {
+                const int cols = (int)std::min<int64_t>(kCols, c1 - c);
+                const float* state = states.data() + (c - c0) / kCols * kStateFloats;
+                kTiles[rows - 1][cols - 1].finish(k, wr, acts + (c - c0), state, y + c * ldy + r0, ldy);
             }
         }
     }
