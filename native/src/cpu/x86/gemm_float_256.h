@@ -50,9 +50,9 @@ constexpr int kCols = 2;
 // projection) ran at ~40 GFLOP/s against ~75 for 384-element ones: a 4 x 4 tile's whole rows and
 // columns (48 KiB) did not fit L1.
 constexpr int64_t kSpan = 384;
-// Activation columns per block: a block's activations (as F32: 384 KiB at k = 1536) stay in L2
-// while every row tile of the thread's slice passes over them.
-constexpr int64_t kColBlock = 64;
+// Activation columns per block: the block's current span (as F32: 192 KiB) stays in L2 while every
+// row tile of the thread's slice passes over it; the row tile is converted once per block.
+constexpr int64_t kColBlock = 128;
 // Floats of one tile's four chains of accumulators.
 constexpr int64_t kStateFloats = 4 * kRows * kCols * 8;
 
@@ -82,14 +82,46 @@ void span(const float* const* w, const float* const* a, int64_t i0, int64_t i1, 
     }
 }
 
-// y[c * ldy + r] from the chains as vec_dot ends: reduce4, then the k % 32 tail in double.
+// hsum_float_8 (quants_256.h) of eight vectors at once, out[i] = hsum_float_8(x[i]): the same
+// three adds with the same operands (lanes paired across registers instead of within one).
+inline void hsum_float_8x8(const __m256* x, float* out) {
+    __m256 s[4];  // s[i]: [hi + lo of x[2i] | hi + lo of x[2i + 1]]
+    for (int i = 0; i < 4; ++i)
+        s[i] = _mm256_add_ps(_mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x31),
+                             _mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x20));
+    // r + movehl(r): lanes (0 + 2, 1 + 3) of each.
+    const __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(s[0], s[1], 0x44), _mm256_shuffle_ps(s[0], s[1], 0xEE));
+    const __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(s[2], s[3], 0x44), _mm256_shuffle_ps(s[2], s[3], 0xEE));
+    // r + movehdup(r): lane 0 + lane 1. Lanes: x[0], x[2], x[4], x[6] | x[1], x[3], x[5], x[7].
+    alignas(32) float v[8];
+    _mm256_store_ps(v, _mm256_add_ps(_mm256_shuffle_ps(u0, u1, 0x88), _mm256_shuffle_ps(u0, u1, 0xDD)));
+    for (int i = 0; i < 4; ++i) {
+        out[2 * i] = v[i];
+        out[2 * i + 1] = v[4 + i];
+    }
+}
+
+// y[c * ldy + r] from the chains as vec_dot ends: reduce4, then the k % 32 tail in double (a
+// float through double and back is itself, so without a tail the sum is stored as it is).
 template <int R, int C>
 void finish(int64_t k, const float* const* w, const float* const* a, const float* state, float* y, int64_t ldy) {
     const int64_t np = k & ~(int64_t)31;
-    auto chain = [&](int j, int r, int c) { return _mm256_loadu_ps(state + j * R * C * 8 + (r * C + c) * 8); };
+    constexpr int kOut = R * C;
+    auto chain = [&](int j, int o) { return _mm256_loadu_ps(state + j * kOut * 8 + o * 8); };
+    __m256 x[kOut];  // reduce4's operand of hsum_float_8, output o = r * C + c
+    for (int o = 0; o < kOut; ++o)
+        x[o] = _mm256_add_ps(_mm256_add_ps(chain(0, o), chain(2, o)), _mm256_add_ps(chain(1, o), chain(3, o)));
+    float sums[kOut];
+    int o = 0;
+    for (; o + 8 <= kOut; o += 8) hsum_float_8x8(x + o, sums + o);
+    for (; o < kOut; ++o) sums[o] = hsum_float_8(x[o]);
     for (int r = 0; r < R; ++r)
         for (int c = 0; c < C; ++c) {
-            double sum = reduce4(chain(0, r, c), chain(1, r, c), chain(2, r, c), chain(3, r, c));
+            if (np == k) {
+                y[c * ldy + r] = sums[r * C + c];
+                continue;
+            }
+            double sum = sums[r * C + c];
             for (int64_t i = np; i < k; i++) sum += (double)(w[r][i] * a[c][i]);
             y[c * ldy + r] = (float)sum;
         }
