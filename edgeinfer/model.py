@@ -128,6 +128,8 @@ class Model:
         core = _core.Model(os.fsencode(path), exact=exact)   # bytes: a file name need not be UTF-8
         n_ctx = resolve_n_ctx(n_ctx, core.n_ctx_train)
         placement, offload = None, {}
+        if gpu_layers == "auto" and core.is_encoder:
+            gpu_layers = None   # an encoder runs on the CPU; "auto" asks for nothing in particular
         if gpu_layers is not None:
             from edgeinfer.gpu.model_plan import plan_offload
             placement, offload = plan_offload(core.gguf, str(gpu_layers), device, n_ctx,

@@ -185,3 +185,12 @@ def test_quantized_files_stay_close(converted, outtype, min_cos, tmp_path):
     got = Model.load(tmp_path / "q.gguf", n_ctx=64).embed(TEXTS)
     assert float(np.min(np.sum(ref * got, axis=1))) >= min_cos
     _packing_is_invisible(tmp_path / "q.gguf")
+
+
+def test_an_encoder_stays_on_the_cpu(converted):
+    """An encoder has no decoder layers to offload: asked for some it says so; "auto" runs it on
+    the CPU."""
+    path = converted[2]
+    assert Model.load(path, n_ctx=32, gpu_layers="auto").placement is None
+    with pytest.raises(EdgeInferError, match="encoder .* runs on the CPU"):
+        Model.load(path, n_ctx=32, gpu_layers="all")

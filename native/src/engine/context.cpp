@@ -22,6 +22,8 @@ std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadR
                                           int64_t n_batch, KvCache& kv) {
     if (req.layers.empty()) return nullptr;
     const ArchModel& arch = model.arch();
+    if (arch.is_encoder())
+        throw Error("an encoder (" + model.hparams().arch + ") runs on the CPU: it has no layers to offload");
     const DecoderModel& decoder = arch.decoder();
     // The device keeps the host cache's format, K rotated and centered included (gpu/device_kv.h).
     auto offload = std::make_unique<cl::Offload>(req, (int64_t)decoder.layers.size(), n_ctx, n_batch, decoder.shapes,
@@ -29,6 +31,8 @@ std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadR
     for (int il : offload->layers()) offload->upload(il, decoder.layers[il], arch.layer_config(il, n_ctx));
     return offload;
 }
+// An encoder keeps nothing between calls: its cache has no layers (and takes no memory).
+int64_t cached_layers(const Model& model) { return model.arch().is_encoder() ? 0 : model.hparams().n_layer; }
 }  // namespace
 
 Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_threads, int64_t n_batch, uint32_t type_k,
@@ -36,7 +40,7 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
     : model_(std::move(model)),
       n_batch_(std::max<int64_t>(1, n_batch)),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
-      kv_(model_->kernels(), model_->hparams().n_layer, checked_n_ctx(n_ctx), model_->hparams().kv_width(),
+      kv_(model_->kernels(), cached_layers(*model_), checked_n_ctx(n_ctx), model_->hparams().kv_width(),
           model_->hparams().head_dim, type_k, type_v, rotate_k, center_k),
       offload_(make_offload(*model_, offload, n_ctx, n_batch_, kv_)),
       env_{pool_, model_->kernels(), &kv_, {}, {}, offload_.get()},
@@ -45,8 +49,8 @@ Context::Context(std::shared_ptr<const Model> model, int64_t n_ctx, int n_thread
     if (n_seq > 1 && offload_) throw Error("several sequences (n_seq > 1) cannot run with layers offloaded to a GPU yet");
     const HParams& hp = model_->hparams();
     for (int s = 1; s < n_seq; ++s) {
-        more_kv_.push_back(std::make_unique<KvCache>(model_->kernels(), hp.n_layer, n_ctx, hp.kv_width(), hp.head_dim, type_k,
-                                                     type_v, rotate_k, center_k));
+        more_kv_.push_back(std::make_unique<KvCache>(model_->kernels(), cached_layers(*model_), n_ctx, hp.kv_width(),
+                                                     hp.head_dim, type_k, type_v, rotate_k, center_k));
         more_past_.push_back(0);
     }
     // Each sequence's convolution state: [l_cache - 1][n_embd] floats a layer (layers/shortconv_layer.h).
