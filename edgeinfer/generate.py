@@ -83,7 +83,8 @@ class GenerationResult:
     prompt_tokens: int = 0
     cached_tokens: int = 0                            # prompt tokens reused from the KV cache
     eog_token: int | None = None                      # the end-of-generation token that stopped it
-    content: str | None = None                        # Model.chat with tools: the text before the calls
+    content: str | None = None                        # Model.chat, read (tools or reasoning): the answer
+    reasoning_content: str | None = None              # Model.chat of a reasoning model: its reasoning
     tool_calls: list = field(default_factory=list)    # Model.chat with tools: edgeinfer.tools.ToolCall
     context_shifts: int = 0                           # times the context was shifted (policy "shift")
     drafts: DraftStats | None = None                  # speculative decoding's drafts (when it was on)

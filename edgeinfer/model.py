@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # llguidance and the tool layer load on first use
     from edgeinfer.constrain import GrammarMatcher
     from edgeinfer.draft_model import DraftModel
     from edgeinfer.tools import ToolPlan, ToolSupport
+    from edgeinfer.reasoning import ReasoningStyle
     from edgeinfer.tools.formats import ToolFormat
 
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -500,18 +501,28 @@ class Model:
         decoded under a grammar: `tool_choice` "auto" (default), "none", "required" or
         {"type": "function", "function": {"name": ...}}; `parallel_tool_calls` None allows several
         calls per answer when the template shows tools (edgeinfer.tools.plan_tool_use). The pieces are the raw answer (call
-        markup included); the result's `tool_calls` holds the calls, `content` the text before
-        them, and finish_reason is "tool_calls" when calls were made."""
+        and reasoning markup included; edgeinfer.chat_answer reads them apart as they stream);
+        the result's `tool_calls` holds the calls, `content` the text before them (the answer),
+        `reasoning_content` a reasoning model's reasoning, and finish_reason is "tool_calls"
+        when calls were made."""
+        from edgeinfer.reasoning import reasoning_style
         from edgeinfer.tools import uses_tools
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        if not uses_tools(messages, tools) and tool_choice is None:
-            return self.generate(self.chat_prompt(messages).ids, **kwargs)
-        plan = self.plan_tools(messages, tools, tool_choice, parallel_tool_calls)
-        ids = self.chat_prompt(plan.messages, tools=plan.template_tools).ids
-        if plan.grammar is None:
-            return self.generate(ids, **kwargs)
-        return _read_tool_calls(self.generate(ids, grammar=plan.grammar, **kwargs), plan.format)
+        plan = None
+        if uses_tools(messages, tools) or tool_choice is not None:
+            plan = self.plan_tools(messages, tools, tool_choice, parallel_tool_calls)
+            prompt = self.chat_prompt(plan.messages, tools=plan.template_tools)
+        else:
+            prompt = self.chat_prompt(messages)
+        reasoning = reasoning_style(self.chat_template.source, prompt.text)
+        fmt = plan.format if plan is not None and plan.grammar is not None else None
+        if fmt is not None:
+            kwargs["grammar"] = plan.grammar
+        gen = self.generate(prompt.ids, **kwargs)
+        if reasoning is None and fmt is None:
+            return gen
+        return _read_answer(gen, reasoning, fmt)
 
     def chat_complete(self, messages: Messages | str, **kwargs) -> GenerationResult:
         """Runs chat() to the end and returns its result (with `tool_calls` when tools were given)."""
@@ -532,16 +543,13 @@ def _run_to_end(gen: Generator[str, None, GenerationResult]) -> GenerationResult
             return done.value
 
 
-def _read_tool_calls(gen: Generator[str, None, GenerationResult], fmt: ToolFormat
-                     ) -> Generator[str, None, GenerationResult]:
-    """`gen`'s pieces, unchanged; its result with the content and tool calls read back."""
-    from edgeinfer.tools import ToolCallStream
+def _read_answer(gen: Generator[str, None, GenerationResult], reasoning: ReasoningStyle | None,
+                 fmt: ToolFormat | None) -> Generator[str, None, GenerationResult]:
+    """`gen`'s pieces, unchanged; its result with the reasoning, content and tool calls read back."""
+    from edgeinfer.chat_answer import read_answer
     result = yield from gen
-    reader = ToolCallStream(fmt)
-    reader.feed(result.text)
-    reader.finish()
-    result.content = reader.content
-    result.tool_calls = reader.tool_calls
+    answer = read_answer(result.text, reasoning, fmt)
+    result.reasoning_content, result.content, result.tool_calls = answer.reasoning, answer.content, answer.tool_calls
     if result.tool_calls and result.finish_reason == "stop":
         result.finish_reason = "tool_calls"
     return result

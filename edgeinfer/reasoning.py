@@ -6,8 +6,12 @@ server does by default (reasoning_format "deepseek": the reasoning goes to the m
               `<|start|>assistant<|channel|>final<|message|>ANSWER` (the generation prompt ends
               in `<|start|>assistant`; `<|return|>` ends the generation and is not in the text).
               The analysis channel is reasoning; final and commentary without a recipient are
-              the answer; a message to a recipient (`... to=functions.f ...`), a call to a tool
-              this server did not offer, is dropped, as llama.cpp drops unsolicited calls.
+              the answer; a message to a recipient (`... to=functions.f ...`) is a tool call:
+              with tools offered (`calls`) it reaches the answer as `HARMONY_CALL` + name +
+              `<|message|>` + arguments, the one shape edgeinfer.tools.formats.HARMONY reads
+              whichever of gpt-oss's two headers wrote it (recipient in the role or the channel
+              part, an optional `<|constrain|>json`); without tools it is dropped, as llama.cpp
+              drops unsolicited calls (the built-in browser and python tools).
     think     `<think>THINKING</think>ANSWER` (Qwen3, DeepSeek-R1 and their distills); "open"
               when the generation prompt itself ends in `<think>` (the text then starts inside
               the reasoning).
@@ -23,6 +27,7 @@ object fed the whole text, so streamed and whole responses agree.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Union
 
@@ -30,6 +35,11 @@ from edgeinfer.generate import held_tail
 
 # harmony's markers
 START, CHANNEL, MESSAGE, END = "<|start|>", "<|channel|>", "<|message|>", "<|end|>"
+CALL_END = "<|call|>"     # ends a call message (an end-of-generation token: seldom in the text)
+RECIPIENT = " to="         # before a message's recipient, in its header
+# How a call opens in the answer (the template's own words for it): never ordinary answer text,
+# since <|start|> ends any message.
+HARMONY_CALL = f"{START}assistant to=functions."
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
@@ -64,14 +74,16 @@ def reasoning_style(template_source: str, prompt_text: str = "") -> ReasoningSty
 
 class ReasoningStream:
     """Feed generated text with `feed`, then call `finish`; each returns the pieces that can be
-    sent. `reasoning` and `content` hold everything sent so far."""
+    sent. `reasoning` and `content` hold everything sent so far. `calls`: harmony's tool calls
+    go on in the answer (see the module doc) instead of being dropped."""
 
-    def __init__(self, style: ReasoningStyle):
+    def __init__(self, style: ReasoningStyle, calls: bool = False):
         self.style = style
+        self.calls = calls
         self.reasoning = ""
         self.content = ""
         self._buf = ""        # text not read yet (a marker may be starting)
-        # harmony: "header" (before <|message|>), "reasoning", "content" or "drop";
+        # harmony: "header" (before <|message|>), "reasoning", "content", "call" or "drop";
         # think: "start" (<think> may come), "reasoning", "content"
         self._state = "header" if style.name == "harmony" else ("reasoning" if style.open else "start")
         self._at_start = True  # the current part has sent nothing yet (leading whitespace dropped)
@@ -96,14 +108,17 @@ class ReasoningStream:
         if self._state == "start":
             return self._think_start(final)
         if self.style.name == "harmony":
-            ends = (END, START)
+            ends = (END, START, CALL_END)
         else:
             ends = (THINK_CLOSE,) if self._state == "reasoning" else ()
         return self._body(out, ends, final)
 
     def _harmony_header(self, out: list[Piece], final: bool) -> bool:
         buf = self._buf
-        if buf.startswith(START) or buf.startswith(CHANNEL):
+        # The generation prompt ends in <|start|>assistant, so the first header may begin with
+        # the recipient (" to=functions.f<|channel|>commentary json<|message|>").
+        openers = (START, CHANNEL, RECIPIENT)
+        if buf.startswith(openers):
             i = buf.find(MESSAGE)
             if i < 0:
                 if final:   # a header the generation ended inside: nothing of it is text
@@ -111,13 +126,19 @@ class ReasoningStream:
                 return False
             header = buf[:i]
             self._buf = buf[i + len(MESSAGE):]
-            if " to=" in header:
-                self._state = "drop"
-            else:
+            recipient = _recipient(header)
+            if recipient is None:
                 self._state = "reasoning" if f"{CHANNEL}analysis" in header else "content"
+            elif self.calls and recipient.startswith("functions."):
+                self._state = "call"
+                name = recipient[len("functions."):]
+                self.content += HARMONY_CALL + name + MESSAGE
+                out.append(Answer(HARMONY_CALL + name + MESSAGE))
+            else:
+                self._state = "drop"
             self._at_start = True
             return True
-        if not final and (START.startswith(buf) or CHANNEL.startswith(buf)):
+        if not final and any(m.startswith(buf) for m in openers):
             return False   # may become a header
         if buf:            # text outside any message (a model that skipped the format): the answer
             self._state = "content"
@@ -172,3 +193,12 @@ class ReasoningStream:
         else:
             self.content += text
             out.append(Answer(text))
+
+
+def _recipient(header: str) -> str | None:
+    """The recipient a harmony header names (`functions.f`), None for a message to no one."""
+    i = header.find(RECIPIENT)
+    if i < 0:
+        return None
+    name = header[i + len(RECIPIENT):]
+    return re.split(r"\s|<\|", name, maxsplit=1)[0]

@@ -9,11 +9,10 @@ and the non-streaming collector (app.py) are written once:
     usage_chunk(finished)        the chunk with usage and timings (empty choices)
     whole(text, logprobs, fin)   the non-streamed response
 
-A chat answer with tools is read by an edgeinfer.tools.ToolCallStream: text before the calls
+A chat answer of a reasoning model or with tools is read by an edgeinfer.chat_answer stream:
+reasoning goes out as delta.reasoning_content / message.reasoning_content, text before the calls
 is content, each call streams as a first delta (index, id, type, name) and then fragments of
 its arguments' JSON text; the non-streamed response is the same reader fed the whole text.
-A model that writes its reasoning (edgeinfer.reasoning) has it read apart first: it goes out as
-delta.reasoning_content / message.reasoning_content, and only the answer reaches the tool reader.
 """
 from __future__ import annotations
 
@@ -21,15 +20,14 @@ import time
 import uuid
 from typing import Any, Sequence
 
+from edgeinfer.chat_answer import ChatAnswerStream, Event, read_answer
 from edgeinfer.generate import GenerationResult
-from edgeinfer.reasoning import Answer, Reasoning, ReasoningStream, ReasoningStyle
-from edgeinfer.reasoning import Piece as ReasoningPiece
+from edgeinfer.reasoning import Reasoning, ReasoningStyle
 from edgeinfer.server import schemas as s
 from edgeinfer.server.logprobs import TokenLogprob
 from edgeinfer.server.worker import Finished
-from edgeinfer.tools import CallStart, ContentDelta, ToolCall, ToolCallStream
+from edgeinfer.tools import CallStart, ContentDelta, ToolCall
 from edgeinfer.tools.formats import ToolFormat
-from edgeinfer.tools.parse import Event
 
 
 def usage(result: GenerationResult) -> s.Usage:
@@ -65,6 +63,8 @@ class _Responses:
 
 
 def _event_delta(event: Event) -> s.ChatDelta:
+    if isinstance(event, Reasoning):
+        return s.ChatDelta(reasoning_content=event.text)
     if isinstance(event, ContentDelta):
         return s.ChatDelta(content=event.text)
     if isinstance(event, CallStart):
@@ -85,8 +85,7 @@ class ChatResponses(_Responses):
         self.want_logprobs = want_logprobs
         self.tool_format = tool_format
         self.reasoning = reasoning
-        self._thinking = ReasoningStream(reasoning) if reasoning is not None else None
-        self._reader = ToolCallStream(tool_format) if tool_format is not None else None
+        self._reader = ChatAnswerStream(reasoning, tool_format)
         self._held_logprobs: list[TokenLogprob] = []   # of text the readers still hold
 
     def logprobs(self, entries: Sequence[TokenLogprob]) -> s.ChoiceLogprobs | None:
@@ -114,23 +113,10 @@ class ChatResponses(_Responses):
         return self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(role="assistant", content="")))
 
     def deltas(self, text: str, entries: Sequence[TokenLogprob]) -> list[dict[str, Any]]:
-        if self._thinking is None and self._reader is None:
+        if not self._reader.splits:
             return [self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(content=text), logprobs=self.logprobs(entries)))]
         self._held_logprobs += entries
-        return self._piece_chunks(self._thinking.feed(text) if self._thinking is not None else [Answer(text)])
-
-    def _piece_chunks(self, pieces: Sequence[ReasoningPiece]) -> list[dict[str, Any]]:
-        """Reasoning goes out as delta.reasoning_content; the answer as content, through the
-        tool-call reader if there is one."""
-        chunks = []
-        for piece in pieces:
-            if isinstance(piece, Reasoning):
-                chunks.append(self._delta_chunk(s.ChatDelta(reasoning_content=piece.text)))
-            elif self._reader is not None:
-                chunks += [self._delta_chunk(_event_delta(e)) for e in self._reader.feed(piece.text)]
-            else:
-                chunks.append(self._delta_chunk(s.ChatDelta(content=piece.text)))
-        return chunks
+        return [self._delta_chunk(_event_delta(e)) for e in self._reader.feed(text)]
 
     def _delta_chunk(self, delta: s.ChatDelta) -> dict[str, Any]:
         """A chunk for `delta`; the logprobs of the text held so far ride on it."""
@@ -139,12 +125,10 @@ class ChatResponses(_Responses):
         return self._chunk(s.ChatChunkChoice(delta=delta, logprobs=logprobs))
 
     def final(self, finished: Finished) -> list[dict[str, Any]]:
-        chunks = self._piece_chunks(self._thinking.finish()) if self._thinking is not None else []
-        if self._reader is not None:
-            chunks += [self._delta_chunk(_event_delta(e)) for e in self._reader.finish()]
+        chunks = [self._delta_chunk(_event_delta(e)) for e in self._reader.finish()]
         held = self._held_logprobs + list(finished.logprobs)
         logprobs = self.logprobs(held) if held else None
-        calls = self._reader.tool_calls if self._reader is not None else []
+        calls = self._reader.tool_calls
         chunks.append(self._chunk(s.ChatChunkChoice(delta=s.ChatDelta(), logprobs=logprobs,
                                                     finish_reason=_finish_reason(finished, calls))))
         return chunks
@@ -153,19 +137,8 @@ class ChatResponses(_Responses):
         return self._chunk(None, usage=usage(finished.result), timings=timings(finished))
 
     def whole(self, text: str, entries: Sequence[TokenLogprob], finished: Finished) -> dict[str, Any]:
-        content: str | None = text
-        reasoning: str | None = None
-        calls: list[ToolCall] = []
-        if self.reasoning is not None:
-            thinking = ReasoningStream(self.reasoning)
-            thinking.feed(text)
-            thinking.finish()
-            content, reasoning = thinking.content, thinking.reasoning or None
-        if self.tool_format is not None:
-            reader = ToolCallStream(self.tool_format)
-            reader.feed(content)
-            reader.finish()
-            content, calls = reader.content, reader.tool_calls
+        answer = read_answer(text, self.reasoning, self.tool_format)
+        content, reasoning, calls = answer.content, answer.reasoning, answer.tool_calls
         message = s.AssistantMessage(content=content, reasoning_content=reasoning, tool_calls=[
             s.ToolCall(id=c.id, function=s.FunctionCall(name=c.name, arguments=c.arguments)) for c in calls] or None)
         choice = s.ChatChoice(message=message, logprobs=self.logprobs(entries),

@@ -16,6 +16,13 @@ writes an assistant's tool calls (JSON with ", " and ": " separators: Jinja's `t
                   Ministral 3; with [CALL_ID]id before [ARGS] where the template writes one)
     generic       hermes' text, for templates with no tool support: the tools and this format
                   are described in a preamble (see edgeinfer.tools.prompt)
+    harmony       gpt-oss: a message to a recipient, `<|channel|>commentary to=functions.f
+                  <|constrain|>json<|message|>{...}<|call|>` (or the recipient in the role part:
+                  ` to=functions.f<|channel|>commentary json<|message|>`), after any analysis
+                  messages; one call per turn (<|call|> ends the generation). The reader of harmony
+                  messages (edgeinfer.reasoning) hands a call on as `<|start|>assistant
+                  to=functions.f<|message|>{...}`, which is the text this format parses; the
+                  grammar (harmony_grammar) is written for the model's own messages.
 
 The family is identified from the template text (the markers it writes), never from the file
 name. Markers that the vocabulary holds as special tokens are matched as those tokens.
@@ -27,6 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from edgeinfer.reasoning import CHANNEL, END, HARMONY_CALL, MESSAGE, RECIPIENT, START
 from edgeinfer.tools.spec import Tool, ToolCall, ToolChoice
 
 # Compact-but-natural JSON for arguments: the separators Jinja's tojson (json.dumps) writes, which
@@ -50,12 +58,14 @@ class ToolFormat:
     single_call: bool = False   # the family's template shows one call per turn
     id_style: str = "openai"    # "mistral": 9 letters and digits
     start_markers: tuple[str, ...] = ()   # optional special text before the region (llama3's <|python_tag|>)
+    json_separators: tuple[str, str] = (", ", ": ")   # between items, between key and value
+    grammar_markers: tuple[str, ...] = ()  # special text the grammar writes besides the call text
 
     @property
     def markers(self) -> tuple[str, ...]:
         """Every piece of fixed text that may be one special token of a vocabulary."""
         texts = (self.begin, self.name_prefix, self.name_suffix, self.call_suffix, self.sep, self.end,
-                 *self.start_markers)
+                 *self.start_markers, *self.grammar_markers)
         found = []
         for text in texts:
             found += re.findall(r"<\|?/?[A-Za-z_]+\|?>|\[/?[A-Z_]+\]", text)
@@ -92,7 +102,12 @@ MISTRAL_ARGS = ToolFormat("mistral_args", trigger="[TOOL_CALLS]", begin="[TOOL_C
 MISTRAL_CALL_ID = ToolFormat(**{**MISTRAL_ARGS.__dict__, "name": "mistral_call_id",
                                 "name_suffix": "[CALL_ID]{id}[ARGS]"})
 
-FORMATS = {f.name: f for f in (HERMES, GENERIC, LLAMA3, GRANITE, MISTRAL, MISTRAL_ARGS, MISTRAL_CALL_ID)}
+# gpt-oss writes its arguments compactly ({"a":1}), unlike its template's tojson.
+HARMONY = ToolFormat("harmony", trigger=HARMONY_CALL, begin=HARMONY_CALL, name_prefix=HARMONY_CALL,
+                     name_suffix=MESSAGE, call_suffix="", single_call=True, json_separators=(",", ":"),
+                     grammar_markers=(CHANNEL, END, "<|constrain|>"))
+
+FORMATS = {f.name: f for f in (HERMES, GENERIC, LLAMA3, GRANITE, MISTRAL, MISTRAL_ARGS, MISTRAL_CALL_ID, HARMONY)}
 
 
 def detect_format(template_source: str, renders_tools: bool) -> ToolFormat:
@@ -100,6 +115,8 @@ def detect_format(template_source: str, renders_tools: bool) -> ToolFormat:
     the tools it is given (whatever markers it holds: the model was shown none)."""
     if not renders_tools:
         return GENERIC
+    if CHANNEL in template_source and MESSAGE in template_source:   # as edgeinfer.reasoning finds harmony
+        return HARMONY
     if "[TOOL_CALLS]" in template_source:
         if "[CALL_ID]" in template_source:
             return MISTRAL_CALL_ID
@@ -150,12 +167,13 @@ def tool_grammar(fmt: ToolFormat, tools: Sequence[Tool], choice: ToolChoice, par
     `parallel` false, or a family that shows one call per turn, exactly one call."""
     chosen = [t for t in tools if choice.mode != "function" or t.name == choice.function]
     lit = lambda text: _literal(text, special_ids)   # noqa: E731
+    if fmt is HARMONY:
+        return harmony_grammar(chosen, choice, lit, lambda name: _arguments(fmt, bounded, name))
 
     def calls_of(prefix: str) -> str:
         """Alternatives: a call of each chosen tool, starting with `prefix` then the name."""
         return " | ".join(
-            f"{lit(prefix + tool.name)} {_with_id(fmt.name_suffix, special_ids)} %json "
-            f"{json.dumps({**bounded(tool.name), 'x-guidance': ARGUMENT_JSON_OPTIONS})} "
+            f"{lit(prefix + tool.name)} {_with_id(fmt.name_suffix, special_ids)} {_arguments(fmt, bounded, tool.name)} "
             f"{_with_id(fmt.call_suffix, special_ids)}" for tool in chosen)
 
     many = parallel and not fmt.single_call
@@ -186,4 +204,33 @@ def tool_grammar(fmt: ToolFormat, tools: Sequence[Tool], choice: ToolChoice, par
             first = f"{lit(fmt.begin[len(fmt.trigger):])} call {more} {end}"
         rules += ["start: TEXT? | trigger " + first, f"trigger[lazy]: TEXT? {lit(fmt.trigger)}",
                   r"TEXT: /(.|\n)+/"]
+    return "\n".join(rules) + "\n"
+
+
+def _arguments(fmt: ToolFormat, bounded: Callable[[str], dict], name: str) -> str:
+    """Lark for one call's arguments: `%json` of the tool's finishable schema, written with the
+    family's separators."""
+    item, key = fmt.json_separators
+    options = {**ARGUMENT_JSON_OPTIONS, "item_separator": item, "key_separator": key}
+    return f"%json {json.dumps({**bounded(name), 'x-guidance': options})}"
+
+
+def harmony_grammar(tools: Sequence[Tool], choice: ToolChoice, lit: Callable[[str], str],
+                    arguments: Callable[[str], str]) -> str:
+    """gpt-oss's answer as llama.cpp's grammar for it has it (common/parsers/gpt-oss.cpp): any
+    analysis and commentary (preamble) messages, each followed by `<|start|>assistant`, then a
+    call (or, under "auto", a final message). The text starts after the generation prompt's
+    `<|start|>assistant`; all markers are special tokens, so free text ends at the next one."""
+    name = lit(RECIPIENT + "functions.")
+    rules = ["%llguidance {}",
+             f"start: (message {lit(START + 'assistant')})* {'call' if choice.forces_call else '(call | final)'}",
+             f"message: {lit(CHANNEL)} (\"analysis\" | \"commentary\") {lit(MESSAGE)} TEXT? {lit(END)}",
+             f"final: {lit(CHANNEL)} \"final\" {lit(MESSAGE)} TEXT?",
+             f"channel: {lit(CHANNEL)} (\"commentary\" | \"analysis\")",
+             f"constrain: \" \" {lit('<|constrain|>')}? \"json\"",
+             r"TEXT: /(.|\n)+/"]
+    # the recipient in the role part (the template's way) or in the channel part (the model's)
+    rules.append("call: " + " | ".join(
+        f"{name} \"{t.name}\" channel constrain? {lit(MESSAGE)} {arguments(t.name)}"
+        f" | channel {name} \"{t.name}\" constrain? {lit(MESSAGE)} {arguments(t.name)}" for t in tools))
     return "\n".join(rules) + "\n"
