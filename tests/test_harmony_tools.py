@@ -167,3 +167,15 @@ def test_the_server_sends_tool_calls_beside_the_reasoning():
     assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"].startswith("call_")
     assert "".join(t["function"]["arguments"] for t in calls) == '{"city":"Paris"}'
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_chat_complete_carries_the_reasoning_apart_from_the_content(model):
+    def token(text):
+        [i] = model.tokenize(text, add_special=False, parse_special=True)
+        return f"<[{i}]>"
+    # the random model's noise made into gpt-oss's messages
+    grammar = (f'start: {token("<|channel|>")} "analysis" {token("<|message|>")} "Think." {token("<|end|>")} '
+               f'{token("<|start|>")} "assistant" {token("<|channel|>")} "final" {token("<|message|>")} "Done."')
+    result = model.chat_complete(QUESTION, grammar=grammar, max_tokens=60)
+    assert (result.reasoning_content, result.content) == ("Think.", "Done.")
+    assert "<|channel|>" in result.text   # the raw text keeps the markup

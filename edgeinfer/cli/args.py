@@ -199,6 +199,9 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     p.add_argument("--single", action="store_true",
                    help="with piped input: the whole input is one message")
     p.add_argument("--no-stats", action="store_true", help="no stats line after each answer")
+    p.add_argument("--hide-reasoning", action="store_true",
+                   help="do not show a reasoning model's thinking (shown dimmed by default; /reasoning "
+                        "switches it; piped, it goes to stderr)")
     add_speculation_option(p)
     add_draft_option(p)
     add_gpu_options(p)

@@ -42,10 +42,10 @@ def main(args: argparse.Namespace) -> int:
     model.chat_template   # a model without one fails here, with the reason, not at each message
     if interactive:
         out = Renderer(Console(highlight=False))
-        options = ChatOptions(show_stats=not args.no_stats)
+        options = ChatOptions(show_stats=not args.no_stats, show_reasoning=not args.hide_reasoning)
     else:
         out = Renderer(stderr, answer_file=sys.stdout)
-        options = ChatOptions(show_stats=False)
+        options = ChatOptions(show_stats=False, show_reasoning=not args.hide_reasoning)
     session = ChatSession(model, system=system, settings=settings_from_args(args), notify=out.notice,
                           progress=out.progress, speculative=not args.no_speculative, draft=draft)
     ctx = CommandContext(session, options, model_name)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable, Generator, Iterable, Iterator
 
 from edgeinfer.errors import EdgeInferError
-from edgeinfer.repl.commands import COMMANDS, SETTABLE, CommandContext, Outcome, is_command, run_command
+from edgeinfer.reasoning import Reasoning
+from edgeinfer.repl.commands import COMMANDS, SETTABLE, ChatOptions, CommandContext, Outcome, is_command, run_command
 from edgeinfer.repl.render import Renderer
 from edgeinfer.repl.session import TurnStats
 
@@ -81,7 +82,7 @@ def _no_echo() -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
-def stream_answer(start: StartTurn, out: Renderer, show_stats: bool) -> TurnStats | None:
+def stream_answer(start: StartTurn, out: Renderer, options: ChatOptions) -> TurnStats | None:
     """Runs one turn, printing its pieces, then the stats line; errors a user can act on are
     printed, not raised. Returns the stats (None if the turn failed)."""
     flag = StopFlag()
@@ -94,7 +95,10 @@ def stream_answer(start: StartTurn, out: Renderer, show_stats: bool) -> TurnStat
                 except StopIteration as done:
                     stats = done.value
                     break
-                out.piece(piece)
+                if isinstance(piece, Reasoning):
+                    out.reasoning(piece.text, shown=options.show_reasoning)
+                else:
+                    out.piece(piece)
         except (EdgeInferError, ValueError) as exc:
             out.end_answer()
             out.error(str(exc))
@@ -105,14 +109,14 @@ def stream_answer(start: StartTurn, out: Renderer, show_stats: bool) -> TurnStat
         return stats
     if stats.finish == "cancelled":
         out.notice("stopped; the answer so far is kept in the conversation")
-    if show_stats:
+    if options.show_stats:
         out.stats(stats)
     return stats
 
 
 def ask(ctx: CommandContext, text: str, out: Renderer) -> str | None:
     session = ctx.session
-    stats = stream_answer(lambda stop: session.ask(text, stop), out, ctx.options.show_stats)
+    stats = stream_answer(lambda stop: session.ask(text, stop), out, ctx.options)
     return None if stats is not None else "error"
 
 
@@ -125,7 +129,7 @@ def handle_command(ctx: CommandContext, line: str, out: Renderer) -> str | None:
     if outcome.text:
         (out.error if outcome.error else out.info)(outcome.text)
     if outcome.action == "regen":
-        if stream_answer(ctx.session.regenerate, out, ctx.options.show_stats) is None:
+        if stream_answer(ctx.session.regenerate, out, ctx.options) is None:
             return "error"
     return outcome.action if outcome.action == "quit" else ("error" if outcome.error else None)
 

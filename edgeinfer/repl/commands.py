@@ -30,6 +30,7 @@ class ChatOptions:
     """Interface settings that are not sampling options."""
 
     show_stats: bool = True
+    show_reasoning: bool = True   # a reasoning model's thinking, dimmed before the answer
 
 
 # --- /set ----------------------------------------------------------------------------------------
@@ -151,6 +152,7 @@ def _show(ctx: CommandContext, arg: str) -> Outcome:
             f"{name}={'random' if s.get(attr) is None else s.get(attr)}"
             for name, (attr, _) in SETTABLE.items()),
         f"stats line     {'on' if ctx.options.show_stats else 'off'}",
+        f"reasoning      {'shown' if ctx.options.show_reasoning else 'hidden'}",
         f"speculative    {'on' if ctx.session.speculative else 'off'}"
         + (f" ({ctx.session.draft.stats.source})" if ctx.session.draft is not None else ""),
     ]
@@ -177,6 +179,14 @@ def _stats(ctx: CommandContext, arg: str) -> Outcome:
     if last is None:
         return Outcome(f"no answer yet (stats line {state})")
     return Outcome(f"last answer: {format_stats(last)}\nstats line {state} (/stats on|off)")
+
+
+def _reasoning(ctx: CommandContext, arg: str) -> Outcome:
+    switched = _switch(arg, "reasoning", "reasoning display", lambda on: setattr(ctx.options, "show_reasoning", on))
+    if switched is not None:
+        return switched
+    state = "shown" if ctx.options.show_reasoning else "hidden"
+    return Outcome(f"a reasoning model's thinking is {state} (/reasoning on|off); it never goes back to the model")
 
 
 def _speculative(ctx: CommandContext, arg: str) -> Outcome:
@@ -246,6 +256,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("load", "/load FILE", "load a saved conversation and resume it", _load),
     Command("regen", "/regen", "a new answer to the last message", _regen),
     Command("stats", "/stats [on|off]", "the last answer's figures; turn the stats line on/off", _stats),
+    Command("reasoning", "/reasoning [on|off]", "show or hide a reasoning model's thinking (dimmed)",
+            _reasoning),
     Command("speculative", "/speculative [on|off]", "turn speculative decoding on/off (the same answers)",
             _speculative),
     Command("bye", "/bye", "quit (also /exit, Ctrl-D)", _quit),

@@ -2,7 +2,9 @@
 
 Answers are written piece by piece as plain text, exactly as the model produced them (no markup
 parsing, no re-wrapping), so a streamed answer is never garbled; everything around them goes
-through a rich console with styles.
+through a rich console with styles. A reasoning model's reasoning goes to the console, dimmed,
+before the answer (so piped output holds only the answers); hidden, it shows as a transient
+"thinking..." line on a terminal.
 """
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ class Renderer:
         self.file = answer_file if answer_file is not None else console.file
         self._at_line_start = True
         self._progress_shown = False
+        self._reasoning_open = False      # reasoning text was written and not yet ended
+        self._reasoning_at_line_start = True
 
     def banner(self, model_name: str, n_ctx: int, kv: str, threads: int, isa: str) -> None:
         self.console.print(Text.assemble(
@@ -56,15 +60,45 @@ class Renderer:
             self.console.file.write("\r\x1b[K")
             self._progress_shown = False
 
+    def reasoning(self, text: str, shown: bool = True) -> None:
+        """A piece of the model's reasoning: written dimmed, or (`shown` False) only noted."""
+        if not shown:
+            if self.console.is_terminal and not self._progress_shown:
+                self.console.file.write("\r\x1b[2mthinking... (/reasoning on shows it)\x1b[0m\x1b[K")
+                self.console.file.flush()
+                self._progress_shown = True
+            return
+        self._erase_progress()
+        if text:
+            self.console.file.write(f"\x1b[2m{text}\x1b[0m" if self.console.is_terminal else text)
+            self.console.file.flush()
+            self._reasoning_open = True
+            self._reasoning_at_line_start = text.endswith("\n")
+
+    def _end_reasoning(self) -> None:
+        """Ends the reasoning with a line break, and a blank line before an answer that follows on
+        the same output."""
+        if self._reasoning_open:
+            self.console.file.write(("" if self._reasoning_at_line_start else "\n")
+                                    + ("\n" if self.console.file is self.file else ""))
+            self.console.file.flush()
+            self._reasoning_open = False
+
     def piece(self, text: str) -> None:
         self._erase_progress()
         if text:
+            self._end_reasoning()
             self.file.write(text)
             self.file.flush()
             self._at_line_start = text.endswith("\n")
 
     def end_answer(self) -> None:
         self._erase_progress()
+        if self._reasoning_open:   # the answer ended in its reasoning (stopped, or cut at max_tokens)
+            if not self._reasoning_at_line_start:
+                self.console.file.write("\n")
+                self.console.file.flush()
+            self._reasoning_open = False
         if not self._at_line_start:
             self.file.write("\n")
             self.file.flush()

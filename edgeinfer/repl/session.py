@@ -11,6 +11,10 @@ turns after the system prompt are dropped (a user message and the answers that f
 `notify` is told how many. Once trimming is needed, it goes on until the conversation takes at
 most half the context: dropping only what the next answer needs would change the start of the
 conversation on every later turn, and each change costs a prefill of everything that remains.
+
+A reasoning model's answer (edgeinfer.reasoning) streams as `Reasoning` pieces, then the answer's
+text as plain strings; only the answer is recorded, since chat templates drop the reasoning of
+past turns anyway (gpt-oss's refuses its markup in a message's content).
 """
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
+from edgeinfer.chat_answer import ChatAnswerStream, read_answer
 from edgeinfer.errors import ContextOverflowError
+from edgeinfer.reasoning import Reasoning, ReasoningStyle, reasoning_style
 from edgeinfer.sampling import DEFAULTS, SamplingParams
 
 Message = dict[str, str]
@@ -185,10 +191,14 @@ class ChatSession:
             raise ValueError("there is no message to answer yet")
         return self.reply(should_stop)
 
+    def reasoning_style(self) -> ReasoningStyle | None:
+        """How the next answer writes its reasoning, None for a model that writes none."""
+        return reasoning_style(self.model.chat_template.source, self.model.chat_prompt(self.conversation()).text)
+
     def reply(self, should_stop: Callable[[], bool] = lambda: False
-              ) -> Generator[str, None, TurnStats]:
+              ) -> Generator[str | Reasoning, None, TurnStats]:
         """Streams the model's answer to the conversation (which ends with a user message) and
-        records it. `should_stop` is checked between prefill chunks and after every piece; when
+        records it (a reasoning model's reasoning comes first, as `Reasoning` pieces). `should_stop` is checked between prefill chunks and after every piece; when
         it returns True generation stops there and the partial answer is kept (stopped during the
         prefill, there is no answer to keep). Returns the turn's TurnStats."""
         t0 = time.perf_counter()
@@ -206,6 +216,8 @@ class ChatSession:
 
         gen = self.model.generate(ids, on_token=count, speculative=self.speculative, draft=self.draft,
                                   **self.settings.generate_kwargs())
+        style = self.reasoning_style()
+        reader = ChatAnswerStream(style) if style is not None else None
         pieces: list[str] = []
         t_first: float | None = None
         result = None
@@ -219,15 +231,20 @@ class ChatSession:
                 if t_first is None:
                     t_first = time.perf_counter()
                 pieces.append(piece)
-                yield piece
+                yield from _read(reader, reader.feed(piece)) if reader is not None else [piece]
                 if should_stop():
                     break
+            if reader is not None:
+                yield from _read(reader, reader.finish())
         finally:
             gen.close()
             # Finished, stopped, or the consumer went away: the answer so far is part of the
             # conversation. (An error before the first piece leaves no answer.)
             if pieces or result is not None:
-                self.messages.append({"role": "assistant", "content": "".join(pieces)})
+                answer = "".join(pieces)
+                if style is not None:   # what a reader fed it all reads, held text included
+                    answer = read_answer(answer, style, None).content or ""
+                self.messages.append({"role": "assistant", "content": answer})
         total = time.perf_counter() - t0
         n_past = self.model.context.n_past
         if result is not None:
@@ -282,3 +299,9 @@ class ChatSession:
         reused = self.model.prompt_cache.prepare(ids)
         self._decode_chunks(ids, reused, len(ids))
         return len(ids) - reused
+
+
+def _read(reader: ChatAnswerStream, events: list) -> list[str | Reasoning]:
+    """The reader's events as pieces: Reasoning, or the answer's text."""
+    return [e if isinstance(e, Reasoning) else e.text for e in events]
+
