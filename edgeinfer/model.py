@@ -459,10 +459,12 @@ class Model:
         return template_for_vocab(self.arch, file_template, self._core.vocab)
 
     def chat_prompt(self, messages: Messages | str, add_generation_prompt: bool = True,
-                    tools: Sequence[Mapping[str, Any]] | None = None) -> ChatPrompt:
+                    tools: Sequence[Mapping[str, Any]] | None = None,
+                    template_kwargs: Mapping[str, Any] | None = None) -> ChatPrompt:
         """`messages` ({"role", "content"} dicts, or one user message as a string) rendered with
-        the chat template and tokenized; `tools` are passed to the template as they are."""
-        extra = {"tools": tools} if tools else {}
+        the chat template and tokenized; `tools` are passed to the template as they are, and so
+        are `template_kwargs` (e.g. enable_thinking, reasoning_effort)."""
+        extra = {**(template_kwargs or {}), **({"tools": tools} if tools else {})}
         return apply_chat_template(self.chat_template, self._core.vocab, messages, add_generation_prompt, **extra)
 
     @cached_property

@@ -2,7 +2,8 @@
 the `ollama` client from PyPI against `edgeinfer serve` over a models folder holding SmolLM2 and a
 tiny random model: answers whole and streamed (NDJSON) agree, `format` json and schema follow
 the same constrained decoding as response_format, `options` reach the sampler, `keep_alive` loads
-and unloads, tool calls come back as Ollama's objects, and errors are Ollama's {"error": ...}."""
+and unloads, tool calls come back as Ollama's objects, a reasoning model's thinking goes to
+`thinking` (or is dropped with think false), and errors are Ollama's {"error": ...}."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,8 @@ import pytest
 
 ollama = pytest.importorskip("ollama")
 
-from edgeinfer.server.ollama import OllamaAnswer, chat_request, generate_request  # noqa: E402
+from edgeinfer.reasoning import ReasoningStyle  # noqa: E402
+from edgeinfer.server.ollama import OllamaAnswer, chat_request, check_think, generate_request  # noqa: E402
 from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest  # noqa: E402
 from edgeinfer.server.worker import Finished  # noqa: E402
 from edgeinfer.generate import GenerationResult  # noqa: E402
@@ -61,7 +63,7 @@ def test_tool_results_answer_their_calls_by_name():
 
 @pytest.mark.parametrize("body, field", [
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, "messages.0.images"),
-    ({"messages": QUESTION, "think": True}, "think"),
+    ({"messages": QUESTION, "think": "extreme"}, "think"),
     ({"messages": QUESTION, "options": {"temperature": -1}}, "temperature"),
 ])
 def test_what_would_change_the_answer_is_refused_by_name(body, field):
@@ -81,6 +83,52 @@ def test_tool_calls_are_sent_whole_as_objects():
     calls = [c for line in lines for c in line["message"].get("tool_calls", [])]
     assert calls == [{"function": {"name": "weather", "arguments": {"city": "Oslo"}}}]
     assert lines[-1]["done"] is True and lines[-1]["done_reason"] == "stop"
+
+
+HARMONY_ANSWER = ["<|channel|>", "analysis", "<|message|>", "Hm,", " red.", "<|end|>", "<|start|>", "assistant",
+                  "<|channel|>", "final", "<|message|>", "Red", "."]
+
+
+def finished() -> Finished:
+    result = GenerationResult(prompt_tokens=3)
+    result.finish_reason = "stop"
+    return Finished(result, [], 1.0, 0.0)
+
+
+@pytest.mark.parametrize("think", [None, True, "high"])
+def test_thinking_goes_to_its_own_field_streamed_and_whole(think):
+    harmony = ReasoningStyle("harmony")
+    answer = OllamaAnswer("chat", "m:latest", None, 0.0, 0.0, harmony, think)
+    lines = [line for piece in HARMONY_ANSWER for line in answer.piece(piece)] + answer.final(finished())
+    assert "".join(line["message"].get("thinking", "") for line in lines) == "Hm, red."
+    assert "".join(line["message"]["content"] for line in lines) == "Red."
+    first_content = next(i for i, line in enumerate(lines) if line["message"]["content"])
+    assert all("thinking" in line["message"] for line in lines[:first_content])
+    whole = OllamaAnswer("generate", "m:latest", None, 0.0, 0.0, harmony, think).whole("".join(HARMONY_ANSWER),
+                                                                                      finished())
+    assert (whole["thinking"], whole["response"]) == ("Hm, red.", "Red.")
+
+
+def test_think_false_keeps_the_reasoning_out_and_asks_the_template_not_to_think():
+    think = ReasoningStyle("think")
+    answer = OllamaAnswer("chat", "m:latest", None, 0.0, 0.0, think, False)
+    lines = answer.piece("<think>Hm.</think>Red.") + answer.final(finished())
+    assert all("thinking" not in line["message"] for line in lines)
+    assert "".join(line["message"]["content"] for line in lines) == "Red."
+    assert chat_request(OllamaChatRequest(model="m", messages=QUESTION, think=False)).chat_template_kwargs == \
+        {"enable_thinking": False}
+    assert chat_request(OllamaChatRequest(model="m", messages=QUESTION, think="low")).chat_template_kwargs == \
+        {"reasoning_effort": "low"}
+    assert chat_request(OllamaChatRequest(model="m", messages=QUESTION, think=True)).chat_template_kwargs is None
+
+
+def test_thinking_asked_of_a_model_that_does_not_reason_is_refused():
+    check_think(None, None, "m:latest")
+    check_think(False, None, "m:latest")
+    check_think(True, ReasoningStyle("think"), "m:latest")
+    with pytest.raises(APIError) as e:
+        check_think(True, None, "m:latest")
+    assert e.value.status == 400 and e.value.message == '"m:latest" does not support thinking'
 
 
 # --- the real server, the real client ------------------------------------------------------------
@@ -184,8 +232,8 @@ def test_errors_are_ollamas(client, server):
         client.chat(model="no-such-model", messages=QUESTION)
     assert e.value.status_code == 404 and "no-such-model" in e.value.error
     with pytest.raises(ollama.ResponseError) as e:
-        client.chat(model=SMOL, messages=QUESTION, think=True)
-    assert e.value.status_code == 400 and "think" in e.value.error
+        client.chat(model=SMOL, messages=QUESTION, think=True)   # SmolLM2 does not reason
+    assert e.value.status_code == 400 and "does not support thinking" in e.value.error
     import httpx
 
     r = httpx.post(f"{server.url}/api/chat", json={"messages": QUESTION})

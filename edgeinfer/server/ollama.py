@@ -3,8 +3,19 @@ validates and runs (so sampling, constrained output and tool calls are defined o
 engine's events become Ollama's answers: one JSON object, or NDJSON lines while streaming.
 
 What does not map is refused with the reason rather than ignored when it would change the answer
-(images, `think`, a custom `template`, the old `context`), and ignored when it only tunes Ollama's
-own runner (num_gpu, num_thread, ...)."""
+(images, a custom `template`, the old `context`), and ignored when it only tunes Ollama's own
+runner (num_gpu, num_thread, ...).
+
+`think`, as Ollama has it for a model that reasons (edgeinfer.reasoning; others ignore it):
+    true, or absent   the reasoning goes apart, to message.thinking (chat) / thinking (generate),
+                      streamed as it comes; the answer is the content / response alone
+    "low" | "medium" | "high"   the same, with the level given to the template as
+                      reasoning_effort (gpt-oss's)
+    false             the template is asked not to reason (enable_thinking false: Qwen3 then
+                      opens and closes an empty <think>), and whatever reasoning comes anyway is
+                      dropped, never put in the answer; gpt-oss cannot stop reasoning (Ollama
+                      ignores false for it too), so its analysis is dropped.
+A model that does not reason refuses true and the levels with a 400, as Ollama's does."""
 from __future__ import annotations
 
 import hashlib
@@ -15,13 +26,15 @@ from typing import Any, AsyncIterator
 
 from pydantic import ValidationError
 
+from edgeinfer.chat_answer import ChatAnswerStream
 from edgeinfer.generate import GenerationResult
+from edgeinfer.reasoning import Reasoning, ReasoningStyle
 from edgeinfer.server import schemas as s
 from edgeinfer.server.errors import APIError, from_exception
 from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaMessage, _Generation
 from edgeinfer.server.served_models import ServedModel
 from edgeinfer.server.worker import Failed, Finished, GenerationJob, Piece
-from edgeinfer.tools import ContentDelta, ToolCallStream
+from edgeinfer.tools import ContentDelta
 from edgeinfer.tools.formats import ToolFormat
 
 NDJSON = "application/x-ndjson"
@@ -74,9 +87,23 @@ def _sampling(req: _Generation) -> dict[str, Any]:
         out["response_format"] = {"type": "json_object"}
     elif isinstance(req.format, dict):
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "format", "schema": req.format}}
-    if req.think not in (None, False):
-        raise _refuse("think", "edgeinfer does not separate a model's thinking yet; leave it out or false")
+    out.update(_think(req.think))
     return out
+
+
+THINK_LEVELS = ("low", "medium", "high")
+
+
+def _think(think: bool | str | None) -> dict[str, Any]:
+    """The OpenAI request's fields for Ollama's `think` (see the module doc)."""
+    if think is None or think is True:
+        return {}
+    if think is False:
+        return {"chat_template_kwargs": {"enable_thinking": False}}
+    if think in THINK_LEVELS:
+        return {"chat_template_kwargs": {"reasoning_effort": think}}
+    raise APIError(400, f"Invalid 'think': {think!r}; use true, false or one of {', '.join(THINK_LEVELS)}.",
+                   param="think", code="invalid_value")
 
 
 def _validated(cls: type, body: dict[str, Any]) -> Any:
@@ -148,40 +175,65 @@ def generate_request(req: OllamaGenerateRequest) -> s.ChatCompletionRequest | s.
     return _validated(s.ChatCompletionRequest, {"model": req.model, "messages": messages, **sampling})
 
 
+def check_think(think: bool | str | None, reasoning: ReasoningStyle | None, model_name: str) -> None:
+    """Thinking asked of a model that does not reason is a 400 (Ollama's message)."""
+    if think not in (None, False) and reasoning is None:
+        raise APIError(400, f'"{model_name}" does not support thinking', param="think", code="unsupported")
+
+
 # --- answers ------------------------------------------------------------------------------------
 
 class OllamaAnswer:
     """The engine's events as Ollama's answer to /api/chat (`message`) or /api/generate
-    (`response`); tool calls (chat only) are read from the text and sent whole, as Ollama does."""
+    (`response`); a reasoning model's thinking goes apart (or is dropped: `think` false); tool
+    calls (chat only) are read from the text and sent whole, as Ollama does."""
 
-    def __init__(self, kind: str, model_name: str, tool_format: ToolFormat | None, arrived: float, load_s: float):
+    def __init__(self, kind: str, model_name: str, tool_format: ToolFormat | None, arrived: float, load_s: float,
+                 reasoning: ReasoningStyle | None = None, think: bool | str | None = None):
         self.kind = kind
         self.model_name = model_name
         self.arrived = arrived
         self.load_ns = int(load_s * 1e9)
-        self.reader = ToolCallStream(tool_format) if tool_format is not None else None
+        self.reader = ChatAnswerStream(reasoning, tool_format)
+        self.show_thinking = think is not False
 
-    def _line(self, text: str, done: bool = False, **extra: Any) -> dict[str, Any]:
+    def _line(self, text: str, done: bool = False, thinking: str = "", **extra: Any) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name, "created_at": now_iso()}
         if self.kind == "chat":
-            body["message"] = {"role": "assistant", "content": text, **extra.pop("message", {})}
+            body["message"] = {"role": "assistant", "content": text, **({"thinking": thinking} if thinking else {}),
+                               **extra.pop("message", {})}
         else:
             body["response"] = text
+            if thinking:
+                body["thinking"] = thinking
         return body | {"done": done} | extra
 
+    def _lines(self, events: list) -> list[dict[str, Any]]:
+        """A line per run of thinking and per run of answer text, in order."""
+        lines, runs = [], []   # runs: [is_thinking, text]
+        for e in events:
+            if isinstance(e, Reasoning) and not self.show_thinking:
+                continue
+            if isinstance(e, (Reasoning, ContentDelta)):
+                kind = isinstance(e, Reasoning)
+                if runs and runs[-1][0] == kind:
+                    runs[-1][1] += e.text
+                else:
+                    runs.append([kind, e.text])
+        for thinking, text in runs:
+            lines.append(self._line("", thinking=text) if thinking else self._line(text))
+        return lines
+
     def piece(self, text: str) -> list[dict[str, Any]]:
-        if self.reader is None:
+        if not self.reader.splits:
             return [self._line(text)] if text else []
-        shown = "".join(e.text for e in self.reader.feed(text) if isinstance(e, ContentDelta))
-        return [self._line(shown)] if shown else []
+        return self._lines(self.reader.feed(text))
 
     def final(self, finished: Finished) -> list[dict[str, Any]]:
-        lines = []
-        if self.reader is not None:
-            held = "".join(e.text for e in self.reader.finish() if isinstance(e, ContentDelta))
-            calls = self._calls()
-            if held or calls:
-                lines.append(self._line(held, message={"tool_calls": calls} if calls else {}))
+        lines = self._lines(self.reader.finish())
+        calls = self._calls()
+        if calls:
+            lines.append(self._line("", message={"tool_calls": calls}))
         lines.append(self._line("", done=True, **self.stats(finished.result)))
         return lines
 
@@ -197,15 +249,16 @@ class OllamaAnswer:
 
     def whole(self, text: str, finished: Finished) -> dict[str, Any]:
         extra: dict[str, Any] = {}
-        if self.reader is not None:
-            reader = self.reader
-            reader.feed(text)
-            reader.finish()
-            text = reader.content or ""
+        thinking = ""
+        if self.reader.splits:
+            self.reader.feed(text)
+            self.reader.finish()
+            text = self.reader.content or ""
+            thinking = (self.reader.reasoning or "") if self.show_thinking else ""
             calls = self._calls()
             if calls:
                 extra["message"] = {"tool_calls": calls}
-        return self._line(text, done=True, **extra, **self.stats(finished.result))
+        return self._line(text, done=True, thinking=thinking, **extra, **self.stats(finished.result))
 
     def stats(self, result: GenerationResult) -> dict[str, Any]:
         t = result.timings

@@ -18,7 +18,7 @@ from edgeinfer.server import embeddings, prompts, schemas as s
 from edgeinfer.server.config import ServerConfig, parse_keep_alive
 from edgeinfer.server.errors import APIError
 from edgeinfer.server.model_pool import SERVER_KEEP_ALIVE, ModelPool, Resident
-from edgeinfer.server.ollama import (NDJSON, OLLAMA_API_VERSION, OllamaAnswer, chat_request, digest,
+from edgeinfer.server.ollama import (NDJSON, OLLAMA_API_VERSION, OllamaAnswer, chat_request, check_think, digest,
                                      generate_request, ndjson_lines, now_iso, ollama_name, whole_answer)
 from edgeinfer.server.ollama_schemas import (OllamaChatRequest, OllamaEmbedRequest, OllamaGenerateRequest,
                                              OllamaLegacyEmbedRequest, OllamaModelRequest)
@@ -98,7 +98,9 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
             else:
                 prompts.check_supported_completion(request)
                 job = await run_in_threadpool(prompts.completion_job, request, model, config)
-            answer = OllamaAnswer(kind, ollama_name(resident.served), job.tool_format, arrived, load_s)
+            check_think(body.think, job.reasoning, ollama_name(resident.served))
+            answer = OllamaAnswer(kind, ollama_name(resident.served), job.tool_format, arrived, load_s,
+                                  job.reasoning, body.think)
             resident.engine.submit(job)
         finally:
             pool.release(resident)

@@ -93,9 +93,10 @@ def tool_plan(req: ChatCompletionRequest, model: Model) -> ToolPlan | None:
         raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
 
 
-def chat_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model) -> ChatPrompt:
+def chat_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model,
+                template_kwargs: dict[str, Any] | None = None) -> ChatPrompt:
     try:
-        return model.chat_prompt(messages, tools=tools)
+        return model.chat_prompt(messages, tools=tools, template_kwargs=template_kwargs)
     except ChatTemplateError as exc:
         raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
     except ValueError as exc:   # a message the template cannot take (e.g. an image part)
@@ -229,7 +230,7 @@ def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> 
     check_can_generate(model)
     plan = tool_plan(req, model)
     messages, tools = (plan.messages, plan.template_tools) if plan else (chat_messages(req), None)
-    prompt = chat_prompt(messages, tools, model)
+    prompt = chat_prompt(messages, tools, model, req.chat_template_kwargs)
     ids = prompt.ids
     options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config, plan)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None

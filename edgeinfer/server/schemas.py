@@ -188,6 +188,9 @@ class ChatCompletionRequest(SamplingFields):
     reasoning_format: Literal["none", "auto", "deepseek"] | None = Field(
         None, description="deepseek or auto (default): a reasoning model's thinking goes to reasoning_content; "
                           "none: it stays in content as generated.")
+    chat_template_kwargs: dict[str, Any] | None = Field(
+        None, description="Extra variables for the chat template (llama.cpp's), e.g. enable_thinking (Qwen3) "
+                          "or reasoning_effort (gpt-oss).")
 
 
 # --- text completions ------------------------------------------------------------------------
