@@ -464,6 +464,9 @@ class Model:
         """`messages` ({"role", "content"} dicts, or one user message as a string) rendered with
         the chat template and tokenized; `tools` are passed to the template as they are, and so
         are `template_kwargs` (e.g. enable_thinking, reasoning_effort)."""
+        taken = {"messages", "add_generation_prompt", "tools"} & set(template_kwargs or {})
+        if taken:
+            raise ValueError(f"template_kwargs cannot set {', '.join(sorted(taken))}: the chat prompt sets it")
         extra = {**(template_kwargs or {}), **({"tools": tools} if tools else {})}
         return apply_chat_template(self.chat_template, self._core.vocab, messages, add_generation_prompt, **extra)
 

@@ -665,7 +665,7 @@ def test_schemathesis_finds_no_server_errors(server):
     seen: dict[int, int] = {}
     started = time.monotonic()
 
-    @settings(max_examples=50, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
+    @settings(max_examples=100, deadline=None, database=None, derandomize=True, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(case=cases)
     def check(case):

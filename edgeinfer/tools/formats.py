@@ -227,7 +227,7 @@ def harmony_grammar(tools: Sequence[Tool], choice: ToolChoice, lit: Callable[[st
              f"message: {lit(CHANNEL)} (\"analysis\" | \"commentary\") {lit(MESSAGE)} TEXT? {lit(END)}",
              f"final: {lit(CHANNEL)} \"final\" {lit(MESSAGE)} TEXT?",
              f"channel: {lit(CHANNEL)} (\"commentary\" | \"analysis\")",
-             f"constrain: \" \" {lit('<|constrain|>')}? \"json\"",
+             f"constrain: \" \"? {lit('<|constrain|>')}? \"json\"",
              r"TEXT: /(.|\n)+/"]
     # the recipient in the role part (the template's way) or in the channel part (the model's)
     rules.append("call: " + " | ".join(
