@@ -140,28 +140,15 @@ def test_a_cross_encoder_reranks_as_transformers(tmp_path):
         Model.load(tmp_path / "rank.gguf", n_ctx=64, pooling="cls").rerank("q", ["d"])
 
 
-# llama.cpp's converter names a WordPiece tokenizer's pre-tokenizer by a hash of known models'
-# vocabularies; the tiny one here is none of them, so its lookup is patched to "default" (what it
-# writes for BERT's): the keys, tensors and vocabulary under test are its own.
-LLAMACPP_PATCHED = """
-import importlib, runpy, sys
-converter = sys.argv[1]
-sys.path.insert(0, converter.rsplit("/", 1)[0])
-importlib.import_module("conversion.base").TextModel.get_vocab_base_pre = lambda self, tokenizer: "default"
-sys.argv = [converter] + sys.argv[3:]
-runpy.run_path(converter, run_name="__main__")
-"""
-
-
 def test_llamacpps_converter_writes_the_same_file(tmp_path):
-    from support.llamacpp_venv import llamacpp_converter, start_llamacpp_converter
+    from support.llamacpp_venv import WORDPIECE_PRE_DEFAULT, llamacpp_converter, start_llamacpp_converter
 
     converter = llamacpp_converter()
     if converter is None:
         pytest.skip("no llama.cpp source tree (scripts/llamacpp_bin.py unpacks one)")
     save_bert_folder(tmp_path / "hf", make_bert(), "mean")
     run = start_llamacpp_converter(converter, tmp_path / "hf", tmp_path / "theirs.gguf",
-                                   run_as=(LLAMACPP_PATCHED, ""))
+                                   run_as=(WORDPIECE_PRE_DEFAULT, ""))
     assert cli_main(["convert", str(tmp_path / "hf"), str(tmp_path / "ours.gguf"), "--outtype", "f32"]) == 0
     log, _ = run.communicate(timeout=300)
     assert run.returncode == 0, log[-2000:]

@@ -795,6 +795,56 @@ class XLMRoberta(Bert):
         return shape
 
 
+class NomicBert(Bert):
+    """nomic-embed-text v1 / v1.5 (NomicBertModel, the checkpoint's own modelling code) as
+    llama.cpp's converter writes them (conversion/bert.py NomicBertModel): architecture
+    nomic-bert, BERT's post-LN encoder with rotary positions (rotary_emb_base -> rope.freq_base,
+    no position table), a fused Wqkv (attn_qkv), a SwiGLU feed-forward (fc11 -> ffn_up, fc12 ->
+    ffn_gate, fc2 -> ffn_down) and no projection biases. The context is max_trained_positions
+    (2048: the n_positions of 8192 in their config was never trained). What the runtime does not
+    compute (arch/nomic_bert.cpp) is refused by name rather than converted into a wrong model."""
+    arch = MODEL_ARCH.NOMIC_BERT
+    _required = {"prenorm": False, "qkv_proj_bias": False, "mlp_fc1_bias": False, "mlp_fc2_bias": False,
+                 "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False, "rotary_emb_scale_base": None,
+                 "activation_function": "swiglu", "causal": False}
+    _meaning = {"prenorm": "pre-LN layers", "qkv_proj_bias": "a Wqkv bias", "mlp_fc1_bias": "fc11 / fc12 biases",
+                "mlp_fc2_bias": "an fc2 bias", "rotary_emb_fraction": "RoPE on part of each head",
+                "rotary_emb_interleaved": "interleaved (GPT-J) RoPE", "rotary_emb_scale_base": "xPos scaling",
+                "activation_function": "a feed-forward other than SwiGLU", "causal": "causal attention"}
+
+    def __init__(self, cfg: dict[str, Any]):
+        if cfg.get("moe_every_n_layers"):
+            raise ModelFormatError("config.json has moe_every_n_layers: nomic-bert-moe (nomic-embed-text-v2-moe) "
+                                   "cannot be converted yet")
+        for key, wanted in self._required.items():
+            if key in cfg and cfg[key] != wanted:
+                raise ModelFormatError(f"config.json has {key} = {cfg[key]!r}: {self._meaning[key]} cannot be "
+                                       f"converted (nomic-bert is converted with {key} = {wanted!r})")
+        super().__init__(cfg)
+        if self.classifier:
+            raise ModelFormatError("a nomic-bert classifier cannot be converted (only NomicBertModel)")
+        self.rope["rope_theta"] = float(_require(cfg, "rotary_emb_base"))
+
+    def context_length(self) -> int:
+        return int(self.cfg.get("max_trained_positions") or _require(self.cfg, "n_positions"))
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        c = self.cfg
+        w.add_context_length(self.context_length())
+        w.add_embedding_length(self.n_embd)
+        w.add_feed_forward_length(int(_require(c, "n_inner")))
+        w.add_block_count(self.n_layer)
+        w.add_head_count(self.n_head)
+        w.add_rope_freq_base(self.rope["rope_theta"])
+        w.add_layer_norm_eps(float(c.get("layer_norm_epsilon", 1e-12)))
+        w.add_causal_attention(False)
+        w.add_token_type_count(int(c.get("type_vocab_size", 1)))
+        w.add_vocab_size(int(_require(c, "vocab_size")))
+
+    def derived(self, hf_name: str) -> bool:
+        return hf_name.endswith(".rotary_emb.inv_freq") or super().derived(hf_name)
+
+
 # config.json "architectures"[0] -> conversion
 ARCHITECTURES: dict[str, type[Architecture]] = {
     "LlamaForCausalLM": Architecture,
@@ -814,6 +864,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "BertForSequenceClassification": Bert,
     "XLMRobertaModel": XLMRoberta,
     "XLMRobertaForSequenceClassification": XLMRoberta,
+    "NomicBertModel": NomicBert,
 }
 
 

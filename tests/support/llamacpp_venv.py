@@ -78,3 +78,25 @@ def start_llamacpp_converter(converter: Path, hf_folder: Path, out: Path, outtyp
     return subprocess.Popen([sys.executable, *run, str(hf_folder), "--outfile", str(out),
                              "--outtype", outtype], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
+
+
+# llama.cpp's converter names a WordPiece tokenizer's pre-tokenizer by a hash of known models'
+# vocabularies; a tiny test one is none of them, so this run_as script for start_llamacpp_converter
+# patches the lookup to "default" (what it writes for BERT's): the keys, tensors and vocabulary
+# under test are its own.
+WORDPIECE_PRE_DEFAULT = """
+import importlib, runpy, sys
+converter = sys.argv[1]
+sys.path.insert(0, converter.rsplit("/", 1)[0])
+importlib.import_module("conversion.base").TextModel.get_vocab_base_pre = lambda self, tokenizer: "default"
+sys.argv = [converter] + sys.argv[3:]
+runpy.run_path(converter, run_name="__main__")
+"""
+
+
+# The same for a config.json that transformers' AutoConfig misreads: a nomic-bert checkpoint's
+# (n_embd, n_layer, ...) is read by transformers 5's own NomicBertConfig, which knows only
+# hidden_size, num_hidden_layers, ... and fills in nomic-embed-text's sizes; with AutoConfig failing,
+# the converter reads config.json itself, as it does with the transformers it was written for.
+WORDPIECE_PRE_DEFAULT_RAW_CONFIG = WORDPIECE_PRE_DEFAULT.replace(
+    "runpy.run_path", "importlib.import_module('conversion.base').AutoConfig = None\nrunpy.run_path")
