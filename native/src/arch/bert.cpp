@@ -11,6 +11,9 @@
 //     x = layer_norm(x + Wdown gelu(Wup x + bup) + bdown, layer_output_norm)
 //   hidden = x                                                         (pooled by arch/pooling.h)
 //
+// The LayerNorm, the token-type row and the attention within each input are nomic-bert's too
+// (arch/encoder_blocks.h).
+//
 // Several inputs go through one forward (the engine's Context::embed packs them): every matmul
 // takes all their rows at once, so the weights are read once for the pack rather than once per
 // input, while attention stays within each input. The matmuls run in the per-row order
@@ -24,6 +27,7 @@
 #include "common/error.h"
 #include "common/fp16.h"
 #include "arch/arch.h"
+#include "arch/encoder_blocks.h"
 #include "layers/cpu_blocks.h"
 
 namespace ei {
@@ -39,79 +43,11 @@ struct BertLayer {
     const float *out_norm, *out_norm_b;                    // [n_embd] layer_output_norm
 };
 
-// ggml_norm then mul and add: mean and variance summed in double (ggml_float), the scale in float.
-void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t n, int64_t d, float eps) {
-    for (int64_t t = 0; t < n; ++t) {
-        const float* r = x + t * d;
-        float* o = out + t * d;
-        double sum = 0.0;
-        for (int64_t j = 0; j < d; ++j) sum += r[j];
-        const float mean = (float)(sum / d);
-        double sum2 = 0.0;
-        for (int64_t j = 0; j < d; ++j) {
-            const float v = r[j] - mean;
-            o[j] = v;
-            sum2 += (double)(v * v);
-        }
-        const float scale = 1.0f / std::sqrt((float)(sum2 / d) + eps);
-        for (int64_t j = 0; j < d; ++j) o[j] = o[j] * scale * w[j] + (b ? b[j] : 0.0f);
-    }
-}
-
-void add_bias(float* y, const float* b, int64_t n, int64_t d) {
-    if (!b) return;
-    for (int64_t t = 0; t < n; ++t)
-        for (int64_t j = 0; j < d; ++j) y[t * d + j] += b[j];
-}
-
 // ggml_vec_gelu_f32 with GGML_GELU_FP16: the input rounded to F16 and looked up in the ISA unit's
 // table (cpu/gelu_table.h), through its GEGLU with an up of ones (x 1.0 is exact). Row by row.
 void gelu_inplace(const KernelTable& kt, float* x, int64_t n, int64_t width, float* ones) {
     std::fill(ones, ones + width, 1.0f);
     for (int64_t t = 0; t < n; ++t) kt.ops.geglu(width, x + t * width, ones, x + t * width);
-}
-
-// Bidirectional attention within each packed input, (token, head) tasks across the pool:
-// out = softmax(q k^T s) v over the keys of the token's own input [starts[s], starts[s + 1]).
-void attention_full(ThreadPool& pool, const float* q, const float* k, const float* v, const int64_t* starts,
-                    int64_t n_seq, int64_t n_head, int64_t head_dim, float* out) {
-    const int64_t w = n_head * head_dim, n = starts[n_seq];
-    const float scale = 1.0f / std::sqrt((float)head_dim);
-    int64_t longest = 0;
-    for (int64_t s = 0; s < n_seq; ++s) longest = std::max(longest, starts[s + 1] - starts[s]);
-    pool.run([&](int ith, int nth) {
-        std::vector<float> p((size_t)longest);
-        int64_t begin, end;
-        ThreadPool::split(n * n_head, ith, nth, &begin, &end);
-        int64_t seq = 0;
-        for (int64_t task = begin; task < end; ++task) {
-            const int64_t t = task / n_head, h = task % n_head;
-            while (t >= starts[seq + 1]) ++seq;
-            const int64_t first = starts[seq], len = starts[seq + 1] - first;
-            const float* qr = q + t * w + h * head_dim;
-            float mx = -INFINITY;
-            for (int64_t s = 0; s < len; ++s) {
-                const float* kr = k + (first + s) * w + h * head_dim;
-                float dot = 0.0f;
-                for (int64_t j = 0; j < head_dim; ++j) dot += qr[j] * kr[j];
-                p[s] = dot * scale;
-                mx = std::max(mx, p[s]);
-            }
-            double sum = 0.0;
-            for (int64_t s = 0; s < len; ++s) {
-                p[s] = std::exp(p[s] - mx);
-                sum += p[s];
-            }
-            const float inv = (float)(1.0 / sum);
-            float* o = out + t * w + h * head_dim;
-            for (int64_t j = 0; j < head_dim; ++j) o[j] = 0.0f;
-            for (int64_t s = 0; s < len; ++s) {
-                const float* vr = v + (first + s) * w + h * head_dim;
-                const float ps = p[s] * inv;
-                for (int64_t j = 0; j < head_dim; ++j) o[j] += ps * vr[j];
-            }
-        }
-    });
 }
 
 class BertModel : public ArchModel {
@@ -149,11 +85,7 @@ public:
         float* row = env.buffer(6, d);            // one embedding row
 
         embed_tokens(env.kt, decoder().tok_embd, tokens, n, x);
-        if (type_embd.present()) {
-            const int32_t zero = 0;
-            embed_tokens(env.kt, type_embd, &zero, 1, row);
-            for (int64_t t = 0; t < n; ++t) add_inplace(x + t * d, row, d);
-        }
+        add_token_type0(env.kt, type_embd, x, n, d, row);
         for (int64_t s = 0; s < n_seq; ++s)
             for (int64_t t = starts[s]; t < starts[s + 1]; ++t) {  // ggml_add(pos, inpL): position first
                 const int32_t pos = (int32_t)(t - starts[s]);

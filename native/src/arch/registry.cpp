@@ -18,6 +18,7 @@ std::unique_ptr<ArchModel> load_granite(const GgufFile& file, const KernelTable&
 std::unique_ptr<ArchModel> load_lfm2(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_gptoss(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_bert(const GgufFile& file, const KernelTable& kt);
+std::unique_ptr<ArchModel> load_nomic_bert(const GgufFile& file, const KernelTable& kt);
 std::unique_ptr<ArchModel> load_gemma_embedding(const GgufFile& file, const KernelTable& kt);
 
 namespace {
@@ -34,6 +35,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"lfm2", load_lfm2},
     {"gpt-oss", load_gptoss},
     {"bert", load_bert},  // an encoder (arch/bert.cpp)
+    {"nomic-bert", load_nomic_bert},  // an encoder with RoPE and SwiGLU (arch/nomic_bert.cpp)
     {"gemma-embedding", load_gemma_embedding},  // Gemma 3 layers as an encoder (arch/gemma_embedding.cpp)
 };
 }  // namespace

@@ -29,6 +29,7 @@ constexpr Entry kNames[] = {
     {TensorKind::ffn_down, "blk.%d.ffn_down"},
     {TensorKind::ffn_post_norm, "blk.%d.post_ffw_norm"},
     {TensorKind::attn_qkv, "blk.%d.attn_qkv"},
+    {TensorKind::attn_qkv_bias, "blk.%d.attn_qkv", "bias"},
     {TensorKind::attn_q_bias, "blk.%d.attn_q", "bias"},
     {TensorKind::attn_k_bias, "blk.%d.attn_k", "bias"},
     {TensorKind::attn_v_bias, "blk.%d.attn_v", "bias"},
