@@ -90,7 +90,8 @@ def test_what_the_runtime_does_not_compute_is_refused_by_name(change, named):
 
 
 def test_llamacpps_converter_writes_the_same_file(tmp_path):
-    from support.llamacpp_venv import WORDPIECE_PRE_DEFAULT_RAW_CONFIG, llamacpp_converter, start_llamacpp_converter
+    from support.llamacpp_venv import (WORDPIECE_PRE_DEFAULT_RAW_CONFIG, assert_same_encoder_file, llamacpp_converter,
+                                       start_llamacpp_converter)
 
     converter = llamacpp_converter()
     if converter is None:
@@ -101,11 +102,4 @@ def test_llamacpps_converter_writes_the_same_file(tmp_path):
     assert cli_main(["convert", str(tmp_path / "hf"), str(tmp_path / "ours.gguf"), "--outtype", "f32"]) == 0
     log, _ = run.communicate(timeout=300)
     assert run.returncode == 0, log[-2000:]
-    theirs, ours = (_core.GgufFile(str(tmp_path / f"{n}.gguf")) for n in ("theirs", "ours"))
-    assert {t["name"]: t["shape"] for t in theirs.tensors()} == {t["name"]: t["shape"] for t in ours.tensors()}
-    a, b = theirs.metadata(), ours.metadata()
-    keys = {k for k in a if not k.startswith("general.")}
-    assert {k: a[k] for k in keys} == {k: b.get(k) for k in keys}
-    t, o = Model.load(tmp_path / "theirs.gguf", n_ctx=64), Model.load(tmp_path / "ours.gguf", n_ctx=64)
-    assert [t.tokenize(x) for x in TEXTS] == [o.tokenize(x) for x in TEXTS]
-    assert t.embed(TEXTS).tobytes() == o.embed(TEXTS).tobytes()
+    assert_same_encoder_file(tmp_path / "theirs.gguf", tmp_path / "ours.gguf", TEXTS)

@@ -100,3 +100,18 @@ runpy.run_path(converter, run_name="__main__")
 # the converter reads config.json itself, as it does with the transformers it was written for.
 WORDPIECE_PRE_DEFAULT_RAW_CONFIG = WORDPIECE_PRE_DEFAULT.replace(
     "runpy.run_path", "importlib.import_module('conversion.base').AutoConfig = None\nrunpy.run_path")
+
+
+def assert_same_encoder_file(theirs: Path, ours: Path, texts: list[str]) -> None:
+    """llama.cpp's converted file `theirs` and ours of one encoder: the same tensors and shapes, the
+    same values for every key of theirs but general.*, and the same tokens and embedding bytes."""
+    from edgeinfer import Model, _core
+
+    a, b = _core.GgufFile(str(theirs)), _core.GgufFile(str(ours))
+    assert {t["name"]: t["shape"] for t in a.tensors()} == {t["name"]: t["shape"] for t in b.tensors()}
+    meta_a, meta_b = a.metadata(), b.metadata()
+    keys = {k for k in meta_a if not k.startswith("general.")}
+    assert {k: meta_a[k] for k in keys} == {k: meta_b.get(k) for k in keys}
+    t, o = Model.load(theirs, n_ctx=64), Model.load(ours, n_ctx=64)
+    assert [t.tokenize(x) for x in texts] == [o.tokenize(x) for x in texts]
+    assert t.embed(texts).tobytes() == o.embed(texts).tobytes()
