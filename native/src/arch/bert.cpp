@@ -126,22 +126,14 @@ private:
 }  // namespace
 
 std::unique_ptr<ArchModel> load_bert(const GgufFile& f, const KernelTable& kt) {
-    HParams hp = read_hparams(f);
-    const std::string a = hp.arch + ".";
-    const float eps = (float)f.get_float(a + "attention.layer_norm_epsilon", 1e-12);
-    if (!(eps > 0.0f && eps < 1.0f)) f.fail(a + "attention.layer_norm_epsilon", "must be in (0, 1)");
-    if (hp.n_head_kv != hp.n_head || hp.q_width() != hp.n_embd)
-        f.fail(a + "attention.head_count", "a BERT encoder has n_head * head_dim = n_embd and no grouped heads");
+    EncoderFile e = load_encoder_file(f, kt);
+    const HParams& hp = e.hp;
     const int64_t d = hp.n_embd, ff = hp.n_ff;
-    DecoderModel io;
-    io.shapes = layer_shapes(hp);
-    io.tok_embd = load_tensor(f, kt, TensorKind::token_embd, -1, {d, -1}, false);
-    hp.n_vocab = io.tok_embd.rows();
-    auto m = std::make_unique<BertModel>(hp, std::move(io), eps);
-    m->type_embd = load_tensor(f, kt, TensorKind::token_types, -1, {d, -1}, false, /*required=*/false);
+    auto m = std::make_unique<BertModel>(hp, std::move(e.io), e.eps);
+    m->type_embd = e.type_embd;
     m->pos_embd = load_tensor(f, kt, TensorKind::position_embd, -1, {d, -1}, false);
-    m->tok_norm = load_f32_vector(f, TensorKind::token_embd_norm, -1, d);
-    m->tok_norm_b = load_f32_vector(f, TensorKind::token_embd_norm_bias, -1, d);
+    m->tok_norm = e.tok_norm;
+    m->tok_norm_b = e.tok_norm_b;
     for (int il = 0; il < (int)hp.n_layer; ++il) {
         BertLayer L;
         L.wq = load_tensor(f, kt, TensorKind::attn_q, il, {d, d}, true);

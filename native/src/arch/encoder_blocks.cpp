@@ -2,11 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "layers/cpu_blocks.h"
 
 namespace ei {
+
+EncoderFile load_encoder_file(const GgufFile& f, const KernelTable& kt) {
+    EncoderFile e{read_hparams(f), {}, 0.0f, {}, nullptr, nullptr};
+    HParams& hp = e.hp;
+    const std::string a = hp.arch + ".";
+    e.eps = (float)f.get_float(a + "attention.layer_norm_epsilon", 1e-12);
+    if (!(e.eps > 0.0f && e.eps < 1.0f)) f.fail(a + "attention.layer_norm_epsilon", "must be in (0, 1)");
+    if (hp.n_head_kv != hp.n_head || hp.q_width() != hp.n_embd)
+        f.fail(a + "attention.head_count", "a BERT encoder has n_head * head_dim = n_embd and no grouped heads");
+    const int64_t d = hp.n_embd;
+    e.io.shapes = layer_shapes(hp);
+    e.io.tok_embd = load_tensor(f, kt, TensorKind::token_embd, -1, {d, -1}, false);
+    hp.n_vocab = e.io.tok_embd.rows();
+    e.type_embd = load_tensor(f, kt, TensorKind::token_types, -1, {d, -1}, false, /*required=*/false);
+    e.tok_norm = load_f32_vector(f, TensorKind::token_embd_norm, -1, d);
+    e.tok_norm_b = load_f32_vector(f, TensorKind::token_embd_norm_bias, -1, d);
+    return e;
+}
 
 void add_token_type0(const KernelTable& kt, const Tensor& type_embd, float* x, int64_t n, int64_t d, float* row) {
     if (!type_embd.present()) return;

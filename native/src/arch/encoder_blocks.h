@@ -1,6 +1,7 @@
 // What the BERT-family encoders (arch/bert.cpp, arch/nomic_bert.cpp) compute alike, as llama.cpp's
 // one graph for them does (src/models/bert.cpp): the token-type row, the post-LN LayerNorm with a
-// bias, and bidirectional attention within each of several packed inputs.
+// bias, bidirectional attention within each of several packed inputs, and what their files hold
+// alike (EncoderFile).
 //
 // Every function here is row by row (or, for attention, row by row within an input), so that an
 // input gets the same floats whatever it is packed with: the matmuls around them run in
@@ -8,11 +9,20 @@
 #pragma once
 #include <cstdint>
 
-#include "common/thread_pool.h"
-#include "cpu/kernels.h"
-#include "cpu/tensor.h"
+#include "arch/arch.h"
 
 namespace ei {
+
+// What a BERT-family file has before its layers: the hyper-parameters (n_head * head_dim = n_embd,
+// no grouped heads: refused otherwise), the LayerNorm epsilon, and the embeddings with their norm.
+struct EncoderFile {
+    HParams hp;                                 // n_vocab from token_embd
+    DecoderModel io;                            // tok_embd [n_vocab][n_embd] and the layer shapes
+    float eps;                                  // <arch>.attention.layer_norm_epsilon
+    Tensor type_embd;                           // [n_token_types][n_embd], optional
+    const float *tok_norm, *tok_norm_b;         // [n_embd] token_embd_norm
+};
+EncoderFile load_encoder_file(const GgufFile& f, const KernelTable& kt);
 
 // x[t] += type_embd[0] for n rows of width d: llama.cpp gives every token type 0 ("sentence A").
 // An absent table adds nothing. row: [d] scratch.
