@@ -44,10 +44,15 @@ struct BertLayer {
 };
 
 // ggml_vec_gelu_f32 with GGML_GELU_FP16: the input rounded to F16 and looked up in the ISA unit's
-// table (cpu/gelu_table.h), through its GEGLU with an up of ones (x 1.0 is exact). Row by row.
-void gelu_inplace(const KernelTable& kt, float* x, int64_t n, int64_t width, float* ones) {
+// table (cpu/gelu_table.h), through its GEGLU with an up of ones (x 1.0 is exact). Row by row,
+// rows split across the pool.
+void gelu_inplace(ThreadPool& pool, const KernelTable& kt, float* x, int64_t n, int64_t width, float* ones) {
     std::fill(ones, ones + width, 1.0f);
-    for (int64_t t = 0; t < n; ++t) kt.ops.geglu(width, x + t * width, ones, x + t * width);
+    pool.run([&](int ith, int nth) {
+        int64_t t0, t1;
+        ThreadPool::split(n, ith, nth, &t0, &t1);
+        for (int64_t t = t0; t < t1; ++t) kt.ops.geglu(width, x + t * width, ones, x + t * width);
+    });
 }
 
 class BertModel : public ArchModel {
@@ -92,7 +97,7 @@ public:
                 embed_tokens(env.kt, pos_embd, &pos, 1, row);
                 for (int64_t j = 0; j < d; ++j) x[t * d + j] = row[j] + x[t * d + j];
             }
-        layer_norm(x, tok_norm, tok_norm_b, x, n, d, eps_);
+        layer_norm(env.pool, x, tok_norm, tok_norm_b, x, n, d, eps_);
 
         MatmulScratch& ms = env.matmul_scratch;
         constexpr BatchOrder kOrder = BatchOrder::per_row;  // each row as if its input were alone
@@ -107,15 +112,15 @@ public:
             matmul(env.pool, env.kt, L.wo, att, n, y, ms, kOrder);
             add_bias(y, L.bo, n, d);
             add_inplace(y, x, n * d);
-            layer_norm(y, L.attn_norm, L.attn_norm_b, x, n, d, eps_);
+            layer_norm(env.pool, y, L.attn_norm, L.attn_norm_b, x, n, d, eps_);
 
             matmul(env.pool, env.kt, L.up, x, n, u, ms, kOrder);
             add_bias(u, L.up_b, n, ff);
-            gelu_inplace(env.kt, u, n, ff, env.buffer(7, ff));
+            gelu_inplace(env.pool, env.kt, u, n, ff, env.buffer(7, ff));
             matmul(env.pool, env.kt, L.down, u, n, y, ms, kOrder);
             add_bias(y, L.down_b, n, d);
             add_inplace(y, x, n * d);
-            layer_norm(y, L.out_norm, L.out_norm_b, x, n, d, eps_);
+            layer_norm(env.pool, y, L.out_norm, L.out_norm_b, x, n, d, eps_);
         }
     }
 

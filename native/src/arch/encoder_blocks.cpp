@@ -34,22 +34,27 @@ void add_token_type0(const KernelTable& kt, const Tensor& type_embd, float* x, i
     for (int64_t t = 0; t < n; ++t) add_inplace(x + t * d, row, d);
 }
 
-void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t n, int64_t d, float eps) {
-    for (int64_t t = 0; t < n; ++t) {
-        const float* r = x + t * d;
-        float* o = out + t * d;
-        double sum = 0.0;
-        for (int64_t j = 0; j < d; ++j) sum += r[j];
-        const float mean = (float)(sum / d);
-        double sum2 = 0.0;
-        for (int64_t j = 0; j < d; ++j) {
-            const float v = r[j] - mean;
-            o[j] = v;
-            sum2 += (double)(v * v);
+void layer_norm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t n, int64_t d,
+                float eps) {
+    pool.run([&](int ith, int nth) {
+        int64_t t0, t1;
+        ThreadPool::split(n, ith, nth, &t0, &t1);
+        for (int64_t t = t0; t < t1; ++t) {
+            const float* r = x + t * d;
+            float* o = out + t * d;
+            double sum = 0.0;
+            for (int64_t j = 0; j < d; ++j) sum += r[j];
+            const float mean = (float)(sum / d);
+            double sum2 = 0.0;
+            for (int64_t j = 0; j < d; ++j) {
+                const float v = r[j] - mean;
+                o[j] = v;
+                sum2 += (double)(v * v);
+            }
+            const float scale = 1.0f / std::sqrt((float)(sum2 / d) + eps);
+            for (int64_t j = 0; j < d; ++j) o[j] = o[j] * scale * w[j] + (b ? b[j] : 0.0f);
         }
-        const float scale = 1.0f / std::sqrt((float)(sum2 / d) + eps);
-        for (int64_t j = 0; j < d; ++j) o[j] = o[j] * scale * w[j] + (b ? b[j] : 0.0f);
-    }
+    });
 }
 
 void add_bias(float* y, const float* b, int64_t n, int64_t d) {

@@ -29,9 +29,10 @@ EncoderFile load_encoder_file(const GgufFile& f, const KernelTable& kt);
 void add_token_type0(const KernelTable& kt, const Tensor& type_embd, float* x, int64_t n, int64_t d, float* row);
 
 // ggml_norm then mul and add: out[t] = (x[t] - mean) / sqrt(var + eps) * w + b over n rows of
-// width d; mean and variance summed in double (ggml_float), the scale in float. b may be null;
-// out may equal x.
-void layer_norm(const float* x, const float* w, const float* b, float* out, int64_t n, int64_t d, float eps);
+// width d, rows split across the pool; mean and variance summed in double (ggml_float), the scale
+// in float. b may be null; out may equal x.
+void layer_norm(ThreadPool& pool, const float* x, const float* w, const float* b, float* out, int64_t n, int64_t d,
+                float eps);
 
 // y[t] += b for n rows of width d (nothing when b is null: a bias the file does not have).
 void add_bias(float* y, const float* b, int64_t n, int64_t d);

@@ -73,7 +73,7 @@ public:
 
         embed_tokens(env.kt, decoder().tok_embd, tokens, n, x);
         add_token_type0(env.kt, type_embd, x, n, d, row);
-        layer_norm(x, tok_norm, tok_norm_b, x, n, d, eps_);
+        layer_norm(env.pool, x, tok_norm, tok_norm_b, x, n, d, eps_);
 
         MatmulScratch& ms = env.matmul_scratch;
         constexpr BatchOrder kOrder = BatchOrder::per_row;  // each row as if its input were alone
@@ -90,7 +90,7 @@ public:
             attention_full(env.pool, q, k, v, starts, n_seq, hp.n_head, hp.head_dim, att);
             matmul(env.pool, env.kt, L.wo, att, n, y, ms, kOrder);
             add_inplace(y, x, n * d);
-            layer_norm(y, L.attn_norm, L.attn_norm_b, x, n, d, eps_);
+            layer_norm(env.pool, y, L.attn_norm, L.attn_norm_b, x, n, d, eps_);
 
             const Tensor* ffn[2] = {&L.up, &L.gate};
             float* const ffn_out[2] = {up, gate};
@@ -98,7 +98,7 @@ public:
             for (int64_t t = 0; t < n; ++t) swiglu(env.kt, gate + t * ff, up + t * ff, gate + t * ff, ff);
             matmul(env.pool, env.kt, L.down, gate, n, y, ms, kOrder);
             add_inplace(y, x, n * d);
-            layer_norm(y, L.out_norm, L.out_norm_b, x, n, d, eps_);
+            layer_norm(env.pool, y, L.out_norm, L.out_norm_b, x, n, d, eps_);
         }
     }
 
