@@ -21,8 +21,6 @@ void gemm_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, c
 }  // namespace
 
 void fill_gemm_scalar(KernelTable& t) {
-    t.types[TYPE_F32].gemm = gemm_ref<ref::vec_dot_f32>;
-    t.types[TYPE_F16].gemm = gemm_ref<ref::vec_dot_f16>;
     t.types[TYPE_Q4_0].gemm = gemm_ref<ref::vec_dot_q4_0_q8_0>;
     t.types[TYPE_Q4_1].gemm = gemm_ref<ref::vec_dot_q4_1_q8_1>;
     t.types[TYPE_Q5_0].gemm = gemm_ref<ref::vec_dot_q5_0_q8_0>;
