@@ -1,6 +1,7 @@
-"""Layers whose weights are IQ4_NL or IQ4_XS offloaded to the OpenCL device: a tiny random llama
-(rows of 256 and 512 values, so both types fit; written with the core's quantizers) placed on the
-device whole and in part, its logits compared bit for bit with the CPU path under the AVX2 kernels
+"""Layers whose weights are i-quants offloaded to the OpenCL device (IQ4_NL, IQ4_XS, and of the
+lattice ones a 2-bit and a 3-bit type, IQ2_XXS and IQ3_S): a tiny random llama (rows of 256 and 512
+values, so every type fits; written with the core's quantizers, or for the types those need an
+importance matrix for, gguf_writing's stand-in blocks) placed on the device whole and in part, its logits compared bit for bit with the CPU path under the AVX2 kernels
 the device mirrors (tests/test_opencl_offload.py explains the oracle), teacher-forced on the CPU's
 greedy tokens. test_opencl_ops.py checks the matmul itself."""
 from __future__ import annotations
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
 PROMPTS = [[1, 45, 203, 17, 99, 250, 8, 77, 31, 160], [1, 33, 12, 12, 160, 5]]
 
 
-@pytest.fixture(scope="module", params=["IQ4_NL", "IQ4_XS"])
-def iq4_model(request, tiny_llama_file):
+@pytest.fixture(scope="module", params=["IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ3_S"])
+def iq_model(request, tiny_llama_file):
     """(weight type, a tiny llama with every matrix of that type, the CPU reference)."""
     # A context of 512 positions, as the CPU reference (support/opencl_cpu_reference.py) uses.
     cfg = dataclasses.replace(KQUANTIZABLE, weight_type=request.param, n_ctx_train=512)
@@ -32,16 +33,16 @@ def iq4_model(request, tiny_llama_file):
     return request.param, path, ref
 
 
-def test_the_layers_go_to_the_device(iq4_model, device_index):
-    wtype, path, _ = iq4_model
+def test_the_layers_go_to_the_device(iq_model, device_index):
+    wtype, path, _ = iq_model
     assert wtype.lower() in _core.opencl_matmul_types()
     model = Model.load(path, n_ctx=512, gpu_layers="all", device=device_index)
     assert model.placement.gpu_layers == (0, 1)
     assert not any("stay on the CPU" in note for note in model.placement.notes)
 
 
-def test_full_offload_computes_the_cpus_logits(iq4_model, device_index):
-    wtype, path, ref = iq4_model
+def test_full_offload_computes_the_cpus_logits(iq_model, device_index):
+    wtype, path, ref = iq_model
     model = Model.load(path, n_ctx=512, gpu_layers="all", device=device_index)
     for i, prompt in enumerate(PROMPTS):
         ids = [int(t) for t in ref[f"ids{i}"]]
@@ -49,9 +50,9 @@ def test_full_offload_computes_the_cpus_logits(iq4_model, device_index):
         np.testing.assert_array_equal(got, ref[f"batch{i}"], err_msg=f"{wtype} prompt {i}")
 
 
-def test_partial_offload_computes_the_cpus_logits(iq4_model, device_index):
+def test_partial_offload_computes_the_cpus_logits(iq_model, device_index):
     # Layer 1 on the device, layer 0 (and the output matrix) on the CPU's AVX2 kernels.
-    wtype, path, ref = iq4_model
+    wtype, path, ref = iq_model
     forced = [[int(t) for t in ref[f"ids{i}"]] for i in range(len(PROMPTS))]
     got = under_avx2(path, PROMPTS, gpu_layers="1", device=device_index, forced=forced)
     for i in range(len(PROMPTS)):

@@ -7,7 +7,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
   CPU's from_float bytes), then per block the exact integers and the float order of the CPU's
   256-bit vec_dot (or of the repacked / tiled GEMM order cpu/matmul.cpp picks for the batch).
   The i-quants IQ4_NL and IQ4_XS too: their table (kIq4nlValues) reaches the device through the
-  generated prelude, checked here value for value.
+  generated prelude, checked here value for value; and the 2- and 3-bit lattice i-quants (IQ2_XXS,
+  IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), whose grids (quant/iq_grids.h) reach it as generated files.
   F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
 - attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
@@ -38,12 +39,14 @@ from edgeinfer.gpu.devices import list_devices, opencl_library
 from support.numpy_reference import causal_attention
 from support.quant_rows import random_blocks
 
-MATMUL_TYPES = [T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
-QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+# The lattice i-quants: one float order for the five (cpu/x86/iq23_256.h).
+IQ23_TYPES = [T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S]
+QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS] + IQ23_TYPES
+MATMUL_TYPES = [T.F32, T.F16] + QUANTIZED_TYPES
 # Weights as random blocks rather than the quantizer's output: every byte random but d, so the
-# rows reach every table index and every 6-bit IQ4_XS sub-block scale (ls - 32 from -32 to 31),
-# which a quantizer's rows of Gaussian weights use only a part of.
-RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS}
+# rows reach every table index, grid point, sign pattern and sub-block scale (IQ4_XS's 6-bit
+# ls - 32 from -32 to 31), which a quantizer's rows of Gaussian weights use only a part of.
+RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS, *IQ23_TYPES}
 
 # The reference kernels the device mirrors (x86 only; elsewhere the exactness tests skip).
 HAS_AVX2 = "avx2" in _core.available_isas()
@@ -125,9 +128,14 @@ def test_device_lays_out_the_prelude_as_the_core_does(dev):
 
 def test_device_reads_the_preludes_tables_as_the_core_has_them(dev):
     # The i-quants' and MXFP4's 16 values: defined once (quant/blocks.h), generated into the prelude
-    # (no kernel reads MXFP4's yet: layers with it stay on the CPU).
+    # (no kernel reads MXFP4's yet: layers with it stay on the CPU); the lattice grids of
+    # quant/iq_grids.h and iq1_grids.h (checked against gguf-py's in test_iq23.py, test_iq1_tq.py),
+    # generated into iq_grids.cl / iq1_grids.cl, 64-bit points compared as their bit patterns.
     host = _testing.opencl_host_block_tables()
-    assert list(host) == ["kIq4nlValues", "kMxfp4Values"]
+    assert list(host) == ["kIq4nlValues", "kMxfp4Values", "kIq2xxsGrid", "kIq2xsGrid", "kIq2sGrid",
+                          "kIq3xxsGrid", "kIq3sGrid", "kIq1sGrid"]
+    assert [len(host[g]) for g in ("kIq2xxsGrid", "kIq2xsGrid", "kIq2sGrid", "kIq3xxsGrid", "kIq3sGrid",
+                                   "kIq1sGrid")] == [256, 512, 1024, 256, 512, 2048]
     assert tuple(host["kIq4nlValues"]) == tuple(gguf.quants.IQ4_NL.kvalues)  # ggml's kvalues_iq4nl
     assert tuple(host["kMxfp4Values"]) == tuple(gguf.quants.MXFP4.kvalues)  # ggml's kvalues_mxfp4
     assert "__constant char kIq4nlValues[16] = {" in _testing.opencl_block_prelude()
@@ -155,7 +163,7 @@ def cpu_order(type_: T, rows: int, n: int, t: int) -> str:
     """The float order cpu/matmul.cpp uses for activation row t of a batch of n."""
     if type_ == T.Q4_K and rows % 8 == 0:  # repacked like llama.cpp: GEMM on whole groups of 4
         return "repacked_gemm" if t < n - n % 4 else "repacked"
-    if type_ in (T.Q4_K, T.Q6_K, T.IQ4_XS) and n >= 8:  # ggml's tiled GEMM (llama.cpp 11434's for IQ4_XS)
+    if type_ in (T.Q4_K, T.Q6_K, T.IQ4_XS, *IQ23_TYPES) and n >= 8:  # ggml's tiled GEMM (llama.cpp 11434's for IQ4_XS)
         return "tiled"
     return "vec_dot"
 
@@ -191,7 +199,8 @@ def test_quantized_matmul_is_the_cpus_bit_for_bit(dev, type_, rows, n):
 
 
 @needs_avx2
-@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS], ids=lambda t: t.name)
+@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ3_S],
+                         ids=lambda t: t.name)
 def test_quantized_matmul_of_long_rows(dev, type_):
     # 96 blocks of 32 (12 super-blocks) a row, the longest the models have is 64.
     rng = np.random.default_rng(7)
@@ -218,6 +227,20 @@ def test_iq4_nl_matmul_of_an_odd_block_count(dev, cols, n):
         assert nmse(got, _testing.gemm(int(T.IQ4_NL), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
 
 
+@needs_avx2
+@pytest.mark.parametrize("type_", IQ23_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("n", [1, 8])  # vec_dot's order; the tiled one
+def test_lattice_iquant_matmul_over_every_grid_point(dev, type_, n):
+    # 128 rows of 4 super-blocks: 16384 random groups, so every point of the largest grid (IQ2_S's
+    # 1024) and every sign code and scale is all but certainly drawn, where the rows above hold
+    # 2368 groups.
+    rng = np.random.default_rng(int(type_) * 10 + n)
+    rows, cols = 128, 1024
+    w = weight_rows(type_, rows, cols, rng)
+    x = (rng.standard_normal((n, cols)) * 3).astype(np.float32)
+    np.testing.assert_array_equal(dev.matmul(int(type_), w, x), cpu_matmul_avx2(type_, w, x))
+
+
 @pytest.mark.parametrize("act", [T.Q8_0, T.Q8_1, T.Q8_K], ids=lambda t: t.name)
 def test_activation_quantizers_write_the_cpus_bytes(dev, act):
     rng = np.random.default_rng(int(act))
@@ -238,9 +261,9 @@ def test_matmul_refuses_an_unsupported_type_and_a_bad_shape(dev):
     with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type q5_1"):
         dev.matmul(int(T.Q5_1), _core.quantize_rows(int(T.Q5_1), np.ones((4, 64), np.float32)),
                    np.ones((1, 64), np.float32))
-    iq2 = rng.integers(0, 256, (4, 66), dtype=np.uint8)  # 4 rows of one IQ2_XXS super-block: not yet
-    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type iq2_xxs"):
-        dev.matmul(int(T.IQ2_XXS), iq2, np.ones((1, 256), np.float32))
+    iq1 = rng.integers(0, 256, (4, 50), dtype=np.uint8)  # 4 rows of one IQ1_S super-block: not yet
+    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type iq1_s"):
+        dev.matmul(int(T.IQ1_S), iq1, np.ones((1, 256), np.float32))
     with pytest.raises(_core.EdgeInferError, match="each weight row"):
         dev.matmul(int(T.Q4_0), w, np.ones((1, 96), np.float32))
     f32 = np.ones((2, 48), np.float32).view(np.uint8).reshape(2, -1)

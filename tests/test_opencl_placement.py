@@ -15,7 +15,8 @@ from edgeinfer.gpu.placement import (AUTO_MARGIN_MIN_BYTES, MIB, PlacementError,
 from edgeinfer.cli.wording import FLAGS, flag_spelling, in_flags
 from support.cli import assert_clean_error, run_cli
 
-MATMUL_TYPES = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K", "iq4_nl", "iq4_xs"]
+MATMUL_TYPES = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K", "iq4_nl", "iq4_xs",
+                "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s"]
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"
 
 
@@ -124,13 +125,13 @@ def test_layers_with_types_the_device_lacks_stay_on_the_cpu_and_say_why():
     assert any("layers 3 stay on the CPU: q2_K" in n for n in p.notes)
 
 
-def test_the_cores_matmul_types_take_the_iq4_layers_and_refuse_the_other_i_quants():
+def test_the_cores_matmul_types_take_the_iq4_and_lattice_i_quant_layers_and_refuse_iq1():
     # The plan as the loader makes it (model_plan.py): with the core's own list of device types.
-    c = costs(types={1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s"})
+    c = costs(types={1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s"})
     p = plan_placement(c, parse_gpu_layers("all"), [fake_device(4096)], 0, _core.opencl_matmul_types())
-    assert p.gpu_layers == (0, 1, 2, 5, 6, 7, 8, 9)
-    assert "layers 3 stay on the CPU: iq2_xxs weights have no OpenCL kernel yet." in p.notes
-    assert "layers 4 stay on the CPU: iq3_s weights have no OpenCL kernel yet." in p.notes
+    assert p.gpu_layers == (0, 1, 2, 3, 4, 5, 7, 8, 9)
+    assert "layers 6 stay on the CPU: iq1_s weights have no OpenCL kernel yet." in p.notes
+    assert not any("iq2" in n or "iq3" in n for n in p.notes)
 
 
 def test_mxfp4_layers_stay_on_the_cpu_and_say_why():

@@ -34,7 +34,8 @@ class TinyConfig:
     tied_output: bool = False
     rope_freq_factors: bool = False   # a Llama-3.1-style rope_freqs tensor
     rope_linear_factor: float = 0.0   # rope.scaling.type linear with this factor (0 = none)
-    weight_type: str = "F32"  # F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS for the 2-D matmul weights
+    weight_type: str = "F32"  # F32, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, IQ2_XXS, ... for the
+                              # 2-D matmul weights (gguf_writing.add_weights)
     arch: str = "llama"       # general.architecture: "smollm3" is the same file with every fourth
                               # layer unroped (the numpy reference knows llama only)
 

@@ -8,6 +8,8 @@
 #include "gpu/kernel_sources.h"
 #include "gpu/kernel_sources.inc"
 #include "quant/blocks.h"
+#include "quant/iq1_grids.h"
+#include "quant/iq_grids.h"
 
 namespace ei::cl {
 
@@ -39,7 +41,9 @@ std::vector<LayoutEntry> device_block_layouts(Device& dev, ProgramCache& program
 std::vector<TableEntry> host_block_tables() {
     std::vector<TableEntry> out;
     // As for the layouts: a generated name that is not a table of blocks.h does not compile.
-#define EI_HOST_TABLE(name) out.push_back({#name, std::vector<int64_t>(std::begin(ei::name), std::end(ei::name))});
+    // A 64-bit grid point is kept as its bit pattern (int64_t wraps it), as the probe writes it.
+#define EI_HOST_TABLE(name) \
+    out.push_back({#name, std::vector<int64_t>(std::begin(ei::name), std::end(ei::name))});
     EI_BLOCK_TABLES(EI_HOST_TABLE)
 #undef EI_HOST_TABLE
     return out;
@@ -50,13 +54,15 @@ std::vector<TableEntry> device_block_tables(Device& dev, ProgramCache& programs)
     size_t count = 0;
     for (const auto& t : out) count += t.values.size();
     if (count == 0) return out;
-    Kernel probe = programs.kernel("block_tables", block_prelude() + generated::kTableProbe, "ei_block_tables");
-    Buffer values = dev.alloc(count * sizeof(int32_t), "the block table probe");
+    std::string source = block_prelude();
+    for (const char* grids : generated::kGridFiles) source += kernel_file(grids);
+    Kernel probe = programs.kernel("block_tables", source + generated::kTableProbe, "ei_block_tables");
+    Buffer values = dev.alloc(count * sizeof(int64_t), "the block table probe");
     probe.set_args(values);
     const size_t one = 1;
     dev.run(probe, 1, &one, &one);
-    std::vector<int32_t> v(count);
-    dev.read(values, v.data(), v.size() * sizeof(int32_t));
+    std::vector<int64_t> v(count);  // a 64-bit grid point as its bit pattern
+    dev.read(values, v.data(), v.size() * sizeof(int64_t));
     size_t i = 0;
     for (auto& t : out)
         for (auto& x : t.values) x = v[i++];

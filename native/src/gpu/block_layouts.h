@@ -1,8 +1,9 @@
 // The block layouts as the host compiler and as an OpenCL device compiler lay them out: sizeof
 // and every field offset of each struct of quant/blocks.h, in one order (the generated
 // EI_BLOCK_LAYOUT list), so a test can check that the generated prelude means the same bytes;
-// and the value tables of blocks.h (kIq4nlValues, ...) as the host has them and as a kernel
-// reads the prelude's copies (the EI_BLOCK_TABLES list), for the same check of the values.
+// and the value tables of blocks.h (kIq4nlValues, ...) and the i-quants' grids (quant/iq_grids.h,
+// iq1_grids.h) as the host has them and as a kernel reads the generated copies (the
+// EI_BLOCK_TABLES list), for the same check of the values.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,7 +21,7 @@ struct LayoutEntry {
 
 struct TableEntry {
     std::string name;             // "kIq4nlValues"
-    std::vector<int64_t> values;  // every entry, in order
+    std::vector<int64_t> values;  // every entry, in order (a 64-bit grid point as its bit pattern)
 };
 
 // From the C++ structs (sizeof / offsetof).

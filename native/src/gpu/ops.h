@@ -13,7 +13,8 @@
 
 namespace ei::cl {
 
-// The weight types matmul takes (F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS).
+// The weight types matmul takes (listed in ops.cpp only; Python asks _core.opencl_matmul_types()).
+// Quantized ones multiply quantized activations in the CPU's order (kernels/vec_dot*.cl).
 bool matmul_supports(uint32_t type);
 // The activation types the device quantizes to (Q8_0, Q8_1, Q8_K): the vec_dot types of the
 // quantized weight types above.

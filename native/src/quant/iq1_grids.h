@@ -1,7 +1,8 @@
 // The lattice of the 1-bit i-quants (IQ1_S, IQ1_M; quant/blocks.h): ggml's iq1s_grid, 2048 groups
 // of 8 values in {-1, 0, 1} chosen from the 3^8 ternary octets, addressed by an 11-bit index (8 bits
 // from qs, 3 from qh). Entry k holds its 8 values as int8 bytes, element j in byte j (little-endian),
-// so a kernel loads a group with one 64-bit read. Defined once here (an inline variable: one object
+// so a kernel loads a group with one 64-bit read (an OpenCL one too: gpu/embed_kernels.py generates
+// the kernel file iq1_grids.cl from this table). Defined once here (an inline variable: one object
 // however many units include it); tests/test_iq1_tq.py checks every entry against gguf-py's copy.
 #pragma once
 #include <cstdint>

@@ -6,8 +6,11 @@
 //
 // A grid point packs its magnitudes one per byte, element j of the group in byte j (little-endian),
 // so a point loads straight into a vector register as 8 (IQ2) or 4 (IQ3) unsigned bytes. They are
-// kept out of blocks.h because that file's tables reach the OpenCL prelude line by line (no device
-// kernel reads these yet). Included by units built with different ISA flags: constants only.
+// kept out of blocks.h, whose one-line tables reach every OpenCL program's prelude: the device gets
+// these as the generated kernel file iq_grids.cl (gpu/embed_kernels.py), which only the programs
+// of these five types' matmul include (gpu/kernels/vec_dot_iq23.cl). The sign tables below are
+// not tables there: the kernels apply the rule. Included by units built with different ISA flags:
+// constants only.
 #pragma once
 #include <cstdint>
 
