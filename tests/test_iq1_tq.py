@@ -26,7 +26,8 @@ from edgeinfer.quantize.plan import ModelShape, TensorInfo
 from support import gguf_writing
 from support.ggml_cpu import load_ggml_cpu, vec_dot as ggml_vec_dot, vec_dot_type as ggml_vec_dot_type
 from support.numpy_reference import LlamaReference, rel_err
-from support.quant_rows import activations, bits, gguf_dequantize, integer_rows, rng_for, tiled_order_dot
+from support.quant_rows import (activations, bits, gguf_dequantize, integer_rows, rng_for, tiled_order_dot,
+                                with_scale)
 from support.tiny_llama import TinyConfig, write_tiny_llama
 
 ISAS = _core.available_isas()
@@ -34,21 +35,6 @@ TYPES = [T.IQ1_S, T.IQ1_M, T.TQ1_0, T.TQ2_0]
 ROW_LENGTHS = [256, 512, 1536]
 CASES = [(t, n) for t in TYPES for n in ROW_LENGTHS]
 QK_K = 256
-
-
-def with_scale(qtype: T, blocks: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """blocks [nb, type_size] (uint8) with their fp16 super-block scale set to d [nb]: at byte 0
-    (IQ1_S), the last two bytes (TQ1_0, TQ2_0), or the top nibbles of IQ1_M's four scale words."""
-    h = d.astype(np.float16).view(np.uint16)
-    if qtype == T.IQ1_M:
-        words = blocks[:, 48:56].copy().view(np.uint16) & np.uint16(0x0FFF)
-        for k in range(4):
-            words[:, k] |= ((h >> np.uint16(4 * k)) & np.uint16(15)) << np.uint16(12)
-        blocks[:, 48:56] = words.view(np.uint8)
-    else:
-        o = 0 if qtype == T.IQ1_S else GGML_QUANT_SIZES[qtype][1] - 2
-        blocks[:, o:o + 2] = h.view(np.uint8).reshape(-1, 2)
-    return blocks
 
 
 def random_row(qtype: T, n: int, rng: np.random.Generator, d_scale: float = 0.05) -> np.ndarray:

@@ -8,7 +8,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
   256-bit vec_dot (or of the repacked / tiled GEMM order cpu/matmul.cpp picks for the batch).
   The i-quants IQ4_NL and IQ4_XS too: their table (kIq4nlValues) reaches the device through the
   generated prelude, checked here value for value; and the 2- and 3-bit lattice i-quants (IQ2_XXS,
-  IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S), whose grids (quant/iq_grids.h) reach it as generated files.
+  IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) and 1-bit ones (IQ1_S, IQ1_M), whose grids (quant/iq_grids.h,
+  iq1_grids.h) reach it as generated files; and the ternary TQ1_0, TQ2_0.
   F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
 - attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
@@ -39,14 +40,18 @@ from edgeinfer.gpu.devices import list_devices, opencl_library
 from support.numpy_reference import causal_attention
 from support.quant_rows import random_blocks
 
-# The lattice i-quants: one float order for the five (cpu/x86/iq23_256.h).
+# The lattice i-quants: one float order for the five 2- and 3-bit ones (cpu/x86/iq23_256.h), one
+# each for the 1-bit ones (cpu/x86/iq1_tq_256.h).
 IQ23_TYPES = [T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S]
-QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS] + IQ23_TYPES
+LATTICE_TYPES = IQ23_TYPES + [T.IQ1_S, T.IQ1_M]
+TERNARY_TYPES = [T.TQ1_0, T.TQ2_0]
+QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS] + LATTICE_TYPES + TERNARY_TYPES
 MATMUL_TYPES = [T.F32, T.F16] + QUANTIZED_TYPES
 # Weights as random blocks rather than the quantizer's output: every byte random but d, so the
 # rows reach every table index, grid point, sign pattern and sub-block scale (IQ4_XS's 6-bit
-# ls - 32 from -32 to 31), which a quantizer's rows of Gaussian weights use only a part of.
-RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS, *IQ23_TYPES}
+# ls - 32 from -32 to 31; TQ2_0's unused digit 3 too), which a quantizer's rows of Gaussian weights
+# use only a part of.
+RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS, *LATTICE_TYPES, *TERNARY_TYPES}
 
 # The reference kernels the device mirrors (x86 only; elsewhere the exactness tests skip).
 HAS_AVX2 = "avx2" in _core.available_isas()
@@ -163,7 +168,7 @@ def cpu_order(type_: T, rows: int, n: int, t: int) -> str:
     """The float order cpu/matmul.cpp uses for activation row t of a batch of n."""
     if type_ == T.Q4_K and rows % 8 == 0:  # repacked like llama.cpp: GEMM on whole groups of 4
         return "repacked_gemm" if t < n - n % 4 else "repacked"
-    if type_ in (T.Q4_K, T.Q6_K, T.IQ4_XS, *IQ23_TYPES) and n >= 8:  # ggml's tiled GEMM (llama.cpp 11434's for IQ4_XS)
+    if type_ in (T.Q4_K, T.Q6_K, T.IQ4_XS, *LATTICE_TYPES) and n >= 8:  # ggml's tiled GEMM (llama.cpp 11434's for IQ4_XS)
         return "tiled"
     return "vec_dot"
 
@@ -199,8 +204,8 @@ def test_quantized_matmul_is_the_cpus_bit_for_bit(dev, type_, rows, n):
 
 
 @needs_avx2
-@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ3_S],
-                         ids=lambda t: t.name)
+@pytest.mark.parametrize("type_", [T.Q4_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS, T.IQ2_XXS, T.IQ3_S, T.IQ1_M,
+                                   T.TQ1_0], ids=lambda t: t.name)
 def test_quantized_matmul_of_long_rows(dev, type_):
     # 96 blocks of 32 (12 super-blocks) a row, the longest the models have is 64.
     rng = np.random.default_rng(7)
@@ -228,14 +233,14 @@ def test_iq4_nl_matmul_of_an_odd_block_count(dev, cols, n):
 
 
 @needs_avx2
-@pytest.mark.parametrize("type_", IQ23_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("type_", LATTICE_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("n", [1, 8])  # vec_dot's order; the tiled one
 def test_lattice_iquant_matmul_over_every_grid_point(dev, type_, n):
-    # 128 rows of 4 super-blocks: 16384 random groups, so every point of the largest grid (IQ2_S's
-    # 1024) and every sign code and scale is all but certainly drawn, where the rows above hold
+    # 256 rows of 4 super-blocks: 32768 random groups, so every point of the largest grid (IQ1's
+    # 2048) and every sign code and scale is all but certainly drawn, where the rows above hold
     # 2368 groups.
     rng = np.random.default_rng(int(type_) * 10 + n)
-    rows, cols = 128, 1024
+    rows, cols = 256, 1024
     w = weight_rows(type_, rows, cols, rng)
     x = (rng.standard_normal((n, cols)) * 3).astype(np.float32)
     np.testing.assert_array_equal(dev.matmul(int(type_), w, x), cpu_matmul_avx2(type_, w, x))
@@ -261,9 +266,9 @@ def test_matmul_refuses_an_unsupported_type_and_a_bad_shape(dev):
     with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type q5_1"):
         dev.matmul(int(T.Q5_1), _core.quantize_rows(int(T.Q5_1), np.ones((4, 64), np.float32)),
                    np.ones((1, 64), np.float32))
-    iq1 = rng.integers(0, 256, (4, 50), dtype=np.uint8)  # 4 rows of one IQ1_S super-block: not yet
-    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type iq1_s"):
-        dev.matmul(int(T.IQ1_S), iq1, np.ones((1, 256), np.float32))
+    mxfp4 = rng.integers(0, 256, (4, 34), dtype=np.uint8)  # 4 rows of two MXFP4 blocks: not yet
+    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type mxfp4"):
+        dev.matmul(int(T.MXFP4), mxfp4, np.ones((1, 64), np.float32))
     with pytest.raises(_core.EdgeInferError, match="each weight row"):
         dev.matmul(int(T.Q4_0), w, np.ones((1, 96), np.float32))
     f32 = np.ones((2, 48), np.float32).view(np.uint8).reshape(2, -1)

@@ -16,7 +16,7 @@ from edgeinfer.cli.wording import FLAGS, flag_spelling, in_flags
 from support.cli import assert_clean_error, run_cli
 
 MATMUL_TYPES = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K", "iq4_nl", "iq4_xs",
-                "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s"]
+                "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0"]
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"
 
 
@@ -125,13 +125,14 @@ def test_layers_with_types_the_device_lacks_stay_on_the_cpu_and_say_why():
     assert any("layers 3 stay on the CPU: q2_K" in n for n in p.notes)
 
 
-def test_the_cores_matmul_types_take_the_iq4_and_lattice_i_quant_layers_and_refuse_iq1():
+def test_the_cores_matmul_types_take_the_i_quant_and_ternary_layers():
     # The plan as the loader makes it (model_plan.py): with the core's own list of device types.
-    c = costs(types={1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s"})
-    p = plan_placement(c, parse_gpu_layers("all"), [fake_device(4096)], 0, _core.opencl_matmul_types())
-    assert p.gpu_layers == (0, 1, 2, 3, 4, 5, 7, 8, 9)
-    assert "layers 6 stay on the CPU: iq1_s weights have no OpenCL kernel yet." in p.notes
-    assert not any("iq2" in n or "iq3" in n for n in p.notes)
+    types = {1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s", 7: "iq1_m", 8: "tq1_0",
+             9: "tq2_0"}
+    p = plan_placement(costs(types=types), parse_gpu_layers("all"), [fake_device(4096)], 0,
+                       _core.opencl_matmul_types())
+    assert p.gpu_layers == tuple(range(10))
+    assert not any("stay on the CPU" in n for n in p.notes)
 
 
 def test_mxfp4_layers_stay_on_the_cpu_and_say_why():
@@ -141,16 +142,6 @@ def test_mxfp4_layers_stay_on_the_cpu_and_say_why():
                        _core.opencl_matmul_types())
     assert p.gpu_layers == (0, 1, 3, 4, 5, 6, 7, 8, 9)
     assert "layers 2 stay on the CPU: mxfp4 weights have no OpenCL kernel yet." in p.notes
-
-
-def test_iq1_and_ternary_layers_stay_on_the_cpu_and_say_why():
-    # The CPU computes IQ1_S, IQ1_M, TQ1_0, TQ2_0 (test_iq1_tq.py); the device has no kernel for them.
-    types = {1: "iq1_s", 2: "iq1_m", 3: "tq1_0", 4: "tq2_0"}
-    assert set(types.values()) <= set(_core.weight_types()) - set(_core.opencl_matmul_types())
-    p = plan_placement(costs(types=types), parse_gpu_layers("all"), [fake_device(4096)], 0, _core.opencl_matmul_types())
-    assert p.gpu_layers == (0, 5, 6, 7, 8, 9)
-    for layer, name in types.items():
-        assert f"layers {layer} stay on the CPU: {name} weights have no OpenCL kernel yet." in p.notes
 
 
 def test_mixture_of_experts_layers_stay_on_the_cpu_and_say_why():

@@ -13,7 +13,10 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType as T
 SCALE_OFFSET = {T.Q4_0: 0, T.Q4_1: 0, T.Q5_0: 0, T.Q5_1: 0, T.Q8_0: 0,
                 T.Q2_K: 80, T.Q3_K: 108, T.Q4_K: 0, T.Q5_K: 0, T.Q6_K: 208, T.IQ4_NL: 0, T.IQ4_XS: 0,
                 T.MXFP4: 0,
-                T.IQ2_XXS: 0, T.IQ2_XS: 0, T.IQ2_S: 0, T.IQ3_XXS: 0, T.IQ3_S: 0}
+                T.IQ2_XXS: 0, T.IQ2_XS: 0, T.IQ2_S: 0, T.IQ3_XXS: 0, T.IQ3_S: 0,
+                T.IQ1_S: 0, T.TQ1_0: 52, T.TQ2_0: 64}
+# IQ1_M has no d field: its fp16 d is the top nibbles of its four scale words (with_scale).
+NIBBLE_SCALE = {T.IQ1_M}
 # Types whose scale is an E8M0 byte (2^(e - 127), a bare exponent; halved for MXFP4's doubled
 # table) rather than an fp16 d: random_blocks gives it 2^-5..2^0.
 E8M0_SCALE = {T.MXFP4}
@@ -33,12 +36,16 @@ def random_blocks(qtype: T, n: int, rng: np.random.Generator, d_scale: float | N
     d_scale (N(0, 1) d_scale with `signed_d`), and the minimum after it where the type has one: a
     legacy block's m is N(0, 1) 0.5, a k-quant's dmin (subtracted) |N(0, 1)| d_scale. d_scale
     defaults to 0.05, and 0.02 for the k-quants. An E8M0 scale byte (MXFP4) is uniform over the
-    exponents of 2^-5..2^0 instead (it has no sign, and d_scale does not apply)."""
+    exponents of 2^-5..2^0 instead (it has no sign, and d_scale does not apply). IQ1_M's d goes
+    where with_scale puts it."""
     block_size, type_size = GGML_QUANT_SIZES[qtype]
     kquant = qtype in _KQUANTS
     d_scale = d_scale if d_scale is not None else 0.02 if kquant else 0.05
     nb = n // block_size
     blocks = rng.integers(0, 256, size=(nb, type_size), dtype=np.uint8)
+    if qtype in NIBBLE_SCALE:
+        d = rng.standard_normal(nb)
+        return with_scale(qtype, blocks, (d if signed_d else np.abs(d)) * d_scale).reshape(-1)
     o = SCALE_OFFSET[qtype]
     if qtype in E8M0_SCALE:
         blocks[:, o] = rng.integers(128 - 5, 128 + 1, size=nb)  # MXFP4 decodes 2^(e - 128)
@@ -49,6 +56,21 @@ def random_blocks(qtype: T, n: int, rng: np.random.Generator, d_scale: float | N
         m = np.abs(rng.standard_normal((nb, 1))) * d_scale if kquant else rng.standard_normal((nb, 1)) * 0.5
         blocks[:, o + 2:o + 4] = m.astype(np.float16).view(np.uint8)
     return blocks.reshape(-1)
+
+
+def with_scale(qtype: T, blocks: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """blocks [nb, type_size] (uint8) with their fp16 super-block scale set to d [nb]: at
+    SCALE_OFFSET, or for IQ1_M in the top nibbles of its four scale words (bytes 48..55)."""
+    h = d.astype(np.float16).view(np.uint16)
+    if qtype in NIBBLE_SCALE:
+        words = blocks[:, 48:56].copy().view(np.uint16) & np.uint16(0x0FFF)
+        for k in range(4):
+            words[:, k] |= ((h >> np.uint16(4 * k)) & np.uint16(15)) << np.uint16(12)
+        blocks[:, 48:56] = words.view(np.uint8)
+    else:
+        o = SCALE_OFFSET[qtype]
+        blocks[:, o:o + 2] = h.view(np.uint8).reshape(-1, 2)
+    return blocks
 
 
 def activations(n: int, rng: np.random.Generator) -> np.ndarray:

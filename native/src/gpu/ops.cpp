@@ -24,6 +24,10 @@ std::string source_of(const std::string& program) {
     if (program == "matmul_f32" || program == "matmul_f16") return program_source({"dequant.cl", "matmul.cl"});
     if (program.rfind("matmul_iq2", 0) == 0 || program.rfind("matmul_iq3", 0) == 0)  // the lattice grids
         return program_source({"iq_grids.cl", "vec_dot.cl", "vec_dot_iq23.cl", "matmul.cl"});
+    if (program == "matmul_iq1_s" || program == "matmul_iq1_m")
+        return program_source({"iq1_grids.cl", "vec_dot.cl", "vec_dot_iq1.cl", "matmul.cl"});
+    if (program == "matmul_tq1_0" || program == "matmul_tq2_0")
+        return program_source({"vec_dot.cl", "vec_dot_ternary.cl", "matmul.cl"});
     if (program.rfind("matmul_iq", 0) == 0) return program_source({"vec_dot.cl", "vec_dot_iquants.cl", "matmul.cl"});
     if (program.rfind("matmul_", 0) == 0) return program_source({"vec_dot.cl", "matmul.cl"});
     if (program == "quantize_act") return program_source({"quantize_act.cl"});
@@ -68,6 +72,7 @@ bool matmul_supports(uint32_t type) {
         case TYPE_F32: case TYPE_F16: case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q8_0:
         case TYPE_Q4_K: case TYPE_Q6_K: case TYPE_IQ4_NL: case TYPE_IQ4_XS:
         case TYPE_IQ2_XXS: case TYPE_IQ2_XS: case TYPE_IQ2_S: case TYPE_IQ3_XXS: case TYPE_IQ3_S:
+        case TYPE_IQ1_S: case TYPE_IQ1_M: case TYPE_TQ1_0: case TYPE_TQ2_0:
             return true;
         default:
             return false;

@@ -2,8 +2,9 @@
 // of 8 values in {-1, 0, 1} chosen from the 3^8 ternary octets, addressed by an 11-bit index (8 bits
 // from qs, 3 from qh). Entry k holds its 8 values as int8 bytes, element j in byte j (little-endian),
 // so a kernel loads a group with one 64-bit read (an OpenCL one too: gpu/embed_kernels.py generates
-// the kernel file iq1_grids.cl from this table). Defined once here (an inline variable: one object
-// however many units include it); tests/test_iq1_tq.py checks every entry against gguf-py's copy.
+// the kernel file iq1_grids.cl from this table and kIq1Delta, for gpu/kernels/vec_dot_iq1.cl).
+// Defined once here (an inline variable: one object however many units include it);
+// tests/test_iq1_tq.py checks every entry against gguf-py's copy.
 #pragma once
 #include <cstdint>
 

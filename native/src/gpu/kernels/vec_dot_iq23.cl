@@ -27,7 +27,9 @@ inline int iq23_mag32(uint point, int j) { return (int)((point >> (8 * j)) & 255
 inline int iq23_signed(int mag, uint negative) { return negative ? -mag : mag; }
 
 // The little-endian uint32 at p (4 bytes, or 2 uint16 words).
-inline uint iq23_u32_bytes(__global const uchar* p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint)p[3] << 24; }
+inline uint iq23_u32_bytes(__global const uchar* p) {
+    return p[0] | p[1] << 8 | p[2] << 16 | (uint)p[3] << 24;
+}
 inline uint iq23_u32_words(__global const ushort* p) { return p[0] | (uint)p[1] << 16; }
 
 // ---- per type: w_<type>(b, ib, e), the signed weight of element e of sub-block ib (grid
