@@ -9,7 +9,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
   The i-quants IQ4_NL and IQ4_XS too: their table (kIq4nlValues) reaches the device through the
   generated prelude, checked here value for value; and the 2- and 3-bit lattice i-quants (IQ2_XXS,
   IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S) and 1-bit ones (IQ1_S, IQ1_M), whose grids (quant/iq_grids.h,
-  iq1_grids.h) reach it as generated files; and the ternary TQ1_0, TQ2_0.
+  iq1_grids.h) reach it as generated files; the ternary TQ1_0, TQ2_0; and MXFP4 (IQ4_NL's loop with
+  its own table and E8M0 scale).
   F32/F16 weights multiply float activations (the CPU rounds them to F16 for F16 weights): a bound.
 - attention over an F16 cache: ggml's one-row kernel (Q in F16, F16 accumulator), exactly but
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
@@ -45,13 +46,14 @@ from support.quant_rows import random_blocks
 IQ23_TYPES = [T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S]
 LATTICE_TYPES = IQ23_TYPES + [T.IQ1_S, T.IQ1_M]
 TERNARY_TYPES = [T.TQ1_0, T.TQ2_0]
-QUANTIZED_TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS] + LATTICE_TYPES + TERNARY_TYPES
+QUANTIZED_TYPES = ([T.Q4_0, T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS] + LATTICE_TYPES + TERNARY_TYPES
+                   + [T.MXFP4])
 MATMUL_TYPES = [T.F32, T.F16] + QUANTIZED_TYPES
 # Weights as random blocks rather than the quantizer's output: every byte random but d, so the
 # rows reach every table index, grid point, sign pattern and sub-block scale (IQ4_XS's 6-bit
 # ls - 32 from -32 to 31; TQ2_0's unused digit 3 too), which a quantizer's rows of Gaussian weights
 # use only a part of.
-RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS, *LATTICE_TYPES, *TERNARY_TYPES}
+RANDOM_BLOCK_TYPES = {T.IQ4_NL, T.IQ4_XS, *LATTICE_TYPES, *TERNARY_TYPES, T.MXFP4}
 
 # The reference kernels the device mirrors (x86 only; elsewhere the exactness tests skip).
 HAS_AVX2 = "avx2" in _core.available_isas()
@@ -132,8 +134,8 @@ def test_device_lays_out_the_prelude_as_the_core_does(dev):
 
 
 def test_device_reads_the_preludes_tables_as_the_core_has_them(dev):
-    # The i-quants' and MXFP4's 16 values: defined once (quant/blocks.h), generated into the prelude
-    # (no kernel reads MXFP4's yet: layers with it stay on the CPU); the lattice grids of
+    # The i-quants' and MXFP4's 16 values: defined once (quant/blocks.h), generated into the prelude;
+    # the lattice grids of
     # quant/iq_grids.h and iq1_grids.h (checked against gguf-py's in test_iq23.py, test_iq1_tq.py),
     # generated into iq_grids.cl / iq1_grids.cl, 64-bit points compared as their bit patterns.
     host = _testing.opencl_host_block_tables()
@@ -216,20 +218,34 @@ def test_quantized_matmul_of_long_rows(dev, type_):
     np.testing.assert_array_equal(dev.matmul(int(type_), w, x), cpu_matmul_avx2(type_, w, x))
 
 
+@pytest.mark.parametrize("type_", [T.IQ4_NL, T.MXFP4], ids=lambda t: t.name)
 @pytest.mark.parametrize("cols", [32, 96, 544])  # 1, 3 and 17 blocks
 @pytest.mark.parametrize("n", [1, 5])
-def test_iq4_nl_matmul_of_an_odd_block_count(dev, cols, n):
-    # The CPU takes IQ4_NL blocks in pairs and the last of an odd count apart (its own rounding,
-    # added after the lanes' sum): rows of 512 values above never have one.
-    rng = np.random.default_rng(cols * 10 + n)
+def test_table4_matmul_of_an_odd_block_count(dev, type_, cols, n):
+    # The CPU takes IQ4_NL and MXFP4 blocks in pairs and the last of an odd count apart (its own
+    # rounding, added after the lanes' sum): rows of 512 values above never have one.
+    rng = np.random.default_rng(int(type_) * 10000 + cols * 10 + n)
     rows = 13
-    w = weight_rows(T.IQ4_NL, rows, cols, rng)
+    w = weight_rows(type_, rows, cols, rng)
     x = (rng.standard_normal((n, cols)) * 3).astype(np.float32)
-    got = dev.matmul(int(T.IQ4_NL), w, x)
+    got = dev.matmul(int(type_), w, x)
     if HAS_AVX2:
-        np.testing.assert_array_equal(got, cpu_matmul_avx2(T.IQ4_NL, w, x))
+        np.testing.assert_array_equal(got, cpu_matmul_avx2(type_, w, x))
     else:
-        assert nmse(got, _testing.gemm(int(T.IQ4_NL), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
+        assert nmse(got, _testing.gemm(int(type_), w, rows, x, by_vec_dot=True)) < NMSE_QUANTIZED_OTHER_ORDER
+
+
+@needs_avx2
+def test_mxfp4_matmul_over_every_scale_byte(dev):
+    # The E8M0 scale 2^(e - 128) for every e: the subnormals of e = 0, 1, the top ones whose products
+    # overflow (inf, and NaN where infinities of both signs meet, on both sides alike).
+    rng = np.random.default_rng(4)
+    rows, cols = 16, 512  # 256 blocks
+    w = weight_rows(T.MXFP4, rows, cols, rng).reshape(256, -1)
+    w[:, 0] = np.arange(256)
+    w = w.reshape(rows, -1)
+    x = (rng.standard_normal((3, cols)) * 3).astype(np.float32)
+    np.testing.assert_array_equal(dev.matmul(int(T.MXFP4), w, x), cpu_matmul_avx2(T.MXFP4, w, x))
 
 
 @needs_avx2
@@ -266,9 +282,6 @@ def test_matmul_refuses_an_unsupported_type_and_a_bad_shape(dev):
     with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type q5_1"):
         dev.matmul(int(T.Q5_1), _core.quantize_rows(int(T.Q5_1), np.ones((4, 64), np.float32)),
                    np.ones((1, 64), np.float32))
-    mxfp4 = rng.integers(0, 256, (4, 34), dtype=np.uint8)  # 4 rows of two MXFP4 blocks: not yet
-    with pytest.raises(_core.EdgeInferError, match="no OpenCL matmul for weight type mxfp4"):
-        dev.matmul(int(T.MXFP4), mxfp4, np.ones((1, 64), np.float32))
     with pytest.raises(_core.EdgeInferError, match="each weight row"):
         dev.matmul(int(T.Q4_0), w, np.ones((1, 96), np.float32))
     f32 = np.ones((2, 48), np.float32).view(np.uint8).reshape(2, -1)

@@ -16,7 +16,8 @@ from edgeinfer.cli.wording import FLAGS, flag_spelling, in_flags
 from support.cli import assert_clean_error, run_cli
 
 MATMUL_TYPES = ["f32", "f16", "q4_0", "q4_1", "q5_0", "q8_0", "q4_K", "q6_K", "iq4_nl", "iq4_xs",
-                "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0"]
+                "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0",
+                "mxfp4"]
 MISSING_LIBRARY = "/nonexistent/libOpenCL.so"
 
 
@@ -125,23 +126,14 @@ def test_layers_with_types_the_device_lacks_stay_on_the_cpu_and_say_why():
     assert any("layers 3 stay on the CPU: q2_K" in n for n in p.notes)
 
 
-def test_the_cores_matmul_types_take_the_i_quant_and_ternary_layers():
+def test_the_cores_matmul_types_take_the_i_quant_ternary_and_mxfp4_layers():
     # The plan as the loader makes it (model_plan.py): with the core's own list of device types.
-    types = {1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s", 7: "iq1_m", 8: "tq1_0",
+    types = {0: "mxfp4", 1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s", 7: "iq1_m", 8: "tq1_0",
              9: "tq2_0"}
     p = plan_placement(costs(types=types), parse_gpu_layers("all"), [fake_device(4096)], 0,
                        _core.opencl_matmul_types())
     assert p.gpu_layers == tuple(range(10))
     assert not any("stay on the CPU" in n for n in p.notes)
-
-
-def test_mxfp4_layers_stay_on_the_cpu_and_say_why():
-    # The CPU computes MXFP4 (test_mxfp4.py); the device has no kernel for it.
-    assert "mxfp4" in _core.weight_types() and "mxfp4" not in _core.opencl_matmul_types()
-    p = plan_placement(costs(types={2: "mxfp4"}), parse_gpu_layers("all"), [fake_device(4096)], 0,
-                       _core.opencl_matmul_types())
-    assert p.gpu_layers == (0, 1, 3, 4, 5, 6, 7, 8, 9)
-    assert "layers 2 stay on the CPU: mxfp4 weights have no OpenCL kernel yet." in p.notes
 
 
 def test_mixture_of_experts_layers_stay_on_the_cpu_and_say_why():

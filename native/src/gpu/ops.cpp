@@ -28,7 +28,8 @@ std::string source_of(const std::string& program) {
         return program_source({"iq1_grids.cl", "vec_dot.cl", "vec_dot_iq1.cl", "matmul.cl"});
     if (program == "matmul_tq1_0" || program == "matmul_tq2_0")
         return program_source({"vec_dot.cl", "vec_dot_ternary.cl", "matmul.cl"});
-    if (program.rfind("matmul_iq", 0) == 0) return program_source({"vec_dot.cl", "vec_dot_iquants.cl", "matmul.cl"});
+    if (program.rfind("matmul_iq", 0) == 0 || program == "matmul_mxfp4")
+        return program_source({"vec_dot.cl", "vec_dot_iquants.cl", "matmul.cl"});
     if (program.rfind("matmul_", 0) == 0) return program_source({"vec_dot.cl", "matmul.cl"});
     if (program == "quantize_act") return program_source({"quantize_act.cl"});
     if (program == "norm") return program_source({"norm.cl"});
@@ -72,7 +73,7 @@ bool matmul_supports(uint32_t type) {
         case TYPE_F32: case TYPE_F16: case TYPE_Q4_0: case TYPE_Q4_1: case TYPE_Q5_0: case TYPE_Q8_0:
         case TYPE_Q4_K: case TYPE_Q6_K: case TYPE_IQ4_NL: case TYPE_IQ4_XS:
         case TYPE_IQ2_XXS: case TYPE_IQ2_XS: case TYPE_IQ2_S: case TYPE_IQ3_XXS: case TYPE_IQ3_S:
-        case TYPE_IQ1_S: case TYPE_IQ1_M: case TYPE_TQ1_0: case TYPE_TQ2_0:
+        case TYPE_IQ1_S: case TYPE_IQ1_M: case TYPE_TQ1_0: case TYPE_TQ2_0: case TYPE_MXFP4:
             return true;
         default:
             return false;
