@@ -170,7 +170,8 @@ def cpu_order(type_: T, rows: int, n: int, t: int) -> str:
     """The float order cpu/matmul.cpp uses for activation row t of a batch of n."""
     if type_ == T.Q4_K and rows % 8 == 0:  # repacked like llama.cpp: GEMM on whole groups of 4
         return "repacked_gemm" if t < n - n % 4 else "repacked"
-    if type_ in (T.Q4_K, T.Q6_K, T.IQ4_XS, *LATTICE_TYPES) and n >= 8:  # ggml's tiled GEMM (llama.cpp 11434's for IQ4_XS)
+    # ggml's tiled GEMM (llama.cpp 11434's for IQ4_XS)
+    if type_ in (T.Q4_K, T.Q6_K, T.IQ4_XS, *LATTICE_TYPES) and n >= 8:
         return "tiled"
     return "vec_dot"
 

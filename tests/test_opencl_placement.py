@@ -128,8 +128,8 @@ def test_layers_with_types_the_device_lacks_stay_on_the_cpu_and_say_why():
 
 def test_the_cores_matmul_types_take_the_i_quant_ternary_and_mxfp4_layers():
     # The plan as the loader makes it (model_plan.py): with the core's own list of device types.
-    types = {0: "mxfp4", 1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s", 7: "iq1_m", 8: "tq1_0",
-             9: "tq2_0"}
+    types = {0: "mxfp4", 1: "iq4_nl", 2: "iq4_xs", 3: "iq2_xxs", 4: "iq3_s", 5: "iq2_s", 6: "iq1_s", 7: "iq1_m",
+             8: "tq1_0", 9: "tq2_0"}
     p = plan_placement(costs(types=types), parse_gpu_layers("all"), [fake_device(4096)], 0,
                        _core.opencl_matmul_types())
     assert p.gpu_layers == tuple(range(10))
