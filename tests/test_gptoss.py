@@ -299,11 +299,8 @@ def test_q8_0_perplexity_is_llama_perplexitys(converted, tmp_path):
     cache, its MoE ops): llama-perplexity's figure for a chunk of 128 tokens is ours to the digits
     it prints (the F32 file differs from llama.cpp in the last digits for every architecture: its
     F32 matmuls round differently; Q8_0 is the path the core mirrors exactly)."""
-    import re
-    import subprocess
-
     from support.hf_tiny import SAMPLE_TEXTS
-    from support.llamacpp_venv import llamacpp_tool
+    from support.llamacpp_venv import llamacpp_perplexity, llamacpp_tool
 
     from edgeinfer.perplexity import perplexity
 
@@ -315,10 +312,8 @@ def test_q8_0_perplexity_is_llama_perplexitys(converted, tmp_path):
     quantize_file(path, q8, QuantizeOptions("Q8_0"), n_threads=2)
     text = "\n".join(SAMPLE_TEXTS[i % len(SAMPLE_TEXTS)] for i in range(40))
     (tmp_path / "text.txt").write_text(text, encoding="utf-8")
-    run = subprocess.run([str(tool), "-m", str(q8), "-f", str(tmp_path / "text.txt"), "-c", "128", "-b", "128",
-                          "--chunks", "1", "-t", "2", "-fa", "on"], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr).group(1))
+    theirs = llamacpp_perplexity(tool, ["-m", str(q8), "-f", str(tmp_path / "text.txt"), "-c", "128", "-b", "128",
+                                        "--chunks", "1", "-t", "2", "-fa", "on"])
     ours = perplexity(Model.load(q8, n_ctx=128, n_threads=2, exact=True), text, n_ctx=128, n_chunks=1).ppl
     assert f"{ours:.4f}" == f"{theirs:.4f}", (ours, theirs)
 

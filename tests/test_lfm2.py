@@ -276,12 +276,9 @@ def test_parallel_generations_get_the_tokens_each_gets_alone(converted):
 def test_perplexity_is_llama_perplexitys_on_our_file(converted, tmp_path):
     """llama.cpp loads the file `edgeinfer convert` wrote and scores a text as edgeinfer does (each
     chunk a fresh sequence: the convolution state starts empty in both)."""
-    import re
-    import subprocess
-
     from edgeinfer.perplexity import perplexity
     from support.hf_tiny import SAMPLE_TEXTS
-    from support.llamacpp_venv import llamacpp_tool
+    from support.llamacpp_venv import llamacpp_perplexity, llamacpp_tool
 
     tool = llamacpp_tool("llama-perplexity")
     if tool is None:
@@ -289,10 +286,8 @@ def test_perplexity_is_llama_perplexitys_on_our_file(converted, tmp_path):
     _, path = converted
     text = "\n".join(SAMPLE_TEXTS * 12)
     (tmp_path / "text.txt").write_text(text, encoding="utf-8")
-    run = subprocess.run([str(tool), "-m", str(path), "-f", str(tmp_path / "text.txt"), "-c", "128", "-b", "128",
-                          "-t", "2"], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    theirs = float(re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr).group(1))
+    theirs = llamacpp_perplexity(tool, ["-m", str(path), "-f", str(tmp_path / "text.txt"), "-c", "128", "-b", "128",
+                                        "-t", "2"])
     ours = perplexity(Model.load(path, n_ctx=128, n_threads=2), text, n_ctx=128).ppl
     assert abs(ours / theirs - 1) <= 1e-4, (ours, theirs)
 

@@ -54,6 +54,27 @@ def llamacpp_tool(name: str) -> Path | None:
     return Path(paths[-1]) if paths else None
 
 
+def llamacpp_perplexity(tool: Path, args: list[str]) -> float:
+    """The "Final estimate" PPL llama-perplexity prints for `args`. Its log is written by a
+    background thread that the process does not wait for at exit (llama.cpp's common_log is leaked
+    on purpose), so when the CPUs are busy the last lines can be lost (exit code 0, the output cut
+    after some chunk). OpenMP's workers spinning after the last pass are what keep that thread
+    off the CPU here: they are told to sleep (OMP_WAIT_POLICY=passive), and a run that still lost
+    the line is made again, up to three."""
+    import os
+    import re
+    import subprocess
+
+    env = dict(os.environ, OMP_WAIT_POLICY="passive")
+    for _ in range(3):
+        run = subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=300, env=env)
+        assert run.returncode == 0, run.stderr[-2000:]
+        found = re.search(r"Final estimate: PPL = ([0-9.]+)", run.stdout + run.stderr)
+        if found:
+            return float(found.group(1))
+    raise AssertionError("llama-perplexity printed no final estimate in three runs:\n" + run.stderr[-2000:])
+
+
 def llamacpp_converter() -> Path | None:
     """convert_hf_to_gguf.py of the newest llama.cpp source tree scripts/llamacpp_bin.py unpacked
     (beside its gguf-py, which it must import rather than the installed gguf), or None."""
