@@ -214,7 +214,9 @@ class Model:
         [len(ids) - first, n_vocab] (a copy). Rows before `first` are not computed."""
         self._cache.reset()
         self._cache.decode(ids, logits_from=first)
-        return np.array(self._ctx.logits)
+        # The cache's sequence's rows: with parallel generations the context's latest logits may
+        # already be another sequence's step.
+        return np.array(self._cache.ctx.logits)
 
     # --- embeddings and reranking (llama.cpp's --embeddings, --pooling, --reranking) -------------
     @property

@@ -39,8 +39,8 @@ def test_type_info_matches_gguf_package(qtype):
     assert info["name"] == qtype.name.lower()
     assert _testing.vec_dot_type(int(qtype)) == int(T.Q8_K)  # as ggml-cpu's type traits
     assert qtype.name.lower() in _core.weight_types()
-    # No device kernel: offloaded layers of these types stay on the CPU (test_opencl_placement.py).
-    assert qtype.name.lower() not in _core.opencl_matmul_types()
+    # The OpenCL device multiplies them too (gpu/kernels/vec_dot_iq23.cl; tests/test_opencl_ops.py).
+    assert qtype.name.lower() in _core.opencl_matmul_types()
 
 
 @pytest.mark.parametrize("isa", ISAS)
