@@ -46,9 +46,8 @@ constexpr int kCols = 2;
 // Elements of k a tile runs before the next column tile takes over (a multiple of 32): the row
 // tile's span (4 x 384 floats, 6 KiB) stays in L1 while the columns' spans stream past it. The
 // four chains' accumulators are kept per column tile between spans (stored and reloaded: the
-// FMAs and their order are unchanged). Without spans, 1536-element rows (the FFN's down
-// projection) ran at ~40 GFLOP/s against ~75 for 384-element ones: a 4 x 4 tile's whole rows and
-// columns (48 KiB) did not fit L1.
+// FMAs and their order are unchanged). Without spans a 4 x 4 tile's whole rows and columns of
+// 1536 elements (the FFN's down projection: 48 KiB) do not fit L1 (docs/PERFORMANCE.md).
 constexpr int64_t kSpan = 384;
 // Activation columns per block: the block's current span (as F32: 192 KiB) stays in L2 while every
 // row tile of the thread's slice passes over it; the row tile is converted once per block.
@@ -60,7 +59,7 @@ constexpr int64_t kStateFloats = 4 * kRows * kCols * 8;
 // a[0..C), both as F32 (F16 operands are converted before: exactly, so the products are
 // vec_dot_f16's), onto the four chains in `state` (from zero when `first`). The chains run one
 // after another, a pass each. (Two chains in each 512-bit register, all four in one pass, was
-// measured slower on Zen 4: 44-49 GFLOP/s against this order's 69, one thread.)
+// slower on Zen 4: docs/PERFORMANCE.md.)
 template <int R, int C>
 void span(const float* const* w, const float* const* a, int64_t i0, int64_t i1, float* state, bool first) {
     for (int j = 0; j < 4; ++j) {
