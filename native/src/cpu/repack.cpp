@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/fp16.h"
+#include "common/weight_arena.h"
 #include "cpu/kernels.h"
 #include "quant/blocks.h"
 #include "quant/ref.h"
@@ -183,11 +184,9 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
 std::shared_ptr<const uint8_t> make_packed(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_t rows,
                                            int64_t cols) {
     const size_t bytes = packed_group_bytes(type, cols) * (size_t)(rows / kPackRows);
-    uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));  // bytes is a multiple of 64
-    if (!buf) throw std::bad_alloc();
-    std::shared_ptr<const uint8_t> owner(buf, [](const uint8_t* p) { std::free(const_cast<uint8_t*>(p)); });
-    repack_rows(type, src, src_row_bytes, rows, cols, buf);
-    return owner;
+    std::shared_ptr<uint8_t> buf = alloc_weight_bytes(bytes);  // in huge pages where the OS grants them
+    repack_rows(type, src, src_row_bytes, rows, cols, buf.get());
+    return buf;
 }
 
 bool repack_enabled() {
