@@ -308,7 +308,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        const size_t pf = w_stride;  // the next group, requested ahead (past the last one too: cpu/repack.h)
         if (unpack_once)
             for (int64_t i = 0; i < nb; ++i)
                 for (int h = 0; h < 2; ++h)
@@ -462,7 +462,7 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
     }
     for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        const size_t pf = w_stride;  // the next group, requested ahead (past the last one too: cpu/repack.h)
         for (int64_t c = 0; c < n; ++c) {
             for (int h = 0; h < 2; ++h) {
                 float* out = y + c * ldy + g * kPackRows + h * kHalf;

@@ -249,7 +249,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        const size_t pf = w_stride;  // the next group, requested ahead (past the last one too: cpu/repack.h)
         if (unpack_once) {
             for (int64_t i = 0; i < nb; ++i)
                 unpack_block<Type>(grp + lay.qs, grp + lay.qh, i, reinterpret_cast<__m512i*>(unpacked.data() + i * 8));
@@ -392,7 +392,7 @@ void gemm_packed_exact(int64_t k, int64_t m, int64_t n, const void* w, size_t w_
     }
     for (int64_t g = 0; g < groups; ++g) {  // a group stays in L1 while the columns pass, two at a time
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = g + 1 < groups ? w_stride : 0;  // the next group, requested ahead
+        const size_t pf = w_stride;  // the next group, requested ahead (past the last one too: cpu/repack.h)
         float* yg = y + g * kPackRows;
         int64_t c0 = 0;
         for (; c0 + 2 <= n; c0 += 2)

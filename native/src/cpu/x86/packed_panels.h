@@ -41,7 +41,7 @@ inline void run_packed_superblocks(int64_t k, int64_t m, int64_t n, const void* 
     const int64_t groups = m / kPackRows;
     for (int64_t g = 0; g < groups; ++g) {
         const uint8_t* grp = static_cast<const uint8_t*>(w) + g * w_stride;
-        const size_t pf = g + 1 < groups ? w_stride : 0;
+        const size_t pf = w_stride;  // the next group, requested ahead (past the last one too: cpu/repack.h)
         for_each_panel(n, MaxCols, [&](int64_t p, int64_t c0, int nc) {
             for (int c = 0; c < nc; ++c) cols[c] = reinterpret_cast<const Act*>(a8 + (c0 + c) * a_stride);
             float* yp = y + c0 * ldy + g * kPackRows;
