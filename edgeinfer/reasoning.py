@@ -46,7 +46,15 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 @dataclass(frozen=True)
 class ReasoningStyle:
     name: str                 # "harmony" or "think"
-    open: bool = False        # think: the generation prompt opened the reasoning
+    open: bool = False        # the generation prompt opened the reasoning (think's `<think>`)
+    # The generation continues a part of a message the prompt ends inside ("reasoning" or
+    # "content": a prefilled assistant message, edgeinfer.continuation): it starts in that part,
+    # and nothing of its start is stripped (it may go on mid-word).
+    continued: str = ""
+    # reasoning_format "none" (harmony only: think's markers are plain text then): the reasoning
+    # stays in the answer with its markers, `<|channel|>analysis<|message|>...<|end|>`, as
+    # llama.cpp sends it; other messages' headers still go, and calls are still read.
+    raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,8 +93,14 @@ class ReasoningStream:
         self._buf = ""        # text not read yet (a marker may be starting)
         # harmony: "header" (before <|message|>), "reasoning", "content", "call" or "drop";
         # think: "start" (<think> may come), "reasoning", "content"
-        self._state = "header" if style.name == "harmony" else ("reasoning" if style.open else "start")
-        self._at_start = True  # the current part has sent nothing yet (leading whitespace dropped)
+        if style.continued:
+            self._state = style.continued
+        elif style.open:
+            self._state = "reasoning"
+        else:
+            self._state = "header" if style.name == "harmony" else "start"
+        # The current part has sent nothing yet (its leading whitespace is dropped).
+        self._at_start = not style.continued
 
     def feed(self, text: str) -> list[Piece]:
         self._buf += text
@@ -129,6 +143,8 @@ class ReasoningStream:
             recipient = _recipient(header)
             if recipient is None:
                 self._state = "reasoning" if f"{CHANNEL}analysis" in header else "content"
+                if self._state == "reasoning" and self.style.raw:
+                    self._answer(out, f"{CHANNEL}analysis{MESSAGE}")
             elif self.calls and recipient.startswith("functions."):
                 self._state = "call"
                 name = recipient[len("functions."):]
@@ -162,6 +178,8 @@ class ReasoningStream:
         if hit is not None:
             i, marker = hit
             self._send(out, buf[:i], whole=True)
+            if self._state == "reasoning" and self.style.raw:
+                self._answer(out, END)
             if marker == START:   # a new message without <|end|> before it
                 self._buf = buf[i:]
             else:
@@ -172,7 +190,7 @@ class ReasoningStream:
         keep = 0 if final else held_tail(buf, ends)
         # Trailing whitespace of the reasoning is held: it is dropped if the reasoning ends there.
         text = buf[:len(buf) - keep]
-        if self._state == "reasoning" and not final:
+        if self._state == "reasoning" and not final and not self.style.raw:
             text = text.rstrip()
         self._send(out, text, whole=final)
         self._buf = buf[len(text):]
@@ -180,19 +198,23 @@ class ReasoningStream:
 
     def _send(self, out: list[Piece], text: str, whole: bool) -> None:
         """Sends `text` of the current part; `whole`: the part ends with it."""
-        if self._at_start:
+        raw = self.style.raw and self._state == "reasoning"
+        if self._at_start and not raw:
             text = text.lstrip()
-        if whole and self._state == "reasoning":
+        if whole and self._state == "reasoning" and not raw:
             text = text.rstrip()
         if not text or self._state == "drop":
             return
         self._at_start = False
-        if self._state == "reasoning":
+        if self._state == "reasoning" and not raw:
             self.reasoning += text
             out.append(Reasoning(text))
         else:
-            self.content += text
-            out.append(Answer(text))
+            self._answer(out, text)
+
+    def _answer(self, out: list[Piece], text: str) -> None:
+        self.content += text
+        out.append(Answer(text))
 
 
 def _recipient(header: str) -> str | None:

@@ -17,9 +17,7 @@ from edgeinfer.model import Model
 from edgeinfer.reasoning import Reasoning, ReasoningStyle
 from edgeinfer.tools.formats import HARMONY
 from edgeinfer.tools.parse import ArgumentsDelta, CallStart, ContentDelta
-from support.availability import unavailable
-from support.paths import load_script
-from support.tiny_llama import TinyConfig, write_tiny_llama
+from support.template_models import tiny_model_with_template
 
 pytestmark = pytest.mark.filterwarnings("ignore:the chat prompt starts with two BOS tokens")
 
@@ -44,13 +42,7 @@ TEMPLATE_CALL = ' to=functions.get_weather<|channel|>commentary json<|message|>{
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Model:
-    folder = load_script("fetch_chat_templates").templates_dir()
-    if not (folder / TEMPLATE).exists():
-        unavailable(f"{TEMPLATE} not found in {folder} (run scripts/fetch_chat_templates.py)")
-    path = tmp_path_factory.mktemp("harmony") / "tiny.gguf"
-    write_tiny_llama(path, TinyConfig(n_ctx_train=4096), extra_tokens=[(m, 3) for m in SPECIAL],
-                     chat_template=(folder / TEMPLATE).read_text())
-    return Model.load(path, n_ctx=4096, n_threads=2)
+    return tiny_model_with_template(tmp_path_factory.mktemp("harmony"), TEMPLATE, SPECIAL, n_threads=2)
 
 
 def events_of(text: str, chunks: list[str]):

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from edgeinfer.chat_template import ChatPrompt
+from dataclasses import replace
+
+from edgeinfer.chat_template import ChatPrompt, tokenize_chat_prompt
+from edgeinfer.continuation import ContinuationError, continuation_mode, continued_prompt, end_not_return
 from edgeinfer.errors import ChatTemplateError
 from edgeinfer.model import Model
 from edgeinfer.prompt_cache import common_prefix
-from edgeinfer.reasoning import reasoning_style
+from edgeinfer.reasoning import ReasoningStyle, reasoning_style
 from edgeinfer.server.config import ServerConfig
 from edgeinfer.server.errors import APIError, context_overflow
 from edgeinfer.server.schemas import REQUEST_SAMPLING_OPTIONS, ChatCompletionRequest, CompletionRequest, SamplingFields
@@ -94,9 +97,9 @@ def tool_plan(req: ChatCompletionRequest, model: Model) -> ToolPlan | None:
 
 
 def chat_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, model: Model,
-                template_kwargs: dict[str, Any] | None = None) -> ChatPrompt:
+                template_kwargs: dict[str, Any] | None = None, add_generation_prompt: bool = True) -> ChatPrompt:
     try:
-        return model.chat_prompt(messages, tools=tools, template_kwargs=template_kwargs)
+        return model.chat_prompt(messages, add_generation_prompt, tools=tools, template_kwargs=template_kwargs)
     except ChatTemplateError as exc:
         raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
     except ValueError as exc:   # a message the template cannot take (e.g. an image part)
@@ -226,16 +229,50 @@ def system_prefix_tokens(messages: list[dict[str, Any]], tools: list[dict[str, A
     return common_prefix(ids, probe)
 
 
+def continuation(req: ChatCompletionRequest, messages: list[dict[str, Any]]) -> str:
+    """How the request ends (edgeinfer.continuation): "content" or "reasoning" to continue its
+    final assistant message, "" for a new turn."""
+    try:
+        mode = continuation_mode(messages, req.continue_final_message)
+    except ContinuationError as exc:
+        raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
+    if mode and req.continue_final_message is not None and req.add_generation_prompt is not False:
+        raise APIError(400, "Cannot set both add_generation_prompt and continue_final_message to true.",
+                       param="add_generation_prompt", code="invalid_value")
+    return mode
+
+
+def reading(req: ChatCompletionRequest, style: ReasoningStyle | None) -> ReasoningStyle | None:
+    """How the answer's reasoning is read: reasoning_format "none" leaves harmony's analysis in
+    the content with its markers (its calls are still read) and think's as generated."""
+    if req.reasoning_format != "none" or style is None:
+        return style
+    return replace(style, raw=True) if style.name == "harmony" else None
+
+
 def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> GenerationJob:
     check_can_generate(model)
     plan = tool_plan(req, model)
     messages, tools = (plan.messages, plan.template_tools) if plan else (chat_messages(req), None)
-    prompt = chat_prompt(messages, tools, model, req.chat_template_kwargs)
+    mode = continuation(req, messages)
+    if mode:
+        try:
+            prompt, style = continued_prompt(model, messages, mode, tools, req.chat_template_kwargs)
+        except (ChatTemplateError, ContinuationError) as exc:
+            raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
+    elif req.add_generation_prompt is False:
+        prompt = chat_prompt(messages, tools, model, req.chat_template_kwargs, add_generation_prompt=False)
+        style = reasoning_style(model.chat_template.source, prompt.text)
+        text = end_not_return(prompt.text, style)
+        prompt = ChatPrompt(text, tokenize_chat_prompt(model._core.vocab, text), prompt.template)
+    else:
+        prompt = chat_prompt(messages, tools, model, req.chat_template_kwargs)
+        style = reasoning_style(model.chat_template.source, prompt.text)
     ids = prompt.ids
     options = generation_options(req, req.max_completion_tokens or req.max_tokens, len(ids), model, config, plan)
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     keep = system_prefix_tokens(messages, tools, model, ids) if config.prompt_cache_dir else 0
-    reasoning = None if req.reasoning_format == "none" else reasoning_style(model.chat_template.source, prompt.text)
+    reasoning = reading(req, style)
     return GenerationJob(ids, options, logprobs, keep_prefix=keep,
                          tool_format=plan.format if plan else None, reasoning=reasoning)
 

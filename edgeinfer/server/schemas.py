@@ -191,6 +191,13 @@ class ChatCompletionRequest(SamplingFields):
     chat_template_kwargs: dict[str, Any] | None = Field(
         None, description="Extra variables for the chat template (llama.cpp's), e.g. enable_thinking (Qwen3) "
                           "or reasoning_effort (gpt-oss).")
+    continue_final_message: bool | Literal["content", "reasoning_content"] | None = Field(
+        None, description="Continue the final assistant message instead of answering it: true (its last part), "
+                          "content or reasoning_content. Default: a final assistant message is continued "
+                          "(assistant prefill), as llama-server does; false answers it with a new turn.")
+    add_generation_prompt: bool | None = Field(
+        None, description="Open the assistant's turn after the messages (default true; false with "
+                          "continue_final_message, which opens it itself).")
 
 
 # --- text completions ------------------------------------------------------------------------
