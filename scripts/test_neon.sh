@@ -57,6 +57,7 @@ BASELINE=(
     native/src/cpu/gemm.cpp
     native/src/cpu/attn_kvq_ref.cpp
     native/src/cpu/repack.cpp
+    native/src/common/weight_arena.cpp
     native/src/quant/ref_float.cpp
     native/src/quant/ref_legacy.cpp
     native/src/quant/ref_kquants.cpp

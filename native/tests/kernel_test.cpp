@@ -15,6 +15,7 @@
 //    printed as KNOWN and not counted: the x86 Q8 quantizers on blocks with amax < 2^-121.
 //  * to_float: the same float bits, on random blocks of every type; an entry the ISA table
 //    inherits must be the reference's own function (reported as such), never missing.
+//  * gemm_16row_groups (the packed GEMV/GEMM over 16-row groups): the reference's bits.
 //  * vec_dot: |t - r| <= tol * sum_i |w_i * y_i| (w, y dequantized; tol 1e-5, 4e-6 for the
 //    k-quants: the bounds of tests/test_kernels.py, tests/test_kquants.py and
 //    tests/test_iquants.py), exactly 0 for zero activations, and on a row whose last weight
@@ -36,7 +37,9 @@
 #include <vector>
 
 #include "common/fp16.h"
+#include "common/weight_arena.h"
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
 #include "quant/blocks.h"
 #include "quant/types.h"
 
@@ -304,6 +307,46 @@ void check_vec_dot(const KernelTable& r, const KernelTable& t, uint32_t type) {
     }
 }
 
+// ---- gemm_16row_groups (the packed GEMV/GEMM, cpu/repack.h) ---------------------------------
+// Every table's packed kernels compute the scalar reference's float order, so the results must
+// be its bits: random rows repacked, 1 to 9 activation columns (the panels and their tails).
+
+void check_packed(const KernelTable& r, const KernelTable& t, uint32_t type) {
+    const GemmFn ours = t.types[type].gemm_16row_groups, ref = r.types[type].gemm_16row_groups;
+    if (!ours || ours == ref || !ref) return;
+    const uint32_t act = r.types[type].vec_dot_type;
+    const int64_t bs = type_info(type).block_size, m = 3 * kPackRows;
+    for (int64_t k : {bs, 3 * bs, 576 / bs * bs}) {
+        if (k == 0 || !packed_layout_supported(type, m, k)) continue;
+        std::vector<uint8_t> rows;
+        for (int64_t j = 0; j < m; ++j) {
+            const std::vector<uint8_t> row = random_row(type, k);
+            rows.insert(rows.end(), row.begin(), row.end());
+        }
+        const size_t group = packed_group_bytes(type, k);
+        // 64-byte aligned, as the loader's (the x86 kernels load whole aligned lines)
+        const std::shared_ptr<uint8_t> packed = alloc_weight_bytes(group * (size_t)(m / kPackRows));
+        repack_rows(type, rows.data(), row_bytes(type, k), m, k, packed.get());
+        for (int64_t n : {1, 2, 3, 5, 9}) {
+            const size_t a_row = row_bytes(act, k);
+            std::vector<uint8_t> acts(a_row * (size_t)n);
+            for (int64_t c = 0; c < n; ++c) {
+                std::vector<float> x = random_floats(k);
+                if (c == 1) std::fill(x.begin(), x.begin() + type_info(act).block_size, 0.0f);  // a d = 0 block
+                r.types[act].from_float(x.data(), acts.data() + c * a_row, k);
+            }
+            std::vector<float> a((size_t)(m * n)), b((size_t)(m * n));
+            ref(k, m, n, packed.get(), group, acts.data(), a_row, a.data(), m);
+            ours(k, m, n, packed.get(), group, acts.data(), a_row, b.data(), m);
+            int same = 0;
+            for (size_t i = 0; i < a.size(); ++i) same += std::memcmp(&a[i], &b[i], 4) == 0;
+            report(same == (int)a.size(),
+                   label("gemm_16row_groups", type, t.isa) + " k=" + std::to_string(k) + " n=" + std::to_string(n),
+                   std::to_string(same) + "/" + std::to_string(a.size()) + " outputs bit-identical");
+        }
+    }
+}
+
 void check_table(Isa isa) {
     const KernelTable& r = kernels_for(Isa::scalar);
     const KernelTable& t = kernels_for(isa);
@@ -314,13 +357,22 @@ void check_table(Isa isa) {
         if (a.to_float != b.to_float) overridden += std::string(" to_float:") + type_info(type).name;
         if (a.from_float != b.from_float) overridden += std::string(" from_float:") + type_info(type).name;
         if (a.vec_dot != b.vec_dot) overridden += std::string(" vec_dot:") + type_info(type).name;
+        if (b.gemm_16row_groups && a.gemm_16row_groups != b.gemm_16row_groups)
+            overridden += std::string(" packed:") + type_info(type).name;
     }
     std::printf("== %s overrides:%s\n", isa_name(isa), overridden.empty() ? " nothing" : overridden.c_str());
     for (uint32_t type : kTypes) {
         check_from_float(r, t, type);
         check_to_float(r, t, type);
         check_vec_dot(r, t, type);
+        check_packed(r, t, type);
     }
+    // The fast float order's tables add packed kernels for the types whose vec_dot order they
+    // leave (cpu/repack.h); the ones both orders share were checked above.
+    const KernelTable& rf = kernels_for(Isa::scalar, FloatOrder::fast);
+    const KernelTable& tf = kernels_for(isa, FloatOrder::fast);
+    for (uint32_t type : kTypes)
+        if (tf.types[type].gemm_16row_groups != t.types[type].gemm_16row_groups) check_packed(rf, tf, type);
     const int failed = g_failed - failed_before;
     std::printf("%s: %d passed, %d failed\n", isa_name(isa), g_failed + g_passed - before - failed, failed);
 }

@@ -176,7 +176,10 @@ KernelTable build_table(Isa isa, FloatOrder order) {
 #if defined(EDGEINFER_HAVE_AVX512)
             case Isa::avx512: fill_gemm_packed_fast_avx512(t); break;
 #endif
-            default: break;  // NEON has no packed kernels yet: vec_dot's order
+#if defined(EDGEINFER_HAVE_NEON)
+            case Isa::neon: fill_gemm_packed_fast_neon(t); break;
+#endif
+            default: break;
         }
     }
     t.isa = isa;

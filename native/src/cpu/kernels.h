@@ -265,6 +265,9 @@ void fill_gemm_packed_avx512(KernelTable& t);
 void fill_gemm_packed_fast_scalar(KernelTable& t);
 void fill_gemm_packed_fast_avx2(KernelTable& t);
 void fill_gemm_packed_fast_avx512(KernelTable& t);
+// NEON's packed kernels (cpu/arm/packed_neon.h): Q4_0 from fill_kernels_neon, the fast order's
+// Q4_1, Q8_0 and IQ4_NL from this.
+void fill_gemm_packed_fast_neon(KernelTable& t);
 
 // The best ISA this CPU runs, lowered by EDGEINFER_ISA if set (read once).
 Isa selected_isa();
