@@ -1,6 +1,6 @@
 """Files written by llama.cpp's own converter (convert_hf_to_gguf.py of the llama.cpp source tree
 scripts/llamacpp_bin.py unpacks; skipped without it) from tiny SmolLM3, Granite, Qwen 3 MoE, gpt-oss and
-LFM2 checkpoints: edgeinfer loads them and computes transformers' logits, and the very logits of the file
+LFM2 and LFM2-MoE checkpoints: edgeinfer loads them and computes transformers' logits, and the very logits of the file
 `edgeinfer convert` writes from the same checkpoint (the same tensors and keys)."""
 from __future__ import annotations
 
@@ -21,18 +21,18 @@ pytestmark = [pytest.mark.skipif(CONVERTER is None, reason="no llama.cpp source 
                                                            "unpacks one)"),
               pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")]
 
-FAMILIES = ["smollm3", "granite", "qwen3moe", "gptoss", "lfm2"]
+FAMILIES = ["smollm3", "granite", "qwen3moe", "gptoss", "lfm2", "lfm2moe"]
 # The GGUF architecture of a family whose tiny-checkpoint name differs from it.
 GGUF_ARCH = {"gptoss": "gpt-oss"}
 # Checkpoint seeds other than 0: Qwen 3 MoE's seed 0 has a router near-tie that the F16 KV cache's
 # rounding decides against transformers (tests/test_qwen3moe.py, HF_SEED).
 SEEDS = {"qwen3moe": 2}
-# llama.cpp's Qwen 3 MoE, gpt-oss and LFM2 converters read only a BPE tokenizer.json whose pre-tokenizer
+# llama.cpp's Qwen 3 MoE, gpt-oss, LFM2 and LFM2-MoE converters read only a BPE tokenizer.json whose pre-tokenizer
 # hash they know; the tiny checkpoints carry a SentencePiece model. For those families the converter
 # runs with the dense Qwen 3 converter's vocabulary step (SentencePiece first) patched in: the tensors
 # and keys under test are its own.
 SPM_VOCAB = {"qwen3moe": "conversion.qwen:Qwen3MoeModel", "gptoss": "conversion.gpt_oss:GptOssModel",
-             "lfm2": "conversion.lfm2:LFM2Model"}
+             "lfm2": "conversion.lfm2:LFM2Model", "lfm2moe": "conversion.lfm2:LFM2MoeModel"}
 RUN_PATCHED = """
 import importlib, runpy, sys
 converter, where = sys.argv[1], sys.argv[2]

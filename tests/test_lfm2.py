@@ -276,20 +276,8 @@ def test_parallel_generations_get_the_tokens_each_gets_alone(converted):
 def test_perplexity_is_llama_perplexitys_on_our_file(converted, tmp_path):
     """llama.cpp loads the file `edgeinfer convert` wrote and scores a text as edgeinfer does (each
     chunk a fresh sequence: the convolution state starts empty in both)."""
-    from edgeinfer.perplexity import perplexity
-    from support.hf_tiny import SAMPLE_TEXTS
-    from support.llamacpp_venv import llamacpp_perplexity, llamacpp_tool
-
-    tool = llamacpp_tool("llama-perplexity")
-    if tool is None:
-        pytest.skip("no llama-perplexity (build llama.cpp with scripts/llamacpp_bin.py)")
-    _, path = converted
-    text = "\n".join(SAMPLE_TEXTS * 12)
-    (tmp_path / "text.txt").write_text(text, encoding="utf-8")
-    theirs = llamacpp_perplexity(tool, ["-m", str(path), "-f", str(tmp_path / "text.txt"), "-c", "128", "-b", "128",
-                                        "-t", "2"])
-    ours = perplexity(Model.load(path, n_ctx=128, n_threads=2), text, n_ctx=128).ppl
-    assert abs(ours / theirs - 1) <= 1e-4, (ours, theirs)
+    from support.llamacpp_venv import assert_perplexity_is_llamacpps
+    assert_perplexity_is_llamacpps(converted[1], tmp_path)
 
 
 def test_bench_at_a_depth_restores_the_state_instead_of_truncating(converted, capsys):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from gguf import (MODEL_ARCH, MODEL_ARCH_NAMES, GGUFWriter, PoolingType, RopeScalingType, TensorNameMap,
+from gguf import (MODEL_ARCH, MODEL_ARCH_NAMES, ExpertGatingFuncType, GGUFWriter, PoolingType, RopeScalingType, TensorNameMap,
                   get_tensor_name_map)
 
 from edgeinfer.convert.vocab import Vocabulary, load_unigram_vocabulary, load_vocabulary
@@ -305,11 +305,7 @@ class Qwen3Moe(Qwen3):
     def __init__(self, cfg: dict[str, Any]):
         super().__init__(cfg)
         _refuse_biases(cfg, "Qwen 3 MoE")
-        self.n_expert = int(_require(cfg, "num_experts", "num_local_experts"))
-        self.n_expert_used = int(_require(cfg, "num_experts_per_tok"))
-        if not 0 < self.n_expert_used <= self.n_expert:
-            raise ModelFormatError(f"config.json: num_experts_per_tok {self.n_expert_used} must be in "
-                                   f"1..{self.n_expert}")
+        self.n_expert, self.n_expert_used = expert_counts(cfg)
         if not cfg.get("norm_topk_prob", False):
             raise ModelFormatError("Qwen 3 MoE with norm_topk_prob false is not supported: GGUF files "
                                    "(llama.cpp's qwen3moe) always renormalize the chosen experts' weights")
@@ -324,18 +320,35 @@ class Qwen3Moe(Qwen3):
         w.add_expert_feed_forward_length(int(_require(self.cfg, "moe_intermediate_size")))
 
     def stacks(self, hf_names: Iterable[str]) -> dict[str, list[str]]:
-        found: dict[tuple[int, str], dict[int, str]] = {}
-        for name in hf_names:
-            m = self._expert.match(name)
-            if m:
-                found.setdefault((int(m.group(1)), m.group(3)), {})[int(m.group(2))] = name
-        out = {}
-        for (layer, proj), experts in sorted(found.items()):
-            if sorted(experts) != list(range(self.n_expert)):
-                raise ModelFormatError(f"layer {layer}: {proj}_proj of experts {sorted(experts)}, expected 0.."
-                                       f"{self.n_expert - 1}")
-            out[f"blk.{layer}.ffn_{proj}_exps.weight"] = [experts[e] for e in range(self.n_expert)]
-        return out
+        return stack_experts(hf_names, self._expert, self.n_expert, {p: p for p in ("gate", "up", "down")})
+
+
+def expert_counts(cfg: dict[str, Any]) -> tuple[int, int]:
+    """(experts a layer has, experts a token uses) of a mixture-of-experts config.json."""
+    n_expert = int(_require(cfg, "num_experts", "num_local_experts"))
+    n_used = int(_require(cfg, "num_experts_per_tok"))
+    if not 0 < n_used <= n_expert:
+        raise ModelFormatError(f"config.json: num_experts_per_tok {n_used} must be in 1..{n_expert}")
+    return n_expert, n_used
+
+
+def stack_experts(hf_names: Iterable[str], pattern: re.Pattern[str], n_expert: int,
+                  projections: dict[str, str]) -> dict[str, list[str]]:
+    """Per-expert checkpoint matrices stacked as llama.cpp's converter stacks them:
+    blk.L.ffn_{gate,up,down}_exps.weight -> the experts' tensors in order. `pattern` matches an
+    expert's tensor as (layer, expert, projection); `projections` names each projection's stack
+    (gate, up or down)."""
+    found: dict[tuple[int, str], dict[int, str]] = {}
+    for name in hf_names:
+        m = pattern.match(name)
+        if m:
+            found.setdefault((int(m.group(1)), m.group(3)), {})[int(m.group(2))] = name
+    out = {}
+    for (layer, proj), experts in sorted(found.items()):
+        if sorted(experts) != list(range(n_expert)):
+            raise ModelFormatError(f"layer {layer}: {proj} of experts {sorted(experts)}, expected 0..{n_expert - 1}")
+        out[f"blk.{layer}.ffn_{projections[proj]}_exps.weight"] = [experts[e] for e in range(n_expert)]
+    return out
 
 
 class Phi3(Architecture):
@@ -609,6 +622,53 @@ class Lfm2(Architecture):
             return (shape[0], shape[-1])
         return shape
 
+class Lfm2Moe(Lfm2):
+    """Liquid AI LFM2-MoE (LFM2-8B-A1B): LFM2's layers, with a mixture of experts as the
+    feed-forward of every layer from num_dense_layers on: a sigmoid router (feed_forward.gate ->
+    ffn_gate_inp), a per-expert selection bias (feed_forward.expert_bias -> exp_probs_b.bias) and
+    the experts' w1 / w3 / w2 stacked into ffn_{gate,up,down}_exps, with the keys llama.cpp's
+    converter writes (expert counts and width, leading_dense_block_count, gating function
+    sigmoid). The dense layers' width is intermediate_size as it stands. llama.cpp always
+    renormalizes the chosen experts' weights and never scales them, so a checkpoint that does
+    otherwise (norm_topk_prob false, routed_scaling_factor != 1) or has no selection bias is
+    refused rather than converted into a file it would run differently."""
+    arch = MODEL_ARCH.LFM2MOE
+    _expert = re.compile(r"^model\.layers\.(\d+)\.feed_forward\.experts\.(\d+)\.(w1|w2|w3)\.weight$")
+
+    def __init__(self, cfg: dict[str, Any]):
+        super().__init__(cfg)
+        self.n_expert, self.n_expert_used = expert_counts(cfg)
+        if not cfg.get("norm_topk_prob", True):
+            raise ModelFormatError("LFM2-MoE with norm_topk_prob false is not supported: llama.cpp's lfm2moe always "
+                                   "renormalizes the chosen experts' weights")
+        if float(cfg.get("routed_scaling_factor", 1.0)) != 1.0:
+            raise ModelFormatError("LFM2-MoE with routed_scaling_factor != 1 is not supported: llama.cpp's lfm2moe "
+                                   "does not scale the experts' weights")
+        if not cfg.get("use_expert_bias", True):
+            raise ModelFormatError("LFM2-MoE without expert_bias is not supported: llama.cpp's lfm2moe requires "
+                                   "the selection bias")
+
+    def feed_forward_length(self) -> int:
+        return int(_require(self.cfg, "intermediate_size"))
+
+    def write_metadata(self, w: GGUFWriter) -> None:
+        super().write_metadata(w)
+        w.add_expert_count(self.n_expert)
+        w.add_expert_used_count(self.n_expert_used)
+        w.add_expert_feed_forward_length(int(_require(self.cfg, "moe_intermediate_size")))
+        w.add_leading_dense_block_count(int(self.cfg.get("num_dense_layers", 0)))
+        w.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)
+
+    def gguf_name(self, hf_name: str) -> str | None:
+        if hf_name.endswith(".feed_forward.expert_bias"):   # a bias with no suffix of its own
+            name = super().gguf_name(hf_name)
+            return None if name is None else name + ".bias"
+        return super().gguf_name(hf_name)
+
+    def stacks(self, hf_names: Iterable[str]) -> dict[str, list[str]]:
+        return stack_experts(hf_names, self._expert, self.n_expert, {"w1": "gate", "w3": "up", "w2": "down"})
+
+
 class GptOss(Architecture):
     """OpenAI gpt-oss: Q/K/V/O with biases, per-head attention sinks (self_attn.sinks ->
     attn_sinks.weight), neox RoPE with YaRN, every other layer sliding-window; in every layer a
@@ -859,6 +919,7 @@ ARCHITECTURES: dict[str, type[Architecture]] = {
     "SmolLM3ForCausalLM": SmolLM3,
     "GraniteForCausalLM": Granite,
     "Lfm2ForCausalLM": Lfm2,
+    "Lfm2MoeForCausalLM": Lfm2Moe,
     "GptOssForCausalLM": GptOss,
     "BertModel": Bert,
     "BertForSequenceClassification": Bert,

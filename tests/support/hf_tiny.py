@@ -121,6 +121,13 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
                   layer_types=["conv", "full_attention", "conv", "full_attention", "conv"],
                   conv_L_cache=3, block_auto_adjust_ff_dim=True, block_ffn_dim_multiplier=1.0,
                   block_multiple_of=32, norm_eps=1e-5, pad_token_id=0)),
+    # LFM2's 5 layers with the first one's feed-forward dense and the rest 4 experts of width 32,
+    # 2 a token (sigmoid router, selection bias), as LFM2-8B-A1B's pattern
+    "lfm2moe": ("Lfm2MoeConfig", "Lfm2MoeForCausalLM",
+                dict(num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=5,
+                     layer_types=["conv", "full_attention", "conv", "full_attention", "conv"],
+                     conv_L_cache=3, num_dense_layers=1, num_experts=4, num_experts_per_tok=2,
+                     moe_intermediate_size=32, norm_eps=1e-5, pad_token_id=0)),
 }
 
 
@@ -147,6 +154,9 @@ def make_tiny_checkpoint(folder: Path, family: str, tokenizer_model: Path, seed:
         for name, p in model.named_parameters():
             if p.ndim == 1 or name.endswith("_bias"):   # (gpt-oss's per-expert biases are 2-D)
                 p.add_(torch.randn_like(p) * 0.2)
+        for name, b in model.named_buffers():   # LFM2-MoE's selection bias is a buffer
+            if name.endswith("expert_bias"):
+                b.add_(torch.randn_like(b) * 0.2)
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     shutil.copy(tokenizer_model, folder / "tokenizer.model")

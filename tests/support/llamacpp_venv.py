@@ -136,3 +136,23 @@ def assert_same_encoder_file(theirs: Path, ours: Path, texts: list[str]) -> None
     t, o = Model.load(theirs, n_ctx=64), Model.load(ours, n_ctx=64)
     assert [t.tokenize(x) for x in texts] == [o.tokenize(x) for x in texts]
     assert t.embed(texts).tobytes() == o.embed(texts).tobytes()
+
+
+def assert_perplexity_is_llamacpps(path: Path, folder: Path, n_ctx: int = 128) -> None:
+    """llama-perplexity scores a text on the GGUF file `path` as edgeinfer does (each chunk a
+    fresh sequence in both), within 1e-4; skips without llama-perplexity."""
+    import pytest
+
+    from edgeinfer.model import Model
+    from edgeinfer.perplexity import perplexity
+    from support.hf_tiny import SAMPLE_TEXTS
+
+    tool = llamacpp_tool("llama-perplexity")
+    if tool is None:
+        pytest.skip("no llama-perplexity (build llama.cpp with scripts/llamacpp_bin.py)")
+    text = "\n".join(SAMPLE_TEXTS * 12)
+    (folder / "text.txt").write_text(text, encoding="utf-8")
+    theirs = llamacpp_perplexity(tool, ["-m", str(path), "-f", str(folder / "text.txt"), "-c", str(n_ctx),
+                                        "-b", str(n_ctx), "-t", "2"])
+    ours = perplexity(Model.load(path, n_ctx=n_ctx, n_threads=2), text, n_ctx=n_ctx).ppl
+    assert abs(ours / theirs - 1) <= 1e-4, (ours, theirs)

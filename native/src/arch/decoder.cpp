@@ -46,7 +46,7 @@ void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, Deco
 }
 
 CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts) {
-    const int64_t d = hp.n_embd, qw = hp.q_width(), kvw = hp.kv_width(), hd = hp.head_dim, ff = hp.n_ff;
+    const int64_t d = hp.n_embd, qw = hp.q_width(), kvw = hp.kv_width(), hd = hp.head_dim;
     CpuLayerWeights L;
     if (!hp.has_attention(il))
         f.fail(hp.arch + ".attention.head_count_kv", "is 0 for layer " + std::to_string(il) +
@@ -73,6 +73,13 @@ CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HPara
     if (parts.output_bias) L.bo = load_f32_vector(f, TensorKind::attn_output_bias, il, d);
     if (parts.attn_sinks) L.attn_sinks = load_f32_vector(f, TensorKind::attn_sinks, il, hp.n_head);
     if (parts.post_norms) L.post_attn_norm = load_f32_vector(f, TensorKind::attn_post_norm, il, d);
+    load_feed_forward(f, kt, hp, il, parts, L);
+    return L;
+}
+
+void load_feed_forward(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts,
+                       CpuLayerWeights& L) {
+    const int64_t d = hp.n_embd, ff = hp.n_ff;
     L.ffn_norm = load_f32_vector(f, parts.ffn_norm, il, d);
     if (parts.experts) {
         const int64_t ne = hp.n_expert, fe = hp.n_ff_exp;
@@ -87,6 +94,7 @@ CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HPara
             L.ffn_up_exps_b = load_f32_rows(f, TensorKind::ffn_up_exps_bias, il, fe, ne);
             L.ffn_down_exps_b = load_f32_rows(f, TensorKind::ffn_down_exps_bias, il, d, ne);
         }
+        if (parts.selection_bias) L.ffn_exp_probs_b = load_f32_vector(f, TensorKind::ffn_exp_probs_b, il, ne);
     } else if (parts.fused_gate_up) {
         L.w_gate_up = load_tensor(f, kt, TensorKind::ffn_up, il, {d, 2 * ff}, true);
     } else {
@@ -95,7 +103,6 @@ CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HPara
     }
     if (!parts.experts) L.w_down = load_tensor(f, kt, TensorKind::ffn_down, il, {ff, d}, true);
     if (parts.post_norms) L.post_ffn_norm = load_f32_vector(f, TensorKind::ffn_post_norm, il, d);
-    return L;
 }
 
 DecoderModel load_uniform_decoder(const GgufFile& f, const KernelTable& kt, HParams& hp, const LayerParts& parts,

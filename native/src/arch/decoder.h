@@ -52,6 +52,7 @@ struct LayerParts {
     bool output_bias = false;    // attn_output.bias (gpt-oss)
     bool attn_sinks = false;     // attn_sinks, one logit a head (gpt-oss)
     bool expert_biases = false;  // ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (gpt-oss)
+    bool selection_bias = false; // exp_probs_b.bias, the experts' selection bias (LFM2-MoE)
     // The feed-forward's input norm: ffn_norm, except gpt-oss's, which its GGUF names
     // post_attention_norm (llama.cpp's attn_post_norm, used there as the FFN norm).
     TensorKind ffn_norm = TensorKind::ffn_norm;
@@ -67,6 +68,10 @@ void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, Deco
                      TensorKind norm_kind = TensorKind::output_norm);
 // Layer il's weights: the parts every layer has, and the optional ones `parts` names.
 CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts);
+// Layer il's feed-forward half into L (its norm, then dense or expert weights as `parts` says):
+// load_layer's, and LFM2's convolution layers'.
+void load_feed_forward(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts,
+                       CpuLayerWeights& L);
 // The decoder with every layer loaded alike (`parts`) and configured alike (`config`).
 DecoderModel load_uniform_decoder(const GgufFile& f, const KernelTable& kt, HParams& hp, const LayerParts& parts,
                                   const LayerConfig& config);

@@ -33,6 +33,7 @@ const std::pair<const char*, Loader> kArchitectures[] = {
     {"smollm3", load_smollm3},
     {"granite", load_granite},
     {"lfm2", load_lfm2},
+    {"lfm2moe", load_lfm2},
     {"gpt-oss", load_gptoss},
     {"bert", load_bert},  // an encoder (arch/bert.cpp)
     {"nomic-bert", load_nomic_bert},  // an encoder with RoPE and SwiGLU (arch/nomic_bert.cpp)

@@ -47,6 +47,7 @@ constexpr Entry kNames[] = {
     {TensorKind::ffn_gate_exps_bias, "blk.%d.ffn_gate_exps", "bias"},
     {TensorKind::ffn_up_exps_bias, "blk.%d.ffn_up_exps", "bias"},
     {TensorKind::ffn_down_exps_bias, "blk.%d.ffn_down_exps", "bias"},
+    {TensorKind::ffn_exp_probs_b, "blk.%d.exp_probs_b", "bias"},
     {TensorKind::token_types, "token_types"},
     {TensorKind::position_embd, "position_embd"},
     {TensorKind::token_embd_norm, "token_embd_norm"},

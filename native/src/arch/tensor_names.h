@@ -19,6 +19,7 @@ enum class TensorKind {
     attn_output_bias, attn_sinks,          // gpt-oss: the output projection's bias, per-head sink logits
     ffn_gate_inp_bias, ffn_gate_exps_bias, ffn_up_exps_bias, ffn_down_exps_bias,  // gpt-oss: router and
                                                                                  // per-expert biases
+    ffn_exp_probs_b,                       // LFM2-MoE: the experts' selection bias
     // encoders (BERT: arch/bert.cpp, nomic-bert: arch/nomic_bert.cpp) and classification heads
     // (arch/pooling.h)
     token_types, position_embd, token_embd_norm, token_embd_norm_bias,

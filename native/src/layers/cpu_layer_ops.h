@@ -84,6 +84,7 @@ private:
         std::vector<float> probs;       // [n][n_expert] router logits, then probabilities
         std::vector<int32_t> selected;  // [n][n_used] experts of each row, highest weight first
         std::vector<int32_t> order;     // [n_expert] one row's experts being sorted
+        std::vector<float> keys;        // [n_expert] one row's choice keys (p + the selection bias)
         std::vector<float> weights;     // [n][n_used] their weights
         std::vector<int64_t> first;     // [n_expert + 1] where each expert's routed rows start in `routed`
         std::vector<int64_t> routed;    // [n * n_used] (row t, slot j) as t * n_used + j, by expert

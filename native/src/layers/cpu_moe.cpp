@@ -15,6 +15,8 @@
 // gpt-oss (ExpertShape::softmax_weight, llama.cpp's SOFTMAX_WEIGHT gating): sel = the n_used
 // largest logits, w = ggml_soft_max of logits[sel] (no renormalization); and its glu is
 // swiglu_oai (ggml_swiglu_oai, cpu_blocks.h).
+// LFM2-MoE (ExpertShape::sigmoid, llama.cpp's SIGMOID gating): p = 1 / (1 + expf(-logit))
+// (ggml_sigmoid); sel = the n_used largest p + b (b = ffn_exp_probs_b, ggml_add), w = p[sel].
 //
 // Rows are grouped by expert, so each expert's weights stream from memory once per batch rather
 // than once per token (a decode batch of B tokens reads at most B * n_used experts, fewer where
@@ -54,15 +56,25 @@ void soft_max_row(const KernelTable& kt, float* p, int64_t n) {
 
 // One row's routing: the router logits `p` [n_expert] become probabilities in place (not with
 // softmax_weight: they stay logits); sel and w get the n_used chosen experts and their weights
-// (`order`: scratch).
-void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used, const ExpertShape& e, int32_t* sel,
-               float* w, std::vector<int32_t>& order) {
-    if (!e.softmax_weight) soft_max_row(kt, p, n_expert);
+// (`bias`: the selection bias or null; `key`, `order`: scratch).
+void route_row(const KernelTable& kt, float* p, int64_t n_expert, int64_t n_used, const ExpertShape& e,
+               const float* bias, int32_t* sel, float* w, std::vector<float>& key, std::vector<int32_t>& order) {
+    if (e.sigmoid) {
+        for (int64_t i = 0; i < n_expert; ++i) p[i] = 1.0f / (1.0f + std::exp(-p[i]));
+    } else if (!e.softmax_weight) {
+        soft_max_row(kt, p, n_expert);
+    }
+    const float* by = p;
+    if (bias) {
+        key.resize((size_t)n_expert);
+        for (int64_t i = 0; i < n_expert; ++i) key[i] = p[i] + bias[i];
+        by = key.data();
+    }
     // A partial sort by probability, ties by index: the first n_used of a descending order.
     order.resize((size_t)n_expert);
     for (int64_t i = 0; i < n_expert; ++i) order[i] = (int32_t)i;
     std::partial_sort(order.begin(), order.begin() + n_used, order.end(),
-                      [p](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+                      [by](int32_t a, int32_t b) { return by[a] > by[b] || (by[a] == by[b] && a < b); });
     for (int64_t j = 0; j < n_used; ++j) {
         sel[j] = order[j];
         w[j] = p[order[j]];
@@ -130,8 +142,8 @@ void CpuLayerOps::moe_ffn(const CpuLayerWeights& L, const ExpertShape& e, bool g
     matmul(L.ffn_gate_inp, h, n, s.probs.data());  // [n][n_expert]
     if (L.ffn_gate_inp_b) add_rows(s.probs.data(), L.ffn_gate_inp_b, n, E);
     for (int64_t t = 0; t < n; ++t)
-        route_row(kt_, s.probs.data() + t * E, E, k, e, s.selected.data() + t * k,
-                  s.weights.data() + t * k, s.order);
+        route_row(kt_, s.probs.data() + t * E, E, k, e, L.ffn_exp_probs_b, s.selected.data() + t * k,
+                  s.weights.data() + t * k, s.keys, s.order);
 
     // The selections grouped by expert (a counting sort, rows in order within an expert).
     s.first.assign((size_t)(E + 1), 0);

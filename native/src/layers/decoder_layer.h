@@ -43,12 +43,15 @@ namespace ei {
 //
 // gpt-oss gates by softmax_weight (llama.cpp's SOFTMAX_WEIGHT): the k highest router logits,
 // then w = softmax over those k only; and its glu is swiglu_oai (layers/cpu_moe.cpp).
+// LFM2-MoE gates by sigmoid (llama.cpp's SIGMOID): p = sigmoid(logit) each, the experts chosen
+// by p + a per-expert selection bias (ffn_exp_probs_b, DeepSeek V3's), weighted by p.
 // n_expert 0: the layer's feed-forward is dense.
 struct ExpertShape {
     int64_t n_expert = 0, n_used = 0, n_ff = 0;
     bool norm_weights = true;     // renormalize the selected experts' weights to sum to 1
     bool softmax_weight = false;  // top-k of the logits, softmax over the k (gpt-oss)
     bool swiglu_oai = false;      // gpt-oss's clamped SwiGLU: min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, +-7) + 1)
+    bool sigmoid = false;         // p = 1 / (1 + exp(-logit)) instead of the softmax (LFM2-MoE)
 };
 
 // The shapes every layer of a model shares.
@@ -101,6 +104,8 @@ struct LayerWeights {
     Mat ffn_gate_exps{}, ffn_up_exps{};// [n_expert] x ([n_embd] -> [n_ff_exp])
     Mat ffn_down_exps{};               // [n_expert] x ([n_ff_exp] -> [n_embd])
     Vec ffn_gate_inp_b{};              // [n_expert] router bias (optional: gpt-oss)
+    Vec ffn_exp_probs_b{};             // [n_expert] added to p to choose experts, not to weight
+                                       // them (optional: LFM2-MoE)
     Vec ffn_gate_exps_b{}, ffn_up_exps_b{};  // [n_expert][n_ff_exp] per-expert biases (optional)
     Vec ffn_down_exps_b{};             // [n_expert][n_embd] (optional)
     Vec post_ffn_norm{};               // [n_embd] on the feed-forward output (optional)
