@@ -99,6 +99,11 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
             kt.ops.attn_f16_tile(a);
         }
     }, (int)std::min<int64_t>(jobs, 4 * pool.size()));
+    // A decode step's merge (a few heads over a few spans) is less work than waking the pool's
+    // threads and waiting for them: it runs on the caller alone. (Each (row, head) is merged the
+    // same way whichever thread does it.)
+    constexpr int64_t kMergeAloneSpans = 64;
+    const int merge_tasks = n * s.n_head * spans <= kMergeAloneSpans ? 1 : pool.size();
     pool.run([&](int ith, int nth) {  // merge each (row, head) over its spans, in position order
         int64_t r0, r1;
         ThreadPool::split(n * s.n_head, ith, nth, &r0, &r1);
@@ -125,7 +130,7 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
             const float inv = L == 0.0f ? 0.0f : 1.0f / L;
             for (int64_t d = 0; d < hd; ++d) o[d] *= inv;
         }
-    });
+    }, merge_tasks);
 }
 
 }  // namespace
