@@ -524,6 +524,56 @@ def test_centered_cache_stores_the_cpus_bytes_and_attends_over_them(dev, types, 
     np.testing.assert_allclose(got, cpu, atol=2e-2)
 
 
+# ---- attention sinks (gpt-oss: a per-head logit in the softmax's denominator) -----------------
+
+# (pos0, n, chunk, window): prompt rows, a chunk after a prompt, a decode step, a sliding window
+# (gpt-oss alternates windowed and full layers); rows stored `chunk` positions at a time.
+_SINK_POSITIONS = {"prompt": (0, 12, 12, 0), "chunk-after-prompt": (70, 5, 35, 0), "decode": (99, 1, 50, 0),
+                   "window": (100, 6, 53, 32), "window-decode": (120, 1, 60, 16)}
+
+
+def sink_logits(rng, n_head: int) -> np.ndarray:
+    """Per-head sinks on both sides of the heads' largest scores: one far above (the sink becomes
+    the maximum and rescales the sum), one far below (it adds next to nothing), the rest near."""
+    sinks = rng.normal(0.0, 1.5, n_head).astype(np.float32)
+    sinks[0], sinks[1] = 30.0, -30.0
+    return sinks
+
+
+@pytest.mark.parametrize("types,rotate,center", [(("f16", "f16"), False, False), (("q8_0", "q8_0"), False, False),
+                                                 (("q4_0", "q4_0"), True, True)],
+                         ids=["f16", "q8_0", "q4_0-centered"])
+@pytest.mark.parametrize("pos0,n,chunk,window", list(_SINK_POSITIONS.values()), ids=list(_SINK_POSITIONS))
+def test_attention_with_sinks_is_the_cpus(dev, types, rotate, center, pos0, n, chunk, window):
+    # Six query heads over two KV heads (grouped), the sink applied once per query after its
+    # positions: over an F16 cache the CPU's one-row kernel's bits (the sink's step on M and S
+    # with the CPU's fma and exp); over quantized caches the device attends in float, within
+    # float rounding of the float64 oracle (the CPU rounds Q to 8 bits: a looser bound).
+    rng = np.random.default_rng(21)
+    n_head, n_head_kv, d = 6, 2, 64
+    q = rng.standard_normal((n, n_head, d)).astype(np.float32)
+    k, v = kv_rows(rng, pos0 + n, n_head_kv, d)
+    sinks = sink_logits(rng, n_head)
+    tk, tv = types
+    isa = "avx2" if HAS_AVX2 else None
+    cpu, blob, k_floats, v_floats = _testing.kv_cache_attention(q, k, v, pos0, tk, tv, rotate_k=rotate,
+                                                                center_k=center, window=window, isa=isa, sinks=sinks)
+    got, dev_blob = dev.kv_cache_attention(q, k, v, pos0, int(T[tk.upper()]), int(T[tv.upper()]), rotate_k=rotate,
+                                           center_k=center, window=window, chunk=chunk, sinks=sinks)
+    np.testing.assert_array_equal(dev_blob, blob)
+    oracle = causal_attention(q, k_floats, v_floats, pos0, window, sinks=sinks)
+    # The sinks matter here: far from attention without them (head 0 puts almost no weight anywhere).
+    assert np.abs(oracle - causal_attention(q, k_floats, v_floats, pos0, window)).max() > 0.1
+    if tk == "f16":
+        if HAS_AVX2:
+            np.testing.assert_array_equal(got, cpu)
+        else:
+            np.testing.assert_allclose(got, oracle, atol=4e-3)
+        return
+    np.testing.assert_allclose(got, oracle, atol=1e-5)
+    np.testing.assert_allclose(got, cpu, atol=5e-2)  # the CPU's 8-bit Q: measured up to 2.6e-2
+
+
 def test_attention_refuses_a_head_dim_over_the_kernel_limit(dev):
     q = np.zeros((1, 1, 320), np.float32)
     with pytest.raises(_core.EdgeInferError, match="head_dim 320 is over the kernel's 256"):

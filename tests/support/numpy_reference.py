@@ -63,12 +63,13 @@ def silu(x: np.ndarray) -> np.ndarray:
 # ---- attention ---------------------------------------------------------------------------------
 
 def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, window: int = 0,
-                     scale: float | None = None) -> np.ndarray:
+                     scale: float | None = None, sinks: np.ndarray | None = None) -> np.ndarray:
     """float64 causal softmax attention: q [n, n_head, d] at positions pos0 .. pos0 + n - 1 over
     k, v [n_kv, n_head_kv, d] at positions 0 .. (grouped heads: query head h reads K/V head
     h // (n_head / n_head_kv)). Position p sees keys 0 .. p, or with a `window` only the last
     `window` of them (llama.cpp's SWA mask: key kp is visible iff p - kp < window). `scale`
-    defaults to 1 / sqrt(d). Returns [n, n_head, d]."""
+    defaults to 1 / sqrt(d). sinks [n_head] (gpt-oss): each head's logit joins the softmax's
+    denominator with no value. Returns [n, n_head, d]."""
     n, n_head, d = q.shape
     group = n_head // k.shape[1]
     scale = 1.0 / np.sqrt(d) if scale is None else scale
@@ -80,8 +81,10 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, pos0: int, win
             kk = k[first:last + 1, h // group].astype(np.float64)
             vv = v[first:last + 1, h // group].astype(np.float64)
             s = kk @ q[t, h].astype(np.float64) * scale
-            p = np.exp(s - s.max())
-            out[t, h] = (p / p.sum()) @ vv
+            sink = -np.inf if sinks is None else float(sinks[h])
+            top = max(s.max(), sink)
+            p = np.exp(s - top)
+            out[t, h] = (p / (p.sum() + np.exp(sink - top))) @ vv
     return out
 
 

@@ -3,10 +3,12 @@
 // attention_cached with the chosen ISA's table; the dequantized rows come back for a numpy oracle.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "common/error.h"
@@ -79,7 +81,7 @@ double attention_kv_seconds(const Floats& q, const Floats& k, const std::string&
 // blob, K and V as attention sees them [n_kv, n_head_kv, head_dim]).
 py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, int64_t pos0, const std::string& type_k,
                              const std::string& type_v, bool rotate_k, bool center_k, int64_t window,
-                             const py::object& isa) {
+                             const py::object& isa, const std::optional<Floats>& sinks) {
     const ei::KernelTable& t = table_for(isa);
     if (q.ndim() != 3 || k.ndim() != 3 || v.ndim() != 3)
         throw ei::Error("kv_cache_attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
@@ -87,6 +89,7 @@ py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, 
     if (k.shape(2) != d || v.shape(0) != n_kv || v.shape(1) != n_head_kv || v.shape(2) != d || n < 1 ||
         n_head_kv < 1 || n_head % n_head_kv || pos0 < 0 || pos0 + n != n_kv)
         throw ei::Error("kv_cache_attention: inconsistent shapes (n_kv must be pos0 + n)");
+    if (sinks && (sinks->ndim() != 1 || sinks->shape(0) != n_head)) throw ei::Error("kv_cache_attention: sinks is [n_head]");
     ei::KvCache kv(t, 1, n_kv, n_head_kv * d, d, ei::kv_type_from_name(type_k), ei::kv_type_from_name(type_v),
                    rotate_k, center_k);
     kv.store(0, 0, n_kv, k.data(), v.data());
@@ -96,7 +99,8 @@ py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, 
     {
         py::gil_scoped_release nogil;
         ei::ThreadPool pool(1);
-        const ei::AttentionShape shape{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
+        ei::AttentionShape shape{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
+        if (sinks) shape.sinks = sinks->data();
         ei::attention_cached(pool, t, q.data(), n, pos0, kv, 0, shape, out.mutable_data());
         kv.copy_rows_out(n_kv, blob.mutable_data());
         for (int64_t i = 0; i < n_kv; ++i) {
@@ -113,9 +117,10 @@ void register_kv_attention(py::module_& m) {
     m.def("kv_cache_attention", &kv_cache_attention, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"),
           py::arg("type_k") = "f16", py::arg("type_v") = "f16", py::arg("rotate_k") = false,
           py::arg("center_k") = false, py::arg("window") = 0, py::arg("isa") = py::none(),
+          py::arg("sinks") = py::none(),
           "Queries q [n, n_head, head_dim] at positions pos0.. attending over k, v [pos0 + n, n_head_kv, head_dim]\n"
-          "stored in a one-layer KV cache (scale 1 / sqrt(head_dim)): (out, the cache's rows blob as\n"
-          "copy_rows_out writes it, K and V as attention sees them).");
+          "stored in a one-layer KV cache (scale 1 / sqrt(head_dim); sinks: [n_head] attention-sink logits, or\n"
+          "None): (out, the cache's rows blob as copy_rows_out writes it, K and V as attention sees them).");
     m.def("attention_kv", &attention_kv, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("type_k") = "f16",
           py::arg("type_v") = "f16", py::arg("window") = 0, py::arg("rotate_k") = false, py::arg("center_k") = false,
           py::arg("isa") = py::none(),

@@ -71,6 +71,13 @@ private:
     std::unique_ptr<ei::cl::DeviceOps> ops_;
 };
 
+// The attention-sink logits [n_head] on the device, or an empty buffer for None.
+ei::cl::Buffer upload_sinks(TestDevice& t, const std::optional<Floats>& sinks, int64_t n_head) {
+    if (!sinks) return {};
+    require(sinks->ndim() == 1 && sinks->shape(0) == n_head, "attention: sinks is [n_head]");
+    return t.upload(*sinks, "sinks");
+}
+
 py::list layouts_list(const std::vector<ei::cl::LayoutEntry>& entries) {
     py::list out;
     for (const auto& e : entries) out.append(py::make_tuple(e.block, e.field, e.value));
@@ -179,7 +186,8 @@ void register_opencl_device_class(py::module_& m) {
         }, py::arg("x"), py::arg("pos"), py::arg("n_rot"), py::arg("freq_base"), py::arg("freq_scale") = 1.0f,
            py::arg("neox") = false, py::arg("freq_factors") = py::none())
         .def("attention", [](TestDevice& t, const Floats& q, const Floats& k, const Floats& v, int64_t pos0,
-                             int64_t window, float scale, uint32_t type_k, uint32_t type_v) {
+                             int64_t window, float scale, uint32_t type_k, uint32_t type_v,
+                             const std::optional<Floats>& sinks) {
             require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
                     "attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
             const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2);
@@ -206,7 +214,8 @@ void register_opencl_device_class(py::module_& m) {
                 t.ops().kv_store(type_k, kf, kc, piece[0], piece[1], width);
                 t.ops().kv_store(type_v, vf, vc, piece[0], piece[1], width);
             }
-            const ei::cl::AttentionDims a{n_head, n_head_kv, d, scale, window};
+            const ei::cl::Buffer sb = upload_sinks(t, sinks, n_head);
+            const ei::cl::AttentionDims a{n_head, n_head_kv, d, scale, window, sinks ? &sb : nullptr};
             t.ops().attention(type_k, type_v, qb, kc, vc, ob, n, pos0, a);
             py::array_t<uint8_t> k_raw({(py::ssize_t)n_kv, (py::ssize_t)k_row});
             py::array_t<uint8_t> v_raw({(py::ssize_t)n_kv, (py::ssize_t)v_row});
@@ -215,12 +224,13 @@ void register_opencl_device_class(py::module_& m) {
             return py::make_tuple(t.download(ob, {n, n_head, d}), k_raw, v_raw);
         }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"), py::arg("window") = 0, py::arg("scale"),
            py::arg("type_k") = (uint32_t)ei::TYPE_F16, py::arg("type_v") = (uint32_t)ei::TYPE_F16,
+           py::arg("sinks") = py::none(),
            "(out [n, n_head, head_dim], K rows and V rows as the device stored them [n_kv, row_bytes] uint8):\n"
            "k/v rows stored into caches of type_k/type_v on the device, then causal attention of q\n"
-           "(query t at pos0 + t).")
+           "(query t at pos0 + t; sinks: [n_head] attention-sink logits, or None).")
         .def("kv_cache_attention", [](TestDevice& t, const Floats& q, const Floats& k, const Floats& v, int64_t pos0,
                                       uint32_t type_k, uint32_t type_v, bool rotate_k, bool center_k, int64_t window,
-                                      int64_t chunk) {
+                                      int64_t chunk, const std::optional<Floats>& sinks) {
             require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
                     "kv_cache_attention: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
             const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2);
@@ -244,7 +254,9 @@ void register_opencl_device_class(py::module_& m) {
             }
             ei::cl::Buffer qb = t.upload(q, "q");
             ei::cl::Buffer ob = t.dev().alloc((size_t)(n * n_head * d) * sizeof(float), "out");
-            const ei::cl::AttentionDims a{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window};
+            const ei::cl::Buffer sb = upload_sinks(t, sinks, n_head);
+            const ei::cl::AttentionDims a{n_head, n_head_kv, d, 1.0f / std::sqrt((float)d), window,
+                                          sinks ? &sb : nullptr};
             cache.attend(0, qb, ob, n, pos0, a);
             cache.to_host(n_kv);
             py::array_t<uint8_t> blob((py::ssize_t)host.rows_bytes(n_kv));
@@ -252,11 +264,12 @@ void register_opencl_device_class(py::module_& m) {
             return py::make_tuple(t.download(ob, {n, n_head, d}), blob);
         }, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("pos0"), py::arg("type_k") = (uint32_t)ei::TYPE_F16,
            py::arg("type_v") = (uint32_t)ei::TYPE_F16, py::arg("rotate_k") = false, py::arg("center_k") = false,
-           py::arg("window") = 0, py::arg("chunk") = 64,
+           py::arg("window") = 0, py::arg("chunk") = 64, py::arg("sinks") = py::none(),
            "(out [n, n_head, head_dim], the cache's rows blob as KvCache::copy_rows_out writes it): k/v rows\n"
            "stored `chunk` positions at a time into the device KV cache (gpu/device_kv.h) of a one-layer\n"
            "cache of these types (K rotated / centered as asked), then causal attention of q (query t at\n"
-           "pos0 + t, scale 1 / sqrt(head_dim)), and the rows synced back to the host.")
+           "pos0 + t, scale 1 / sqrt(head_dim); sinks: [n_head] attention-sink logits, or None), and the\n"
+           "rows synced back to the host.")
         .def("swiglu", [](TestDevice& t, const Floats& gate, const Floats& up) {
             require(gate.ndim() == 1 && up.ndim() == 1 && gate.size() == up.size(), "swiglu: gate and up are [n]");
             ei::cl::Buffer g = t.upload(gate, "gate"), u = t.upload(up, "up");

@@ -76,8 +76,8 @@ void DeviceLayerOps::kv_store(int il, int64_t pos0, int64_t n, Buf k, Buf v) {
 
 void DeviceLayerOps::attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, const Buffer& sinks,
                                Buf out) {
-    if (present(sinks)) throw Error("layer " + std::to_string(il) + ": attention sinks have no OpenCL path");
-    kv_.attend(slot_of_.at(il), *q, *out, m, pos0, AttentionDims{s.n_head, s.n_head_kv, s.head_dim, s.scale, s.window});
+    const AttentionDims dims{s.n_head, s.n_head_kv, s.head_dim, s.scale, s.window, present(sinks) ? &sinks : nullptr};
+    kv_.attend(slot_of_.at(il), *q, *out, m, pos0, dims);
 }
 
 void DeviceLayerOps::glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count) {

@@ -71,8 +71,7 @@ public:
     void rope(Buf x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c);
     void scale(Buf x, float s, int64_t count);
     void kv_store(int il, int64_t pos0, int64_t n, Buf k, Buf v);
-    // Attention sinks (gpt-oss) have no device path: the placement keeps such layers on the CPU
-    // (gpu/offload.cpp), and `sinks` present here is an error.
+    // sinks: [n_head] attention-sink logits (gpt-oss), or an empty buffer: none.
     void attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, const Buffer& sinks, Buf out);
     void glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count);
     void add(Buf y, Buf x, int64_t count);

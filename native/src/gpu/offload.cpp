@@ -84,9 +84,6 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         throw Error("layer " + std::to_string(layer) +
                     " is a short-convolution layer (LFM2), whose convolution and recurrent state have no OpenCL "
                     "path yet (keep this layer on the CPU)");
-    if (w.attn_sinks)
-        throw Error("layer " + std::to_string(layer) +
-                    " has attention sinks, which have no OpenCL path yet (keep this layer on the CPU)");
     if (w.bo)
         throw Error("layer " + std::to_string(layer) +
                     " has an output-projection bias, which has no OpenCL path yet (keep this layer on the CPU)");
@@ -108,6 +105,7 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
     D.q_norm = vec(w.q_norm, hd, "attn_q_norm");
     D.k_norm = vec(w.k_norm, hd, "attn_k_norm");
     D.wo = mat(w.wo, "attn_output");
+    D.attn_sinks = vec(w.attn_sinks, shapes_.n_head, "attn_sinks");
     D.post_attn_norm = vec(w.post_attn_norm, d, "post_attention_norm");
     D.ffn_norm = vec(w.ffn_norm, d, "ffn_norm");
     D.w_gate_up = mat(w.w_gate_up, "ffn_up (gate and up)");

@@ -269,49 +269,46 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
     const size_t k_row = row_bytes(type_k, width), v_row = row_bytes(type_v, width);
     require(k.bytes >= (size_t)(pos0 + n) * k_row && v.bytes >= (size_t)(pos0 + n) * v_row,
             "OpenCL attention: the KV cache is shorter than pos0 + n");
-    // One program per (K type, V type): the element readers are chosen at build time.
+    if (a.sinks) require_floats(*a.sinks, a.n_head, "sinks");
+    // One program per (K type, V type): the element readers are chosen at build time. Every
+    // kernel takes the same first arguments (attention.cl); the sinks, or q standing in for them
+    // with the flag 0, come after the cache rows' sizes.
     const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
-    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
-    const size_t local[3] = {kAttnWg, 1, 1};
+    const bool f16 = type_k == TYPE_F16 && type_v == TYPE_F16 && !sink;
+    if (sink) require(type_k != TYPE_F16, "OpenCL attention: a centered K cache is quantized");
+    // F16: the CPU's one-row kernel, bit for bit (exp through double where the device has
+    // doubles, else the device's exp, which may differ in the last bit).
+    Kernel& kern = f16    ? kernel("attention_f16_f16", "attention_f16", "-DK_AT=kv_at_f16 -DV_AT=kv_at_f16")
+                   : sink ? kernel("attention_centered_" + tk + "_" + tv, "attention",
+                                   "-DCENTERED -DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv)
+                          : kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
+    kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
+                  to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
+    cl_uint arg = 10;
+    if (!f16) {
+        kern.set_arg(arg++, (cl_ulong)k_row);
+        kern.set_arg(arg++, (cl_ulong)v_row);
+    }
+    kern.set_arg(arg++, a.sinks ? *a.sinks : q);
+    kern.set_arg(arg++, (int)(a.sinks != nullptr));
+    kern.set_local(arg++, (size_t)a.head_dim * sizeof(float));  // q_local
     if (sink) {
-        require(type_k != TYPE_F16, "OpenCL attention: a centered K cache is quantized");
         require_floats(sink->q_sink, n * a.n_head * a.head_dim, "q_sink");
         require_floats(sink->bias, n * a.n_head, "bias");
         require_floats(sink->centering, 3 * width, "centering");
         require(sink->n_sink > 0 && sink->sink_k.bytes >= (size_t)(sink->n_sink * width) * 2 &&
                     sink->sink_v.bytes >= (size_t)(sink->n_sink * width) * 2,
                 "OpenCL attention: the sink rows are shorter than n_sink");
-        Kernel& kern = kernel("attention_centered_" + tk + "_" + tv, "attention",
-                              "-DCENTERED -DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
-        kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
-                      to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
-                      (cl_ulong)k_row, (cl_ulong)v_row);
-        kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
-        kern.set_arg(13, sink->q_sink);
-        kern.set_arg(14, sink->bias);
-        kern.set_arg(15, sink->sink_k);
-        kern.set_arg(16, sink->sink_v);
-        kern.set_arg(17, sink->centering);
-        kern.set_arg(18, to_int(sink->n_sink, "n_sink"));
-        kern.set_local(19, (size_t)a.head_dim * sizeof(float));  // q_sink_local
-        dev_.run(kern, 3, global, local);
-        return;
+        kern.set_arg(arg++, sink->q_sink);
+        kern.set_arg(arg++, sink->bias);
+        kern.set_arg(arg++, sink->sink_k);
+        kern.set_arg(arg++, sink->sink_v);
+        kern.set_arg(arg++, sink->centering);
+        kern.set_arg(arg++, to_int(sink->n_sink, "n_sink"));
+        kern.set_local(arg++, (size_t)a.head_dim * sizeof(float));  // q_sink_local
     }
-    if (type_k == TYPE_F16 && type_v == TYPE_F16) {
-        // The CPU's one-row F16 kernel, bit for bit (attention.cl; exp through double where the
-        // device has doubles, else the device's exp, which may differ in the last bit).
-        Kernel& kern = kernel("attention_f16_f16", "attention_f16", "-DK_AT=kv_at_f16 -DV_AT=kv_at_f16");
-        kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
-                      to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
-        kern.set_local(10, (size_t)a.head_dim * sizeof(float));  // q_local
-        dev_.run(kern, 3, global, local);
-        return;
-    }
-    Kernel& kern = kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
-    kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
-                  to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale,
-                  (cl_ulong)k_row, (cl_ulong)v_row);
-    kern.set_local(12, (size_t)a.head_dim * sizeof(float));  // q_local
+    const size_t global[3] = {kAttnWg, (size_t)a.n_head, (size_t)n};
+    const size_t local[3] = {kAttnWg, 1, 1};
     dev_.run(kern, 3, global, local);
 }
 

@@ -31,6 +31,7 @@ struct AttentionDims {
     int64_t n_head, n_head_kv, head_dim;
     float scale;
     int64_t window;  // > 0: each query sees only its last `window` positions
+    const Buffer* sinks = nullptr;  // [n_head] attention-sink logits (gpt-oss, cpu/attn_sink.h), or none
 };
 
 // A centered K cache's extra inputs to attention (kv/centered_k.h, kernels/attention.cl): the
@@ -82,7 +83,8 @@ public:
     // out[n][n_head][head_dim] = causal attention of q (query t at position pos0 + t) over the
     // caches k (of type_k), v (of type_v), rows of n_head_kv * head_dim values up to pos0 + n;
     // with sink (a centered cache, quantized types only), positions below sink->n_sink are read
-    // from its F16 rows and the others corrected by mu and nu (see SinkRows).
+    // from its F16 rows and the others corrected by mu and nu (see SinkRows). a.sinks, where
+    // given, join each head's softmax denominator (attention sinks, not a centered K's sink rows).
     void attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
                    const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a,
                    const SinkRows* sink = nullptr);

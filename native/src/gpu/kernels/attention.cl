@@ -4,7 +4,9 @@
 //   q, out:     [n][n_head][head_dim] floats; query t sits at position pos0 + t
 // The types are chosen at build time: -DK_AT=kv_at_<type> -DV_AT=kv_at_<type> (default F16).
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention). window > 0
-// limits each query to its last `window` positions (sliding-window layers).
+// limits each query to its last `window` positions (sliding-window layers). With has_sinks, each
+// head's attention-sink logit sinks[h] joins its softmax's denominator (gpt-oss; the CPU's step,
+// cpu/attn_sink.h: once per query, after the positions, before the division by the sum).
 #pragma OPENCL FP_CONTRACT OFF  // attention_f16 spells out the CPU's fmas
 
 // Element i of a cache row.
@@ -47,7 +49,8 @@ inline float kv_at_q4_0(__global const uchar* row, int i) {
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention(__global const float* q, __global const uchar* k, __global const uchar* v,
                __global float* out, int n_head, int n_head_kv, int head_dim, int pos0, int window,
-               float scale, ulong k_row_bytes, ulong v_row_bytes, __local float* q_local
+               float scale, ulong k_row_bytes, ulong v_row_bytes, __global const float* sinks, int has_sinks,
+               __local float* q_local
 #ifdef CENTERED
                , __global const float* q_sink, __global const float* bias, __global const half* sink_k,
                __global const half* sink_v, __global const float* centering, int n_sink, __local float* q_sink_local
@@ -126,10 +129,19 @@ void attention(__global const float* q, __global const uchar* k, __global const 
         m = m_new;
         barrier(CLK_LOCAL_MEM_FENCE);  // red and p are rewritten by the next tile
     }
+    // The sink as the CPU's quantized-cache paths add it: acc * ms / l, S * ms + vs unfused.
+    float ms = 1.0f;
+    if (has_sinks) {
+        const float sink = sinks[h];
+        float vs = 1.0f;
+        if (sink > m) ms = exp(m - sink);
+        else vs = exp(sink - m);
+        l = l * ms + vs;
+    }
     __global float* ot = out + ((ulong)t * n_head + h) * head_dim;
     for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) {
         const int d = lid + i * ATT_WG;
-        if (d < head_dim) ot[d] = acc[i] / l;
+        if (d < head_dim) ot[d] = acc[i] * ms / l;
     }
 }
 
@@ -140,6 +152,8 @@ void attention(__global const float* q, __global const uchar* k, __global const 
 // an online softmax whose V accumulator is F16 (rounded after every update):
 //   s > M:  ms = exp(M - s), M = s, acc = f16(acc * ms), vs = 1;   else  ms = 1, vs = exp(s - M)
 //   acc = f16(fma(v, vs, acc));   S = fma(S, ms, vs);   out = f32(acc) * (1 / S)
+// With a sink, one more step of the recurrence on M and S before the division, its ms scaling
+// the F32 output rather than the F16 accumulator: out = f32(acc) * ms * (1 / S) (attn_online.h).
 // Here the scores of a tile of ATT_WG positions are computed in parallel (one per item), then
 // every item runs the recurrence over the tile in position order (each the same M and S) for the
 // dims it owns.
@@ -188,7 +202,8 @@ inline float dot_f16_ggml(__global const half* k, __local const float* q, int n)
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
 void attention_f16(__global const float* q, __global const half* k, __global const half* v, __global float* out,
-                   int n_head, int n_head_kv, int head_dim, int pos0, int window, float scale, __local float* q_local) {
+                   int n_head, int n_head_kv, int head_dim, int pos0, int window, float scale,
+                   __global const float* sinks, int has_sinks, __local float* q_local) {
     __local float scores[ATT_WG];
     const int lid = get_local_id(0), h = get_group_id(1), t = get_group_id(2);
     const int row = n_head_kv * head_dim;  // halves per cached position
@@ -228,10 +243,18 @@ void attention_f16(__global const float* q, __global const half* k, __global con
         }
         barrier(CLK_LOCAL_MEM_FENCE);  // scores are rewritten by the next tile
     }
+    float ms = 1.0f;  // acc * 1 is acc: without a sink the product below is the CPU's acc * inv
+    if (has_sinks) {
+        const float sink = sinks[h];
+        float vs = 1.0f;
+        if (sink > M) ms = exp_libm(M - sink);
+        else vs = exp_libm(sink - M);
+        S = fma(S, ms, vs);
+    }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     __global float* ot = out + ((ulong)t * n_head + h) * head_dim;
     for (int i = 0; i < ATT_DIMS_PER_ITEM; ++i) {
         const int d = lid + i * ATT_WG;
-        if (d < head_dim) ot[d] = acc[i] * inv;
+        if (d < head_dim) ot[d] = acc[i] * ms * inv;
     }
 }
