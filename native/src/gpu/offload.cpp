@@ -84,9 +84,6 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         throw Error("layer " + std::to_string(layer) +
                     " is a short-convolution layer (LFM2), whose convolution and recurrent state have no OpenCL "
                     "path yet (keep this layer on the CPU)");
-    if (w.bo)
-        throw Error("layer " + std::to_string(layer) +
-                    " has an output-projection bias, which has no OpenCL path yet (keep this layer on the CPU)");
     if (w.ffn_gate_inp.present())
         throw Error("layer " + std::to_string(layer) +
                     " is a mixture-of-experts layer, which has no OpenCL path yet (keep this layer on the CPU)");
@@ -105,6 +102,7 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
     D.q_norm = vec(w.q_norm, hd, "attn_q_norm");
     D.k_norm = vec(w.k_norm, hd, "attn_k_norm");
     D.wo = mat(w.wo, "attn_output");
+    D.bo = vec(w.bo, d, "attn_output.bias");
     D.attn_sinks = vec(w.attn_sinks, shapes_.n_head, "attn_sinks");
     D.post_attn_norm = vec(w.post_attn_norm, d, "post_attention_norm");
     D.ffn_norm = vec(w.ffn_norm, d, "ffn_norm");
