@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
 PROMPTS = [[1, 45, 203, 17, 99, 250, 8, 77, 31, 160], [1, 33, 12, 12, 160, 5]]
 
 
-@pytest.fixture(scope="module", params=["IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ3_S"])
+@pytest.fixture(scope="module", params=["IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ3_S", "IQ1_M"])
 def iq_model(request, tiny_llama_file):
     """(weight type, a tiny llama with every matrix of that type, the CPU reference)."""
     # A context of 512 positions, as the CPU reference (support/opencl_cpu_reference.py) uses.
@@ -48,6 +48,22 @@ def test_full_offload_computes_the_cpus_logits(iq_model, device_index):
         ids = [int(t) for t in ref[f"ids{i}"]]
         got = teacher_forced(model._ctx, prompt, ids)
         np.testing.assert_array_equal(got, ref[f"batch{i}"], err_msg=f"{wtype} prompt {i}")
+
+
+@pytest.mark.parametrize("spec", ["all", "1"])
+def test_a_long_prompts_last_logits_are_the_cpus(iq_model, device_index, spec):
+    # Only the last row's logits wanted: the CPU's last layer takes that row alone past its K/V
+    # (decoder_layer's r0), and so must the device's. From 8 rows on, the tiled types' batches
+    # sum in another order than one row (IQ1_M: some logits one ulp off when the device ran the
+    # whole prompt through its last layer).
+    wtype, path, ref = iq_model
+    prompt = PROMPTS[0]
+    assert len(prompt) >= 8
+    model = Model.load(path, n_ctx=512, gpu_layers=spec, device=device_index)
+    assert model.placement.gpu_layers[-1] == 1  # the last layer
+    model._ctx.truncate(0)
+    model._ctx.decode(np.array(prompt, np.int32))
+    np.testing.assert_array_equal(np.array(model._ctx.logits[0]), ref["batch0"][0], err_msg=f"{wtype} {spec}")
 
 
 def test_partial_offload_computes_the_cpus_logits(iq_model, device_index):

@@ -47,17 +47,16 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
     if (M.embed_scale > 0.0f) scale_inplace(a.x, M.embed_scale, n * d);  // ggml_scale(inpL, ...)
 
     // Rows still needed: all of them, except in the last layer after K/V are cached, where only
-    // the rows whose logits are wanted go on (llama.cpp's inp_out_ids). A device range takes
-    // every row through, the last layer's too.
+    // the rows whose logits are wanted go on (llama.cpp's inp_out_ids), on either backend.
     const int last_layer = hp_.n_layer - 1;
     const int64_t n_ctx = env.kv->n_ctx();
     int64_t r0 = 0;
     for (int il = 0; il <= last_layer; ++il) {
         if (env.device && env.device->on_device(il)) {
             const int last = env.device->range_end(il);
-            env.device->run(il, last, a.x, n, b.pos0);  // x crosses over and back once
+            if (last == last_layer) r0 = b.first_logit;
+            env.device->run(il, last, a.x, n, b.pos0, r0);  // x crosses over and back once
             il = last;
-            if (il == last_layer) r0 = b.first_logit;
             continue;
         }
         if (il == last_layer && !b.runs) r0 = b.first_logit;

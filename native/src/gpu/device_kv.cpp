@@ -88,7 +88,7 @@ void DeviceKvCache::store(size_t slot, const Buffer& k, const Buffer& v, int64_t
     ops_.kv_store(host_.type_v(), *v_rows, L.v, first, rest, width_);
 }
 
-void DeviceKvCache::attend(size_t slot, const Buffer& q, const Buffer& out, int64_t n, int64_t pos0,
+void DeviceKvCache::attend(size_t slot, FloatsAt q, const Buffer& out, int64_t n, int64_t pos0,
                            const AttentionDims& a) {
     Layer& L = slots_.at(slot);
     const uint32_t tk = host_.type_k(), tv = host_.type_v();

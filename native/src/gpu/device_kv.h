@@ -32,7 +32,7 @@ public:
     void store(size_t slot, const Buffer& k, const Buffer& v, int64_t pos0, int64_t n);
     // out[n][n_head][head_dim] = causal attention of q [n][n_head][head_dim] (query t at position
     // pos0 + t) over slot `slot`'s rows up to pos0 + n.
-    void attend(size_t slot, const Buffer& q, const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a);
+    void attend(size_t slot, FloatsAt q, const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a);
 
     // Positions [0, n) of every slot (rows, sink rows, and mu / s / nu once n >= n_sink) from the
     // device into the host cache, or from the host cache to the device.

@@ -26,17 +26,21 @@ const Buffer& RopeTables::at(const RopeParams& rope) const {
     throw Error("no rope table for a layer's rope (the offload did not see that layer)");
 }
 
-DeviceLayerOps::Buf DeviceLayerOps::rows(Buf b, int64_t r0, int64_t /*width*/) {
-    if (r0 != 0) throw Error("device buffers are not addressed by row");
-    return b;
+DeviceLayerOps::Buf DeviceLayerOps::rows(Buf b, int64_t r0, int64_t width) {
+    return FloatsAt(*b.buf, b.first + r0 * width);
+}
+
+const Buffer& DeviceLayerOps::whole(Buf b) {
+    if (b.first != 0) throw Error("a device op that takes whole buffers was given rows from an offset");
+    return *b.buf;
 }
 
 void DeviceLayerOps::rms_norm(Buf x, const Buffer& w, Buf out, int64_t rows, int64_t width) {
-    ops_.rms_norm(*x, w, *out, rows, width, eps_);
+    ops_.rms_norm(x, w, whole(out), rows, width, eps_);
 }
 
 void DeviceLayerOps::matmul(const DeviceMat& W, Buf x, int64_t n, Buf y) {
-    ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, *y);
+    ops_.matmul(W.type, W.w, W.rows, W.cols, whole(x), n, whole(y));
 }
 
 void DeviceLayerOps::matmul_same_input(const DeviceMat* const* W, const Buf* y, int count, Buf x, int64_t n) {
@@ -46,46 +50,46 @@ void DeviceLayerOps::matmul_same_input(const DeviceMat* const* W, const Buf* y, 
 void DeviceLayerOps::matmul_split(const DeviceMat& W, Buf x, int64_t n, Buf a, int64_t wa, Buf b, int64_t wb, Buf c,
                                   int64_t wc) {
     const int64_t stride = wa + wb + wc;
-    ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, fused_);
-    ops_.take_columns(fused_, *a, n, stride, 0, wa);
-    ops_.take_columns(fused_, *b, n, stride, wa, wb);
-    ops_.take_columns(fused_, *c, n, stride, wa + wb, wc);
+    ops_.matmul(W.type, W.w, W.rows, W.cols, whole(x), n, fused_);
+    ops_.take_columns(fused_, whole(a), n, stride, 0, wa);
+    ops_.take_columns(fused_, whole(b), n, stride, wa, wb);
+    ops_.take_columns(fused_, whole(c), n, stride, wa + wb, wc);
 }
 
 void DeviceLayerOps::matmul_glu_fused(const DeviceMat& W, Buf x, int64_t n, int64_t ff, bool gelu, Buf gate, Buf up) {
-    ops_.matmul(W.type, W.w, W.rows, W.cols, *x, n, fused_);
-    ops_.take_columns(fused_, *gate, n, 2 * ff, 0, ff);
-    ops_.take_columns(fused_, *up, n, 2 * ff, ff, ff);
+    ops_.matmul(W.type, W.w, W.rows, W.cols, whole(x), n, fused_);
+    ops_.take_columns(fused_, whole(gate), n, 2 * ff, 0, ff);
+    ops_.take_columns(fused_, whole(up), n, 2 * ff, ff, ff);
     glu(gelu, gate, up, gate, n * ff);
 }
 
 void DeviceLayerOps::add_rows(Buf y, const Buffer& bias, int64_t rows, int64_t width) {
-    ops_.add_rows(*y, bias, rows, width);
+    ops_.add_rows(whole(y), bias, rows, width);
 }
 
 void DeviceLayerOps::rope(Buf x, int64_t n, int64_t heads, int64_t head_dim, int64_t /*pos0*/, const LayerConfig& c) {
     // The tables were written for this batch's positions before its layers ran (RopeTables::write).
-    ops_.rope(*x, rope_.at(c.rope), n, RopeShape{heads, head_dim, c.rope.n_rot, c.rope_neox});
+    ops_.rope(whole(x), rope_.at(c.rope), n, RopeShape{heads, head_dim, c.rope.n_rot, c.rope_neox});
 }
 
-void DeviceLayerOps::scale(Buf x, float s, int64_t count) { ops_.scale(*x, s, count); }
+void DeviceLayerOps::scale(Buf x, float s, int64_t count) { ops_.scale(whole(x), s, count); }
 
 void DeviceLayerOps::kv_store(int il, int64_t pos0, int64_t n, Buf k, Buf v) {
-    kv_.store(slot_of_.at(il), *k, *v, pos0, n);
+    kv_.store(slot_of_.at(il), whole(k), whole(v), pos0, n);
 }
 
 void DeviceLayerOps::attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, const Buffer& sinks,
                                Buf out) {
     const AttentionDims dims{s.n_head, s.n_head_kv, s.head_dim, s.scale, s.window, present(sinks) ? &sinks : nullptr};
-    kv_.attend(slot_of_.at(il), *q, *out, m, pos0, dims);
+    kv_.attend(slot_of_.at(il), q, whole(out), m, pos0, dims);
 }
 
 void DeviceLayerOps::glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count) {
-    if (gelu) ops_.geglu(*gate, *up, *out, count);
-    else ops_.swiglu(*gate, *up, *out, count);
+    if (gelu) ops_.geglu(whole(gate), whole(up), whole(out), count);
+    else ops_.swiglu(whole(gate), whole(up), whole(out), count);
 }
 
-void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(*y, *x, count); }
+void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(y, whole(x), count); }
 
 void DeviceLayerOps::moe_ffn(const DeviceLayerWeights&, const ExpertShape&, bool, Buf, int64_t, Buf) {
     throw Error("mixture-of-experts layers run on the CPU (no OpenCL path yet)");

@@ -46,7 +46,7 @@ private:
 
 class DeviceLayerOps {
 public:
-    using Buf = const Buffer*;
+    using Buf = FloatsAt;  // an activation buffer from a row on (rows)
     using Mat = DeviceMat;
     using Weights = DeviceLayerWeights;
 
@@ -58,7 +58,9 @@ public:
 
     static bool present(const DeviceMat& m) { return m.w.get() != nullptr; }
     static bool present(const Buffer& b) { return b.get() != nullptr; }
-    // Device buffers are not addressed by row: the layer runs every row (r0 is always 0 here).
+    // b from row r0 on (rows of `width` floats). Only the ops a layer's row offset reaches take
+    // such a view (rms_norm's input, add's output, attention's queries: decoder_layer's r0);
+    // the others take whole buffers (whole).
     static Buf rows(Buf b, int64_t r0, int64_t width);
 
     void rms_norm(Buf x, const Buffer& w, Buf out, int64_t rows, int64_t width);
@@ -80,6 +82,9 @@ public:
     void moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, bool gelu, Buf h, int64_t n, Buf out);
 
 private:
+    // b's buffer, which must start at its first float (an op that does not address rows).
+    static const Buffer& whole(Buf b);
+
     DeviceOps& ops_;
     DeviceKvCache& kv_;
     const std::map<int, size_t>& slot_of_;

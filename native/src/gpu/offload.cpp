@@ -122,27 +122,29 @@ void Offload::sync_kv_to_host(int64_t n) { kv_->to_host(n); }
 
 void Offload::sync_kv_to_device(int64_t n) { kv_->to_device(n); }
 
-void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0) {
+void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0, int64_t r0) {
     if (n < 1 || n > n_batch_) throw Error("offloaded forward: " + std::to_string(n) + " tokens, batch holds " +
                                            std::to_string(n_batch_));
+    if (r0 < 0 || r0 > n) throw Error("offloaded forward: row " + std::to_string(r0) + " is outside the batch");
     if (pos0 + n > n_ctx_) throw Error("offloaded forward: positions past the device KV cache");
-    const size_t x_bytes = (size_t)(n * shapes_.n_embd) * sizeof(float);
     for (int il = first; il <= last; ++il) {
         auto it = index_.find(il);
         if (it == index_.end() || !device_layers_[it->second]->uploaded)
             throw Error("layer " + std::to_string(il) + " is not on the device");
     }
     rope_->write(n, pos0);
+    const size_t row_bytes = (size_t)shapes_.n_embd * sizeof(float);
     // The only host -> device crossing of the hidden state for this range ...
-    dev_->write(x_, x, x_bytes);
+    dev_->write(x_, x, (size_t)n * row_bytes);
     DeviceLayerOps ops(*ops_, *kv_, index_, *rope_, shapes_.norm_eps, fused_);
-    const LayerActs<const Buffer*> acts{&x_, &h_, &q_, &k_, &v_, &att_, &gate_, &up_, &out_};
+    const LayerActs<FloatsAt> acts{x_, h_, q_, k_, v_, att_, gate_, up_, out_};
     for (int il = first; il <= last; ++il) {
         const DeviceLayer& L = *device_layers_[index_.at(il)];
-        decoder_layer(ops, L.w, L.config, shapes_, acts, il, n, pos0, 0);
+        decoder_layer(ops, L.w, L.config, shapes_, acts, il, n, pos0, il == last ? r0 : 0);
     }
     // ... and the only device -> host one (a blocking read: waits for the queued layers).
-    dev_->read(x_, x, x_bytes);
+    if (r0 < n) dev_->read(x_, x + r0 * shapes_.n_embd, (size_t)(n - r0) * row_bytes, (size_t)r0 * row_bytes);
+    else dev_->finish();  // no row goes on: the K/V cache was all this batch was for
 }
 
 }  // namespace ei::cl

@@ -45,8 +45,9 @@ public:
     // `config` is how it ropes and attends in this context.
     void upload(int layer, const CpuLayerWeights& w, const LayerConfig& config);
     // Runs layers first..last (all offloaded, consecutive) on x [n][n_embd] in place, for tokens
-    // at positions pos0 .. pos0 + n - 1 (n <= n_batch); their K/V go to the device cache.
-    void run(int first, int last, float* x, int64_t n, int64_t pos0) override;
+    // at positions pos0 .. pos0 + n - 1 (n <= n_batch); their K/V go to the device cache. Layer
+    // `last` goes on past its K/V with rows r0.. only, which are the rows of x written back.
+    void run(int first, int last, float* x, int64_t n, int64_t pos0, int64_t r0) override;
 
     // Copies positions [0, n) of every offloaded layer's K and V from the device into host_kv,
     // or from host_kv to the device. The forward never needs either; they run around snapshots,

@@ -50,6 +50,17 @@ void require_floats(const Buffer& b, int64_t count, const char* what) {
             std::string("device buffer ") + what + " is smaller than " + std::to_string(count) + " floats");
 }
 
+void require_floats(const FloatsAt& b, int64_t count, const char* what) {
+    require(b.first >= 0, std::string("device buffer ") + what + " addressed before its start");
+    require_floats(*b.buf, b.first + count, what);
+}
+
+// A view as kernel arguments: the buffer, then the index of its first float.
+void set_floats_at(Kernel& k, cl_uint index, const FloatsAt& b) {
+    k.set_arg(index, *b.buf);
+    k.set_arg(index + 1, (cl_ulong)b.first);
+}
+
 int to_int(int64_t v, const char* what) {
     require(v >= 0 && v <= INT32_MAX, std::string(what) + " does not fit the kernels' int range");
     return (int)v;
@@ -181,12 +192,16 @@ void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t col
     }
 }
 
-void DeviceOps::rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps) {
+void DeviceOps::rms_norm(FloatsAt x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps) {
     require_floats(x, n * d, "x");
     require_floats(w, d, "w");
     require_floats(out, n * d, "out");
     Kernel& k = kernel("norm", "rms_norm");
-    k.set_args(x, w, out, to_int(d, "d"), eps);
+    set_floats_at(k, 0, x);
+    k.set_arg(2, w);
+    k.set_arg(3, out);
+    k.set_arg(4, to_int(d, "d"));
+    k.set_arg(5, eps);
     const size_t global = (size_t)n * kNormWg, local = kNormWg;
     dev_.run(k, 1, &global, &local);
 }
@@ -239,7 +254,7 @@ void DeviceOps::kv_center_v(const Buffer& src, const Buffer& dst, const Buffer& 
     dev_.run(k, 2, global, nullptr);
 }
 
-void DeviceOps::attention_query(const Buffer& q, const Buffer& qr, const Buffer& bias, const Buffer& centering,
+void DeviceOps::attention_query(FloatsAt q, const Buffer& qr, const Buffer& bias, const Buffer& centering,
                                 int64_t n, const AttentionDims& a, bool centered, bool rotated) {
     const int64_t width = a.n_head_kv * a.head_dim;
     require(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "OpenCL attention_query: n_head must be a multiple of n_head_kv");
@@ -249,14 +264,23 @@ void DeviceOps::attention_query(const Buffer& q, const Buffer& qr, const Buffer&
     require_floats(bias, n * a.n_head, "bias");
     if (centered) require_floats(centering, 3 * width, "centering");
     Kernel& k = kernel("kv_centered", "attention_query");
-    k.set_args(q, qr, bias, centered ? centering : q, to_int(a.n_head, "n_head"),
-               to_int(a.n_head / a.n_head_kv, "group"), to_int(a.head_dim, "head_dim"), to_int(width, "width"),
-               (int)centered, (int)rotated, inv_sqrt(a.head_dim), a.scale);
+    set_floats_at(k, 0, q);
+    k.set_arg(2, qr);
+    k.set_arg(3, bias);
+    k.set_arg(4, centered ? centering : qr);
+    k.set_arg(5, to_int(a.n_head, "n_head"));
+    k.set_arg(6, to_int(a.n_head / a.n_head_kv, "group"));
+    k.set_arg(7, to_int(a.head_dim, "head_dim"));
+    k.set_arg(8, to_int(width, "width"));
+    k.set_arg(9, (int)centered);
+    k.set_arg(10, (int)rotated);
+    k.set_arg(11, inv_sqrt(a.head_dim));
+    k.set_arg(12, a.scale);
     const size_t global[2] = {(size_t)a.n_head, (size_t)n};
     dev_.run(k, 2, global, nullptr);
 }
 
-void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
+void DeviceOps::attention(uint32_t type_k, uint32_t type_v, FloatsAt q, const Buffer& k, const Buffer& v,
                           const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a, const SinkRows* sink) {
     require(kv_supports(type_k) && kv_supports(type_v), "OpenCL attention: the KV cache types must be f16, q8_0 or q4_0");
     require(a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "OpenCL attention: n_head must be a multiple of n_head_kv");
@@ -271,8 +295,8 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
             "OpenCL attention: the KV cache is shorter than pos0 + n");
     if (a.sinks) require_floats(*a.sinks, a.n_head, "sinks");
     // One program per (K type, V type): the element readers are chosen at build time. Every
-    // kernel takes the same first arguments (attention.cl); the sinks, or q standing in for them
-    // with the flag 0, come after the cache rows' sizes.
+    // kernel takes the same first arguments (attention.cl); the sinks, or out standing in for
+    // them with the flag 0, come after the cache rows' sizes.
     const std::string tk = type_info(type_k).name, tv = type_info(type_v).name;
     const bool f16 = type_k == TYPE_F16 && type_v == TYPE_F16 && !sink;
     if (sink) require(type_k != TYPE_F16, "OpenCL attention: a centered K cache is quantized");
@@ -282,14 +306,20 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
                    : sink ? kernel("attention_centered_" + tk + "_" + tv, "attention",
                                    "-DCENTERED -DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv)
                           : kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
-    kern.set_args(q, k, v, out, to_int(a.n_head, "n_head"), to_int(a.n_head_kv, "n_head_kv"),
-                  to_int(a.head_dim, "head_dim"), to_int(pos0, "pos0"), to_int(a.window, "window"), a.scale);
-    cl_uint arg = 10;
+    set_floats_at(kern, 0, q);
+    cl_uint arg = 2;
+    for (const Buffer* b : {&k, &v, &out}) kern.set_arg(arg++, *b);
+    kern.set_arg(arg++, to_int(a.n_head, "n_head"));
+    kern.set_arg(arg++, to_int(a.n_head_kv, "n_head_kv"));
+    kern.set_arg(arg++, to_int(a.head_dim, "head_dim"));
+    kern.set_arg(arg++, to_int(pos0, "pos0"));
+    kern.set_arg(arg++, to_int(a.window, "window"));
+    kern.set_arg(arg++, a.scale);
     if (!f16) {
         kern.set_arg(arg++, (cl_ulong)k_row);
         kern.set_arg(arg++, (cl_ulong)v_row);
     }
-    kern.set_arg(arg++, a.sinks ? *a.sinks : q);
+    kern.set_arg(arg++, a.sinks ? *a.sinks : out);
     kern.set_arg(arg++, (int)(a.sinks != nullptr));
     kern.set_local(arg++, (size_t)a.head_dim * sizeof(float));  // q_local
     if (sink) {
@@ -299,7 +329,8 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, const Buffer& q, con
         require(sink->n_sink > 0 && sink->sink_k.bytes >= (size_t)(sink->n_sink * width) * 2 &&
                     sink->sink_v.bytes >= (size_t)(sink->n_sink * width) * 2,
                 "OpenCL attention: the sink rows are shorter than n_sink");
-        kern.set_arg(arg++, sink->q_sink);
+        set_floats_at(kern, arg, sink->q_sink);
+        arg += 2;
         kern.set_arg(arg++, sink->bias);
         kern.set_arg(arg++, sink->sink_k);
         kern.set_arg(arg++, sink->sink_v);
@@ -340,11 +371,12 @@ void DeviceOps::scale(const Buffer& x, float s, int64_t n) {
     dev_.run(k, 1, &global, nullptr);
 }
 
-void DeviceOps::add(const Buffer& y, const Buffer& x, int64_t n) {
+void DeviceOps::add(FloatsAt y, const Buffer& x, int64_t n) {
     require_floats(y, n, "y");
     require_floats(x, n, "x");
     Kernel& k = kernel("elementwise", "add");
-    k.set_args(y, x);
+    set_floats_at(k, 0, y);
+    k.set_arg(2, x);
     const size_t global = (size_t)n;
     dev_.run(k, 1, &global, nullptr);
 }

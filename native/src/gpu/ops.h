@@ -22,6 +22,15 @@ bool quantize_supports(uint32_t type);
 // The KV cache types the device stores and attends over (F16, Q8_0, Q4_0).
 bool kv_supports(uint32_t type);
 
+// Floats of a device buffer from float `first` on: how a layer addresses rows r0.. of its
+// activations without copying them (decoder_layer's rows: the last layer of a batch whose first
+// logits are not wanted goes on with the wanted rows only). A Buffer converts to its start.
+struct FloatsAt {
+    const Buffer* buf;
+    int64_t first = 0;
+    FloatsAt(const Buffer& b, int64_t first_float = 0) : buf(&b), first(first_float) {}
+};
+
 struct RopeShape {
     int64_t n_heads, head_dim, n_rot;
     bool neox;  // pairs (i, i + n_rot/2) rather than (2i, 2i + 1)
@@ -39,7 +48,7 @@ struct AttentionDims {
 // [n][n_head] (attention_query makes both), the F16 sink rows [n_sink][n_head_kv * head_dim]
 // of K and V, and centering: [3][n_head_kv * head_dim] floats, mu, s, nu.
 struct SinkRows {
-    const Buffer& q_sink;
+    FloatsAt q_sink;
     const Buffer& bias;
     const Buffer& sink_k;
     const Buffer& sink_v;
@@ -60,7 +69,7 @@ public:
     // `type` (quantize_supports), the CPU's from_float bytes.
     void quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols, const Buffer& out);
     // out[n][d] = rms_norm(x[n][d]) * w[d]; out may be x.
-    void rms_norm(const Buffer& x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps);
+    void rms_norm(FloatsAt x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps);
     // x[n][n_heads][head_dim] rotated in place by cs: [n][n_rot] floats, each token's cos and
     // sin per pair as layers/params.h rope_cos_sin makes them.
     void rope(const Buffer& x, const Buffer& cs, int64_t n, const RopeShape& s);
@@ -78,14 +87,14 @@ public:
                      int64_t width);
     // The queries of a rotated / centered K cache: qr[n][n_head][head_dim] = R(q * s) (* s if
     // centered, R if rotated) and bias[n][n_head] = a.scale * (q . mu) (0 unless centered).
-    void attention_query(const Buffer& q, const Buffer& qr, const Buffer& bias, const Buffer& centering, int64_t n,
+    void attention_query(FloatsAt q, const Buffer& qr, const Buffer& bias, const Buffer& centering, int64_t n,
                          const AttentionDims& a, bool centered, bool rotated);
     // out[n][n_head][head_dim] = causal attention of q (query t at position pos0 + t) over the
     // caches k (of type_k), v (of type_v), rows of n_head_kv * head_dim values up to pos0 + n;
     // with sink (a centered cache, quantized types only), positions below sink->n_sink are read
     // from its F16 rows and the others corrected by mu and nu (see SinkRows). a.sinks, where
     // given, join each head's softmax denominator (attention sinks, not a centered K's sink rows).
-    void attention(uint32_t type_k, uint32_t type_v, const Buffer& q, const Buffer& k, const Buffer& v,
+    void attention(uint32_t type_k, uint32_t type_v, FloatsAt q, const Buffer& k, const Buffer& v,
                    const Buffer& out, int64_t n, int64_t pos0, const AttentionDims& a,
                    const SinkRows* sink = nullptr);
     // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
@@ -94,7 +103,7 @@ public:
     // x[i] *= s, i < n.
     void scale(const Buffer& x, float s, int64_t n);
     // y[i] += x[i], i < n.
-    void add(const Buffer& y, const Buffer& x, int64_t n);
+    void add(FloatsAt y, const Buffer& x, int64_t n);
     // y[t][i] += b[i] for n rows of `width` values.
     void add_rows(const Buffer& y, const Buffer& b, int64_t n, int64_t width);
     // dst[n][width] = columns c0 .. c0 + width - 1 of src[n][stride].

@@ -151,7 +151,7 @@ void feed_forward_block(Ops& ops, const typename Ops::Weights& L, const LayerCon
 
 // Runs layer `il` over n tokens at positions pos0 .. pos0 + n - 1 on x in place. Rows before r0
 // skip everything after the K/V are cached (the last layer of a batch whose first logits are not
-// wanted: llama.cpp's inp_out_ids); a backend that cannot address rows passes 0.
+// wanted: llama.cpp's inp_out_ids). Each backend's rows() addresses a buffer from a row on.
 template <class Ops>
 void decoder_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& c, const LayerShapes& s,
                    const LayerActs<typename Ops::Buf>& a, int il, int64_t n, int64_t pos0, int64_t r0) {

@@ -1,7 +1,7 @@
 // Causal attention over a KV cache kept on the device in F16, Q8_0 or Q4_0.
 //   cache K, V: [n_ctx] rows of n_head_kv * head_dim values of their type (k_row_bytes each);
 //               F16 rows are halves, quantized rows blocks of 32 (kv_quant.cl stores them)
-//   q, out:     [n][n_head][head_dim] floats; query t sits at position pos0 + t
+//   q, out:     [n][n_head][head_dim] floats from q[q0] and out[0]; query t sits at position pos0 + t
 // The types are chosen at build time: -DK_AT=kv_at_<type> -DV_AT=kv_at_<type> (default F16).
 // Query head h reads KV head h / (n_head / n_head_kv) (grouped-query attention). window > 0
 // limits each query to its last `window` positions (sliding-window layers). With has_sinks, each
@@ -47,12 +47,12 @@ inline float kv_at_q4_0(__global const uchar* row, int i) {
 // (kv_centered.cl makes q and bias). The sum is the CPU's (kv/centered_attention.h), which adds
 // the same terms to its partial results rather than to each position.
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention(__global const float* q, __global const uchar* k, __global const uchar* v,
+void attention(__global const float* q, ulong q0, __global const uchar* k, __global const uchar* v,
                __global float* out, int n_head, int n_head_kv, int head_dim, int pos0, int window,
                float scale, ulong k_row_bytes, ulong v_row_bytes, __global const float* sinks, int has_sinks,
                __local float* q_local
 #ifdef CENTERED
-               , __global const float* q_sink, __global const float* bias, __global const half* sink_k,
+               , __global const float* q_sink, ulong q_sink0, __global const float* bias, __global const half* sink_k,
                __global const half* sink_v, __global const float* centering, int n_sink, __local float* q_sink_local
 #endif
                ) {
@@ -61,13 +61,13 @@ void attention(__global const float* q, __global const uchar* k, __global const 
     const int lid = get_local_id(0), h = get_group_id(1), t = get_group_id(2);
     const int hk = h / (n_head / n_head_kv);
     const int head_off = hk * head_dim;  // this KV head's first value in a cache row
-    __global const float* qt = q + ((ulong)t * n_head + h) * head_dim;
+    __global const float* qt = q + q0 + ((ulong)t * n_head + h) * head_dim;
     for (int d = lid; d < head_dim; d += ATT_WG) q_local[d] = qt[d];
 #ifdef CENTERED
     const int width = n_head_kv * head_dim;  // values per sink row
     const float row_bias = bias[(ulong)t * n_head + h];
     __global const float* nu = centering + 2 * width + head_off;
-    __global const float* qst = q_sink + ((ulong)t * n_head + h) * head_dim;
+    __global const float* qst = q_sink + q_sink0 + ((ulong)t * n_head + h) * head_dim;
     for (int d = lid; d < head_dim; d += ATT_WG) q_sink_local[d] = qst[d];
 #else
     const int n_sink = 0;
@@ -201,14 +201,14 @@ inline float dot_f16_ggml(__global const half* k, __local const float* q, int n)
 }
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_f16(__global const float* q, __global const half* k, __global const half* v, __global float* out,
+void attention_f16(__global const float* q, ulong q0, __global const half* k, __global const half* v, __global float* out,
                    int n_head, int n_head_kv, int head_dim, int pos0, int window, float scale,
                    __global const float* sinks, int has_sinks, __local float* q_local) {
     __local float scores[ATT_WG];
     const int lid = get_local_id(0), h = get_group_id(1), t = get_group_id(2);
     const int row = n_head_kv * head_dim;  // halves per cached position
     const int head_off = (h / (n_head / n_head_kv)) * head_dim;
-    __global const float* qt = q + ((ulong)t * n_head + h) * head_dim;
+    __global const float* qt = q + q0 + ((ulong)t * n_head + h) * head_dim;
     for (int d = lid; d < head_dim; d += ATT_WG) q_local[d] = round_half(qt[d]);
     barrier(CLK_LOCAL_MEM_FENCE);
 

@@ -60,12 +60,13 @@ __kernel void kv_center_v(__global const float* src, __global float* dst, __glob
 // For query head h of row t (q: [n][n_head][head_dim]): qr = R(q * s) (* s if centered, R if
 // rotated) and bias[t][h] = scale * (q . mu) (0 unless centered), with the CPU's summation order
 // (kv/centered_attention.cpp). Query head h reads KV head h / group. Global size (n_head, n).
-__kernel void attention_query(__global const float* q, __global float* qr, __global float* bias,
+__kernel void attention_query(__global const float* q, ulong q0, __global float* qr, __global float* bias,
                               __global const float* centering, int n_head, int group, int head_dim, int width,
                               int centered, int rotated, float inv_sqrt_d, float scale) {
     const int h = get_global_id(0), t = get_global_id(1);
     const int c0 = (h / group) * head_dim;  // this head's KV head's channels
     const ulong off = ((ulong)t * n_head + h) * head_dim;
+    q += q0;
     float x[HADAMARD_MAX_DIM];
     float dot = 0.0f;
     for (int i = 0; i < head_dim; ++i) {

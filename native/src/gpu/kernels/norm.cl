@@ -3,7 +3,7 @@
 // rounded to float, summed in double (where the device has doubles; else a compensated float
 // sum, which lands on the same float mean in all but rare cases), the mean rounded to float,
 // scale = 1 / sqrt(mean + eps) (correctly rounded when the host could ask for it), then two
-// float multiplies.
+// float multiplies. x's rows start at x[x0] (a layer's rows r0..: gpu/ops.h, FloatsAt).
 #pragma OPENCL FP_CONTRACT OFF
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -11,9 +11,9 @@
 #define NORM_WG 64
 
 __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1)))
-void rms_norm(__global const float* x, __global const float* w, __global float* out, int d, float eps) {
+void rms_norm(__global const float* x, ulong x0, __global const float* w, __global float* out, int d, float eps) {
     const int t = get_group_id(0), lid = get_local_id(0);
-    __global const float* xt = x + (ulong)t * d;
+    __global const float* xt = x + x0 + (ulong)t * d;
     __global float* ot = out + (ulong)t * d;
 #ifdef cl_khr_fp64
     __local double partial[NORM_WG];
