@@ -146,13 +146,15 @@ def test_mixture_of_experts_layers_stay_on_the_cpu_and_say_why():
     assert "layers 1 stay on the CPU: mixture-of-experts layers have no OpenCL path yet." in p.notes
 
 
-def test_attention_sink_layers_stay_on_the_cpu_and_say_why():
-    # gpt-oss's attn_sinks: the CPU's attention adds them (test_gptoss.py), the device's does not.
-    tensors = fake_model(4) + [{"name": "blk.2.attn_sinks.weight", "type_name": "f32", "nbytes": 64}]
+def test_attention_sinks_and_an_output_bias_go_to_the_device():
+    # gpt-oss's attn_sinks and attn_output.bias: the device's attention adds the sinks and its
+    # layer the bias (test_opencl_offload_layer.py), so only its expert FFN keeps it on the CPU.
+    tensors = fake_model(4) + [{"name": "blk.2.attn_sinks.weight", "type_name": "f32", "nbytes": 64},
+                               {"name": "blk.2.attn_output.bias", "type_name": "f32", "nbytes": 4096}]
     p = plan_placement(model_costs(tensors, 4, 1024, 1024, ("f16", "f16")), parse_gpu_layers("all"),
                        [fake_device(4096)], 0, MATMUL_TYPES)
-    assert p.gpu_layers == (0, 1, 3)
-    assert "layers 2 stay on the CPU: attention sinks have no OpenCL path yet." in p.notes
+    assert p.gpu_layers == (0, 1, 2, 3)
+    assert not any("stay on the CPU" in n for n in p.notes)
 
 
 def test_a_tensor_over_the_largest_allocation_keeps_its_layer_on_the_cpu():

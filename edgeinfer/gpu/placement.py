@@ -19,8 +19,8 @@ ranges: one contiguous range is two crossings per forward pass.
 
 A layer is offloaded only if the device has a matmul for each of its weight types
 (``_core.opencl_matmul_types()``), none of its tensors exceeds the device's largest allocation and
-it is not a mixture-of-experts or a short-convolution (LFM2) layer and has no attention sinks (no
-device path for those yet); otherwise it stays on the CPU and the plan says why.
+it is not a mixture-of-experts or a short-convolution (LFM2) layer (no device path for those
+yet); otherwise it stays on the CPU and the plan says why.
 
 Errors and notes name the settings as `Wording`s: ``gpu_layers='auto'`` as they are, ``--gpu-layers
 auto`` when the command line prints them.
@@ -108,7 +108,6 @@ class LayerCost:
     weight_types: set[str] = field(default_factory=set)
     experts: bool = False    # a mixture-of-experts feed-forward (stacked ffn_*_exps tensors)
     shortconv: bool = False  # a short convolution instead of attention (LFM2's shortconv.* tensors)
-    sinks: bool = False      # attention sinks (gpt-oss's attn_sinks)
 
     @property
     def bytes(self) -> int:
@@ -147,7 +146,6 @@ def model_costs(tensors: Iterable[dict], n_layer: int, n_ctx: int, kv_bytes_per_
         layer.weight_types.add(t["type_name"])
         layer.experts = layer.experts or "_exps." in t["name"]
         layer.shortconv = layer.shortconv or ".shortconv." in t["name"]
-        layer.sinks = layer.sinks or ".attn_sinks." in t["name"]
     for layer in layers:
         layer.kv_bytes = n_ctx * kv_bytes_per_position + kv_bytes_per_layer
     return ModelCosts(layers=layers, other_weight_bytes=other, n_ctx=n_ctx, kv_types=kv_types)
@@ -221,8 +219,6 @@ def _refusal(layer: LayerCost, device: dict, matmul_types: set[str]) -> str | No
         return "mixture-of-experts layers have no OpenCL path yet"
     if layer.shortconv:  # the convolution's state is kept per sequence in the host cache (kv/kv_cache.h)
         return "short-convolution layers keep their recurrent state on the CPU (no OpenCL path yet)"
-    if layer.sinks:     # nor attention with sinks (gpt-oss)
-        return "attention sinks have no OpenCL path yet"
     # 1-D tensors (norm weights) are F32 and read directly; every other type needs a matmul kernel.
     missing = sorted(t for t in layer.weight_types if t not in matmul_types)
     if missing:
