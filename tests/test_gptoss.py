@@ -253,7 +253,8 @@ def test_info_names_the_architecture(converted, capsys):
 
 def test_offload_keeps_the_layers_on_the_cpu(converted):
     """The placement keeps every layer on the CPU and says why (so the logits are the CPU's);
-    asked for one anyway, the core refuses it, naming the sinks."""
+    asked for one anyway, the core refuses it, naming the experts (the sinks and the output bias
+    have a device path: test_opencl_offload_layer.py)."""
     from edgeinfer.errors import EdgeInferError
     from edgeinfer.gpu.devices import list_devices, opencl_library
 
@@ -265,7 +266,7 @@ def test_offload_keeps_the_layers_on_the_cpu(converted):
     assert "layers 0-3 stay on the CPU: mixture-of-experts layers have no OpenCL path yet." in m.placement.notes
     ids = list(range(3, 20))
     assert np.array_equal(m.eval_logits(ids), Model.load(path, n_ctx=64, n_threads=2).eval_logits(ids))
-    with pytest.raises(EdgeInferError, match="has attention sinks, which have no OpenCL path yet"):
+    with pytest.raises(EdgeInferError, match="is a mixture-of-experts layer, which has no OpenCL path yet"):
         _core.Context(_core.Model(str(path)), n_ctx=64, gpu_layers=[1], opencl_library=opencl_library())
 
 
