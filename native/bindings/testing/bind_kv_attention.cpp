@@ -89,7 +89,8 @@ py::tuple kv_cache_attention(const Floats& q, const Floats& k, const Floats& v, 
     if (k.shape(2) != d || v.shape(0) != n_kv || v.shape(1) != n_head_kv || v.shape(2) != d || n < 1 ||
         n_head_kv < 1 || n_head % n_head_kv || pos0 < 0 || pos0 + n != n_kv)
         throw ei::Error("kv_cache_attention: inconsistent shapes (n_kv must be pos0 + n)");
-    if (sinks && (sinks->ndim() != 1 || sinks->shape(0) != n_head)) throw ei::Error("kv_cache_attention: sinks is [n_head]");
+    if (sinks && (sinks->ndim() != 1 || sinks->shape(0) != n_head))
+        throw ei::Error("kv_cache_attention: sinks is [n_head]");
     ei::KvCache kv(t, 1, n_kv, n_head_kv * d, d, ei::kv_type_from_name(type_k), ei::kv_type_from_name(type_v),
                    rotate_k, center_k);
     kv.store(0, 0, n_kv, k.data(), v.data());

@@ -32,7 +32,8 @@ using Bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 
 // The layer's weights from `weights` (keys as LayerWeights' fields): matrices as rows of `type`
 // blocks (uint8 [rows][row_bytes]), vectors as floats. `keep` holds the arrays they point into.
-ei::CpuLayerWeights layer_weights(const py::dict& weights, uint32_t type, int64_t cols_in, std::vector<py::object>& keep) {
+ei::CpuLayerWeights layer_weights(const py::dict& weights, uint32_t type, int64_t cols_in,
+                                  std::vector<py::object>& keep) {
     auto has = [&](const char* name) { return weights.contains(name); };
     auto vec = [&](const char* name) -> const float* {
         if (!has(name)) return nullptr;
@@ -44,8 +45,8 @@ ei::CpuLayerWeights layer_weights(const py::dict& weights, uint32_t type, int64_
         if (!has(name)) throw ei::Error(std::string("layer_on_both_backends: no '") + name + "' matrix");
         Bytes a = weights[name].cast<Bytes>();
         if (a.ndim() != 2 || (size_t)a.shape(1) != ei::row_bytes(type, cols))
-            throw ei::Error(std::string("layer_on_both_backends: '") + name + "' is not rows of " + std::to_string(cols) +
-                            " values of the weight type");
+            throw ei::Error(std::string("layer_on_both_backends: '") + name + "' is not rows of " +
+                            std::to_string(cols) + " values of the weight type");
         keep.push_back(a);
         ei::Tensor t;
         t.data = a.data();

@@ -305,7 +305,8 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, FloatsAt q, const Bu
     Kernel& kern = f16    ? kernel("attention_f16_f16", "attention_f16", "-DK_AT=kv_at_f16 -DV_AT=kv_at_f16")
                    : sink ? kernel("attention_centered_" + tk + "_" + tv, "attention",
                                    "-DCENTERED -DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv)
-                          : kernel("attention_" + tk + "_" + tv, "attention", "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
+                          : kernel("attention_" + tk + "_" + tv, "attention",
+                                   "-DK_AT=kv_at_" + tk + " -DV_AT=kv_at_" + tv);
     set_floats_at(kern, 0, q);
     cl_uint arg = 2;
     for (const Buffer* b : {&k, &v, &out}) kern.set_arg(arg++, *b);

@@ -201,7 +201,8 @@ inline float dot_f16_ggml(__global const half* k, __local const float* q, int n)
 }
 
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1)))
-void attention_f16(__global const float* q, ulong q0, __global const half* k, __global const half* v, __global float* out,
+void attention_f16(__global const float* q, ulong q0, __global const half* k, __global const half* v,
+                   __global float* out,
                    int n_head, int n_head_kv, int head_dim, int pos0, int window, float scale,
                    __global const float* sinks, int has_sinks, __local float* q_local) {
     __local float scores[ATT_WG];
