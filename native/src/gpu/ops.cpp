@@ -38,6 +38,7 @@ std::string source_of(const std::string& program) {
     if (program == "kv_store") return program_source({"quantize_act.cl", "kv_store.cl"});
     if (program == "kv_centered") return program_source({"kv_centered.cl"});
     if (program == "elementwise") return program_source({"elementwise.cl"});
+    if (program == "moe") return program_source({"vec_dot.cl", "elementwise.cl", "moe.cl"});
     throw Error("no OpenCL program named '" + program + "'");
 }
 
@@ -68,6 +69,20 @@ int to_int(int64_t v, const char* what) {
 
 // 1 / sqrt(d), the last step of the Hadamard rotation, as kv/hadamard.cpp computes it.
 float inv_sqrt(int64_t d) { return 1.0f / std::sqrt((float)d); }
+
+// The float weight types multiply float activations; the others quantize them first.
+bool is_quantized(uint32_t type) { return type != TYPE_F32 && type != TYPE_F16; }
+
+// A weight of `type` with `matrices` x `rows` rows of `cols` values in w, as the matmuls take it.
+void require_weights(uint32_t type, const Buffer& w, int64_t matrices, int64_t rows, int64_t cols) {
+    require(matmul_supports(type), std::string("no OpenCL matmul for weight type ") +
+                                       (type_known(type) ? type_info(type).name : "?"));
+    require(cols % 32 == 0 && cols % type_info(type).block_size == 0,
+            "OpenCL matmul: a row of " + std::to_string(cols) + " " + type_info(type).name +
+                " values is not a whole number of 32-value chunks");
+    require(w.bytes >= row_bytes(type, cols) * (size_t)(matrices * rows),
+            "OpenCL matmul: the weight buffer is smaller than its rows");
+}
 
 void require_head(int64_t width, int64_t head_dim, bool rotated, const char* op) {
     require(head_dim > 0 && head_dim <= kAttnMaxHeadDim && width % head_dim == 0,
@@ -111,13 +126,12 @@ Kernel& DeviceOps::kernel(const std::string& program, const char* name, const st
     return kernels_.emplace(key, std::move(k)).first->second;
 }
 
-Kernel& DeviceOps::matmul_kernel(uint32_t type, bool batched) {
+Kernel& DeviceOps::matmul_kernel(uint32_t type, const char* name) {
     // One program per weight type, specialised by -DDEQUANT32 (float types) or -DVEC_DOT and
     // -DACT_BLOCK (quantized types); the cache key includes the options.
     const std::string tname = type_info(type).name;
     const std::string program = "matmul_" + tname;
-    const bool quantized = type != TYPE_F32 && type != TYPE_F16;
-    const char* name = quantized ? "matmul_q" : (batched ? "matmat" : "matvec");
+    const bool quantized = is_quantized(type);
     const std::string key = program + "/" + name;
     auto it = kernels_.find(key);
     if (it != kernels_.end()) return it->second;
@@ -154,42 +168,65 @@ void DeviceOps::quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols
     dev_.run(k, 2, global, nullptr);
 }
 
+const Buffer& DeviceOps::quantized_activations(uint32_t type, const Buffer& x, int64_t n, int64_t cols) {
+    const uint32_t act_type = kernels().types[type].vec_dot_type;
+    const Buffer& xq = act_scratch((size_t)n * ei::row_bytes(act_type, cols));
+    quantize(act_type, x, n, cols, xq);
+    return xq;
+}
+
 void DeviceOps::matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
                        const Buffer& y) {
-    require(matmul_supports(type), std::string("no OpenCL matmul for weight type ") +
-                                       (type_known(type) ? type_info(type).name : "?"));
-    require(cols % 32 == 0 && cols % type_info(type).block_size == 0,
-            "OpenCL matmul: a row of " + std::to_string(cols) + " " + type_info(type).name +
-                " values is not a whole number of 32-value chunks");
+    require_weights(type, w, 1, rows, cols);
     const size_t row_bytes = ei::row_bytes(type, cols);
-    require(w.bytes >= row_bytes * (size_t)rows, "OpenCL matmul: the weight buffer is smaller than its rows");
     require_floats(x, n * cols, "x");
     require_floats(y, n * rows, "y");
     const int icols = to_int(cols, "cols"), irows = to_int(rows, "rows"), in = to_int(n, "n");
     const cl_ulong rb = row_bytes;
-    if (type != TYPE_F32 && type != TYPE_F16) {
-        const uint32_t act_type = kernels().types[type].vec_dot_type;
-        const Buffer& xq = act_scratch((size_t)n * ei::row_bytes(act_type, cols));
-        quantize(act_type, x, n, cols, xq);
+    if (is_quantized(type)) {
+        const Buffer& xq = quantized_activations(type, x, n, cols);
         const int nb = (int)(cols / type_info(type).block_size);
-        Kernel& k = matmul_kernel(type, n > 1);
+        Kernel& k = matmul_kernel(type, "matmul_q");
         k.set_args(w, rb, xq, y, nb, irows, in);
         const size_t global[2] = {(size_t)rows, (size_t)n};
         dev_.run(k, 2, global, nullptr);
         return;
     }
     if (n == 1) {
-        Kernel& k = matmul_kernel(type, false);
+        Kernel& k = matmul_kernel(type, "matvec");
         k.set_args(w, rb, x, y, icols);
         const size_t global = (size_t)rows * kMatmulWg, local = kMatmulWg;
         dev_.run(k, 1, &global, &local);
     } else {
-        Kernel& k = matmul_kernel(type, true);
+        Kernel& k = matmul_kernel(type, "matmat");
         k.set_args(w, rb, x, y, icols, irows, in);
         const size_t global[2] = {(size_t)rows * kMatmulWg, (size_t)((n + kMatmulTile - 1) / kMatmulTile)};
         const size_t local[2] = {kMatmulWg, 1};
         dev_.run(k, 2, global, local);
     }
+}
+
+void DeviceOps::matmul_id(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, int64_t n_expert,
+                          const Buffer& x, int64_t x_rows, const Buffer& ids, int64_t n_slots, const Buffer& y) {
+    require_weights(type, w, n_expert, rows, cols);
+    require(x_rows > 0 && n_slots % x_rows == 0, "OpenCL matmul_id: the slots are not whole groups of x's rows");
+    require_floats(x, x_rows * cols, "x");
+    require(ids.bytes >= (size_t)n_slots * sizeof(int32_t), "OpenCL matmul_id: fewer expert indices than slots");
+    require_floats(y, n_slots * rows, "y");
+    const cl_ulong rb = ei::row_bytes(type, cols), expert_bytes = rb * (cl_ulong)rows;
+    const int irows = to_int(rows, "rows"), x_per = to_int(n_slots / x_rows, "slots per row");
+    if (is_quantized(type)) {
+        const Buffer& xq = quantized_activations(type, x, x_rows, cols);
+        Kernel& k = matmul_kernel(type, "matmul_q_id");
+        k.set_args(w, rb, expert_bytes, ids, xq, y, (int)(cols / type_info(type).block_size), irows, x_per);
+        const size_t global[2] = {(size_t)rows, (size_t)n_slots};
+        dev_.run(k, 2, global, nullptr);
+        return;
+    }
+    Kernel& k = matmul_kernel(type, "matvec_id");
+    k.set_args(w, rb, expert_bytes, ids, x, y, to_int(cols, "cols"), irows, x_per);
+    const size_t global[2] = {(size_t)rows * kMatmulWg, (size_t)n_slots}, local[2] = {kMatmulWg, 1};
+    dev_.run(k, 2, global, local);
 }
 
 void DeviceOps::rms_norm(FloatsAt x, const Buffer& w, const Buffer& out, int64_t n, int64_t d, float eps) {
@@ -344,24 +381,26 @@ void DeviceOps::attention(uint32_t type_k, uint32_t type_v, FloatsAt q, const Bu
     dev_.run(kern, 3, global, local);
 }
 
-void DeviceOps::swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
+void DeviceOps::glu(const char* name, const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
     require_floats(gate, n, "gate");
     require_floats(up, n, "up");
     require_floats(out, n, "out");
-    Kernel& k = kernel("elementwise", "swiglu");
+    Kernel& k = kernel("elementwise", name);
     k.set_args(gate, up, out);
     const size_t global = (size_t)n;
     dev_.run(k, 1, &global, nullptr);
 }
 
+void DeviceOps::swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
+    glu("swiglu", gate, up, out, n);
+}
+
 void DeviceOps::geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
-    require_floats(gate, n, "gate");
-    require_floats(up, n, "up");
-    require_floats(out, n, "out");
-    Kernel& k = kernel("elementwise", "geglu");
-    k.set_args(gate, up, out);
-    const size_t global = (size_t)n;
-    dev_.run(k, 1, &global, nullptr);
+    glu("geglu", gate, up, out, n);
+}
+
+void DeviceOps::swiglu_oai(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n) {
+    glu("swiglu_oai", gate, up, out, n);
 }
 
 void DeviceOps::scale(const Buffer& x, float s, int64_t n) {
@@ -389,6 +428,52 @@ void DeviceOps::add_rows(const Buffer& y, const Buffer& b, int64_t n, int64_t wi
     k.set_args(y, b, to_int(width, "the row width"));
     const size_t global = (size_t)(n * width);
     dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::add_rows_id(const Buffer& y, const Buffer& b, const Buffer& ids, int64_t n_slots, int64_t width,
+                            int64_t n_expert) {
+    require_floats(y, n_slots * width, "y");
+    require_floats(b, n_expert * width, "the experts' biases");
+    require(ids.bytes >= (size_t)n_slots * sizeof(int32_t), "add_rows_id: fewer expert indices than rows");
+    Kernel& k = kernel("moe", "add_rows_id");
+    k.set_args(y, b, ids, to_int(width, "the row width"));
+    const size_t global = (size_t)(n_slots * width);
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::router_logits(const Buffer& w, const Buffer& x, int64_t n, int64_t cols, int64_t n_expert,
+                              const Buffer& y) {
+    require_floats(w, n_expert * cols, "the router");
+    require_floats(x, n * cols, "x");
+    require_floats(y, n * n_expert, "the router logits");
+    Kernel& k = kernel("moe", "router_logits_f32");
+    k.set_args(w, x, y, to_int(cols, "cols"), to_int(n_expert, "n_expert"));
+    const size_t global[2] = {(size_t)n_expert, (size_t)n};
+    dev_.run(k, 2, global, nullptr);
+}
+
+void DeviceOps::moe_route(const Buffer& logits, const Buffer& selected, const Buffer& weights, int64_t n,
+                          const RouteShape& r) {
+    require(r.n_used > 0 && r.n_used <= r.n_expert, "moe_route: n_used must be 1..n_expert");
+    require_floats(logits, n * r.n_expert, "the router logits");
+    require(selected.bytes >= (size_t)(n * r.n_used) * sizeof(int32_t), "moe_route: the selection buffer is too small");
+    require_floats(weights, n * r.n_used, "the expert weights");
+    Kernel& k = kernel("moe", "moe_route");
+    k.set_args(logits, selected, weights, to_int(r.n_expert, "n_expert"), to_int(r.n_used, "n_used"),
+               (int)r.softmax_weight, (int)r.norm_weights);
+    const size_t global = (size_t)n;
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::moe_weighted_sum(const Buffer& y, const Buffer& w, const Buffer& out, int64_t n, int64_t n_used,
+                                 int64_t d) {
+    require_floats(y, n * n_used * d, "the experts' outputs");
+    require_floats(w, n * n_used, "the expert weights");
+    require_floats(out, n * d, "out");
+    Kernel& k = kernel("moe", "moe_weighted_sum");
+    k.set_args(y, w, out, to_int(d, "d"), to_int(n_used, "n_used"));
+    const size_t global[2] = {(size_t)d, (size_t)n};
+    dev_.run(k, 2, global, nullptr);
 }
 
 void DeviceOps::take_columns(const Buffer& src, const Buffer& dst, int64_t n, int64_t stride, int64_t c0,

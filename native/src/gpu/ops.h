@@ -43,6 +43,12 @@ struct AttentionDims {
     const Buffer* sinks = nullptr;  // [n_head] attention-sink logits (gpt-oss, cpu/attn_sink.h), or none
 };
 
+// How a token picks its experts (layers/decoder_layer.h, ExpertShape).
+struct RouteShape {
+    int64_t n_expert, n_used;
+    bool softmax_weight, norm_weights;
+};
+
 // A centered K cache's extra inputs to attention (kv/centered_k.h, kernels/attention.cl): the
 // queries as roped, q_sink [n][n_head][head_dim] (the attention's q is then R(q * s)), bias
 // [n][n_head] (attention_query makes both), the F16 sink rows [n_sink][n_head_kv * head_dim]
@@ -65,6 +71,12 @@ public:
     // own, then multiply block by block as the CPU's vec_dot does; F32/F16 multiply floats.
     void matmul(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, const Buffer& x, int64_t n,
                 const Buffer& y);
+    // A mixture of experts' matmul: y[s][rows] = W[ids[s]] x[s / (n_slots / x_rows)] for the
+    // n_slots rows of ids (int32 [n_slots], each < n_expert), w a stack of n_expert matrices of
+    // `rows` rows, x [x_rows][cols] (x_rows divides n_slots: a token's row feeds its n_used
+    // slots). Quantized types form each output as a one-row matmul does, the CPU's per-row order.
+    void matmul_id(uint32_t type, const Buffer& w, int64_t rows, int64_t cols, int64_t n_expert, const Buffer& x,
+                   int64_t x_rows, const Buffer& ids, int64_t n_slots, const Buffer& y);
     // out: [n] rows of row_bytes(type, cols) = x[n][cols] quantized to the activation type
     // `type` (quantize_supports), the CPU's from_float bytes.
     void quantize(uint32_t type, const Buffer& x, int64_t n, int64_t cols, const Buffer& out);
@@ -100,20 +112,37 @@ public:
     // out[i] = silu(gate[i]) * up[i] / gelu_tanh(gate[i]) * up[i], i < n; out may be gate.
     void swiglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     void geglu(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
+    // gpt-oss's clamped SwiGLU (layers/cpu_blocks.h swiglu_oai); out may be gate.
+    void swiglu_oai(const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     // x[i] *= s, i < n.
     void scale(const Buffer& x, float s, int64_t n);
     // y[i] += x[i], i < n.
     void add(FloatsAt y, const Buffer& x, int64_t n);
     // y[t][i] += b[i] for n rows of `width` values.
     void add_rows(const Buffer& y, const Buffer& b, int64_t n, int64_t width);
+    // y[s][i] += b[ids[s]][i] for n_slots rows of `width` values, b [n_expert][width] (an expert's bias).
+    void add_rows_id(const Buffer& y, const Buffer& b, const Buffer& ids, int64_t n_slots, int64_t width,
+                     int64_t n_expert);
+    // The mixture-of-experts routing (kernels/moe.cl), the CPU's floats: y[n][n_expert] = the
+    // F32 router W [n_expert][cols] times x[n][cols] in the CPU's order (router_logits), then
+    // per token its n_used experts and their weights (route) from those logits (+ bias, in place).
+    void router_logits(const Buffer& w, const Buffer& x, int64_t n, int64_t cols, int64_t n_expert, const Buffer& y);
+    void moe_route(const Buffer& logits, const Buffer& selected, const Buffer& weights, int64_t n, const RouteShape& r);
+    // out[t] = sum_j y[t][j] w[t][j] in j order, y [n][n_used][d], w [n][n_used].
+    void moe_weighted_sum(const Buffer& y, const Buffer& w, const Buffer& out, int64_t n, int64_t n_used, int64_t d);
     // dst[n][width] = columns c0 .. c0 + width - 1 of src[n][stride].
     void take_columns(const Buffer& src, const Buffer& dst, int64_t n, int64_t stride, int64_t c0, int64_t width);
 
 private:
     Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");
+    // The element-wise GLU kernel `name` (elementwise.cl) over n values.
+    void glu(const char* name, const Buffer& gate, const Buffer& up, const Buffer& out, int64_t n);
     // options plus the request for correctly rounded division and sqrt, where the device has it.
     std::string with_exact_division(const std::string& options) const;
-    Kernel& matmul_kernel(uint32_t type, bool batched);
+    // The weight type's program's kernel `name` (matmul.cl, built for the type).
+    Kernel& matmul_kernel(uint32_t type, const char* name);
+    // x quantized to the vec_dot type of weight type `type` in act_scratch_.
+    const Buffer& quantized_activations(uint32_t type, const Buffer& x, int64_t n, int64_t cols);
     // act_scratch_, grown to at least `bytes`.
     const Buffer& act_scratch(size_t bytes);
 

@@ -3,14 +3,16 @@
 // feed the same floats to the next quantized matmul.
 #pragma OPENCL FP_CONTRACT OFF  // every fma below is spelled out, as the CPU's code has it
 
-// tanh as the CPU's libm gives it (glibc's tanhf is correctly rounded but in rare cases; so is
-// tanh in double rounded to float). OpenCL's float tanh may be a few ulp off, which matters
-// where 1 + tanh cancels: gelu(-6) is -0 on the CPU, not -2e-7.
+// tanh and exp as the CPU's libm gives them (glibc's tanhf and expf are correctly rounded but in
+// rare cases; so is the double function rounded to float). OpenCL's float ones may be a few ulp
+// off, which matters where 1 + tanh cancels: gelu(-6) is -0 on the CPU, not -2e-7.
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 inline float tanh_libm(float x) { return (float)tanh((double)x); }
+inline float expf_libm(float x) { return (float)exp((double)x); }
 #else
 inline float tanh_libm(float x) { return tanh(x); }
+inline float expf_libm(float x) { return exp(x); }
 #endif
 
 // x rounded to the nearest F16 (ties to even), back as a float.
@@ -47,6 +49,17 @@ __kernel void swiglu(__global const float* gate, __global const float* up, __glo
     const size_t i = get_global_id(0);
     const float g = gate[i];
     out[i] = (g / (1.0f + expf_ggml(0.0f - g))) * up[i];
+}
+
+// gpt-oss's clamped SwiGLU (layers/cpu_blocks.cpp swiglu_oai, llama.cpp's constants):
+// g = min(gate, 7), u = clamp(up, -7, 7), out = g / (1 + exp(1.702 * -g)) * (u + 1), exp libm's
+// (the CPU's is a scalar loop over std::exp); out may be gate.
+__kernel void swiglu_oai(__global const float* gate, __global const float* up, __global float* out) {
+    const size_t i = get_global_id(0);
+    const float alpha = 1.702f, limit = 7.0f;
+    const float x = limit < gate[i] ? limit : gate[i];                                // std::min
+    const float y = up[i] < -limit ? -limit : (limit < up[i] ? limit : up[i]);        // std::clamp
+    out[i] = (x / (1.0f + expf_libm(alpha * (-x)))) * (y + 1.0f);
 }
 
 // out = gelu_tanh(gate) * up; out may be gate. As ggml's F16 table (cpu/gelu_table.h, FMA

@@ -14,6 +14,9 @@
 // activations; the items' partial sums are added in local memory. matvec serves a decode step
 // (n = 1); matmat a prompt chunk, where each work-group also takes a tile of MM_TILE tokens, so
 // a weight chunk is dequantized once for MM_TILE dot products.
+//
+// The *_id kernels serve a mixture of experts (layers/cpu_moe.cpp): W is a stack of expert
+// matrices and each activation row (a "slot": one token's choice of expert) names its expert.
 
 #pragma OPENCL FP_CONTRACT OFF  // the CPU rounds every product and sum (vec_dot.cl)
 
@@ -32,12 +35,9 @@ inline void reduce_sum(__local float* v, int lid) {
 }
 
 #ifdef DEQUANT32
-__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
-void matvec(__global const uchar* w, ulong row_bytes, __global const float* x, __global float* y,
-            int cols) {
-    __local float partial[MM_WG];
-    const int r = get_group_id(0), lid = get_local_id(0);
-    __global const uchar* row = w + (ulong)r * row_bytes;
+// row . x over the work-group (every item must call it): item lid takes the chunks lid,
+// lid + MM_WG, ...; the partial sums are added in local memory. The sum, for every item.
+inline float row_dot(__global const uchar* row, __global const float* x, int cols, __local float* partial, int lid) {
     float chunk[32];
     float acc = 0.0f;
     for (int c = lid; c < cols / 32; c += MM_WG) {
@@ -47,7 +47,16 @@ void matvec(__global const uchar* w, ulong row_bytes, __global const float* x, _
     }
     partial[lid] = acc;
     reduce_sum(partial, lid);
-    if (lid == 0) y[r] = partial[0];
+    return partial[0];
+}
+
+__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
+void matvec(__global const uchar* w, ulong row_bytes, __global const float* x, __global float* y,
+            int cols) {
+    __local float partial[MM_WG];
+    const int r = get_group_id(0), lid = get_local_id(0);
+    const float dot = row_dot(w + (ulong)r * row_bytes, x, cols, partial, lid);
+    if (lid == 0) y[r] = dot;
 }
 
 // Global size (rows * MM_WG, ceil(n / MM_TILE)).
@@ -77,6 +86,18 @@ void matmat(__global const uchar* w, ulong row_bytes, __global const float* x, _
         if (lid == 0) y[(ulong)(t0 + t) * rows + r] = partial[0];
     }
 }
+
+// A mixture of experts' matmul (matvec's order): y[s][r] = W[ids[s]] row r . x[s / x_per], W a
+// stack of expert matrices `expert_bytes` apart. Global size (rows * MM_WG, n_slots).
+__kernel __attribute__((reqd_work_group_size(MM_WG, 1, 1)))
+void matvec_id(__global const uchar* w, ulong row_bytes, ulong expert_bytes, __global const int* ids,
+               __global const float* x, __global float* y, int cols, int rows, int x_per) {
+    __local float partial[MM_WG];
+    const int r = get_group_id(0), s = get_group_id(1), lid = get_local_id(0);
+    __global const uchar* row = w + (ulong)ids[s] * expert_bytes + (ulong)r * row_bytes;
+    const float dot = row_dot(row, x + (ulong)(s / x_per) * cols, cols, partial, lid);
+    if (lid == 0) y[(ulong)s * rows + r] = dot;
+}
 #endif  // DEQUANT32
 
 #ifdef VEC_DOT
@@ -87,5 +108,17 @@ __kernel void matmul_q(__global const uchar* w, ulong row_bytes, __global const 
                        int nb, int rows, int n) {
     const int r = get_global_id(0), t = get_global_id(1);
     y[(ulong)t * rows + r] = VEC_DOT(w + (ulong)r * row_bytes, xq + (ulong)t * nb, nb, t, n, rows);
+}
+
+// A mixture of experts' matmul: y[s][r] = W[ids[s]] row r . xq[s / x_per] (slot s of a token's
+// n_used = x_per choices, or x_per = 1: one activation row a slot), W a stack of expert matrices
+// `expert_bytes` apart. Each output as a one-row matmul forms it (t = 0 of n = 1): the CPU
+// multiplies the experts' rows in BatchOrder::per_row (layers/cpu_moe.cpp). Global size
+// (rows, n_slots).
+__kernel void matmul_q_id(__global const uchar* w, ulong row_bytes, ulong expert_bytes, __global const int* ids,
+                          __global const ACT_BLOCK* xq, __global float* y, int nb, int rows, int x_per) {
+    const int r = get_global_id(0), s = get_global_id(1);
+    __global const uchar* we = w + (ulong)ids[s] * expert_bytes;
+    y[(ulong)s * rows + r] = VEC_DOT(we + (ulong)r * row_bytes, xq + (ulong)(s / x_per) * nb, nb, 0, 1, rows);
 }
 #endif  // VEC_DOT
