@@ -26,50 +26,20 @@
 #include "layers/cpu_blocks.h"
 #include "quant/types.h"
 #include "shared/opencl_info.h"
+#include "testing/test_device.h"
 
 namespace py = pybind11;
 
 namespace {
 
-using Floats = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using testing::Floats;
+using testing::TestDevice;
 using Ints = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 using Bytes = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 
 void require(bool ok, const std::string& what) {
     if (!ok) throw ei::Error(what);
 }
-
-// A device, its program cache and its ops; each method copies its inputs to new device buffers,
-// runs one op and reads the result back.
-class TestDevice {
-public:
-    TestDevice(int index, const std::string& library, const std::string& cache_dir)
-        : dev_(ei::cl::Device::open(library, index)),
-          programs_(std::make_unique<ei::cl::ProgramCache>(*dev_, cache_dir)),
-          ops_(std::make_unique<ei::cl::DeviceOps>(*dev_, *programs_)) {}
-
-    ei::cl::Device& dev() { return *dev_; }
-    ei::cl::ProgramCache& programs() { return *programs_; }
-    ei::cl::DeviceOps& ops() { return *ops_; }
-
-    ei::cl::Buffer upload(const void* data, size_t bytes, const char* what) {
-        ei::cl::Buffer b = dev_->alloc(bytes, what);
-        dev_->write(b, data, bytes);
-        return b;
-    }
-    ei::cl::Buffer upload(const Floats& a, const char* what) { return upload(a.data(), a.size() * sizeof(float), what); }
-    py::array_t<float> download(const ei::cl::Buffer& b, std::vector<py::ssize_t> shape) {
-        py::array_t<float> out(shape);
-        dev_->read(b, out.mutable_data(), out.size() * sizeof(float));
-        return out;
-    }
-
-private:
-    // Destroyed bottom-up: ops and programs (kernels, cl_programs) before the device.
-    std::unique_ptr<ei::cl::Device> dev_;
-    std::unique_ptr<ei::cl::ProgramCache> programs_;
-    std::unique_ptr<ei::cl::DeviceOps> ops_;
-};
 
 // The attention-sink logits [n_head] on the device, or an empty buffer for None.
 ei::cl::Buffer upload_sinks(TestDevice& t, const std::optional<Floats>& sinks, int64_t n_head) {

@@ -1,8 +1,8 @@
 // edgeinfer._testing: entry points for tests and measurement scripts only. Each runs one kernel,
-// one float op, one attention, one OpenCL device op or one layer on both backends on numpy
-// arrays, with a chosen ISA's table, so that every implementation can be compared with the scalar
-// reference; or one pre-tokenizer on text. The package never imports this module; the forward
-// pass calls the same code directly.
+// one float op, one attention, one OpenCL device op, one layer on both backends or one
+// mixture-of-experts feed-forward on numpy arrays, with a chosen ISA's table, so that every
+// implementation can be compared with the scalar reference; or one pre-tokenizer on text. The
+// package never imports this module; the forward pass calls the same code directly.
 #include <pybind11/pybind11.h>
 
 #include "shared/error_translation.h"
@@ -14,6 +14,7 @@ void register_ops(py::module_& m);
 void register_kv_attention(py::module_& m);
 void register_opencl_device(py::module_& m);
 void register_offload_layer(py::module_& m);
+void register_moe(py::module_& m);
 void register_pretokenize(py::module_& m);
 
 PYBIND11_MODULE(_testing, m) {
@@ -31,5 +32,6 @@ PYBIND11_MODULE(_testing, m) {
     register_kv_attention(m);
     register_opencl_device(m);
     register_offload_layer(m);
+    register_moe(m);
     register_pretokenize(m);
 }

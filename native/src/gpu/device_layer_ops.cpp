@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "layers/params.h"
+#include "quant/types.h"
 
 namespace ei::cl {
 
@@ -91,8 +92,45 @@ void DeviceLayerOps::glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count) {
 
 void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(y, whole(x), count); }
 
-void DeviceLayerOps::moe_ffn(const DeviceLayerWeights&, const ExpertShape&, bool, Buf, int64_t, Buf) {
-    throw Error("mixture-of-experts layers run on the CPU (no OpenCL path yet)");
+MoeBuffers::MoeBuffers(Device& dev, const LayerShapes& s, int64_t n_batch) {
+    const ExpertShape& e = s.experts;
+    const int64_t slots = n_batch * e.n_used;
+    auto floats = [&](int64_t count, const char* what) { return dev.alloc((size_t)count * sizeof(float), what); };
+    logits = floats(n_batch * e.n_expert, "the router logits");
+    selected = dev.alloc((size_t)slots * sizeof(int32_t), "the selected experts");
+    weights = floats(slots, "the experts' weights");
+    gate = floats(slots * e.n_ff, "the experts' gate projections");
+    up = floats(slots * e.n_ff, "the experts' up projections");
+    y = floats(slots * s.n_embd, "the experts' outputs");
+}
+
+void DeviceLayerOps::moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, bool gelu, Buf h, int64_t n, Buf out) {
+    if (!moe_) throw Error("a mixture-of-experts layer on the device, but the offload has no scratch for it");
+    const MoeBuffers& m = *moe_;
+    const DeviceMat& router = L.ffn_gate_inp;
+    const int64_t d = router.cols, E = e.n_expert, k = e.n_used, ff = e.n_ff, slots = n * k;
+    // The router's last bits pick the experts: an F32 router (what files have: llama-quantize
+    // and ours keep it) takes the CPU's vec_dot order, not the float matmul's (ops.h).
+    if (router.type == TYPE_F32) ops_.router_logits(router.w, *h, n, d, E, m.logits);
+    else matmul(router, h, n, &m.logits);
+    if (present(L.ffn_gate_inp_b)) ops_.add_rows(m.logits, L.ffn_gate_inp_b, n, E);
+    ops_.moe_route(m.logits, m.selected, m.weights, n, RouteShape{E, k, e.softmax_weight, e.norm_weights});
+
+    auto expert_matmul = [&](const DeviceMat& W, const Buffer& x, int64_t x_rows, const Buffer& y) {
+        ops_.matmul_id(W.type, W.w, W.rows, W.cols, W.matrices, x, x_rows, m.selected, slots, y);
+    };
+    expert_matmul(L.ffn_gate_exps, *h, n, m.gate);
+    expert_matmul(L.ffn_up_exps, *h, n, m.up);
+    if (present(L.ffn_up_exps_b)) ops_.add_rows_id(m.up, L.ffn_up_exps_b, m.selected, slots, ff, E);
+    if (present(L.ffn_gate_exps_b)) ops_.add_rows_id(m.gate, L.ffn_gate_exps_b, m.selected, slots, ff, E);
+    // The CPU's GLU runs an expert's rows one by one, its AVX2 SwiGLU 8 values at a time and a
+    // row's last n_ff % 8 through libm's exp; the device's SwiGLU is the 8-wide form for every
+    // value, which is the CPU's when n_ff_exp is a multiple of 8 (every released model's).
+    if (e.swiglu_oai) ops_.swiglu_oai(m.gate, m.up, m.gate, slots * ff);
+    else glu(gelu, &m.gate, &m.up, &m.gate, slots * ff);
+    expert_matmul(L.ffn_down_exps, m.gate, slots, m.y);
+    if (present(L.ffn_down_exps_b)) ops_.add_rows_id(m.y, L.ffn_down_exps_b, m.selected, slots, d, E);
+    ops_.moe_weighted_sum(m.y, m.weights, *out, n, k, d);
 }
 
 }  // namespace ei::cl

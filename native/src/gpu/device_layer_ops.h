@@ -14,11 +14,13 @@
 
 namespace ei::cl {
 
-// A weight matrix on the device: `rows` rows of `cols` values of `type`, the file's blocks.
+// A weight matrix on the device: `rows` rows of `cols` values of `type`, the file's blocks; or a
+// stack of `matrices` such matrices one after another (a mixture's experts, matrix e = expert e).
 struct DeviceMat {
     Buffer w;
     uint32_t type = 0;
     int64_t rows = 0, cols = 0;
+    int64_t matrices = 1;
 };
 
 using DeviceLayerWeights = LayerWeights<DeviceMat, Buffer>;
@@ -44,6 +46,18 @@ private:
     std::vector<Entry> entries_;
 };
 
+// The scratch of a mixture-of-experts feed-forward for up to n_batch tokens, n_used slots each (a
+// slot: one token's choice of expert, s = t * n_used + j).
+struct MoeBuffers {
+    Buffer logits;    // [n_batch][n_expert] router logits, then probabilities
+    Buffer selected;  // [n_batch][n_used] int32 experts, highest weight first
+    Buffer weights;   // [n_batch][n_used] their weights
+    Buffer gate, up;  // [n_batch * n_used][n_ff_exp] each slot's expert's projections
+    Buffer y;         // [n_batch * n_used][n_embd] each slot's expert output
+
+    MoeBuffers(Device& dev, const LayerShapes& s, int64_t n_batch);
+};
+
 class DeviceLayerOps {
 public:
     using Buf = FloatsAt;  // an activation buffer from a row on (rows)
@@ -51,10 +65,11 @@ public:
     using Weights = DeviceLayerWeights;
 
     // slot_of: layer -> its slot in kv; fused: scratch of at least [n][the widest fused
-    // projection] floats (or empty when no layer has one).
+    // projection] floats (or empty when no layer has one); moe: the experts' scratch (null when
+    // no layer has experts).
     DeviceLayerOps(DeviceOps& ops, DeviceKvCache& kv, const std::map<int, size_t>& slot_of, const RopeTables& rope,
-                   float norm_eps, const Buffer& fused)
-        : ops_(ops), kv_(kv), slot_of_(slot_of), rope_(rope), eps_(norm_eps), fused_(fused) {}
+                   float norm_eps, const Buffer& fused, const MoeBuffers* moe)
+        : ops_(ops), kv_(kv), slot_of_(slot_of), rope_(rope), eps_(norm_eps), fused_(fused), moe_(moe) {}
 
     static bool present(const DeviceMat& m) { return m.w.get() != nullptr; }
     static bool present(const Buffer& b) { return b.get() != nullptr; }
@@ -77,8 +92,8 @@ public:
     void attention(int il, Buf q, int64_t m, int64_t pos0, const AttentionShape& s, const Buffer& sinks, Buf out);
     void glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count);
     void add(Buf y, Buf x, int64_t count);
-    // Mixture-of-experts layers have no device path yet: the placement keeps them on the CPU
-    // and Offload::upload refuses them, so this only throws.
+    // The mixture-of-experts feed-forward, the CPU's floats (layers/cpu_moe.cpp): all on the
+    // device, the routing included, so the hidden state stays there (no read per layer).
     void moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, bool gelu, Buf h, int64_t n, Buf out);
 
 private:
@@ -91,6 +106,7 @@ private:
     const RopeTables& rope_;
     float eps_;
     const Buffer& fused_;
+    const MoeBuffers* moe_;
 };
 
 }  // namespace ei::cl

@@ -46,6 +46,7 @@ Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int6
     up_ = floats(shapes.n_ff, "the FFN up projection");
     out_ = floats(d, "a sub-block output");
     if (fused_width > 0) fused_ = floats(fused_width, "a fused projection's output");
+    if (shapes.experts.n_expert > 0) moe_ = std::make_unique<MoeBuffers>(*dev_, shapes, n_batch);
 }
 
 Offload::~Offload() = default;
@@ -72,8 +73,8 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         if (!matmul_supports(t.type))
             throw Error("layer " + std::to_string(layer) + ": " + what + " is " + type_info(t.type).name +
                         ", which has no OpenCL matmul yet (keep this layer on the CPU)");
-        const size_t bytes = t.row_bytes * (size_t)t.rows();
-        DeviceMat m{dev_->alloc(bytes, what), t.type, t.rows(), t.cols()};
+        const size_t bytes = t.row_bytes * (size_t)(t.rows() * t.ne[2]);  // ne[2]: a stack's matrices
+        DeviceMat m{dev_->alloc(bytes, what), t.type, t.rows(), t.cols(), t.ne[2]};
         dev_->write(m.w, t.data, bytes);
         weight_bytes_ += bytes;
         return m;
@@ -84,9 +85,12 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         throw Error("layer " + std::to_string(layer) +
                     " is a short-convolution layer (LFM2), whose convolution and recurrent state have no OpenCL "
                     "path yet (keep this layer on the CPU)");
-    if (w.ffn_gate_inp.present())
+    // LFM2-MoE's gating (sigmoid, experts chosen with a selection bias) has no device kernel: the
+    // device's routing is the softmax's and gpt-oss's.
+    if (w.ffn_gate_inp.present() && (shapes_.experts.sigmoid || w.ffn_exp_probs_b))
         throw Error("layer " + std::to_string(layer) +
-                    " is a mixture-of-experts layer, which has no OpenCL path yet (keep this layer on the CPU)");
+                    " is a mixture of experts gated by sigmoid with a selection bias (LFM2-MoE), which has no "
+                    "OpenCL path yet (keep this layer on the CPU)");
     if (!(config.rope.freq_base > 0.0f))
         throw Error("layer " + std::to_string(layer) + ": no rope base (the architecture did not set one)");
     const int64_t d = shapes_.n_embd, hd = shapes_.head_dim, qw = shapes_.q_width(), kvw = shapes_.kv_width();
@@ -111,6 +115,17 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
     D.w_up = mat(w.w_up, "ffn_up");
     D.w_down = mat(w.w_down, "ffn_down");
     D.post_ffn_norm = vec(w.post_ffn_norm, d, "post_ffw_norm");
+    const ExpertShape& e = shapes_.experts;
+    D.ffn_gate_inp = mat(w.ffn_gate_inp, "ffn_gate_inp");
+    D.ffn_gate_exps = mat(w.ffn_gate_exps, "ffn_gate_exps");
+    D.ffn_up_exps = mat(w.ffn_up_exps, "ffn_up_exps");
+    D.ffn_down_exps = mat(w.ffn_down_exps, "ffn_down_exps");
+    D.ffn_gate_inp_b = vec(w.ffn_gate_inp_b, e.n_expert, "ffn_gate_inp.bias");
+    D.ffn_gate_exps_b = vec(w.ffn_gate_exps_b, e.n_expert * e.n_ff, "ffn_gate_exps.bias");
+    D.ffn_up_exps_b = vec(w.ffn_up_exps_b, e.n_expert * e.n_ff, "ffn_up_exps.bias");
+    D.ffn_down_exps_b = vec(w.ffn_down_exps_b, e.n_expert * d, "ffn_down_exps.bias");
+    if (D.ffn_gate_inp.w.get() && !moe_)
+        throw Error("layer " + std::to_string(layer) + " has experts but the offload has no scratch for them");
     if ((D.wqkv.w.get() || D.w_gate_up.w.get()) && !fused_.get())
         throw Error("layer " + std::to_string(layer) + " has a fused projection but the offload has no scratch for it");
     L.config = config;
@@ -136,7 +151,7 @@ void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0, int64_
     const size_t row_bytes = (size_t)shapes_.n_embd * sizeof(float);
     // The only host -> device crossing of the hidden state for this range ...
     dev_->write(x_, x, (size_t)n * row_bytes);
-    DeviceLayerOps ops(*ops_, *kv_, index_, *rope_, shapes_.norm_eps, fused_);
+    DeviceLayerOps ops(*ops_, *kv_, index_, *rope_, shapes_.norm_eps, fused_, moe_.get());
     const LayerActs<FloatsAt> acts{x_, h_, q_, k_, v_, att_, gate_, up_, out_};
     for (int il = first; il <= last; ++il) {
         const DeviceLayer& L = *device_layers_[index_.at(il)];

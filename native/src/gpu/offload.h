@@ -80,6 +80,8 @@ private:
     // att (attention output), gate, up, out (sub-block output), fused (a fused projection's
     // output, when a layer has one).
     Buffer x_, h_, q_, k_, v_, att_, gate_, up_, out_, fused_;
+    // A mixture of experts' scratch, when the model has experts (gpu/device_layer_ops.h).
+    std::unique_ptr<MoeBuffers> moe_;
     // Rotation tables, one per distinct RoPE among the layers (Gemma 3 has two).
     std::unique_ptr<RopeTables> rope_;
     size_t weight_bytes_ = 0, kv_bytes_ = 0;
