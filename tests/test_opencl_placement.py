@@ -136,14 +136,20 @@ def test_the_cores_matmul_types_take_the_i_quant_ternary_and_mxfp4_layers():
     assert not any("stay on the CPU" in n for n in p.notes)
 
 
-def test_mixture_of_experts_layers_stay_on_the_cpu_and_say_why():
-    # The CPU runs them (test_qwen3moe.py); the device's layer ops have no expert routing.
-    tensors = [dict(t, name="blk.1.ffn_up_exps.weight") if t["name"] == "blk.1.ffn_up.weight" else t
-               for t in fake_model(4)]
+def _with_experts(tensors: list[dict], layer: int, type_name: str) -> list[dict]:
+    """`layer`'s up projection replaced by a stack of experts of `type_name`."""
+    return [dict(t, name=f"blk.{layer}.ffn_up_exps.weight", type_name=type_name)
+            if t["name"] == f"blk.{layer}.ffn_up.weight" else t for t in tensors]
+
+
+def test_mixture_of_experts_layers_are_offloaded_when_their_expert_types_are():
+    # The device routes and runs the experts (test_opencl_offload_moe.py); their stacks are
+    # matrices of their type like any other.
+    tensors = _with_experts(_with_experts(fake_model(4), 1, "q4_K"), 2, "q5_1")
     p = plan_placement(model_costs(tensors, 4, 1024, 1024, ("f16", "f16")), parse_gpu_layers("all"),
                        [fake_device(4096)], 0, MATMUL_TYPES)
-    assert p.gpu_layers == (0, 2, 3)
-    assert "layers 1 stay on the CPU: mixture-of-experts layers have no OpenCL path yet." in p.notes
+    assert p.gpu_layers == (0, 1, 3)
+    assert "layers 2 stay on the CPU: q5_1 weights have no OpenCL kernel yet." in p.notes
 
 
 def test_attention_sinks_and_an_output_bias_go_to_the_device():

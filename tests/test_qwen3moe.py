@@ -174,21 +174,25 @@ def test_info_shows_the_experts(converted, capsys):
     assert f"{N_EXPERT} ({N_USED} used per token, each {FF_EXP} wide)" in capsys.readouterr().out
 
 
-def test_offload_keeps_the_expert_layers_on_the_cpu(converted):
-    """The placement keeps every MoE layer on the CPU and says why (so the logits are the CPU's);
-    asked for one anyway, the core refuses it."""
-    from edgeinfer.gpu.devices import list_devices, opencl_library
+def test_offload_runs_the_expert_layers_on_the_device(converted):
+    """Every MoE layer goes to the device, its routing included. This F32 file's float matmuls sum
+    in another order there (test_opencl_ops.py bounds them), so its logits are near the CPU's, not
+    equal; a quantized file's are equal bit for bit (test_opencl_offload_families.py), and the
+    expert op's (test_opencl_moe_ops.py)."""
+    from edgeinfer.gpu.devices import list_devices
 
     _, path = converted
     if not list_devices()[0]:
         pytest.skip("no OpenCL device")
     m = Model.load(path, n_ctx=64, n_threads=2, gpu_layers="all")
-    assert m.placement.gpu_layers == ()
-    assert "layers 0-2 stay on the CPU: mixture-of-experts layers have no OpenCL path yet." in m.placement.notes
+    assert m.placement.gpu_layers == (0, 1, 2)
+    assert not any("stay on the CPU" in note for note in m.placement.notes)
     ids = list(range(3, 20))
-    assert np.array_equal(m.eval_logits(ids), Model.load(path, n_ctx=64, n_threads=2).eval_logits(ids))
-    with pytest.raises(EdgeInferError, match="mixture-of-experts layer, which has no OpenCL path yet"):
-        _core.Context(_core.Model(str(path)), n_ctx=64, gpu_layers=[1], opencl_library=opencl_library())
+    got, want = m.eval_logits(ids), Model.load(path, n_ctx=64, n_threads=2).eval_logits(ids)
+    # Relative RMS difference, measured: 3e-4 (dense Qwen 3 of these widths, F32 too: 8e-4; the
+    # random weights amplify the float matmuls' last-bit differences layer after layer).
+    rel = float(np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want ** 2)))
+    assert rel < 3e-3
 
 
 # ---- quantized -------------------------------------------------------------------------------

@@ -19,8 +19,10 @@ ranges: one contiguous range is two crossings per forward pass.
 
 A layer is offloaded only if the device has a matmul for each of its weight types
 (``_core.opencl_matmul_types()``), none of its tensors exceeds the device's largest allocation and
-it is not a mixture-of-experts or a short-convolution (LFM2) layer (no device path for those
-yet); otherwise it stays on the CPU and the plan says why.
+it is not a short-convolution (LFM2) layer or an LFM2-MoE mixture of experts (sigmoid gating with a
+selection bias) (no device path for those yet); otherwise it stays on the CPU and the plan says
+why. Other mixture-of-experts layers go like any other: their expert stacks are matrices of the
+listed types.
 
 Errors and notes name the settings as `Wording`s: ``gpu_layers='auto'`` as they are, ``--gpu-layers
 auto`` when the command line prints them.
@@ -41,7 +43,8 @@ MIB = 1024 ** 2
 # free memory (only vendor extensions), so the plan assumes the whole global memory is ours and
 # leaves room for what it does not count: the driver's own allocations, other programs on a
 # shared GPU (a desktop's compositor), compiled kernels, and the activation scratch buffers
-# (a few MiB for a 512-token batch of a small model).
+# (a few MiB for a 512-token batch of a small model; tens of MiB with experts, whose scratch holds
+# every token's chosen experts' projections: gpu/device_layer_ops.h MoeBuffers).
 AUTO_MARGIN_FRACTION = 0.10
 AUTO_MARGIN_MIN_BYTES = 256 * MIB
 
@@ -106,8 +109,8 @@ class LayerCost:
     kv_bytes: int = 0
     largest_tensor_bytes: int = 0
     weight_types: set[str] = field(default_factory=set)
-    experts: bool = False    # a mixture-of-experts feed-forward (stacked ffn_*_exps tensors)
     shortconv: bool = False  # a short convolution instead of attention (LFM2's shortconv.* tensors)
+    selection_bias: bool = False  # experts chosen with a selection bias (LFM2-MoE's exp_probs_b)
 
     @property
     def bytes(self) -> int:
@@ -144,8 +147,8 @@ def model_costs(tensors: Iterable[dict], n_layer: int, n_ctx: int, kv_bytes_per_
         layer.weight_bytes += nbytes
         layer.largest_tensor_bytes = max(layer.largest_tensor_bytes, nbytes)
         layer.weight_types.add(t["type_name"])
-        layer.experts = layer.experts or "_exps." in t["name"]
         layer.shortconv = layer.shortconv or ".shortconv." in t["name"]
+        layer.selection_bias = layer.selection_bias or ".exp_probs_b." in t["name"]
     for layer in layers:
         layer.kv_bytes = n_ctx * kv_bytes_per_position + kv_bytes_per_layer
     return ModelCosts(layers=layers, other_weight_bytes=other, n_ctx=n_ctx, kv_types=kv_types)
@@ -215,10 +218,10 @@ def auto_budget(device: dict) -> int:
 
 def _refusal(layer: LayerCost, device: dict, matmul_types: set[str]) -> str | None:
     """Why `layer` cannot go to the device, or None if it can."""
-    if layer.experts:   # the device's layer ops have no expert routing (gpu/device_layer_ops.h)
-        return "mixture-of-experts layers have no OpenCL path yet"
     if layer.shortconv:  # the convolution's state is kept per sequence in the host cache (kv/kv_cache.h)
         return "short-convolution layers keep their recurrent state on the CPU (no OpenCL path yet)"
+    if layer.selection_bias:  # the device routes by softmax (gpu/kernels/moe.cl), not LFM2-MoE's sigmoid
+        return "LFM2-MoE's sigmoid routing has no OpenCL path yet"
     # 1-D tensors (norm weights) are F32 and read directly; every other type needs a matmul kernel.
     missing = sorted(t for t in layer.weight_types if t not in matmul_types)
     if missing:
