@@ -39,6 +39,7 @@ std::string source_of(const std::string& program) {
     if (program == "kv_centered") return program_source({"kv_centered.cl"});
     if (program == "elementwise") return program_source({"elementwise.cl"});
     if (program == "moe") return program_source({"vec_dot.cl", "elementwise.cl", "moe.cl"});
+    if (program == "shortconv") return program_source({"shortconv.cl"});
     throw Error("no OpenCL program named '" + program + "'");
 }
 
@@ -484,6 +485,19 @@ void DeviceOps::take_columns(const Buffer& src, const Buffer& dst, int64_t n, in
     Kernel& k = kernel("elementwise", "take_columns");
     k.set_args(src, dst, to_int(stride, "the row stride"), to_int(c0, "the first column"), to_int(width, "the width"));
     const size_t global = (size_t)(n * width);
+    dev_.run(k, 1, &global, nullptr);
+}
+
+void DeviceOps::short_conv(const Buffer& bcx, const Buffer& taps, const Buffer& state, const Buffer& y, int64_t n,
+                           int64_t d, int64_t l, bool fresh) {
+    require(l >= 2, "short_conv: a convolution needs at least 2 taps");
+    require_floats(bcx, n * 3 * d, "bcx");
+    require_floats(taps, d * l, "the taps");
+    require_floats(state, d * (l - 1), "the state");
+    require_floats(y, n * d, "y");
+    Kernel& k = kernel("shortconv", "short_conv");
+    k.set_args(bcx, taps, state, y, to_int(n, "n"), to_int(d, "d"), to_int(l, "l"), (int)fresh);
+    const size_t global = (size_t)d;
     dev_.run(k, 1, &global, nullptr);
 }
 

@@ -132,6 +132,10 @@ public:
     void moe_weighted_sum(const Buffer& y, const Buffer& w, const Buffer& out, int64_t n, int64_t n_used, int64_t d);
     // dst[n][width] = columns c0 .. c0 + width - 1 of src[n][stride].
     void take_columns(const Buffer& src, const Buffer& dst, int64_t n, int64_t stride, int64_t c0, int64_t width);
+    // y[n][d] = LFM2's gated short convolution of bcx [n][3 d] (B, C, x) with taps [d][l], over
+    // and into state [d][l - 1] (zeros before these rows when `fresh`): kernels/shortconv.cl.
+    void short_conv(const Buffer& bcx, const Buffer& taps, const Buffer& state, const Buffer& y, int64_t n, int64_t d,
+                    int64_t l, bool fresh);
 
 private:
     Kernel& kernel(const std::string& program, const char* name, const std::string& options = "");
