@@ -5,12 +5,12 @@ the final norm as token_embd_norm); edgeinfer's logits match transformers' (floa
 prompts and token by token; a prompt in chunks gives what it gives whole; a decode batch and a
 batch of several sequences give each token exactly what it gets alone (the convolution's state
 is kept per sequence). What the state cannot do is refused by name, and what it can is checked:
-truncating to a shorter prefix, a context shift, a snapshot or copy of a prefix, offload (all
+truncating to a shorter prefix, a context shift, a snapshot or copy of a prefix (all
 refused); starting afresh, whole snapshots, saved states and sequence copies (carry the state);
 the prompt cache decodes a prompt that leaves the cached tokens again from the start. Under
-OpenCL offload the attention layers go to the device and the convolutions stay on the CPU (the
-placement says why), with the CPU's logits bit for bit. llama-perplexity scores a text on the
-converted file as edgeinfer does; parallel generations get the tokens each gets alone."""
+OpenCL offload both kinds of layer go to the device, the convolutions' states kept there, with
+the CPU's logits bit for bit, across snapshots and saved states too. llama-perplexity scores a
+text on the converted file as edgeinfer does; parallel generations get the tokens each gets alone."""
 from __future__ import annotations
 
 import json
@@ -221,26 +221,56 @@ def test_info_names_the_architecture_and_its_layer_kinds(converted, capsys):
     assert "2 attention, 3 short convolution" in capsys.readouterr().out
 
 
-@pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
-def test_attention_layers_offload_and_convolutions_stay_on_the_cpu(converted, device_index, tmp_path):
-    """Q8_0, every layer asked for: the attention layers run on the device, the convolutions on
-    the CPU between them (their state is in the host cache), and the logits are the CPU path's
-    bit for bit (tests/test_opencl_offload_families.py's oracle: the CPU under AVX2)."""
-    q8 = tmp_path / "q8_0.gguf"
+OFFLOAD_PROMPTS = [[1, 45, 203, 17, 99, 250, 8, 77, 31, 160], [1, 300, 12, 12, 160, 5]]
+
+
+@pytest.fixture(scope="module")
+def offload_case(converted, tmp_path_factory):
+    """(a Q8_0 file of the tiny model, the CPU path's logits for OFFLOAD_PROMPTS under the AVX2
+    kernels the device mirrors: tests/test_opencl_offload.py explains the oracle)."""
+    q8 = tmp_path_factory.mktemp("lfm2_q8") / "q8_0.gguf"
     assert cli_main(["quantize", str(converted[1]), str(q8), "Q8_0"]) == 0
-    model = Model.load(q8, n_ctx=512, gpu_layers="all", device=device_index)
-    assert model.placement.gpu_layers == tuple(i for i, a in enumerate(ATTENTION) if a)
-    assert any("short-convolution" in str(note) for note in model.placement.notes)
-    with pytest.raises(EdgeInferError, match="short-convolution"):
-        _core.Context(_core.Model(str(q8)), n_ctx=64, n_threads=2, gpu_layers=[0], gpu_device=device_index)
-    prompts = [[1, 45, 203, 17, 99, 250, 8, 77, 31, 160], [1, 300, 12, 12, 160, 5]]
-    ref = reference(q8, prompts)
+    ref = reference(q8, OFFLOAD_PROMPTS)
     if ref is None:
         pytest.skip("the device mirrors the x86 AVX2 kernels; this CPU has none to compare with")
-    forced = [[int(t) for t in ref[f"ids{i}"]] for i in range(len(prompts))]
-    got = under_avx2(q8, prompts, gpu_layers="all", device=device_index, forced=forced)
-    for i in range(len(prompts)):
-        np.testing.assert_array_equal(got[f"batch{i}"], ref[f"batch{i}"], err_msg=f"prompt {i}")
+    return q8, ref
+
+
+@pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
+@pytest.mark.parametrize("spec", ["all", "0,2-3"])
+def test_offloaded_convolutions_compute_the_cpus_logits(offload_case, device_index, spec):
+    """Every layer on the device, or the convolutions 0 and 2 with attention layer 3 there and
+    attention layer 1 and convolution 4 on the CPU: the prompt as one batch, then 32 greedy
+    tokens one call each (the state carried on the device from step to step), and the prompt
+    then the tokens as a second batch give the CPU's logits bit for bit."""
+    q8, ref = offload_case
+    model = Model.load(q8, n_ctx=256, gpu_layers=spec, device=device_index)
+    assert model.placement.gpu_layers == ((0, 1, 2, 3, 4) if spec == "all" else (0, 2, 3))
+    # The CPU layers must run the AVX2 kernels the device mirrors: a child process where the
+    # best ISA is another one.
+    got = under_avx2(q8, OFFLOAD_PROMPTS, gpu_layers=spec, device=device_index)
+    for key in ref:
+        np.testing.assert_array_equal(got[key], ref[key], err_msg=f"{spec} {key}")
+
+
+@pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
+def test_offloaded_state_goes_through_snapshots_and_saved_states(offload_case, device_index, tmp_path):
+    """With every layer on the device the convolution states live there: a snapshot and a saved
+    state carry them to the host, a restore carries them back (to this context, after other
+    tokens moved its state on, and to a new one), and each continues with the CPU's logits."""
+    q8, ref = offload_case
+    prompt, ids = OFFLOAD_PROMPTS[0], [int(t) for t in ref["ids0"]]
+    a = Model.load(q8, n_ctx=256, gpu_layers="all", device=device_index)
+    a.prompt_cache.decode(prompt)
+    at_prompt = a._ctx.kv_snapshot(len(prompt))
+    assert a.prompt_cache.save(tmp_path / "s.state") == len(prompt)
+    a.prompt_cache.decode(_ids(12, 7).tolist())   # moves every state on
+    b = Model.load(q8, n_ctx=256, gpu_layers="all", device=device_index)
+    assert b.prompt_cache.load(tmp_path / "s.state") == len(prompt)
+    a._ctx.kv_restore(at_prompt, len(prompt), len(prompt))
+    for ctx in (a._ctx, b._ctx):
+        steps = _one_at_a_time(ctx, np.array(ids[:8], np.int32))
+        np.testing.assert_array_equal(steps, ref["greedy0"][1:9])
 
 
 def test_parallel_generations_get_the_tokens_each_gets_alone(converted):

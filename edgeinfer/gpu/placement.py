@@ -19,10 +19,10 @@ ranges: one contiguous range is two crossings per forward pass.
 
 A layer is offloaded only if the device has a matmul for each of its weight types
 (``_core.opencl_matmul_types()``), none of its tensors exceeds the device's largest allocation and
-it is not a short-convolution (LFM2) layer or an LFM2-MoE mixture of experts (sigmoid gating with a
-selection bias) (no device path for those yet); otherwise it stays on the CPU and the plan says
-why. Other mixture-of-experts layers go like any other: their expert stacks are matrices of the
-listed types.
+it is not an LFM2-MoE mixture of experts (sigmoid gating with a selection bias: no device path
+for it yet); otherwise it stays on the CPU and the plan says why. Other mixture-of-experts layers
+go like any other (their expert stacks are matrices of the listed types), and so do LFM2's
+short-convolution layers (their recurrent state kept on the device).
 
 Errors and notes name the settings as `Wording`s: ``gpu_layers='auto'`` as they are, ``--gpu-layers
 auto`` when the command line prints them.
@@ -218,8 +218,6 @@ def auto_budget(device: dict) -> int:
 
 def _refusal(layer: LayerCost, device: dict, matmul_types: set[str]) -> str | None:
     """Why `layer` cannot go to the device, or None if it can."""
-    if layer.shortconv:  # the convolution's state is kept per sequence in the host cache (kv/kv_cache.h)
-        return "short-convolution layers keep their recurrent state on the CPU (no OpenCL path yet)"
     if layer.selection_bias:  # the device routes by softmax (gpu/kernels/moe.cl), not LFM2-MoE's sigmoid
         return "LFM2-MoE's sigmoid routing has no OpenCL path yet"
     # 1-D tensors (norm weights) are F32 and read directly; every other type needs a matmul kernel.

@@ -60,10 +60,7 @@ void ArchModel::forward(ForwardEnv& env, const ForwardBatch& b) const {
             continue;
         }
         if (il == last_layer && !b.runs) r0 = b.first_logit;
-        if (M.layers[il].conv_in.present())
-            shortconv_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, bcx, il, n, b.pos0, r0);
-        else
-            decoder_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, il, n, b.pos0, r0);
+        run_layer(ops, M.layers[il], layer_config(il, n_ctx), s, a, bcx, il, n, b.pos0, r0);
     }
     const float* last = a.x + r0 * d;
     int64_t m = n - r0;

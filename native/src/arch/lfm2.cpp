@@ -14,7 +14,8 @@
 //
 // The convolution's state describes a sequence's last position only: engine/context.cpp refuses,
 // naming it, what would rewind or move a sequence (truncating short of its end, a context shift,
-// a snapshot of a prefix); the offload keeps these layers on the CPU, attention layers may go.
+// a snapshot of a prefix). Both kinds of layer offload; an offloaded convolution keeps its state
+// on the device (gpu/device_conv_state.h).
 #include <string>
 
 #include "arch/arch.h"

@@ -26,8 +26,11 @@ std::unique_ptr<cl::Offload> make_offload(const Model& model, const cl::OffloadR
         throw Error("an encoder (" + model.hparams().arch + ") runs on the CPU: it has no layers to offload");
     const DecoderModel& decoder = arch.decoder();
     // The device keeps the host cache's format, K rotated and centered included (gpu/device_kv.h).
+    std::vector<int> conv_layers;
+    for (size_t il = 0; il < decoder.layers.size(); ++il)
+        if (decoder.layers[il].conv_in.present()) conv_layers.push_back((int)il);
     auto offload = std::make_unique<cl::Offload>(req, (int64_t)decoder.layers.size(), n_ctx, n_batch, decoder.shapes,
-                                                 decoder.fused_width(), kv);
+                                                 decoder.fused_width(), kv, conv_layers);
     for (int il : offload->layers()) offload->upload(il, decoder.layers[il], arch.layer_config(il, n_ctx));
     return offload;
 }

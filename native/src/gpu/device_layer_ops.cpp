@@ -133,4 +133,12 @@ void DeviceLayerOps::moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, 
     ops_.moe_weighted_sum(m.y, m.weights, *out, n, k, d);
 }
 
+void DeviceLayerOps::short_conv(int il, Buf bcx, int64_t n, int64_t d, int64_t pos0, const Buffer& kernel,
+                                int64_t l_cache, Buf y) {
+    // d and l_cache are the state's shape, fixed when it was allocated.
+    if (d != conv_.n_embd() || l_cache != conv_.l_cache())
+        throw Error("layer " + std::to_string(il) + ": a convolution of another shape than its device state");
+    conv_.run(il, *bcx, kernel, *y, n, pos0);
+}
+
 }  // namespace ei::cl

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "gpu/device_conv_state.h"
 #include "gpu/device_kv.h"
 #include "gpu/ops.h"
 #include "gpu/runtime.h"
@@ -64,12 +65,12 @@ public:
     using Mat = DeviceMat;
     using Weights = DeviceLayerWeights;
 
-    // slot_of: layer -> its slot in kv; fused: scratch of at least [n][the widest fused
-    // projection] floats (or empty when no layer has one); moe: the experts' scratch (null when
-    // no layer has experts).
-    DeviceLayerOps(DeviceOps& ops, DeviceKvCache& kv, const std::map<int, size_t>& slot_of, const RopeTables& rope,
-                   float norm_eps, const Buffer& fused, const MoeBuffers* moe)
-        : ops_(ops), kv_(kv), slot_of_(slot_of), rope_(rope), eps_(norm_eps), fused_(fused), moe_(moe) {}
+    // slot_of: attention layer -> its slot in kv; conv: the convolution layers' state; fused:
+    // scratch of at least [n][the widest fused projection] floats (or empty when no layer has
+    // one); moe: the experts' scratch (null when no layer has experts).
+    DeviceLayerOps(DeviceOps& ops, DeviceKvCache& kv, const std::map<int, size_t>& slot_of, DeviceConvState& conv,
+                   const RopeTables& rope, float norm_eps, const Buffer& fused, const MoeBuffers* moe)
+        : ops_(ops), kv_(kv), slot_of_(slot_of), conv_(conv), rope_(rope), eps_(norm_eps), fused_(fused), moe_(moe) {}
 
     static bool present(const DeviceMat& m) { return m.w.get() != nullptr; }
     static bool present(const Buffer& b) { return b.get() != nullptr; }
@@ -95,6 +96,8 @@ public:
     // The mixture-of-experts feed-forward, the CPU's floats (layers/cpu_moe.cpp): all on the
     // device, the routing included, so the hidden state stays there (no read per layer).
     void moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, bool gelu, Buf h, int64_t n, Buf out);
+    // LFM2's gated short convolution of layer il (layers/shortconv_layer.h), its state on the device.
+    void short_conv(int il, Buf bcx, int64_t n, int64_t d, int64_t pos0, const Buffer& kernel, int64_t l_cache, Buf y);
 
 private:
     // b's buffer, which must start at its first float (an op that does not address rows).
@@ -103,6 +106,7 @@ private:
     DeviceOps& ops_;
     DeviceKvCache& kv_;
     const std::map<int, size_t>& slot_of_;
+    DeviceConvState& conv_;
     const RopeTables& rope_;
     float eps_;
     const Buffer& fused_;

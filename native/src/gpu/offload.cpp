@@ -5,13 +5,14 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "layers/shortconv_layer.h"
 #include "layers/params.h"
 #include "quant/types.h"
 
 namespace ei::cl {
 
 Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int64_t n_batch, const LayerShapes& shapes,
-                 int64_t fused_width, KvCache& host_kv)
+                 int64_t fused_width, KvCache& host_kv, const std::vector<int>& conv_layers)
     : shapes_(shapes), n_ctx_(n_ctx), n_batch_(n_batch), layers_(req.layers) {
     if (!kv_supports(host_kv.type_k()) || !kv_supports(host_kv.type_v()) || host_kv.width() != shapes.kv_width() ||
         host_kv.head_dim() != shapes.head_dim || host_kv.n_ctx() != n_ctx)
@@ -28,13 +29,19 @@ Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int6
     rope_ = std::make_unique<RopeTables>(*dev_, n_batch);
 
     const int64_t d = shapes.n_embd, qw = shapes.q_width(), kvw = shapes.kv_width();
-    // The device rows have the host cache's format, so syncs are plain copies.
-    kv_ = std::make_unique<DeviceKvCache>(*dev_, *ops_, host_kv, layers_, n_batch, shapes.n_head);
-    kv_bytes_ = kv_->bytes();
+    // Attention layers keep K/V rows, convolution layers a state; each in the host cache's
+    // format, so syncs are plain copies.
+    std::vector<int> attending, convolving;
+    for (int il : layers_)
+        (std::count(conv_layers.begin(), conv_layers.end(), il) ? convolving : attending).push_back(il);
+    kv_ = std::make_unique<DeviceKvCache>(*dev_, *ops_, host_kv, attending, n_batch, shapes.n_head);
+    conv_ = std::make_unique<DeviceConvState>(*dev_, *ops_, host_kv, convolving, shapes.n_embd, shapes.conv_l_cache);
+    kv_bytes_ = kv_->bytes() + conv_->bytes();
     for (size_t i = 0; i < layers_.size(); ++i) {
         index_[layers_[i]] = i;
         device_layers_.push_back(std::make_unique<DeviceLayer>());
     }
+    for (size_t i = 0; i < attending.size(); ++i) kv_slot_[attending[i]] = i;
     auto floats = [&](int64_t w, const char* what) { return dev_->alloc((size_t)(n_batch * w) * sizeof(float), what); };
     x_ = floats(d, "the hidden state");
     h_ = floats(d, "a normed hidden state");
@@ -47,6 +54,7 @@ Offload::Offload(const OffloadRequest& req, int64_t n_layer, int64_t n_ctx, int6
     out_ = floats(d, "a sub-block output");
     if (fused_width > 0) fused_ = floats(fused_width, "a fused projection's output");
     if (shapes.experts.n_expert > 0) moe_ = std::make_unique<MoeBuffers>(*dev_, shapes, n_batch);
+    if (!convolving.empty()) bcx_ = floats(3 * d, "a convolution's B, C and x");
 }
 
 Offload::~Offload() = default;
@@ -79,12 +87,9 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
         weight_bytes_ += bytes;
         return m;
     };
-    // The convolution's state lives in the host cache and the device has no convolution: such a
-    // layer runs on the CPU between device ranges (the placement keeps it there).
-    if (w.conv_in.present())
-        throw Error("layer " + std::to_string(layer) +
-                    " is a short-convolution layer (LFM2), whose convolution and recurrent state have no OpenCL "
-                    "path yet (keep this layer on the CPU)");
+    if (w.conv_in.present() != conv_->has(layer))
+        throw Error("layer " + std::to_string(layer) + (w.conv_in.present() ? " is" : " is not") +
+                    " a short-convolution layer, unlike what the offload was made with");
     // LFM2-MoE's gating (sigmoid, experts chosen with a selection bias) has no device kernel: the
     // device's routing is the softmax's and gpt-oss's.
     if (w.ffn_gate_inp.present() && (shapes_.experts.sigmoid || w.ffn_exp_probs_b))
@@ -126,6 +131,9 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
     D.ffn_down_exps_b = vec(w.ffn_down_exps_b, e.n_expert * d, "ffn_down_exps.bias");
     if (D.ffn_gate_inp.w.get() && !moe_)
         throw Error("layer " + std::to_string(layer) + " has experts but the offload has no scratch for them");
+    D.conv_in = mat(w.conv_in, "shortconv.in_proj");
+    D.conv_kernel = vec(w.conv_kernel, d * shapes_.conv_l_cache, "shortconv.conv");
+    D.conv_out = mat(w.conv_out, "shortconv.out_proj");
     if ((D.wqkv.w.get() || D.w_gate_up.w.get()) && !fused_.get())
         throw Error("layer " + std::to_string(layer) + " has a fused projection but the offload has no scratch for it");
     L.config = config;
@@ -133,9 +141,15 @@ void Offload::upload(int layer, const CpuLayerWeights& w, const LayerConfig& con
     L.uploaded = true;
 }
 
-void Offload::sync_kv_to_host(int64_t n) { kv_->to_host(n); }
+void Offload::sync_kv_to_host(int64_t n) {
+    kv_->to_host(n);
+    conv_->to_host();
+}
 
-void Offload::sync_kv_to_device(int64_t n) { kv_->to_device(n); }
+void Offload::sync_kv_to_device(int64_t n) {
+    kv_->to_device(n);
+    conv_->to_device();
+}
 
 void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0, int64_t r0) {
     if (n < 1 || n > n_batch_) throw Error("offloaded forward: " + std::to_string(n) + " tokens, batch holds " +
@@ -151,11 +165,11 @@ void Offload::run(int first, int last, float* x, int64_t n, int64_t pos0, int64_
     const size_t row_bytes = (size_t)shapes_.n_embd * sizeof(float);
     // The only host -> device crossing of the hidden state for this range ...
     dev_->write(x_, x, (size_t)n * row_bytes);
-    DeviceLayerOps ops(*ops_, *kv_, index_, *rope_, shapes_.norm_eps, fused_, moe_.get());
+    DeviceLayerOps ops(*ops_, *kv_, kv_slot_, *conv_, *rope_, shapes_.norm_eps, fused_, moe_.get());
     const LayerActs<FloatsAt> acts{x_, h_, q_, k_, v_, att_, gate_, up_, out_};
     for (int il = first; il <= last; ++il) {
         const DeviceLayer& L = *device_layers_[index_.at(il)];
-        decoder_layer(ops, L.w, L.config, shapes_, acts, il, n, pos0, il == last ? r0 : 0);
+        run_layer(ops, L.w, L.config, shapes_, acts, bcx_, il, n, pos0, il == last ? r0 : 0);
     }
     // ... and the only device -> host one (a blocking read: waits for the queued layers).
     if (r0 < n) dev_->read(x_, x + r0 * shapes_.n_embd, (size_t)(n - r0) * row_bytes, (size_t)r0 * row_bytes);

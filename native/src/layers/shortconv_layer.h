@@ -13,8 +13,8 @@
 // The last l_cache - 1 values of B*u of each channel are the layer's recurrent state: kept per
 // sequence beside its KV cache (KvCache::recurrent_state) and carried from one call to the next,
 // so a prompt in chunks, decode steps and a batch of several sequences all see the same window.
-// Only the CPU backend has the convolution (Ops::short_conv): the placement keeps these layers
-// off a device.
+// Both backends have the convolution (Ops::short_conv); each keeps the state of the layers it
+// runs (the host cache; gpu/device_conv_state.h for offloaded layers).
 #pragma once
 #include <cstdint>
 
@@ -39,6 +39,16 @@ void shortconv_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig
     const typename Ops::Buf xr = ops.rows(a.x, r0, d);
     ops.add(xr, ops.rows(a.out, r0, d), m * d);
     feed_forward_block(ops, L, c, s, a, xr, m);
+}
+
+// Layer il, whichever kind it is: a short convolution where it has conv_in (bcx: its scratch,
+// as above), else the attention layer (layers/decoder_layer.h). What both backends' forwards call.
+template <class Ops>
+void run_layer(Ops& ops, const typename Ops::Weights& L, const LayerConfig& c, const LayerShapes& s,
+               const LayerActs<typename Ops::Buf>& a, typename Ops::Buf bcx, int il, int64_t n, int64_t pos0,
+               int64_t r0) {
+    if (ops.present(L.conv_in)) shortconv_layer(ops, L, c, s, a, bcx, il, n, pos0, r0);
+    else decoder_layer(ops, L, c, s, a, il, n, pos0, r0);
 }
 
 }  // namespace ei
