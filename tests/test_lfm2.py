@@ -253,6 +253,16 @@ def test_offloaded_convolutions_compute_the_cpus_logits(offload_case, device_ind
         np.testing.assert_array_equal(got[key], ref[key], err_msg=f"{spec} {key}")
 
 
+def test_the_placement_costs_a_convolution_layer_its_state(core_model, converted):
+    """The plan's cost of a convolution layer (no K/V rows: its state) is what the core keeps."""
+    from edgeinfer.gpu.model_plan import conv_state_bytes
+
+    f = _core.GgufFile(str(converted[1]))
+    ctx = _core.Context(core_model, n_ctx=8, n_threads=1)
+    per_layer = (ctx.kv_bytes - 8 * ctx.kv_bytes_per_token) // len(ATTENTION)   # the host keeps one per layer
+    assert conv_state_bytes(f, f.hparams()) == per_layer > 0
+
+
 @pytest.mark.usefixtures("opencl_cache_in_a_temp_folder")
 def test_offloaded_state_goes_through_snapshots_and_saved_states(offload_case, device_index, tmp_path):
     """With every layer on the device the convolution states live there: a snapshot and a saved

@@ -142,6 +142,17 @@ def _with_experts(tensors: list[dict], layer: int, type_name: str) -> list[dict]
             if t["name"] == f"blk.{layer}.ffn_up.weight" else t for t in tensors]
 
 
+def test_short_convolution_layers_go_to_the_device_and_cost_their_state_not_kv_rows():
+    # LFM2's convolution layers run on the device with their recurrent state there (test_lfm2.py);
+    # neither side writes K/V rows for them.
+    tensors = fake_model(4) + [{"name": "blk.1.shortconv.conv.weight", "type_name": "f32", "nbytes": 64}]
+    costs = model_costs(tensors, 4, 1024, 1024, ("f16", "f16"), conv_state_bytes=48)
+    p = plan_placement(costs, parse_gpu_layers("all"), [fake_device(4096)], 0, MATMUL_TYPES)
+    assert p.gpu_layers == (0, 1, 2, 3)
+    assert [layer.kv_bytes for layer in costs.layers] == [1024 * 1024, 48, 1024 * 1024, 1024 * 1024]
+    assert p.gpu_kv_bytes == 3 * 1024 * 1024 + 48
+
+
 def test_mixture_of_experts_layers_are_offloaded_when_their_expert_types_are():
     # The device routes and runs the experts (test_opencl_offload_moe.py); their stacks are
     # matrices of their type like any other.

@@ -49,6 +49,13 @@ def centered_cache_extra_bytes(kv_types: tuple[str, str], k_dim: int, v_dim: int
     return _core.kv_sink_rows * (k_dim + v_dim) * 2 + (2 * k_dim + v_dim) * 4
 
 
+def conv_state_bytes(gguf: Any, hparams: dict) -> int:
+    """Bytes of a short-convolution layer's recurrent state (LFM2: each channel's last l_cache - 1
+    values, floats, as engine/context.cpp sizes it); 0 for a model without such layers."""
+    l_cache = gguf.get(f"{hparams['arch']}.shortconv.l_cache")
+    return (int(l_cache) - 1) * hparams["n_embd"] * 4 if l_cache else 0
+
+
 def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096,
                   kv_types: tuple[str, str] = ("f16", "f16"), require_gpu: bool = False) -> Placement:
     """The plan for `gpu_layers` (placement.parse_gpu_layers' syntax) on OpenCL device `device`
@@ -60,7 +67,7 @@ def plan_for_file(gguf: Any, gpu_layers: str, device: int = 0, n_ctx: int = 4096
     if k_row is None or v_row is None:
         raise EdgeInferError(f"KV rows of {k_dim}/{v_dim} values do not fit {kv_types[0]}/{kv_types[1]} blocks")
     costs = model_costs(gguf.tensors(), n_layer, n_ctx, k_row + v_row, kv_types,
-                        centered_cache_extra_bytes(kv_types, k_dim, v_dim))
+                        centered_cache_extra_bytes(kv_types, k_dim, v_dim), conv_state_bytes(gguf, hparams))
     request = parse_gpu_layers(str(gpu_layers))
     devices, reason = list_devices() if request.wants_gpu else ([], "")
     return plan_placement(costs, request, devices, device, _core.opencl_matmul_types(),

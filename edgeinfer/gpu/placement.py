@@ -131,10 +131,12 @@ class ModelCosts:
 
 
 def model_costs(tensors: Iterable[dict], n_layer: int, n_ctx: int, kv_bytes_per_position: int,
-                kv_types: tuple[str, str], kv_bytes_per_layer: int = 0) -> ModelCosts:
+                kv_types: tuple[str, str], kv_bytes_per_layer: int = 0, conv_state_bytes: int = 0) -> ModelCosts:
     """Costs from a GGUF tensor table (dicts with name, type_name, nbytes). kv_bytes_per_position:
     one layer's K and V bytes for one position in the cache types `kv_types`; kv_bytes_per_layer:
-    what a layer's cache holds besides its rows (a centered cache's F16 sink rows and means)."""
+    what a layer's cache holds besides its rows (a centered cache's F16 sink rows and means);
+    conv_state_bytes: what a short-convolution layer keeps instead (its recurrent state: no K/V
+    rows are written for it, on the CPU or on a device)."""
     layers = [LayerCost(i) for i in range(n_layer)]
     other = 0
     for t in tensors:
@@ -150,7 +152,7 @@ def model_costs(tensors: Iterable[dict], n_layer: int, n_ctx: int, kv_bytes_per_
         layer.shortconv = layer.shortconv or ".shortconv." in t["name"]
         layer.selection_bias = layer.selection_bias or ".exp_probs_b." in t["name"]
     for layer in layers:
-        layer.kv_bytes = n_ctx * kv_bytes_per_position + kv_bytes_per_layer
+        layer.kv_bytes = conv_state_bytes if layer.shortconv else n_ctx * kv_bytes_per_position + kv_bytes_per_layer
     return ModelCosts(layers=layers, other_weight_bytes=other, n_ctx=n_ctx, kv_types=kv_types)
 
 
