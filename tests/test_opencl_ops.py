@@ -16,7 +16,8 @@ these products) and must give its bits exactly, where this CPU has those kernels
   for exp where the device lacks doubles. Over a quantized cache the device attends in float
   (the CPU quantizes Q to 8 bits): bounds. The K/V store writes the CPU cache's bytes exactly,
   K rotated and centered with its F16 sink rows and means included (gpu/device_kv.h).
-- swiglu (ggml's expf polynomial), geglu (ggml's F16 table), add: exact. rope (the CPU's own
+- swiglu (ggml's expf polynomial), geglu (ggml's F16 table), add, LFM2's short convolution (against
+  a float32 numpy formula in the CPU's order): exact. rope (the CPU's own
   cos/sin table, its FMA rounding) and rms_norm (squares summed in double) are checked here
   against numpy formulas within bounds; the forward tests (test_opencl_offload.py) check that a
   whole model's logits are the CPU's bits.
@@ -355,6 +356,36 @@ def test_add_is_exact(dev):
     rng = np.random.default_rng(4)
     y, x = rng.standard_normal((2, 1000)).astype(np.float32)
     np.testing.assert_array_equal(dev.add(y, x), y + x)
+
+
+def short_conv_reference(bcx: np.ndarray, taps: np.ndarray, state: np.ndarray, fresh: bool):
+    """LFM2's short convolution in float32, rounding where layers/cpu_shortconv.cpp does: B*x,
+    each product, each partial sum from the oldest tap, then C times the sum."""
+    d, l = taps.shape
+    window = np.concatenate([np.zeros_like(state) if fresh else state, (bcx[:, :d] * bcx[:, 2 * d:]).T], axis=1)
+    y = np.empty((len(bcx), d), np.float32)
+    for t in range(len(bcx)):
+        acc = np.zeros(d, np.float32)
+        for j in range(l):
+            acc = acc + window[:, t + j] * taps[:, j]
+        y[t] = bcx[t, d:2 * d] * acc
+    return y, window[:, len(bcx):]
+
+
+@pytest.mark.parametrize("n, l", [(1, 3), (2, 4), (7, 3), (5, 64)])
+def test_short_conv_is_the_cpus_order_exactly(dev, n, l):
+    # Fewer rows than the state (the state shifts through), more, and llama.cpp's largest kernel;
+    # a state carried from a previous call and a fresh sequence (whose stale state is ignored).
+    rng = np.random.default_rng(n * 100 + l)
+    d = 40
+    bcx = rng.standard_normal((n, 3 * d)).astype(np.float32)
+    taps = rng.standard_normal((d, l)).astype(np.float32)
+    state = rng.standard_normal((d, l - 1)).astype(np.float32)
+    for fresh in (False, True):
+        y, new_state = dev.short_conv(bcx, taps, state, fresh)
+        want_y, want_state = short_conv_reference(bcx, taps, state, fresh)
+        np.testing.assert_array_equal(y, want_y, err_msg=f"fresh={fresh}")
+        np.testing.assert_array_equal(new_state, want_state, err_msg=f"fresh={fresh}")
 
 
 # ---- attention over the device KV cache -----------------------------------------------------

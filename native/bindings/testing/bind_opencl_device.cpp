@@ -257,7 +257,19 @@ void register_opencl_device_class(py::module_& m) {
             ei::cl::Buffer yb = t.upload(y, "y"), xb = t.upload(x, "x");
             t.ops().add(yb, xb, y.size());
             return t.download(yb, {y.size()});
-        }, py::arg("y"), py::arg("x"), "y + x through the residual-add kernel.");
+        }, py::arg("y"), py::arg("x"), "y + x through the residual-add kernel.")
+        .def("short_conv", [](TestDevice& t, const Floats& bcx, const Floats& taps, const Floats& state, bool fresh) {
+            require(bcx.ndim() == 2 && taps.ndim() == 2 && state.ndim() == 2 && bcx.shape(1) == 3 * taps.shape(0) &&
+                        state.shape(0) == taps.shape(0) && state.shape(1) == taps.shape(1) - 1,
+                    "short_conv: bcx is [n][3 d], taps [d][l], state [d][l - 1]");
+            const int64_t n = bcx.shape(0), d = taps.shape(0), l = taps.shape(1);
+            ei::cl::Buffer b = t.upload(bcx, "bcx"), k = t.upload(taps, "taps"), s = t.upload(state, "state");
+            ei::cl::Buffer y = t.dev().alloc((size_t)(n * d) * sizeof(float), "y");
+            t.ops().short_conv(b, k, s, y, n, d, l, fresh);
+            return py::make_tuple(t.download(y, {n, d}), t.download(s, {d, l - 1}));
+        }, py::arg("bcx"), py::arg("taps"), py::arg("state"), py::arg("fresh"),
+           "(y [n, d], the new state [d, l - 1]): LFM2's short convolution of bcx [n, 3 d] (B, C, x) with\n"
+           "taps [d, l] over state (zeros when fresh), kernels/shortconv.cl.");
 }
 
 }  // namespace
