@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "layers/shortconv_layer.h"
 #include "layers/params.h"
+#include "layers/shortconv_layer.h"
 #include "quant/types.h"
 
 namespace ei::cl {

@@ -31,8 +31,9 @@ namespace ei::cl {
 class Offload final : public DeviceLayers {
 public:
     // Opens the device and allocates its KV cache ([n_ctx] rows of n_head_kv * head_dim values
-    // per layer, K and V, in host_kv's format) and scratch for n_batch tokens (fused_width: floats
-    // per token of the widest fused projection, 0 if none). Weights come later, through upload().
+    // per attention layer, K and V, in host_kv's format), each convolution layer's state, and
+    // scratch for n_batch tokens (fused_width: floats per token of the widest fused projection,
+    // 0 if none). Weights come later, through upload().
     // host_kv: the Context's cache, which keeps a staging copy of the offloaded layers' rows
     // (and convolution states) for what works on the host cache (snapshots, saved states,
     // context shift): see sync_*. conv_layers: the model's short-convolution layers (LFM2),
