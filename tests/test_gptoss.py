@@ -251,24 +251,16 @@ def test_info_names_the_architecture(converted, capsys):
     assert info["experts"] == {"count": N_EXPERT, "used": N_USED, "feed_forward_length": FF_EXP}
 
 
-def test_offload_keeps_the_layers_on_the_cpu(converted):
-    """The placement keeps every layer on the CPU and says why (so the logits are the CPU's);
-    asked for one anyway, the core refuses it, naming the experts (the sinks and the output bias
-    have a device path: test_opencl_offload_layer.py)."""
-    from edgeinfer.errors import EdgeInferError
-    from edgeinfer.gpu.devices import list_devices, opencl_library
+def test_every_layer_offloads(converted):
+    """Attention sinks, the output bias and the experts all have device paths, so the placement
+    puts every layer on the device (their logits: test_opencl_offload_families.py)."""
+    from edgeinfer.gpu.devices import list_devices
 
     _, path = converted
     if not list_devices()[0]:
         pytest.skip("no OpenCL device")
     m = Model.load(path, n_ctx=64, n_threads=2, gpu_layers="all")
-    assert m.placement.gpu_layers == ()
-    # The experts have a device path (test_opencl_moe_ops.py); attention with sinks has not yet.
-    assert "layers 0-3 stay on the CPU: attention sinks have no OpenCL path yet." in m.placement.notes
-    ids = list(range(3, 20))
-    assert np.array_equal(m.eval_logits(ids), Model.load(path, n_ctx=64, n_threads=2).eval_logits(ids))
-    with pytest.raises(EdgeInferError, match="is a mixture-of-experts layer, which has no OpenCL path yet"):
-        _core.Context(_core.Model(str(path)), n_ctx=64, gpu_layers=[1], opencl_library=opencl_library())
+    assert m.placement.gpu_layers == (0, 1, 2, 3)
 
 
 # Relative RMS difference of the logits from the F32 file's over 60 positions, measured: Q8_0 0.21,

@@ -126,3 +126,17 @@ def test_checkpoints_llamacpp_would_run_differently_are_refused(checkpoint, tmp_
     (folder / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ModelFormatError, match=message):
         convert_checkpoint(folder, tmp_path / "out.gguf", "f32")
+
+
+def test_offload_keeps_the_sigmoid_routed_layers_on_the_cpu(converted):
+    """The device routes experts by softmax only: the layers with LFM2-MoE's experts stay on the
+    CPU and the placement says why; the dense first layer goes, with the CPU's logits."""
+    from edgeinfer.gpu.devices import list_devices
+
+    _, path = converted
+    if not list_devices()[0]:
+        pytest.skip("no OpenCL device")
+    from edgeinfer import Model
+    m = Model.load(path, n_ctx=64, n_threads=2, gpu_layers="all")
+    assert m.placement.gpu_layers == (0,)
+    assert "layers 1-4 stay on the CPU: LFM2-MoE's sigmoid routing has no OpenCL path yet." in m.placement.notes

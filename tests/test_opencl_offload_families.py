@@ -2,8 +2,9 @@
 architecture runs the one layer (layers/decoder_layer.h) on either backend: Qwen 2 (Q/K/V
 biases), Qwen 3 (per-head Q and K norms), Phi-3 (fused QKV and gate/up projections, Q scaled
 before attention, LongRoPE's factors and attention factor), Qwen 3 with YaRN, SmolLM3 (layer 3 unroped), Granite
-(attention and residual multipliers; the embedding and logits ones are the CPU's) and Qwen 3 MoE (a
-mixture of experts routed on the device: its op against the CPU's in test_opencl_moe_ops.py). Tiny checkpoints made with
+(attention and residual multipliers; the embedding and logits ones are the CPU's), Qwen 3 MoE (a
+mixture of experts routed on the device: its op against the CPU's in test_opencl_moe_ops.py) and
+gpt-oss (attention sinks, biases, sliding-window layers, softmax-weighted experts with swiglu_oai). Tiny checkpoints made with
 transformers, converted and quantized to Q8_0 with edgeinfer; full and partial offload compared
 bit for bit with the CPU path under the AVX2 kernels the device mirrors (tests/test_opencl_offload.py
 explains the oracle), teacher-forced on the CPU's greedy tokens."""
@@ -37,6 +38,8 @@ FAMILIES = {   # contexts of 512 positions, as the CPU reference (support/opencl
     "granite": ("granite", dict(max_position_embeddings=512)),
     # 4 experts of width 32, 2 a token (support/hf_tiny.py): a partial offload crosses routed layers
     "qwen3moe": ("qwen3moe", dict(max_position_embeddings=512)),
+    # attention sinks, biases on Q/K/V/O, the router and the experts, sliding-window layers, YaRN
+    "gptoss": ("gptoss", dict(max_position_embeddings=512)),
     # YaRN over an original 64 positions: the mixed angles, and cos / sin scaled.
     "qwen3-yarn": ("qwen3", dict(max_position_embeddings=512, rope_parameters=YARN)),
 }

@@ -138,8 +138,9 @@ py::array_t<float> device_moe_ffn(testing::TestDevice& t, const MoeWeights& w, c
         const std::map<int, size_t> slot_of{{0, 0}};
         cl::RopeTables rope(t.dev(), 1);
         const cl::Buffer no_fused;
-        cl::DeviceLayerOps ops(t.ops(), kv, slot_of, rope, 0.0f, no_fused, &moe);
-        ops.moe_ffn(L, e, gelu, &hb, n, &ob);
+        cl::DeviceConvState no_conv(t.dev(), t.ops(), host, {}, d, 2);
+        cl::DeviceLayerOps ops(t.ops(), kv, slot_of, no_conv, rope, 0.0f, no_fused, &moe);
+        ops.moe_ffn(L, e, gelu, hb, n, ob);
     }
     return t.download(ob, {n, d});
 }

@@ -104,7 +104,7 @@ py::list layer_on_both_backends(const py::dict& weights, uint32_t weight_type, i
     ei::MatmulScratch scratch;
     ei::CpuLayerOps cpu(pool, kt, cpu_kv, scratch, shapes.norm_eps, nullptr, ei::BatchOrder::llama_cpp);
     ei::KvCache host_kv(kt, 1, n_ctx, shapes.kv_width(), head_dim, kv, kv);
-    ei::cl::Offload offload(ei::cl::OffloadRequest{{0}, device, library, ""}, 1, n_ctx, n_batch, shapes, 0, host_kv);
+    ei::cl::Offload offload(ei::cl::OffloadRequest{{0}, device, library, ""}, 1, n_ctx, n_batch, shapes, 0, host_kv, {});
     offload.upload(0, L, config);
     // The CPU's activations, [n_batch][width] each (layers/decoder_layer.h, LayerActs).
     const int64_t widths[9] = {d, d, shapes.q_width(), shapes.kv_width(), shapes.kv_width(), shapes.q_width(),

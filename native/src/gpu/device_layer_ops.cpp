@@ -90,7 +90,7 @@ void DeviceLayerOps::glu(bool gelu, Buf gate, Buf up, Buf out, int64_t count) {
     else ops_.swiglu(whole(gate), whole(up), whole(out), count);
 }
 
-void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(y, whole(x), count); }
+void DeviceLayerOps::add(Buf y, Buf x, int64_t count) { ops_.add(y, x, count); }
 
 MoeBuffers::MoeBuffers(Device& dev, const LayerShapes& s, int64_t n_batch) {
     const ExpertShape& e = s.experts;
@@ -111,26 +111,26 @@ void DeviceLayerOps::moe_ffn(const DeviceLayerWeights& L, const ExpertShape& e, 
     const int64_t d = router.cols, E = e.n_expert, k = e.n_used, ff = e.n_ff, slots = n * k;
     // The router's last bits pick the experts: an F32 router (what files have: llama-quantize
     // and ours keep it) takes the CPU's vec_dot order, not the float matmul's (ops.h).
-    if (router.type == TYPE_F32) ops_.router_logits(router.w, *h, n, d, E, m.logits);
-    else matmul(router, h, n, &m.logits);
+    if (router.type == TYPE_F32) ops_.router_logits(router.w, whole(h), n, d, E, m.logits);
+    else matmul(router, h, n, m.logits);
     if (present(L.ffn_gate_inp_b)) ops_.add_rows(m.logits, L.ffn_gate_inp_b, n, E);
     ops_.moe_route(m.logits, m.selected, m.weights, n, RouteShape{E, k, e.softmax_weight, e.norm_weights});
 
     auto expert_matmul = [&](const DeviceMat& W, const Buffer& x, int64_t x_rows, const Buffer& y) {
         ops_.matmul_id(W.type, W.w, W.rows, W.cols, W.matrices, x, x_rows, m.selected, slots, y);
     };
-    expert_matmul(L.ffn_gate_exps, *h, n, m.gate);
-    expert_matmul(L.ffn_up_exps, *h, n, m.up);
+    expert_matmul(L.ffn_gate_exps, whole(h), n, m.gate);
+    expert_matmul(L.ffn_up_exps, whole(h), n, m.up);
     if (present(L.ffn_up_exps_b)) ops_.add_rows_id(m.up, L.ffn_up_exps_b, m.selected, slots, ff, E);
     if (present(L.ffn_gate_exps_b)) ops_.add_rows_id(m.gate, L.ffn_gate_exps_b, m.selected, slots, ff, E);
     // The CPU's GLU runs an expert's rows one by one, its AVX2 SwiGLU 8 values at a time and a
     // row's last n_ff % 8 through libm's exp; the device's SwiGLU is the 8-wide form for every
     // value, which is the CPU's when n_ff_exp is a multiple of 8 (every released model's).
     if (e.swiglu_oai) ops_.swiglu_oai(m.gate, m.up, m.gate, slots * ff);
-    else glu(gelu, &m.gate, &m.up, &m.gate, slots * ff);
+    else glu(gelu, m.gate, m.up, m.gate, slots * ff);
     expert_matmul(L.ffn_down_exps, m.gate, slots, m.y);
     if (present(L.ffn_down_exps_b)) ops_.add_rows_id(m.y, L.ffn_down_exps_b, m.selected, slots, d, E);
-    ops_.moe_weighted_sum(m.y, m.weights, *out, n, k, d);
+    ops_.moe_weighted_sum(m.y, m.weights, whole(out), n, k, d);
 }
 
 void DeviceLayerOps::short_conv(int il, Buf bcx, int64_t n, int64_t d, int64_t pos0, const Buffer& kernel,
@@ -138,7 +138,7 @@ void DeviceLayerOps::short_conv(int il, Buf bcx, int64_t n, int64_t d, int64_t p
     // d and l_cache are the state's shape, fixed when it was allocated.
     if (d != conv_.n_embd() || l_cache != conv_.l_cache())
         throw Error("layer " + std::to_string(il) + ": a convolution of another shape than its device state");
-    conv_.run(il, *bcx, kernel, *y, n, pos0);
+    conv_.run(il, whole(bcx), kernel, whole(y), n, pos0);
 }
 
 }  // namespace ei::cl

@@ -75,7 +75,7 @@ public:
     static bool present(const DeviceMat& m) { return m.w.get() != nullptr; }
     static bool present(const Buffer& b) { return b.get() != nullptr; }
     // b from row r0 on (rows of `width` floats). Only the ops a layer's row offset reaches take
-    // such a view (rms_norm's input, add's output, attention's queries: decoder_layer's r0);
+    // such a view (rms_norm's input, add's output and input, attention's queries: the layers' r0);
     // the others take whole buffers (whole).
     static Buf rows(Buf b, int64_t r0, int64_t width);
 

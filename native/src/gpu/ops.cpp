@@ -412,12 +412,12 @@ void DeviceOps::scale(const Buffer& x, float s, int64_t n) {
     dev_.run(k, 1, &global, nullptr);
 }
 
-void DeviceOps::add(FloatsAt y, const Buffer& x, int64_t n) {
+void DeviceOps::add(FloatsAt y, FloatsAt x, int64_t n) {
     require_floats(y, n, "y");
     require_floats(x, n, "x");
     Kernel& k = kernel("elementwise", "add");
     set_floats_at(k, 0, y);
-    k.set_arg(2, x);
+    set_floats_at(k, 2, x);
     const size_t global = (size_t)n;
     dev_.run(k, 1, &global, nullptr);
 }

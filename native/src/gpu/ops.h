@@ -117,7 +117,7 @@ public:
     // x[i] *= s, i < n.
     void scale(const Buffer& x, float s, int64_t n);
     // y[i] += x[i], i < n.
-    void add(FloatsAt y, const Buffer& x, int64_t n);
+    void add(FloatsAt y, FloatsAt x, int64_t n);
     // y[t][i] += b[i] for n rows of `width` values.
     void add_rows(const Buffer& y, const Buffer& b, int64_t n, int64_t width);
     // y[s][i] += b[ids[s]][i] for n_slots rows of `width` values, b [n_expert][width] (an expert's bias).

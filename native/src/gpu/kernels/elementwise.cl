@@ -86,10 +86,10 @@ __kernel void scale(__global float* x, float s) {
     x[i] *= s;
 }
 
-// y[y0 + i] += x[i] (y0: a layer's rows r0.., gpu/ops.h FloatsAt).
-__kernel void add(__global float* y, ulong y0, __global const float* x) {
+// y[y0 + i] += x[x0 + i] (y0, x0: a layer's rows r0.., gpu/ops.h FloatsAt).
+__kernel void add(__global float* y, ulong y0, __global const float* x, ulong x0) {
     const size_t i = get_global_id(0);
-    y[y0 + i] += x[i];
+    y[y0 + i] += x[x0 + i];
 }
 
 // y[t][i] += b[i] over rows of `width` values (a bias on every row; global size n * width).
