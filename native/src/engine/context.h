@@ -27,7 +27,7 @@ public:
     // rotate_k: store K rotated (kv/hadamard.h; kv_rotate_k_by_default says where it pays);
     // center_k: store K centered (kv/centered_k.h; kv_center_k_by_default).
     // offload: layers to run on an OpenCL device (gpu/offload.h; empty: none). Their KV cache lives
-    // on the device in type_k/type_v (a rotated or centered K is refused with offload), and so do
+    // on the device in the host cache's format (types, rotation, centering: gpu/device_kv.h), and so do
     // their convolution states; the host cache keeps a staging copy of both (sync_offloaded_kv).
     // n_seq: sequences the context holds (parallel requests), each with its own cache of n_ctx
     // positions; sequence 0 is the one every single-sequence call below works on.
