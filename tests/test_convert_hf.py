@@ -122,13 +122,13 @@ GEMMA3_SHAPE = {"num_hidden_layers": 6, "hidden_size": 64, "num_attention_heads"
     ({"rope_theta": 1e6}, 10000.0),
 ])
 def test_gemma3_local_rope_base_from_either_config_spelling(cfg, base):
-    from edgeinfer.convert.architectures import Gemma3
+    from edgeinfer.convert.decoders import Gemma3
 
     assert Gemma3({**GEMMA3_SHAPE, **cfg}).local_rope_base() == base
 
 
 def test_gemma3_scaled_local_rope_is_refused():
-    from edgeinfer.convert.architectures import Gemma3
+    from edgeinfer.convert.decoders import Gemma3
     from edgeinfer.errors import ModelFormatError
 
     rope = {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
@@ -147,7 +147,7 @@ def test_gemma3_scaled_local_rope_is_refused():
 def test_smollm3_configs_gguf_cannot_express_are_refused(cfg, match):
     """llama.cpp's loader skips RoPE on every fourth layer, whatever the file says (no key carries
     it), and passes its graph no rope factors: other patterns are refused, not run wrong."""
-    from edgeinfer.convert.architectures import SmolLM3
+    from edgeinfer.convert.decoders import SmolLM3
     from edgeinfer.errors import ModelFormatError
 
     shape = {"num_hidden_layers": 5, "hidden_size": 64, "num_attention_heads": 4}
@@ -176,7 +176,7 @@ def test_llama3_rope_factors_match_transformers():
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from edgeinfer.convert.architectures import llama3_rope_factors, rope_parameters
+    from edgeinfer.convert.rope import llama3_rope_factors, rope_parameters
 
     rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
             "original_max_position_embeddings": 64, "rope_theta": 500000.0}

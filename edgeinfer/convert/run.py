@@ -1,5 +1,5 @@
 """`convert_checkpoint`: a Hugging Face checkpoint folder -> one GGUF file that llama.cpp and
-edgeinfer load. Reads config and tokenizer, names every tensor (architectures.py), chooses each
+edgeinfer load. Reads config and tokenizer, names every tensor (the family's class, architectures.py), chooses each
 tensor's type with the quantize presets (quantize/plan.py: ``f16`` keeps norms in F32, ``q4_k_m``
 gives the output projection Q6_K, ...), then converts and writes one tensor at a time, so memory
 stays near the largest single tensor."""
@@ -16,7 +16,8 @@ from gguf import GGML_QUANT_VERSION, PoolingType
 from gguf import GGMLQuantizationType as T
 
 from edgeinfer import _core
-from edgeinfer.convert.architectures import Architecture, architecture_for
+from edgeinfer.convert.architectures import architecture_for
+from edgeinfer.convert.base import Architecture
 from edgeinfer.convert.checkpoint import Checkpoint
 from edgeinfer.convert.writer import StreamedGGUF
 from edgeinfer.errors import EdgeInferError, ModelFormatError
