@@ -50,6 +50,7 @@ if IS_X86:
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_q6k_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_iq4xs_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     # Gives the AVX2 kernel's bits: explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
@@ -73,6 +74,7 @@ ISA_DEFINES = {
     "native/src/cpu/x86/gemm_packed_q6k_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_packed_iq4xs_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/gemm_kquants_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/attn_prefill_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/attn_prefill_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",

@@ -146,6 +146,7 @@ KernelTable build_table(Isa isa, FloatOrder order) {
             fill_attn_kvq_fma(t.ops);
             fill_attn_kvq_avx2(t.ops);
             fill_gemm_avx2(t);
+            fill_gemm_kquants_avx2(t);
             fill_gemm_packed_avx2(t);
             fill_attn_prefill_avx2(t.ops);
             break;

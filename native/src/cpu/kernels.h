@@ -48,7 +48,7 @@ struct TypeKernels {
     // per super-block. matmul prefers it for such batches when set.
     VecDotFn vec_dot_ggml_tiled = nullptr;
     GemmFn gemm = nullptr;             // set where a tiled kernel beats one vec_dot per output
-    // GEMMs in the orders above (cpu/x86/gemm_kquants_avx512.cpp): every output bit-identical to
+    // GEMMs in the orders above (cpu/x86/gemm_kquants_avx512.cpp, gemm_kquants_avx2.cpp): every output bit-identical to
     // vec_dot_ggml_repack_gemm / vec_dot_ggml_tiled. matmul uses them for the columns and batches
     // it would give those per-output functions, and falls back to the per-output calls where they
     // are null.
@@ -252,8 +252,9 @@ void fill_attn_kvq_avx512(OpKernels& ops);
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);
 void fill_gemm_avx2(KernelTable& t);  // cpu/x86/gemm_avx2.cpp
-// The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp).
+// The k-quant GEMMs in the repacked / tiled orders (cpu/x86/gemm_kquants_avx512.cpp, gemm_kquants_avx2.cpp).
 void fill_gemm_kquants_avx512(KernelTable& t);
+void fill_gemm_kquants_avx2(KernelTable& t);
 // The packed-weight GEMV/GEMMs (cpu/repack.cpp: the scalar Q4_0 reference; cpu/x86/
 // gemm_packed_avx2.cpp: Q4_0, Q4_1, Q5_0; cpu/x86/gemm_packed_avx512.cpp: Q4_0, the AVX-512
 // table keeping its own kernels for the other two).
