@@ -110,18 +110,6 @@ inline __m256i hsum_8x8(const __m256i* v) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(ab, cd, 0x20), _mm256_permute2x128_si256(ab, cd, 0x31));
 }
 
-// The 4 lane sums of v[0..4) (exact: integers).
-inline __m128i hsum_4x8(const __m256i* v) {
-    const __m256i ab = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    return _mm_add_epi32(_mm256_castsi256_si128(ab), _mm256_extracti128_si256(ab, 1));
-}
-
-// sum8_tree of 8 lanes whose last 4 are 0: the j + 4 step adds zeros, then j + 2, then j + 1.
-inline float sum4_tree(__m128 x) {
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
-}
-
 // sum8_tree of the 8 lanes: j + 4, then j + 2, then j + 1.
 inline float sum8_tree(__m256 t) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
@@ -129,46 +117,55 @@ inline float sum8_tree(__m256 t) {
     return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
 }
 
+// Scores of 8 K rows at once, lane = row: per block, the 8 rows' integer dots reduced together
+// (hsum_8x8: lane r = row r's exact k . q), t_b = (float)isum_b * (dk_b * dq_b) as 8 lanes, and the
+// chunk's tree over blocks (lanes j and j + w, w = 4, 2, 1; zeros for missing blocks) done lane by
+// lane: each lane is the reference's operations for its row, in its order. A head_dim of 64 has
+// two blocks a row, so reducing a row at a time left most of every horizontal step idle.
+// Rows past the span (the last group of 8) read the span's last row again; their scores land in
+// the padding that span_softmax overwrites.
 template <uint32_t TK>
 void span_scores(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np) {
+    constexpr int kRows = 8;
     const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
-    const __m256i off = _mm256_set1_epi32(KBlock<TK>::kOffset);
-    KBlock<TK> kb[kChunk];
-    __m256i dots[kChunk];
-    alignas(16) uint16_t dk16[kChunk];
-    for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* kr = a.k + (a.first + i) * a.k_stride;
-        float s[kMaxHeads];
+    const __m256 scale = _mm256_set1_ps(a.scale);
+    for (int64_t i0 = 0; i0 < n; i0 += kRows) {
+        const uint8_t* kr[kRows];
+        for (int r = 0; r < kRows; ++r) kr[r] = a.k + (a.first + std::min<int64_t>(i0 + r, n - 1)) * a.k_stride;
         for (int64_t g0 = 0; g0 < a.group; g0 += kMaxHeads) {
             const int64_t gn = std::min(kMaxHeads, a.group - g0);
-            for (int64_t g = 0; g < gn; ++g) s[g] = 0.0f;
+            __m256 s[kMaxHeads];
+            for (int64_t g = 0; g < gn; ++g) s[g] = _mm256_setzero_ps();
             for (int64_t c = 0; c < nb; c += kChunk) {
                 const int64_t m = std::min(kChunk, nb - c);
-                for (int64_t b = 0; b < kChunk; ++b) {
-                    if (b < m) kb[b].load(kr, c + b);
-                    dk16[b] = b < m ? KBlock<TK>::d16(kr, c + b) : 0;
-                }
-                const __m256 dk = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dk16)));
-                for (int64_t g = 0; g < gn; ++g) {
-                    const int64_t gb = (g0 + g) * sc.nbp + c;
-                    const int8_t* q = sc.q8 + ((g0 + g) * nb + c) * kSpanBlock;
-                    for (int64_t b = 0; b < (m <= 4 ? 4 : kChunk); ++b)
-                        dots[b] = b < m ? kb[b].dot(q + b * kSpanBlock) : _mm256_setzero_si256();
-                    if (m <= 4) {  // head_dim <= 128: half the reduction
-                        const __m128i qsum = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc.qsum + gb));
-                        const __m128i isum =
-                            _mm_sub_epi32(hsum_4x8(dots), _mm_mullo_epi32(_mm256_castsi256_si128(off), qsum));
-                        const __m128 w = _mm_mul_ps(_mm256_castps256_ps128(dk), _mm_loadu_ps(sc.dq + gb));
-                        s[g] += sum4_tree(_mm_mul_ps(_mm_cvtepi32_ps(isum), w));
-                        continue;
+                __m256 t[kMaxHeads][kChunk];
+                for (int64_t b = 0; b < m; ++b) {
+                    KBlock<TK> kb[kRows];
+                    alignas(16) uint16_t dk16[kRows];
+                    for (int r = 0; r < kRows; ++r) {
+                        kb[r].load(kr[r], c + b);
+                        dk16[r] = KBlock<TK>::d16(kr[r], c + b);
                     }
-                    const __m256i qsum = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.qsum + gb));
-                    const __m256i isum = _mm256_sub_epi32(hsum_8x8(dots), _mm256_mullo_epi32(off, qsum));
-                    const __m256 w = _mm256_mul_ps(dk, _mm256_loadu_ps(sc.dq + gb));
-                    s[g] += sum8_tree(_mm256_mul_ps(_mm256_cvtepi32_ps(isum), w));
+                    const __m256 dk = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dk16)));
+                    for (int64_t g = 0; g < gn; ++g) {
+                        const int64_t gb = (g0 + g) * sc.nbp + c + b;
+                        const int8_t* q = sc.q8 + ((g0 + g) * nb + c + b) * kSpanBlock;
+                        __m256i dots[kRows];
+                        for (int r = 0; r < kRows; ++r) dots[r] = kb[r].dot(q);
+                        const __m256i isum = _mm256_sub_epi32(
+                            hsum_8x8(dots), _mm256_set1_epi32(KBlock<TK>::kOffset * sc.qsum[gb]));
+                        const __m256 w = _mm256_mul_ps(dk, _mm256_set1_ps(sc.dq[gb]));
+                        t[g][b] = _mm256_mul_ps(_mm256_cvtepi32_ps(isum), w);
+                    }
+                }
+                for (int64_t g = 0; g < gn; ++g) {
+                    for (int64_t b = m; b < kChunk; ++b) t[g][b] = _mm256_setzero_ps();
+                    for (int w = 4; w >= 1; w >>= 1)
+                        for (int j = 0; j < w; ++j) t[g][j] = _mm256_add_ps(t[g][j], t[g][j + w]);
+                    s[g] = _mm256_add_ps(s[g], t[g][0]);
                 }
             }
-            for (int64_t g = 0; g < gn; ++g) sc.p[(g0 + g) * np + i] = s[g] * a.scale;
+            for (int64_t g = 0; g < gn; ++g) _mm256_storeu_ps(sc.p + (g0 + g) * np + i0, _mm256_mul_ps(s[g], scale));
         }
     }
 }
