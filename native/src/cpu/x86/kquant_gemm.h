@@ -18,19 +18,20 @@
 // are bit-identical to the per-output path (tests/test_gemm.py) and through it to llama.cpp.
 //
 // How. The per-output path unpacks a weight super-block, and reduces its integer lanes, once
-// per (row, column). Here a tile of V::kLanes weight rows (one per 32-bit lane) is unpacked once (per super-block: the
-// quants transposed so that int32 lane r of a register holds 4 consecutive quants of row r,
-// the scales and mins as int32/int16 per lane, d and dmin as floats) and then multiplied with
-// every activation column, 4 columns at a time: one multiply-add takes 4 quants of each of the
-// tile's rows against the same 4 activations of one column (a 32-bit broadcast straight from the
-// block_q8_K row, which needs no packing), so every lane accumulates one output and no
-// horizontal reduction is needed anywhere. The float epilogue is vectorized across outputs:
+// per (row, column). Here a tile of V::kLanes weight rows (one per 32-bit lane) is unpacked
+// once (per super-block: the quants transposed so that int32 lane r of a register holds 4
+// consecutive quants of row r, the scales and mins as int32/int16 per lane, d and dmin as
+// floats) and then multiplied with every activation column, 4 columns at a time: one
+// multiply-add takes 4 quants of each of the tile's rows against the same 4 activations of one
+// column (a 32-bit broadcast straight from the block_q8_K row, which needs no packing), so every
+// lane accumulates one output and no horizontal reduction is needed anywhere. The float epilogue is vectorized across outputs:
 // lane r of a column's accumulator is output (r, c)'s own sequential chain.
 //
 // Integers, all exact: quants are unsigned (q4 < 16, q5 < 32, q6 < 64 before its -32 offset),
 // activations int8, so a 4-byte multiply-add gives sub-block dots (V::dot_groups); times the
-// sub-block scale (vpmulld) and summed. Mins (q4_K, q5_K) and q6_K's -32 offset come from the activation block sums with
-// vpmaddwd on int16 pairs (scale or min pair of the row against bsum pair of the column).
+// sub-block scale (vpmulld) and summed. Mins (q4_K, q5_K) and q6_K's -32 offset come from the
+// activation block sums with vpmaddwd on int16 pairs (scale or min pair of the row against bsum
+// pair of the column).
 //
 // Everything is in an anonymous namespace, like quants_256.h: each ISA unit gets its own copy,
 // compiled with its own flags.
