@@ -24,8 +24,9 @@
 // floats) and then multiplied with every activation column, 4 columns at a time: one
 // multiply-add takes 4 quants of each of the tile's rows against the same 4 activations of one
 // column (a 32-bit broadcast straight from the block_q8_K row, which needs no packing), so every
-// lane accumulates one output and no horizontal reduction is needed anywhere. The float epilogue is vectorized across outputs:
-// lane r of a column's accumulator is output (r, c)'s own sequential chain.
+// lane accumulates one output and no horizontal reduction is needed anywhere. The float epilogue
+// is vectorized across outputs: lane r of a column's accumulator is output (r, c)'s own
+// sequential chain.
 //
 // Integers, all exact: quants are unsigned (q4 < 16, q5 < 32, q6 < 64 before its -32 offset),
 // activations int8, so a 4-byte multiply-add gives sub-block dots (V::dot_groups); times the
