@@ -124,5 +124,12 @@ def test_a_sequence_decodes_a_prompt_as_sequence_zero_does(model, tmp_path):
             s.shift(1, 10)
         s.decode(more, all_logits=True)
         assert same_bits(np.array(s.logits), want_more)
+    # The restored 30 positions continue as sequence 0 continues the same 30, in the same batch:
+    # a 2-row batch need not give a 16-row chunk's bits (llama.cpp's Q4_K GEMM and GEMV orders
+    # differ on AVX2, and Gemma 3's file has Q4_K matrices).
+    cont = _core.Context(model, n_ctx=64, n_threads=2, n_batch=16)
+    cont.decode(prompt)
+    cont.sequence(0).truncate(30)
+    cont.decode(prompt[30:32], all_logits=True)
     ctx.sequence(1).decode(prompt[30:32], all_logits=True)
-    assert same_bits(np.array(ctx.logits), want_prompt[30:32])
+    assert same_bits(np.array(ctx.logits), np.array(cont.logits))
