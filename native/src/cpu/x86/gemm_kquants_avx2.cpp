@@ -3,9 +3,8 @@
 // of the same order (tests/test_gemm.py) and through it to llama.cpp.
 //
 // Why it exists: without it an AVX2 prompt multiplies a k-quant matrix one output at a time,
-// unpacking each super-block once per (row, column). Gemma 3's Q4_K_M file keeps only 13 of its
-// 246 MB in Q4_K (attn_output, half of ffn_down), yet that per-output path took 37 % of a
-// 512-token prompt on a Zen 3 (docs/PERFORMANCE.md).
+// unpacking each super-block once per (row, column), which costs far more per weight than the
+// packed types' GEMMs (docs/PERFORMANCE.md has the measurement, Zen 3 section).
 //
 // No VPDPBUSD here: four unsigned quants times four int8 activations per 32-bit lane become
 // VPMADDUBSW (pairs, in int16) then VPMADDWD against ones (int32), and the int16 pair sums of
