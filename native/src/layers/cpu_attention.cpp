@@ -26,8 +26,11 @@ void attention_spans(ThreadPool& pool, const KernelTable& kt, const float* q, in
     const int64_t rows = n * s.n_head_kv;
     const int64_t max_len = s.window > 0 ? std::min(s.window, pos0 + n) : pos0 + n;
     const int64_t want = 4 * (int64_t)pool.size();
-    const int64_t chunks =
-        rows >= want ? 1 : std::max<int64_t>(1, std::min((want + rows - 1) / rows, (max_len + 127) / 128));
+    const int64_t max_chunks = std::max<int64_t>(1, (max_len + 127) / 128);
+    int64_t chunks = rows >= want ? 1 : std::min((want + rows - 1) / rows, max_chunks);
+    // Equal jobs split over the threads evenly only if their count is a multiple of the threads'
+    // (SmolLM2's 3 KV heads in 3 spans each were 4 jobs on one thread and 5 on the other).
+    while (chunks > 1 && chunks < max_chunks && rows * chunks % pool.size() != 0) ++chunks;
     const int64_t span_max = (max_len + chunks - 1) / chunks;
     const int64_t jobs = rows * chunks;
     const size_t k_head = row_bytes(kv.type_k(), hd), v_head = row_bytes(kv.type_v(), hd);

@@ -62,33 +62,37 @@ struct KBlock<TYPE_Q4_0> {
     static uint16_t d16(const uint8_t* row, int64_t b) { return reinterpret_cast<const block_q4_0*>(row)[b].d; }
 };
 
-// V block b of a row as four vectors of 8 floats (values 0..7, 8..15, 16..23, 24..31).
+// A block's F16 scale on every lane, by F16C (the portable fp16_to_fp32 is a dozen integer
+// operations, which showed as much of the values pass as its multiply-adds).
+inline __m256 scale8(uint16_t d) { return _mm256_cvtph_ps(_mm_set1_epi16((short)d)); }
+
+// Half h of V block b of a row (values 16h .. 16h + 15) as two vectors of 8 floats.
 template <uint32_t TV>
-inline void v_block(const uint8_t* row, int64_t b, __m256* v);
+inline void v_half(const uint8_t* row, int64_t b, int h, __m256* v);
 template <>
-inline void v_block<TYPE_Q8_0>(const uint8_t* row, int64_t b, __m256* v) {
+inline void v_half<TYPE_Q8_0>(const uint8_t* row, int64_t b, int h, __m256* v) {
     const block_q8_0& blk = reinterpret_cast<const block_q8_0*>(row)[b];
-    const __m256 d = _mm256_set1_ps(fp16_to_fp32(blk.d));
-    for (int j = 0; j < 4; ++j) {
-        const __m128i x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * j));
-        v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
-    }
+    const __m256 d = scale8(blk.d);
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + 16 * h));
+    v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
+    v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x))));
 }
 template <>
-inline void v_block<TYPE_Q4_0>(const uint8_t* row, int64_t b, __m256* v) {
+inline void v_half<TYPE_Q4_0>(const uint8_t* row, int64_t b, int h, __m256* v) {
+    // Values 0..15 are the low nibbles of bytes 0..15, values 16..31 their high nibbles.
     const block_q4_0& blk = reinterpret_cast<const block_q4_0*>(row)[b];
-    const __m256 d = _mm256_set1_ps(fp16_to_fp32(blk.d));
-    const __m256i eight = _mm256_set1_epi32(8), fifteen = _mm256_set1_epi32(15);
-    for (int j = 0; j < 2; ++j) {  // bytes 0..7 then 8..15: low nibbles are values j*8.., high ones 16 + j*8..
-        const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + 8 * j)));
-        v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(x, fifteen), eight)));
-        v[j + 2] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(x, 4), eight)));
-    }
+    const __m256 d = scale8(blk.d);
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
+    if (h) x = _mm_srli_epi16(x, 4);
+    x = _mm_sub_epi8(_mm_and_si128(x, _mm_set1_epi8(15)), _mm_set1_epi8(8));
+    v[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
+    v[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(x, x))));
 }
 template <>
-inline void v_block<TYPE_F16>(const uint8_t* row, int64_t b, __m256* v) {
-    const __m128i* h = reinterpret_cast<const __m128i*>(row + b * kSpanBlock * 2);
-    for (int j = 0; j < 4; ++j) v[j] = _mm256_cvtph_ps(_mm_loadu_si128(h + j));
+inline void v_half<TYPE_F16>(const uint8_t* row, int64_t b, int h, __m256* v) {
+    const __m128i* x = reinterpret_cast<const __m128i*>(row + (b * kSpanBlock + 16 * h) * 2);
+    v[0] = _mm256_cvtph_ps(_mm_loadu_si128(x));
+    v[1] = _mm256_cvtph_ps(_mm_loadu_si128(x + 1));
 }
 
 // exp_poly on 8 lanes, the same operations (lanes below -87, and -inf padding, give 0).
@@ -195,21 +199,57 @@ void span_softmax(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_
     }
 }
 
+// The weighted sum of V rows, each output value's fmas in row order as the reference does them,
+// with the sums in registers: 16 values of G heads at a time run over a chunk of rows (which
+// stays in L1 across the chunk's passes), continuing from and returning to the sums in memory.
+// Summing in memory a row at a time cost a load and a store per fma; passes over a whole span
+// (thousands of rows) read it from L2 again for every 16 values.
+template <uint32_t TV, int G>
+void span_values_heads(const AttnKvqSpan& a, const float* p0, int64_t n, int64_t np, float* acc) {
+    constexpr int64_t kRowChunk = 32;
+    const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
+    for (int64_t g = 0; g < G; ++g)
+        for (int64_t j = 0; j < hd; j += 8) _mm256_storeu_ps(acc + g * hd + j, _mm256_setzero_ps());
+    for (int64_t i0 = 0; i0 < n; i0 += kRowChunk) {
+        const int64_t i1 = std::min(n, i0 + kRowChunk);
+        for (int64_t b = 0; b < nb; ++b)
+            for (int h = 0; h < 2; ++h) {
+                float* out = acc + b * kSpanBlock + 16 * h;
+                __m256 s[G][2];
+                for (int g = 0; g < G; ++g) {
+                    s[g][0] = _mm256_loadu_ps(out + g * hd);
+                    s[g][1] = _mm256_loadu_ps(out + g * hd + 8);
+                }
+                for (int64_t i = i0; i < i1; ++i) {
+                    __m256 v[2];
+                    v_half<TV>(a.v + (a.first + i) * a.v_stride, b, h, v);
+                    for (int g = 0; g < G; ++g) {
+                        const __m256 p = _mm256_broadcast_ss(p0 + g * np + i);
+                        s[g][0] = _mm256_fmadd_ps(v[0], p, s[g][0]);
+                        s[g][1] = _mm256_fmadd_ps(v[1], p, s[g][1]);
+                    }
+                }
+                for (int g = 0; g < G; ++g) {
+                    _mm256_storeu_ps(out + g * hd, s[g][0]);
+                    _mm256_storeu_ps(out + g * hd + 8, s[g][1]);
+                }
+            }
+    }
+}
+
 template <uint32_t TV>
 void span_values(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np, float* acc) {
-    const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
-    for (int64_t j = 0; j < a.group * hd; j += 8) _mm256_storeu_ps(acc + j, _mm256_setzero_ps());
-    for (int64_t i = 0; i < n; ++i) {
-        const uint8_t* vr = a.v + (a.first + i) * a.v_stride;
-        for (int64_t b = 0; b < nb; ++b) {
-            __m256 v[4];
-            v_block<TV>(vr, b, v);
-            for (int64_t g = 0; g < a.group; ++g) {
-                const __m256 p = _mm256_set1_ps(sc.p[g * np + i]);
-                float* ab = acc + g * hd + b * kSpanBlock;
-                for (int j = 0; j < 4; ++j)
-                    _mm256_storeu_ps(ab + 8 * j, _mm256_fmadd_ps(v[j], p, _mm256_loadu_ps(ab + 8 * j)));
-            }
+    constexpr int64_t kMaxG = 6;  // 12 sums + 2 values + 1 weight of the 16 registers
+    for (int64_t g0 = 0; g0 < a.group; g0 += kMaxG) {
+        const float* p0 = sc.p + g0 * np;
+        float* out = acc + g0 * a.head_dim;
+        switch (std::min(kMaxG, a.group - g0)) {
+            case 1: span_values_heads<TV, 1>(a, p0, n, np, out); break;
+            case 2: span_values_heads<TV, 2>(a, p0, n, np, out); break;
+            case 3: span_values_heads<TV, 3>(a, p0, n, np, out); break;
+            case 4: span_values_heads<TV, 4>(a, p0, n, np, out); break;
+            case 5: span_values_heads<TV, 5>(a, p0, n, np, out); break;
+            default: span_values_heads<TV, 6>(a, p0, n, np, out); break;
         }
     }
 }
