@@ -52,6 +52,7 @@ if IS_X86:
     ISA_SOURCES["native/src/cpu/x86/gemm_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/attn_span_f16_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     # Gives the AVX2 kernel's bits: explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/attn_prefill_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
 elif IS_ARM64:
@@ -76,6 +77,7 @@ ISA_DEFINES = {
     "native/src/cpu/x86/gemm_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_kquants_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/attn_prefill_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/attn_span_f16_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/attn_prefill_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/arm/neon.cpp": "EDGEINFER_HAVE_NEON",
 }

@@ -86,9 +86,10 @@ def test_the_fast_orders_decode_attention_is_f32_and_each_rows_own(isa, case):
                          ids=lambda c: "x".join(map(str, c)))
 def test_the_avx512_tile_gives_the_avx2_tiles_bits(case):
     """The AVX-512 kernel runs rows of the same key range through a block together and skips the
-    scores past a row's last key; neither may change a bit of the AVX2 kernel's results: prompt
-    chunks of 64+ tokens (either order takes the tiles), decode steps and batches (the fast
-    order's spans; llama.cpp's order keeps the one-row kernel there)."""
+    scores past a row's last key; neither may change a bit of the AVX2 kernel's results on prompt
+    chunks of 64+ tokens (either order takes the tiles). Decode steps and batches (the fast
+    order's spans; llama.cpp's order keeps the one-row kernel there) take one span kernel in both
+    tables: the AVX-512 table must not lose it."""
     q, k, v, window = make(case, [*case, 1])
     kb, vb = k.view(np.uint16), v.view(np.uint16)
     fast = len(q) < 64

@@ -78,9 +78,9 @@ void register_ops(py::module_& m) {
 
     m.def("attention_f16", [](const Floats& q, const Halves& k, const Halves& v, int64_t window, bool tiled,
                               int n_threads, const py::object& isa, bool fast) {
-        // A copy: `tiled` may take the tiled kernel out. fast: FloatOrder::fast's table.
+        // A copy: `tiled` may take the tiled and span kernels out. fast: FloatOrder::fast's table.
         ei::KernelTable t = fast ? ei::kernels_for(table_for(isa).isa, ei::FloatOrder::fast) : table_for(isa);
-        if (!tiled) t.ops.attn_f16_tile = nullptr;
+        if (!tiled) t.ops.attn_f16_tile = t.ops.attn_f16_span = nullptr;
         require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3,
                 "attention_f16: q is [n, n_head, head_dim], k and v [n_kv, n_head_kv, head_dim]");
         const int64_t n = q.shape(0), n_head = q.shape(1), d = q.shape(2), n_kv = k.shape(0), n_head_kv = k.shape(1);

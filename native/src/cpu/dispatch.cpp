@@ -149,6 +149,7 @@ KernelTable build_table(Isa isa, FloatOrder order) {
             fill_gemm_kquants_avx2(t);
             fill_gemm_packed_avx2(t);
             fill_attn_prefill_avx2(t.ops);
+            fill_attn_span_f16_avx2(t.ops);
             break;
 #endif
 #if defined(EDGEINFER_HAVE_AVX512)
@@ -161,6 +162,7 @@ KernelTable build_table(Isa isa, FloatOrder order) {
             fill_gemm_kquants_avx512(t);
             fill_gemm_packed_avx512(t);
             fill_attn_prefill_avx512(t.ops);
+            fill_attn_span_f16_avx2(t.ops);  // AVX2 code: the same bits as the AVX2 table's
             break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)

@@ -177,12 +177,13 @@ struct AttnF16Tile {
     int64_t last0, window;   // last position seen by token 0; window 0 = none
     int64_t head_dim;        // a multiple of 8
     float scale;
-    float* scratch;          // attn_f16_tile_scratch_floats(n_tok * group, head_dim) floats
-    // Span mode (part set): only the keys of the block starting at k_first (a multiple of
-    // kAttnTileKeys), and the rows' partial results instead of `out`: row r = t * group + g at
-    // part + r * (head_dim + 2): sum_j exp(s_j - m) v_j (unnormalized), then m, then
-    // l = sum_j exp(s_j - m) (m = -inf, l = 0 for a row that sees none of these keys). A row's
-    // partial depends on its own query and range only, not on the tile's other rows.
+    float* scratch;          // attn_f16_tile_scratch_floats(n_tok * group, head_dim) floats (tile only)
+    // Span mode (attn_f16_span; part set, attn_f16_tile leaves it null): only the keys of the
+    // block starting at k_first (a multiple of kAttnTileKeys), and the rows' partial results
+    // instead of `out`: row r = t * group + g at part + r * (head_dim + 2):
+    // sum_j exp(s_j - m) v_j (unnormalized), then m, then l = sum_j exp(s_j - m) (m = -inf, l = 0
+    // for a row that sees none of these keys). A row's partial depends on its own query and
+    // range only, not on the other rows of the call.
     float* part = nullptr;
     int64_t k_first = 0;
     // The group's attention-sink logits ([group], cpu/attn_sink.h), or nullptr: added to each
@@ -199,6 +200,7 @@ inline size_t attn_f16_tile_scratch_floats(int64_t rows, int64_t head_dim) {
 struct OpKernels {
     AttnF16RowsFn attn_f16_rows = nullptr;
     AttnF16TileFn attn_f16_tile = nullptr;  // prompt chunks of kAttnTileMinRows+ rows, where set
+    AttnF16TileFn attn_f16_span = nullptr;  // span mode: fast-order decode steps and short batches
     AttnKvqRowFn attn_kvq_row = nullptr;
     AttnKvqSpanFn attn_kvq_span = nullptr;  // preferred over attn_kvq_row where set and supported
     SwigluFn swiglu = nullptr;
@@ -237,6 +239,9 @@ void fill_kernels_neon(KernelTable& t);
 // attn_prefill_avx512.cpp for the AVX-512 one: the same bits).
 void fill_attn_prefill_avx2(OpKernels& ops);
 void fill_attn_prefill_avx512(OpKernels& ops);
+// The fast order's attention over one span of an F16 cache (cpu/x86/attn_span_f16_avx2.cpp): the
+// AVX2 and AVX-512 tables both take it.
+void fill_attn_span_f16_avx2(OpKernels& ops);
 // The float ops of the x86 ISA units (cpu/x86/ops_avx2.cpp, ops_avx512.cpp).
 void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);

@@ -58,14 +58,14 @@ void rope_neox(const KernelTable& kt, float* x, int64_t n, int64_t n_heads, int6
 
 namespace {
 
-// The fast order's attention over an F16 cache (FloatOrder::fast, tables with the tiled kernel),
+// The fast order's attention over an F16 cache (FloatOrder::fast, tables with the span kernel),
 // for decode steps and batches: the positions are cut into spans of kAttnTileKeys at fixed
-// positions (0, 64, 128, ...); each span of each KV head is one job through the tiled kernel
-// (its K/V converted to F32 once for every query row and head of the group; scores, a vectorized
-// exp and the V sums in F32), which leaves per row the span's maximum, sum and unnormalized
-// output; the spans are then merged in position order. A row's floats depend only on its query
-// and the positions it sees, so a token decoded in a batch gets exactly what it gets alone, and
-// a decode step has as many jobs as spans x KV heads to share among the threads.
+// positions (0, 64, 128, ...); each span of each KV head is one job through the span kernel
+// (kernels.h, attn_f16_span: scores, a vectorized exp and the V sums in F32), which leaves per
+// row the span's maximum, sum and unnormalized output; the spans are then merged in position
+// order. A row's floats depend only on its query and the positions it sees, so a token decoded
+// in a batch gets exactly what it gets alone, and a decode step has as many jobs as spans x KV
+// heads to share among the threads.
 void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                          const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out) {
     const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim, rows = n * group;
@@ -85,18 +85,16 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
     if (part_buffer.size() < part_floats) part_buffer.resize(part_floats);
     float* const part = part_buffer.data();
     pool.run([&](int task, int nt) {
-        thread_local std::vector<float> scratch;  // the pool's threads keep theirs
-        if (scratch.size() < attn_f16_tile_scratch_floats(rows, hd)) scratch.resize(attn_f16_tile_scratch_floats(rows, hd));
         // A task takes a run of spans, each span's KV heads one after another: the heads' rows
         // interleave in the cache (position p holds every head's K), so a span's lines then come
         // from memory once for all its heads instead of once per head.
         for (int64_t i = jobs * task / nt; i < jobs * (task + 1) / nt; ++i) {
             const int64_t c = i / s.n_head_kv, hk = i % s.n_head_kv, j = hk * spans + c;
             AttnF16Tile a{q + hk * group * hd, nullptr, n, group, s.n_head * hd, k + hk * hd, v + hk * hd, row_stride,
-                          pos0, s.window, hd, s.scale, scratch.data()};
+                          pos0, s.window, hd, s.scale, nullptr};
             a.part = part + j * rows * part_row;
             a.k_first = (span0 + c) * kAttnTileKeys;
-            kt.ops.attn_f16_tile(a);
+            kt.ops.attn_f16_span(a);
         }
     }, (int)std::min<int64_t>(jobs, 4 * pool.size()));
     // A decode step's merge (a few heads over a few spans) is less work than waking the pool's
@@ -137,7 +135,7 @@ void attention_f16_spans(ThreadPool& pool, const KernelTable& kt, const float* q
 
 void attention_f16(ThreadPool& pool, const KernelTable& kt, const float* q, int64_t n, int64_t pos0,
                    const uint16_t* k, const uint16_t* v, const AttentionShape& s, float* out) {
-    if (kt.order == FloatOrder::fast && kt.ops.attn_f16_tile && n < kAttnTileMinRows && s.head_dim % 8 == 0)
+    if (kt.order == FloatOrder::fast && kt.ops.attn_f16_span && n < kAttnTileMinRows && s.head_dim % 8 == 0)
         return attention_f16_spans(pool, kt, q, n, pos0, k, v, s, out);
     // Every query row runs ggml's one-row kernel (flash_attn_ext_f16_one_chunk): what llama.cpp
     // runs for decode and for prompts shorter than its 64-row tile. Longer chunks take the

@@ -54,10 +54,7 @@ void attn_f16_tile_avx2(const AttnF16Tile& a) {
     const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256 scale = _mm256_set1_ps(a.scale);
 
-    // Span mode: the one block at k_first (aligned, so a row's floats never depend on the tile).
-    const int64_t kb_begin = a.part ? a.k_first : first_of(a.last0);
-    const int64_t kb_end = a.part ? std::min(last_max, a.k_first + KB - 1) : last_max;
-    for (int64_t kb0 = kb_begin; kb0 <= kb_end; kb0 += KB) {
+    for (int64_t kb0 = first_of(a.last0); kb0 <= last_max; kb0 += KB) {
         const int64_t nk = std::min(KB, last_max - kb0 + 1);
         load_block(a, kb0, nk, kT, vb);
         for (int64_t r = 0; r < rows; ++r) {

@@ -4,8 +4,7 @@
 //
 // - Rows that see the same keys of a block (the heads of one token; every token, in a block all
 //   of them see whole) go through it up to four at a time: each load of K^T and V serves all of
-//   them. One row at a time, every FMA of the scores and of the V sums came with its own load,
-//   and a decode batch of n tokens has n x group rows in every block.
+//   them. One row at a time, every FMA of the scores and of the V sums came with its own load.
 // - Scores are computed only for the 16-key vectors up to the last key a row sees. The AVX2
 //   kernel computes all 64 and masks the rest to weight 0; a masked weight adds nothing to the
 //   row's sum (its weights are >= 0, its sum starts at +0) and its V term is never taken.
@@ -146,10 +145,7 @@ void attn_f16_tile_avx512(const AttnF16Tile& a) {
     auto first_of = [&](int64_t last) { return a.window > 0 ? std::max<int64_t>(0, last - a.window + 1) : 0; };
     const int64_t last_max = a.last0 + a.n_tok - 1;
 
-    // Span mode: the one block at k_first (aligned, so a row's floats never depend on the tile).
-    const int64_t kb_begin = a.part ? a.k_first : first_of(a.last0);
-    const int64_t kb_end = a.part ? std::min(last_max, a.k_first + KB - 1) : last_max;
-    for (int64_t kb0 = kb_begin; kb0 <= kb_end; kb0 += KB) {
+    for (int64_t kb0 = first_of(a.last0); kb0 <= last_max; kb0 += KB) {
         const int64_t nk = std::min(KB, last_max - kb0 + 1);
         load_block(a, kb0, nk, kT, vb);
         auto range_of = [&](int64_t r, int64_t* lo, int64_t* hi) {

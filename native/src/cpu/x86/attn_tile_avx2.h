@@ -60,14 +60,12 @@ inline void request_row(const uint16_t* row, int64_t bytes) {
 }
 
 // Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd]. K goes over in 8x8
-// blocks transposed in registers (a decode step converts every cached key once per KV head, so
-// this is most of a long context's attention work); a copy changes no value.
+// blocks transposed in registers; a copy changes no value.
 void load_block(const AttnF16Tile& a, int64_t kb0, int64_t nk, float* kT, float* vb) {
     const int64_t hd = a.head_dim;
     // The same head's next block is requested while this one converts: the keys come from memory
     // (a long context's cache is far larger than L2) and the hardware prefetcher does not follow
-    // a head's slices of the position rows far enough ahead. (A decode step's task takes that
-    // block a few jobs later: layers/cpu_blocks.cpp.)
+    // a head's slices of the position rows far enough ahead.
     const int64_t last = a.last0 + a.n_tok - 1, next = kb0 + KB;
     const int64_t next_keys = std::min<int64_t>(KB, last - next + 1);
     const int64_t row_bytes = hd * (int64_t)sizeof(uint16_t);
@@ -118,18 +116,9 @@ struct TileScratch {
     }
 };
 
-// The rows' results: in span mode their partials, else their normalized outputs.
+// The rows' normalized outputs.
 inline void finish_tile(const AttnF16Tile& a, const TileScratch& s) {
     const int64_t hd = a.head_dim, rows = a.n_tok * a.group;
-    if (a.part) {
-        for (int64_t r = 0; r < rows; ++r) {
-            float* pr = a.part + r * (hd + 2);
-            std::copy(s.acc + r * hd, s.acc + (r + 1) * hd, pr);
-            pr[hd] = s.row_max[r];
-            pr[hd + 1] = s.row_sum[r];
-        }
-        return;
-    }
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t t = r / a.group, g = r % a.group;
         float ms = 1.0f;
