@@ -47,13 +47,17 @@ struct TileRows {
 
 // Scaled scores s[r][j] of the span's keys 0 .. nk - 1, in groups of 8 (a last partial group
 // reads key nk - 1 again; those lanes are outside every row's range).
+// The next span's first n_next keys are requested meanwhile (see attn_f16_span_avx2).
 template <int NR>
-void tile_scores(const AttnF16Tile& a, const TileRows& t, const uint16_t* k0, int64_t nk, float (*s)[KB]) {
+void tile_scores(const AttnF16Tile& a, const TileRows& t, const uint16_t* k0, int64_t nk, int64_t n_next,
+                 float (*s)[KB]) {
     const int64_t hd = a.head_dim;
     const __m256 scale = _mm256_set1_ps(a.scale);
     for (int64_t j0 = 0; j0 < nk; j0 += 8) {
         __m256 dots[NR][8];
         for (int jj = 0; jj < 8; jj += 2) {
+            for (int64_t j = j0 + jj; j < std::min(j0 + jj + 2, n_next); ++j)
+                request_row(k0 + (KB + j) * a.kv_stride, hd * (int64_t)sizeof(uint16_t));
             const uint16_t* ka = k0 + std::min(j0 + jj, nk - 1) * a.kv_stride;
             const uint16_t* kb = k0 + std::min(j0 + jj + 1, nk - 1) * a.kv_stride;
             __m256 sa[NR], sb[NR];
@@ -101,14 +105,16 @@ void row_softmax(float* s, int64_t nk, int64_t lo, int64_t hi, float* m, float* 
 }
 
 // part[r][d] = sum_{lo <= j <= hi} p[r][j] v_j[d] for NV registers of 8 values from d0, the
-// tile's keys lo..hi (the union of its rows' ranges) in order.
+// tile's keys lo..hi (the union of its rows' ranges) in order; the next span's first n_next
+// value rows are requested meanwhile.
 template <int NR, int NV>
 void tile_values(const AttnF16Tile& a, const TileRows& t, const uint16_t* v0, const float (*p)[KB], int64_t lo,
-                 int64_t hi, int64_t d0) {
+                 int64_t hi, int64_t d0, int64_t n_next) {
     __m256 o[NR][NV];
     for (int r = 0; r < NR; ++r)
         for (int i = 0; i < NV; ++i) o[r][i] = _mm256_setzero_ps();
     for (int64_t j = lo; j <= hi; ++j) {
+        if (j < n_next) request_row(v0 + (KB + j) * a.kv_stride, a.head_dim * (int64_t)sizeof(uint16_t));
         const uint16_t* vj = v0 + j * a.kv_stride + d0;
         __m256 x[NV];
         for (int i = 0; i < NV; ++i) x[i] = load_halves(vj + 8 * i);
@@ -122,12 +128,12 @@ void tile_values(const AttnF16Tile& a, const TileRows& t, const uint16_t* v0, co
 }
 
 template <int NR>
-void span_tile(const AttnF16Tile& a, const TileRows& t, int64_t nk) {
+void span_tile(const AttnF16Tile& a, const TileRows& t, int64_t nk, int64_t n_next) {
     const int64_t hd = a.head_dim;
     const uint16_t* k0 = a.k + a.k_first * a.kv_stride;
     const uint16_t* v0 = a.v + a.k_first * a.kv_stride;
     alignas(32) float p[NR][KB];
-    tile_scores<NR>(a, t, k0, nk, p);
+    tile_scores<NR>(a, t, k0, nk, n_next, p);
     int64_t lo = nk, hi = -1;
     for (int r = 0; r < NR; ++r) {
         row_softmax(p[r], nk, t.lo[r], t.hi[r], t.part[r] + hd, t.part[r] + hd + 1);
@@ -137,13 +143,17 @@ void span_tile(const AttnF16Tile& a, const TileRows& t, int64_t nk) {
         }
     }
     int64_t d0 = 0;
-    for (; d0 + 16 <= hd; d0 += 16) tile_values<NR, 2>(a, t, v0, p, lo, hi, d0);
-    if (d0 < hd) tile_values<NR, 1>(a, t, v0, p, lo, hi, d0);  // head_dim is a multiple of 8
+    for (; d0 + 16 <= hd; d0 += 16) tile_values<NR, 2>(a, t, v0, p, lo, hi, d0, d0 == 0 ? n_next : 0);
+    if (d0 < hd) tile_values<NR, 1>(a, t, v0, p, lo, hi, d0, d0 == 0 ? n_next : 0);  // head_dim: a multiple of 8
 }
 
 void attn_f16_span_avx2(const AttnF16Tile& a) {
     const int64_t hd = a.head_dim, rows = a.n_tok * a.group;
     const int64_t nk = std::min(KB, a.last0 + a.n_tok - a.k_first);
+    // The first tile requests the next span's rows of this head, which the caller's task takes
+    // a few jobs later: a head's slices of the position rows are strided (SmolLM2: 128 of every
+    // 384 bytes), and the hardware prefetcher did not keep up with them.
+    int64_t n_next = std::max<int64_t>(0, std::min(KB, a.last0 + a.n_tok - a.k_first - KB));
     for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
         const int nr = (int)std::min<int64_t>(kTileRows, rows - r0);
         TileRows t;
@@ -156,11 +166,12 @@ void attn_f16_span_avx2(const AttnF16Tile& a) {
             t.hi[i] = std::min(last - a.k_first, nk - 1);
         }
         switch (nr) {
-            case 1: span_tile<1>(a, t, nk); break;
-            case 2: span_tile<2>(a, t, nk); break;
-            case 3: span_tile<3>(a, t, nk); break;
-            default: span_tile<4>(a, t, nk); break;
+            case 1: span_tile<1>(a, t, nk, n_next); break;
+            case 2: span_tile<2>(a, t, nk, n_next); break;
+            case 3: span_tile<3>(a, t, nk, n_next); break;
+            default: span_tile<4>(a, t, nk, n_next); break;
         }
+        n_next = 0;
     }
 }
 
