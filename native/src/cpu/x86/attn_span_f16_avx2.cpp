@@ -23,6 +23,7 @@
 #include "cpu/kernels.h"
 #include "cpu/x86/attn_tile_avx2.h"
 #include "cpu/x86/expf_avx2.h"
+#include "cpu/x86/quants_256.h"
 
 namespace ei {
 namespace {
@@ -35,8 +36,6 @@ inline __m256 hsum_8x8(const __m256* v) {
     const __m256 cd = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
     return _mm256_add_ps(_mm256_permute2f128_ps(ab, cd, 0x20), _mm256_permute2f128_ps(ab, cd, 0x31));
 }
-
-inline __m256 load_halves(const uint16_t* h) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))); }
 
 // The tile's rows: their queries, key ranges within the span, and partial results.
 struct TileRows {
@@ -63,7 +62,7 @@ void tile_scores(const AttnF16Tile& a, const TileRows& t, const uint16_t* k0, in
             __m256 sa[NR], sb[NR];
             for (int r = 0; r < NR; ++r) sa[r] = sb[r] = _mm256_setzero_ps();
             for (int64_t d = 0; d < hd; d += 8) {
-                const __m256 xa = load_halves(ka + d), xb = load_halves(kb + d);
+                const __m256 xa = load_f16x8(ka + d), xb = load_f16x8(kb + d);
                 for (int r = 0; r < NR; ++r) {
                     const __m256 qv = _mm256_loadu_ps(t.q[r] + d);
                     sa[r] = _mm256_fmadd_ps(qv, xa, sa[r]);
@@ -117,7 +116,7 @@ void tile_values(const AttnF16Tile& a, const TileRows& t, const uint16_t* v0, co
         if (j < n_next) request_row(v0 + (KB + j) * a.kv_stride, a.head_dim * (int64_t)sizeof(uint16_t));
         const uint16_t* vj = v0 + j * a.kv_stride + d0;
         __m256 x[NV];
-        for (int i = 0; i < NV; ++i) x[i] = load_halves(vj + 8 * i);
+        for (int i = 0; i < NV; ++i) x[i] = load_f16x8(vj + 8 * i);
         for (int r = 0; r < NR; ++r) {
             const __m256 pj = _mm256_broadcast_ss(p[r] + j);
             for (int i = 0; i < NV; ++i) o[r][i] = _mm256_fmadd_ps(pj, x[i], o[r][i]);
