@@ -18,28 +18,20 @@ wants a BOS token gets exactly one, whether or not the template wrote it.
 """
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import cached_property
-from typing import Any, Callable, Mapping, Sequence
-
-import jinja2
-import jinja2.ext
-from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from edgeinfer.errors import ChatTemplateError
 from edgeinfer.text_check import require_valid_text
 
+if TYPE_CHECKING:
+    import jinja2
+
 Messages = Sequence[Mapping[str, Any]]
 
 FILE_ORIGIN = "from the model file"
-
-# Largest string/list that `*` may build and largest exponent `**` may use inside a template.
-_MAX_REPEAT = 1 << 20
-_MAX_EXPONENT = 1024
 
 # --- built-in templates ----------------------------------------------------------------------------
 
@@ -103,60 +95,6 @@ TOKEN_TEMPLATES: tuple[tuple[str, str], ...] = (
 )
 
 
-# --- the sandbox -----------------------------------------------------------------------------------
-
-class _TemplateRaised(Exception):
-    """What `raise_exception(msg)` throws inside a template."""
-
-
-def _raise_exception(message: str) -> None:
-    raise _TemplateRaised(str(message))
-
-
-def _strftime_now(fmt: str) -> str:
-    return datetime.now().strftime(fmt)
-
-
-def _tojson(value: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    """HF transformers' `tojson`: no HTML escaping (unlike Jinja's) and non-ASCII kept as is."""
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
-
-
-class _Sandbox(ImmutableSandboxedEnvironment):
-    """The immutable sandbox, failing loudly on unsafe attributes and bounding `*` and `**`."""
-
-    intercepted_binops = frozenset({"*", "**"})
-
-    def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
-        raise SecurityError(f"access to attribute {attribute!r} of a {type(obj).__name__} "
-                            f"object is not allowed")
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        if operator == "**" and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
-            raise SecurityError(f"exponent {right} is too large")
-        if operator == "*":
-            _check_repeat(left, right)
-            _check_repeat(right, left)
-        return super().call_binop(context, operator, left, right)
-
-
-def _check_repeat(seq: Any, count: Any) -> None:
-    if isinstance(seq, (str, list, tuple)) and isinstance(count, int):
-        if len(seq) * count > _MAX_REPEAT:
-            raise SecurityError(f"repeating a sequence {count} times makes it too long")
-
-
-def make_environment() -> jinja2.Environment:
-    """The one Jinja environment chat templates run in."""
-    env = _Sandbox(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = _strftime_now
-    return env
-
-
 # --- messages --------------------------------------------------------------------------------------
 
 def _content_text(content: Any, index: int, has_tool_calls: bool) -> str | None:
@@ -198,6 +136,11 @@ def normalize_messages(messages: Messages | str) -> list[dict[str, Any]]:
     return result
 
 
+def _make_environment() -> jinja2.Environment:
+    from edgeinfer.template_sandbox import make_environment  # Jinja2 loads with the first template
+    return make_environment()
+
+
 # --- templates -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -210,7 +153,7 @@ class ChatTemplate:
     name: str
     bos_token: str = ""
     eos_token: str = ""
-    env: jinja2.Environment = field(default_factory=make_environment, repr=False, compare=False)
+    env: jinja2.Environment = field(default_factory=_make_environment, repr=False, compare=False)
 
     @property
     def origin(self) -> str:
@@ -219,9 +162,10 @@ class ChatTemplate:
 
     @cached_property
     def _compiled(self) -> jinja2.Template:
+        from edgeinfer.template_sandbox import TemplateSyntaxError
         try:
             return self.env.from_string(self.source)
-        except jinja2.TemplateSyntaxError as exc:
+        except TemplateSyntaxError as exc:
             raise ChatTemplateError(f"the chat template ({self.origin}) has a syntax error "
                                     f"on line {exc.lineno}: {exc.message}") from exc
 
@@ -247,9 +191,10 @@ class ChatTemplate:
             "eos_token": self.eos_token,
         }
         template = self._compiled
+        from edgeinfer.template_sandbox import SecurityError, TemplateRaised
         try:
             return template.render(context)
-        except _TemplateRaised as exc:
+        except TemplateRaised as exc:
             raise ChatTemplateError(f"the chat template ({self.origin}) refused the "
                                     f"conversation: {exc}") from exc
         except SecurityError as exc:
