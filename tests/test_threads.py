@@ -82,6 +82,24 @@ def test_the_core_refuses_absurd_thread_counts_at_once(tiny_path):
     assert _core.Context(core, n_ctx=32, n_threads=usable_cpus() + 1).n_threads == usable_cpus() + 1
 
 
+
+# 40 tokens: over the row count from which the layer's row-wise ops (norms, RoPE, GLU, residual
+# adds) split across the pool's threads (layers/cpu_layer_ops.h, kParallelMinRows).
+LONG_PROMPT = [(7 * i + 3) % 250 + 5 for i in range(40)]
+
+
+def test_the_thread_count_changes_no_bit_of_a_prompts_logits(tiny_path, tmp_path):
+    # Every op computes each row (element) alone, so how the rows are shared among threads must not
+    # show in the floats: llama (SwiGLU) and gemma3 (GeGLU, q/k and post norms, a sliding window).
+    from support.tiny_gemma3 import TinyGemma3Config, write_tiny_gemma3
+    gemma_path = tmp_path / "tiny-gemma3.gguf"
+    write_tiny_gemma3(gemma_path, TinyGemma3Config(weight_type="Q8_0"))
+    for path in (tiny_path, gemma_path):
+        one = Model.load(path, n_ctx=64, n_threads=1).eval_logits(LONG_PROMPT)
+        two = Model.load(path, n_ctx=64, n_threads=2).eval_logits(LONG_PROMPT)
+        np.testing.assert_array_equal(two, one)
+
+
 _SPAWN_CHILD = """
 import numpy as np
 from edgeinfer import _core

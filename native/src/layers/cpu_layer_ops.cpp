@@ -1,13 +1,31 @@
 #include "layers/cpu_layer_ops.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "layers/cpu_blocks.h"
 
 namespace ei {
 
+template <class Fn>
+void CpuLayerOps::by_rows(int64_t rows, Fn&& fn) {
+    if (rows < kParallelMinRows || pool_.size() < 2) return fn(int64_t(0), rows);
+    pool_.run([&](int ith, int nth) {
+        int64_t r0, r1;
+        ThreadPool::split(rows, ith, nth, &r0, &r1);
+        if (r1 > r0) fn(r0, r1);
+    });
+}
+
+template <class Fn>
+void CpuLayerOps::by_elements(int64_t count, Fn&& fn) {
+    by_rows((count + kElementUnit - 1) / kElementUnit, [&](int64_t u0, int64_t u1) {
+        fn(u0 * kElementUnit, std::min(count, u1 * kElementUnit));
+    });
+}
+
 void CpuLayerOps::rms_norm(const float* x, const float* w, float* out, int64_t rows, int64_t width) {
-    ei::rms_norm(x, w, out, rows, width, eps_);
+    by_rows(rows, [&](int64_t r0, int64_t r1) { ei::rms_norm(x + r0 * width, w, out + r0 * width, r1 - r0, width, eps_); });
 }
 
 void CpuLayerOps::matmul(const Tensor& W, const float* x, int64_t n, float* y) {
@@ -38,11 +56,19 @@ void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, i
                                    float* /*up*/) {
     if (stats_) stats_->record(W, x, n);
     ei::matmul(pool_, kt_, W, x, n, fused_, scratch_, order_);
-    for (int64_t t = 0; t < n; ++t) glu(gelu, fused_ + t * 2 * ff, fused_ + t * 2 * ff + ff, gate + t * ff, ff);
+    by_rows(n, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            const float* row = fused_ + t * 2 * ff;
+            if (gelu) geglu(kt_, row, row + ff, gate + t * ff, ff);
+            else swiglu(kt_, row, row + ff, gate + t * ff, ff);
+        }
+    });
 }
 
 void CpuLayerOps::add_rows(float* y, const float* bias, int64_t rows, int64_t width) {
-    for (int64_t t = 0; t < rows; ++t) add_inplace(y + t * width, bias, width);
+    by_rows(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t t = r0; t < r1; ++t) add_inplace(y + t * width, bias, width);
+    });
 }
 
 void CpuLayerOps::rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pos0, const LayerConfig& c) {
@@ -53,11 +79,16 @@ void CpuLayerOps::rope(float* x, int64_t n, int64_t heads, int64_t head_dim, int
     } else {
         for (int64_t t = 0; t < n; ++t) pos_[t] = (int32_t)(pos0 + t);
     }
-    if (c.rope_neox) rope_neox(kt_, x, n, heads, head_dim, pos_.data(), c.rope);
-    else rope_norm(kt_, x, n, heads, head_dim, pos_.data(), c.rope);
+    by_rows(n, [&](int64_t r0, int64_t r1) {
+        float* xr = x + r0 * heads * head_dim;
+        if (c.rope_neox) rope_neox(kt_, xr, r1 - r0, heads, head_dim, pos_.data() + r0, c.rope);
+        else rope_norm(kt_, xr, r1 - r0, heads, head_dim, pos_.data() + r0, c.rope);
+    });
 }
 
-void CpuLayerOps::scale(float* x, float s, int64_t count) { scale_inplace(x, s, count); }
+void CpuLayerOps::scale(float* x, float s, int64_t count) {
+    by_elements(count, [&](int64_t i0, int64_t i1) { scale_inplace(x + i0, s, i1 - i0); });
+}
 
 void CpuLayerOps::kv_store(int il, int64_t pos0, int64_t n, const float* k, const float* v) {
     if (!runs_) return kv_.store(il, pos0, n, k, v);
@@ -83,10 +114,14 @@ void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, con
 }
 
 void CpuLayerOps::glu(bool gelu, const float* gate, const float* up, float* out, int64_t count) {
-    if (gelu) geglu(kt_, gate, up, out, count);
-    else swiglu(kt_, gate, up, out, count);
+    by_elements(count, [&](int64_t i0, int64_t i1) {
+        if (gelu) geglu(kt_, gate + i0, up + i0, out + i0, i1 - i0);
+        else swiglu(kt_, gate + i0, up + i0, out + i0, i1 - i0);
+    });
 }
 
-void CpuLayerOps::add(float* y, const float* x, int64_t count) { add_inplace(y, x, count); }
+void CpuLayerOps::add(float* y, const float* x, int64_t count) {
+    by_elements(count, [&](int64_t i0, int64_t i1) { add_inplace(y + i0, x + i0, i1 - i0); });
+}
 
 }  // namespace ei

@@ -75,6 +75,19 @@ public:
                     float* y);
 
 private:
+    // fn(r0, r1) over [0, rows) in contiguous parts on the pool's threads, or inline for fewer
+    // than kParallelMinRows rows: a decode step's one row is cheaper than waking the pool. Every
+    // op split this way computes each row (each element) alone, so the split changes no bits.
+    static constexpr int64_t kParallelMinRows = 16;
+    template <class Fn>
+    void by_rows(int64_t rows, Fn&& fn);
+    // by_rows over `count` elements in units of kElementUnit (a multiple of every kernel's vector
+    // width, so each part's vector loop groups the elements as the whole array's would and a
+    // ragged tail stays in the last part).
+    static constexpr int64_t kElementUnit = 64;
+    template <class Fn>
+    void by_elements(int64_t count, Fn&& fn);
+
     // One expert's rows: [r][n_embd] inputs, [r][n_ff_exp] gate and up, [r][n_embd] outputs.
     struct ExpertBuffers {
         std::vector<float> x, gate, up, y;

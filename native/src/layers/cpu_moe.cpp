@@ -44,6 +44,11 @@ namespace ei {
 
 namespace {
 
+// y[r] += bias for each of the rows, on the calling thread.
+void add_bias_rows(float* y, const float* bias, int64_t rows, int64_t width) {
+    for (int64_t r = 0; r < rows; ++r) add_inplace(y + r * width, bias, width);
+}
+
 // ggml_soft_max of one row of n values in place: the max, exp(x - max) summed in double, each
 // times (float)(1 / sum).
 void soft_max_row(const KernelTable& kt, float* p, int64_t n) {
@@ -118,16 +123,19 @@ void CpuLayerOps::expert_ffn(const ExpertRows& a, int64_t x, ThreadPool& pool, M
     float* const gate_up_out[] = {b.gate.data(), b.up.data()};
     if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_gate_exps, &a.L.ffn_up_exps}, b.x.data(), d);
     ei::matmul_same_input(pool, kt_, gate_up, gate_up_out, 2, b.x.data(), rows, scratch, BatchOrder::per_row);
-    if (a.L.ffn_up_exps_b) add_rows(b.up.data(), a.L.ffn_up_exps_b + x * ff, rows, ff);
-    if (a.L.ffn_gate_exps_b) add_rows(b.gate.data(), a.L.ffn_gate_exps_b + x * ff, rows, ff);
+    // (Serial from here on: this may run inside a task of pool_, which the ops' own splits use.)
+    if (a.L.ffn_up_exps_b) add_bias_rows(b.up.data(), a.L.ffn_up_exps_b + x * ff, rows, ff);
+    if (a.L.ffn_gate_exps_b) add_bias_rows(b.gate.data(), a.L.ffn_gate_exps_b + x * ff, rows, ff);
     for (int64_t r = 0; r < rows; ++r) {  // ggml's GLU runs row by row (its SIMD tail is per row)
         float* g = b.gate.data() + r * ff;
-        if (a.swiglu_oai) ei::swiglu_oai(g, b.up.data() + r * ff, g, ff);
-        else glu(a.gelu, g, b.up.data() + r * ff, g, ff);
+        const float* u = b.up.data() + r * ff;
+        if (a.swiglu_oai) ei::swiglu_oai(g, u, g, ff);
+        else if (a.gelu) geglu(kt_, g, u, g, ff);
+        else swiglu(kt_, g, u, g, ff);
     }
     if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_down_exps}, b.gate.data(), ff);
     ei::matmul(pool, kt_, down, b.gate.data(), rows, b.y.data(), scratch, BatchOrder::per_row);
-    if (a.L.ffn_down_exps_b) add_rows(b.y.data(), a.L.ffn_down_exps_b + x * d, rows, d);
+    if (a.L.ffn_down_exps_b) add_bias_rows(b.y.data(), a.L.ffn_down_exps_b + x * d, rows, d);
     for (int64_t r = 0; r < rows; ++r)
         std::memcpy(moe_.expert_out.data() + s.routed[r0 + r] * d, b.y.data() + r * d, sizeof(float) * d);
 }
