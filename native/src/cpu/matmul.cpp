@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "common/error.h"
 #include "cpu/repack.h"
@@ -112,19 +113,37 @@ void task_rows(int64_t M, int i, int nt, int64_t* r0, int64_t* r1) {
     *r1 = std::min(M, *r0 + per);
 }
 
-// The packed GEMV/GEMM, split by 16-row groups (decode: several tasks a thread for balance;
-// prefill: fewer, larger ones), for one weight or several over the same activations: their
-// groups laid end to end and split as one weight's would be (a task may finish one weight and
-// start the next), so a layer's Q, K and V (gate and up) wait on the pool once, not once each.
+// Cuts `groups` into tasks of decreasing size ("guided"): each takes 1 / (2 x threads) of what is
+// left, at least min_groups, into bounds[0..tasks]. The pool hands tasks out in index order, so
+// the long ones go first (a thread streams far before it claims again) and the last ones are
+// short: a thread that runs out of work waits on the other for one short task at most, where
+// equal tasks left it waiting for up to a whole one (~10 % of a 2-thread decode step, perf).
+int guided_tasks(int64_t groups, int threads, int64_t min_groups, std::vector<int64_t>& bounds) {
+    bounds.assign(1, 0);
+    if (threads < 2 || groups <= 0) bounds.push_back(std::max<int64_t>(groups, 0));  // nothing to balance
+    for (int64_t left = groups - bounds.back(); left > 0;) {
+        const int64_t take = std::min(left, std::max(min_groups, left / (2 * (int64_t)threads)));
+        bounds.push_back(bounds.back() + take);
+        left -= take;
+    }
+    return (int)bounds.size() - 1;
+}
+
+// The packed GEMV/GEMM, split by 16-row groups into guided tasks (a prompt's at least
+// kPrefillTaskGroups groups, each task preparing every column's block scales once), for one
+// weight or several over the same activations: their groups laid end to end and split as one
+// weight's would be (a task may finish one weight and start the next), so a layer's Q, K and V
+// (gate and up) wait on the pool once, not once each.
 void run_packed_groups(ThreadPool& pool, const KernelTable& kt, const Tensor* const* W, float* const* y, int count,
                        const uint8_t* act, size_t act_row, int64_t n) {
+    constexpr int64_t kPrefillTaskGroups = 4;
     int64_t first[kMaxSameInput + 1] = {0};  // first[i]: weight i's first group in the joint order
     for (int i = 0; i < count; ++i) first[i + 1] = first[i] + W[i]->rows() / kPackRows;
     const int64_t groups = first[count];
-    const int per_thread = n >= kGemmMinTokens ? 2 : (int)kTasksPerThread;
-    const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(groups, per_thread * pool.size()));
-    pool.run([&](int ith, int nth) {
-        const int64_t j0 = groups * ith / nth, j1 = groups * (ith + 1) / nth;
+    std::vector<int64_t> bounds;
+    const int tasks = guided_tasks(groups, pool.size(), n >= kGemmMinTokens ? kPrefillTaskGroups : 1, bounds);
+    pool.run([&](int task, int) {
+        const int64_t j0 = bounds[task], j1 = bounds[task + 1];
         for (int i = 0; i < count; ++i) {
             const int64_t g0 = std::max(j0, first[i]) - first[i], g1 = std::min(j1, first[i + 1]) - first[i];
             if (g1 <= g0) continue;
