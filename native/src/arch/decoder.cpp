@@ -42,7 +42,10 @@ void load_decoder_io(const GgufFile& f, const KernelTable& kt, HParams& hp, Deco
     hp.n_vocab = m.tok_embd.rows();
     m.output_norm = load_f32_vector(f, norm_kind, -1, d);
     m.output = load_tensor(f, kt, TensorKind::output, -1, {d, hp.n_vocab}, true, /*required=*/false);
-    if (!m.output.present()) m.output = load_tensor(f, kt, TensorKind::token_embd, -1, {d, hp.n_vocab}, true);
+    if (!m.output.present()) {
+        m.output = load_tensor(f, kt, TensorKind::token_embd, -1, {d, hp.n_vocab}, true);
+        m.tok_embd.release_after_lookup = m.output.packed != nullptr;
+    }
 }
 
 CpuLayerWeights load_layer(const GgufFile& f, const KernelTable& kt, const HParams& hp, int il, const LayerParts& parts) {

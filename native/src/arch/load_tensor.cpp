@@ -68,9 +68,7 @@ const float* load_f32_vector(const GgufFile& file, TensorKind kind, int layer, i
         file.fail("tensor '" + name + "'", std::string("must be an F32 vector of ") + std::to_string(n) +
                                                " values (has type " + type_info(gt->type).name + ", shape " +
                                                shape_str(gt->ne, gt->n_dims) + ")");
-    if (reinterpret_cast<uintptr_t>(gt->data) % alignof(float) != 0)
-        file.fail("tensor '" + name + "'", "data is not 4-byte aligned");
-    return reinterpret_cast<const float*>(gt->data);
+    return file.f32_copy(*gt);
 }
 
 const float* load_f32_rows(const GgufFile& file, TensorKind kind, int layer, int64_t width, int64_t rows,
@@ -85,9 +83,7 @@ const float* load_f32_rows(const GgufFile& file, TensorKind kind, int layer, int
         file.fail("tensor '" + name + "'", std::string("must be F32 of ") + std::to_string(rows) + " rows of " +
                                                std::to_string(width) + " values (has type " +
                                                type_info(gt->type).name + ", shape " + shape_str(gt->ne, gt->n_dims) + ")");
-    if (reinterpret_cast<uintptr_t>(gt->data) % alignof(float) != 0)
-        file.fail("tensor '" + name + "'", "data is not 4-byte aligned");
-    return reinterpret_cast<const float*>(gt->data);
+    return file.f32_copy(*gt);
 }
 
 }  // namespace ei

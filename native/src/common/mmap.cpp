@@ -2,6 +2,7 @@
 // paged in on demand and shared with the page cache instead of copied.
 #include "common/mmap.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -56,6 +57,13 @@ void release_mapped_pages(const void* p, size_t n) {
     const uintptr_t page = (uintptr_t)::sysconf(_SC_PAGESIZE);
     const uintptr_t begin = ((uintptr_t)p + page - 1) & ~(page - 1), end = ((uintptr_t)p + n) & ~(page - 1);
     if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice only
+}
+
+void release_mapped_folio(const void* p, const void* lo, const void* hi) {
+    constexpr uintptr_t kFolio = uintptr_t(2) << 20;
+    const uintptr_t at = (uintptr_t)p & ~(kFolio - 1);
+    const uintptr_t begin = std::max(at, (uintptr_t)lo), end = std::min(at + kFolio, (uintptr_t)hi);
+    if (end > begin) release_mapped_pages(reinterpret_cast<const void*>(begin), end - begin);
 }
 
 }  // namespace ei

@@ -28,5 +28,8 @@ private:
 // now (madvise MADV_DONTNEED): they leave the process's resident set and are read again from
 // the file if touched later. For weights whose repacked copy replaces them.
 void release_mapped_pages(const void* p, size_t n);
+// Releases the pages around p that a read of it may have mapped: the 2 MiB-aligned span holding
+// p (the largest folio a fault maps), clipped to [lo, hi) (the tensor's extent, rounded inward).
+void release_mapped_folio(const void* p, const void* lo, const void* hi);
 
 }  // namespace ei

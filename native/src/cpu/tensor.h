@@ -16,6 +16,11 @@ struct Tensor {
     // paths, e.g. an embedding lookup or a GPU upload, read the original layout).
     std::shared_ptr<const uint8_t> packed;
     size_t packed_group_bytes = 0;  // bytes of one 16-row group of `packed`
+    // The loader released this tensor's mapped pages (a repacked twin does its matmuls: a tied
+    // output), so a lookup of a few rows (embed_tokens) releases what it read again: a page fault
+    // there maps a whole large folio of the page cache (hundreds of KiB) into the resident set,
+    // and a prompt's tokens would bring most of the table back.
+    bool release_after_lookup = false;
 
     bool present() const { return data != nullptr; }
     int64_t cols() const { return ne[0]; }

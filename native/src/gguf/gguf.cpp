@@ -485,6 +485,15 @@ const GgufValue* GgufFile::find(const std::string& key) const {
     return it == kv_index_.end() ? nullptr : &kv_[it->second].second;
 }
 
+const float* GgufFile::f32_copy(const GgufTensor& t) const {
+    const size_t n = (size_t)t.n_elements();
+    std::unique_ptr<float[]> copy(new float[n]);
+    std::memcpy(copy.get(), t.data, n * sizeof(float));
+    const std::lock_guard<std::mutex> lock(copies_mutex_);
+    f32_copies_.push_back(std::move(copy));
+    return f32_copies_.back().get();
+}
+
 const GgufTensor* GgufFile::find_tensor(const std::string& name) const {
     auto it = tensor_index_.find(name);
     return it == tensor_index_.end() ? nullptr : &tensors_[it->second];

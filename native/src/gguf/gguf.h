@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -104,6 +105,11 @@ public:
 
     const std::vector<GgufTensor>& tensors() const { return tensors_; }
     const GgufTensor* find_tensor(const std::string& name) const;
+    // The values of an F32 tensor of this file copied once into memory the file owns (kept as
+    // long as the file). The small vectors every step reads (norm weights, biases of the F32 kind)
+    // then never touch the mapping after loading: there a page fault maps a whole large folio of
+    // the page cache (hundreds of KiB of the neighbouring weights) into the resident set.
+    const float* f32_copy(const GgufTensor& t) const;
 
     [[noreturn]] void fail(const std::string& field, const std::string& what) const;
 
@@ -115,6 +121,8 @@ private:
 
     MappedFile file_;
     std::vector<std::unique_ptr<GgufFile>> parts_;  // parts 2..N of a split model
+    mutable std::mutex copies_mutex_;
+    mutable std::vector<std::unique_ptr<float[]>> f32_copies_;  // f32_copy's
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
     uint64_t data_offset_ = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/mmap.h"
 #include "cpu/attn_sink.h"
 
 namespace ei {
@@ -30,6 +31,7 @@ void embed_tokens(const KernelTable& kt, const Tensor& table, const int32_t* tok
             throw Error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary (0.." +
                         std::to_string(table.rows() - 1) + ")");
         to_float(table.row(tokens[t]), out + t * table.cols(), table.cols());
+        if (table.release_after_lookup) release_mapped_folio(table.row(tokens[t]), table.data, table.row(table.rows()));
     }
 }
 
