@@ -84,7 +84,7 @@ print(loaded, mapping_rss())
 def test_decoding_brings_no_released_weight_pages_back(smollm2_path):
     # SmolLM2's matrices are repacked and their mapped pages released at load; its output is the
     # tied token_embd. A page fault in the mapping maps a whole large folio of the page cache, so
-    # reading a norm vector or an embedding row there used to bring back ~48 MB of released
+    # reading a norm vector or an embedding row there used to bring back tens of MB of released
     # weights (the norms are copied at load now; a lookup releases what it read). In the fast
     # order (the default), where every table repacks the Q8_0 output too; llama.cpp's order on
     # AVX2 multiplies it from the mapping, which then rightly stays resident.

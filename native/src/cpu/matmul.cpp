@@ -117,7 +117,7 @@ void task_rows(int64_t M, int i, int nt, int64_t* r0, int64_t* r1) {
 // left, at least min_groups, into bounds[0..tasks]. The pool hands tasks out in index order, so
 // the long ones go first (a thread streams far before it claims again) and the last ones are
 // short: a thread that runs out of work waits on the other for one short task at most, where
-// equal tasks left it waiting for up to a whole one (~10 % of a 2-thread decode step, perf).
+// equal tasks left it waiting for up to a whole one (docs/PERFORMANCE.md has the measurement).
 int guided_tasks(int64_t groups, int threads, int64_t min_groups, std::vector<int64_t>& bounds) {
     bounds.assign(1, 0);
     if (threads < 2 || groups <= 0) bounds.push_back(std::max<int64_t>(groups, 0));  // nothing to balance

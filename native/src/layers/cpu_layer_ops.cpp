@@ -59,8 +59,7 @@ void CpuLayerOps::matmul_glu_fused(const Tensor& W, const float* x, int64_t n, i
     by_rows(n, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             const float* row = fused_ + t * 2 * ff;
-            if (gelu) geglu(kt_, row, row + ff, gate + t * ff, ff);
-            else swiglu(kt_, row, row + ff, gate + t * ff, ff);
+            glu_inline(gelu, row, row + ff, gate + t * ff, ff);
         }
     });
 }
@@ -113,11 +112,13 @@ void CpuLayerOps::attention(int il, const float* q, int64_t m, int64_t pos0, con
     }
 }
 
+void CpuLayerOps::glu_inline(bool gelu, const float* gate, const float* up, float* out, int64_t count) const {
+    if (gelu) geglu(kt_, gate, up, out, count);
+    else swiglu(kt_, gate, up, out, count);
+}
+
 void CpuLayerOps::glu(bool gelu, const float* gate, const float* up, float* out, int64_t count) {
-    by_elements(count, [&](int64_t i0, int64_t i1) {
-        if (gelu) geglu(kt_, gate + i0, up + i0, out + i0, i1 - i0);
-        else swiglu(kt_, gate + i0, up + i0, out + i0, i1 - i0);
-    });
+    by_elements(count, [&](int64_t i0, int64_t i1) { glu_inline(gelu, gate + i0, up + i0, out + i0, i1 - i0); });
 }
 
 void CpuLayerOps::add(float* y, const float* x, int64_t count) {

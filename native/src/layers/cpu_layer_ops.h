@@ -87,6 +87,8 @@ private:
     static constexpr int64_t kElementUnit = 64;
     template <class Fn>
     void by_elements(int64_t count, Fn&& fn);
+    // out = glu(gate, up) over count values on the calling thread (GELU or SiLU gate).
+    void glu_inline(bool gelu, const float* gate, const float* up, float* out, int64_t count) const;
 
     // One expert's rows: [r][n_embd] inputs, [r][n_ff_exp] gate and up, [r][n_embd] outputs.
     struct ExpertBuffers {

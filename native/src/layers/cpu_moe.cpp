@@ -130,8 +130,7 @@ void CpuLayerOps::expert_ffn(const ExpertRows& a, int64_t x, ThreadPool& pool, M
         float* g = b.gate.data() + r * ff;
         const float* u = b.up.data() + r * ff;
         if (a.swiglu_oai) ei::swiglu_oai(g, u, g, ff);
-        else if (a.gelu) geglu(kt_, g, u, g, ff);
-        else swiglu(kt_, g, u, g, ff);
+        else glu_inline(a.gelu, g, u, g, ff);
     }
     if (stats_) record_expert_inputs(x, r0, rows, k, {&a.L.ffn_down_exps}, b.gate.data(), ff);
     ei::matmul(pool, kt_, down, b.gate.data(), rows, b.y.data(), scratch, BatchOrder::per_row);

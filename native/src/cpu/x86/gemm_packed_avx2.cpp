@@ -179,8 +179,8 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
         };
         if constexpr (NC >= 3) {
             // Two pieces an iteration for a wide panel: all eight unrolled, GCC hoists their loads
-            // and spills the columns' float sums to the stack on every block (~4 % of a prompt's
-            // GEMM). A decode's one or two columns run fastest fully unrolled.
+            // and spills the columns' float sums to the stack on every block. A decode's one or
+            // two columns run fastest fully unrolled (docs/PERFORMANCE.md).
 #pragma GCC unroll 2
             for (int t = 0; t < 8; ++t) piece(t);
         } else {
