@@ -20,11 +20,18 @@ MACHINE = platform.machine().lower()
 IS_X86 = MACHINE in ("x86_64", "amd64", "i686", "x86")
 IS_ARM64 = MACHINE in ("aarch64", "arm64")
 
+# EDGEINFER_EMULATE_AVX512=1: see AVX512_FLAGS below. Never for a build anyone runs for speed.
+EMULATE_AVX512 = os.environ.get("EDGEINFER_EMULATE_AVX512") == "1"
+
 # Per-ISA translation units and the flags each is compiled with.
 ISA_SOURCES = {}
 if IS_X86:
     AVX2_FLAGS = ["-mavx2", "-mfma", "-mf16c"]
     AVX512_FLAGS = AVX2_FLAGS + ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"]
+    if EMULATE_AVX512:
+        # A test build (scripts/test_avx512_emulated.sh): the AVX-512 units' intrinsics become
+        # SIMDe's portable ones, so their bits can be checked on a CPU without AVX-512.
+        AVX512_FLAGS = AVX2_FLAGS + ["-include", "native/tests/avx512_emulation/avx512_emulated.h"]
     # The float-op units mirror ggml, whose sources are built in GNU dialects where GCC
     # contracts a*b+c into FMA; -std=c++17 (ISO) would turn that off.
     FP_CONTRACT = ["-ffp-contract=fast"]
@@ -86,6 +93,9 @@ ALL_ISA_FILES = set(ISA_DEFINES)
 # The core itself (native/src): compiled once, linked into both extensions.
 core_sources = sorted(f for f in glob("native/src/**/*.cpp", recursive=True) if f not in ALL_ISA_FILES)
 CORE_HEADERS = sorted(glob("native/src/**/*.h", recursive=True))
+BINDING_HEADERS = sorted(glob("native/bindings/**/*.h", recursive=True))
+if EMULATE_AVX512:
+    CORE_HEADERS += sorted(glob("native/tests/avx512_emulation/*.h"))
 isa_sources = [f for f in ISA_SOURCES if os.path.exists(f)]
 
 # The OpenCL kernels (native/src/gpu/kernels/*.cl) and the block layouts they read (generated from
@@ -102,35 +112,57 @@ class BuildSharedCore(build_ext):
     """Compiles native/src once (each ISA unit with its own flags) and links those objects into both
     extensions, each of which adds only its own bindings."""
 
+    def finalize_options(self):
+        # The core's objects stay in the tree (editable installs would otherwise build in a
+        # temporary folder), so a rebuild compiles only what changed and
+        # scripts/test_avx512_emulated.sh can start from them.
+        if self.build_temp is None:
+            self.build_temp = os.path.join("build", "temp.core")
+        super().finalize_options()
+
     def build_extensions(self):
         core_ext = self.extensions[0]
-        objects = self.compiler.object_filenames(core_sources + isa_sources, output_dir=self.build_temp)
-        core_depends = core_sources + isa_sources + CORE_HEADERS + [KERNEL_SOURCES_INC]
-        stale = self.force or not all(os.path.exists(o) for o in objects) or any(
-            newer_group(core_depends, self.get_ext_fullpath(ext.name), "newer") for ext in self.extensions)
-        if stale:
-            # depends: a changed header recompiles every unit (the compiler otherwise skips a
-            # source older than its object, whatever it includes).
-            objects = self.compiler.compile(
-                core_sources,
+        self._compile_changed_only()
+        objects = self.compiler.compile(
+            core_sources,
+            output_dir=self.build_temp,
+            macros=core_ext.define_macros,
+            include_dirs=core_ext.include_dirs,
+            extra_postargs=["-fPIC"] + core_ext.extra_compile_args,
+        )
+        # One call per set of flags, so that ParallelCompile spreads each over the jobs.
+        by_flags = {}
+        for src in isa_sources:
+            by_flags.setdefault(tuple(ISA_SOURCES[src]), []).append(src)
+        for isa_flags, sources in by_flags.items():
+            objects += self.compiler.compile(
+                sources,
                 output_dir=self.build_temp,
-                depends=core_depends,
-                macros=core_ext.define_macros,
                 include_dirs=core_ext.include_dirs,
-                extra_postargs=["-fPIC"] + core_ext.extra_compile_args,
+                extra_postargs=["-std=c++17", "-fPIC"] + COMMON_FLAGS + list(isa_flags),
             )
-            for src in isa_sources:
-                objects += self.compiler.compile(
-                    [src],
-                    output_dir=self.build_temp,
-                    depends=core_depends,
-                    include_dirs=core_ext.include_dirs,
-                    extra_postargs=["-std=c++17", "-fPIC"] + COMMON_FLAGS + ISA_SOURCES[src],
-                )
+        if any(newer_group(objects, self.get_ext_fullpath(ext.name), "newer") for ext in self.extensions):
             self.force = True  # new core objects: relink both extensions
         for ext in self.extensions:
             ext.extra_objects = list(ext.extra_objects or []) + objects
         super().build_extensions()
+
+    def _compile_changed_only(self):
+        """Makes the compiler skip a unit whose object is newer than its source, every header (no
+        per-unit include tracking: a changed header recompiles every unit), the OpenCL kernels and
+        this file; --force compiles all."""
+        compile_all, compile_units = self.force, self.compiler.compile
+        shared_depends = CORE_HEADERS + BINDING_HEADERS + [KERNEL_SOURCES_INC, "setup.py"]
+
+        def compile_changed(sources, output_dir=None, **kwargs):
+            objects = self.compiler.object_filenames(sources, output_dir=output_dir)
+            changed = [src for src, obj in zip(sources, objects)
+                       if compile_all or newer_group([src] + shared_depends, obj, "newer")]
+            if changed:
+                compile_units(changed, output_dir=output_dir, **kwargs)
+            return objects
+
+        self.compiler.compile = compile_changed
 
 
 def extension(name, binding_folder):
@@ -138,13 +170,13 @@ def extension(name, binding_folder):
         name,
         sorted(glob(f"native/bindings/{binding_folder}/*.cpp")),
         include_dirs=["native/src", "native/bindings", GENERATED_DIR],
-        define_macros=sorted({(ISA_DEFINES[f], "1") for f in isa_sources}),
+        define_macros=sorted({(ISA_DEFINES[f], "1") for f in isa_sources}
+                             | ({("EDGEINFER_AVX512_EMULATED", "1")} if EMULATE_AVX512 else set())),
         extra_compile_args=list(COMMON_FLAGS),  # Pybind11Extension prepends its flags in place
         cxx_std=17,
         # The core is compiled by hand (BuildSharedCore), which build_ext does not track: list its
         # sources and headers so that editing one rebuilds the extensions.
-        depends=core_sources + isa_sources + CORE_HEADERS + sorted(glob("native/bindings/shared/*.h"))
-        + [KERNEL_SOURCES_INC],
+        depends=core_sources + isa_sources + CORE_HEADERS + BINDING_HEADERS + [KERNEL_SOURCES_INC],
     )
 
 

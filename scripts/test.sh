@@ -8,8 +8,9 @@ PYTHON="${PYTHON:-python3}"
 
 # System packages the tests need: the aarch64 cross compiler and qemu (NEON kernels), PoCL and
 # the OpenCL ICD loader (OpenCL device tests, run on the CPU); Chromium and its driver (the chat
-# page's tests, headless):
-APT_PACKAGES=(g++-aarch64-linux-gnu qemu-user pocl-opencl-icd ocl-icd-libopencl1 chromium chromium-driver)
+# page's tests, headless); SIMDe (the AVX-512 table's tests on a CPU without AVX-512):
+APT_PACKAGES=(g++-aarch64-linux-gnu qemu-user pocl-opencl-icd ocl-icd-libopencl1 chromium chromium-driver
+              libsimde-dev)
 if ((${#APT_PACKAGES[@]})); then
     missing=()
     for pkg in "${APT_PACKAGES[@]}"; do

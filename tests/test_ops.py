@@ -342,11 +342,12 @@ def test_soft_max_is_ggmls_bits_on_the_reference_kernels(n):
     ggml_vec_soft_max_f32's own (called from the build's libggml-cpu)."""
     import ctypes
 
-    from support.ggml_cpu import load_ggml_cpu
+    from support.ggml_cpu import load_ggml_cpu, require_isa_build
     from support.reference_build import require_reference_kernels
 
     require_reference_kernels()
     lib = load_ggml_cpu()
+    require_isa_build(lib, _core.isa())
     lib.ggml_vec_soft_max_f32.restype = ctypes.c_double
     lib.ggml_vec_soft_max_f32.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float]
     x = soft_max_inputs(n, seed=100 + n)

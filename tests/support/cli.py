@@ -6,16 +6,22 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-from support.paths import REPO_ROOT
+import edgeinfer
+
+# The folder holding the edgeinfer package this process runs: the repository's root, except when
+# the tests are pointed at another build of the package.
+IMPORT_ROOT = Path(edgeinfer.__file__).resolve().parent.parent
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """os.environ for a child Python that imports this tree's edgeinfer (the installed package may
-    be another checkout's), without EDGEINFER_DEBUG (it turns error lines into tracebacks); plus
+    """os.environ for a child Python that imports the edgeinfer this process imported (the
+    installed package may be another checkout's; scripts/test_avx512_emulated.sh tests a build
+    outside the tree), without EDGEINFER_DEBUG (it turns error lines into tracebacks); plus
     `extra`."""
     env = {k: v for k, v in os.environ.items() if k != "EDGEINFER_DEBUG"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), os.environ.get("PYTHONPATH")]))
     env.update(extra)
     return env
 

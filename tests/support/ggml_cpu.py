@@ -34,6 +34,14 @@ def load_ggml_cpu() -> ctypes.CDLL:
     return lib
 
 
+def require_isa_build(lib: ctypes.CDLL, isa: str) -> None:
+    """Skips the calling test unless the library was built for `isa`'s ggml code paths. The
+    library is built for this CPU; a run of AVX-512 kernels on an AVX2 CPU (the emulated build of
+    scripts/test_avx512_emulated.sh) has no AVX-512 ggml to compare them with."""
+    if isa == "avx512" and not lib.ggml_cpu_has_avx512():
+        pytest.skip("this machine's libggml-cpu has no AVX-512 code paths to compare the AVX-512 kernels with")
+
+
 def vec_dot_type(lib: ctypes.CDLL, qtype: int) -> int:
     """The type ggml quantizes activations to for `qtype` weights."""
     return lib.ggml_get_type_traits_cpu(qtype).contents.vec_dot_type

@@ -53,6 +53,9 @@ CpuFeatures detect_cpu() {
                avx512vl = b & (1u << 31), avx512vnni = c & (1u << 11);
     f.avx2 = ymm_state && avx2 && fma && f16c;
     f.avx512 = f.avx2 && zmm_state && avx512f && avx512dq && avx512bw && avx512vl && avx512vnni;
+#if defined(EDGEINFER_AVX512_EMULATED)
+    f.avx512 = f.avx2;  // a test build whose AVX-512 units run on AVX2 (setup.py, EMULATE_AVX512)
+#endif
 #elif defined(__aarch64__)
 #if defined(__linux__)
     f.neon = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
