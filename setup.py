@@ -116,6 +116,10 @@ class BuildSharedCore(build_ext):
         # The core's objects stay in the tree (editable installs would otherwise build in a
         # temporary folder), so a rebuild compiles only what changed and
         # scripts/test_avx512_emulated.sh can start from them.
+        if EMULATE_AVX512 and (self.inplace or self.build_temp is None or self.build_lib is None):
+            # Its objects and extensions must never mix with the product's.
+            raise SystemExit("EDGEINFER_EMULATE_AVX512=1 builds need --build-lib and --build-temp folders of "
+                             "their own (scripts/test_avx512_emulated.sh)")
         if self.build_temp is None:
             self.build_temp = os.path.join("build", "temp.core")
         super().finalize_options()
@@ -146,12 +150,24 @@ class BuildSharedCore(build_ext):
         for ext in self.extensions:
             ext.extra_objects = list(ext.extra_objects or []) + objects
         super().build_extensions()
+        with open(self._settings_stamp(), "w") as f:
+            f.write(self._settings)
+
+    def _settings_stamp(self):
+        return os.path.join(self.build_temp, "compile_settings.txt")
 
     def _compile_changed_only(self):
         """Makes the compiler skip a unit whose object is newer than its source, every header (no
         per-unit include tracking: a changed header recompiles every unit), the OpenCL kernels and
-        this file; --force compiles all."""
-        compile_all, compile_units = self.force, self.compiler.compile
+        this file; --force, or compiler settings from the environment that differ from the last
+        build's (a sanitizer build in the same folder), compile all."""
+        settings = {k: os.environ.get(k, "") for k in ("CC", "CXX", "CFLAGS", "CPPFLAGS", "CXXFLAGS")}
+        self._settings = repr(sorted(settings.items()) + [("python", sys.version)])
+        previous = open(self._settings_stamp()).read() if os.path.exists(self._settings_stamp()) else None
+        compile_all = self.force or previous != self._settings
+        if compile_all and previous is not None:
+            os.remove(self._settings_stamp())  # written again once every unit compiled
+        compile_units = self.compiler.compile
         shared_depends = CORE_HEADERS + BINDING_HEADERS + [KERNEL_SOURCES_INC, "setup.py"]
 
         def compile_changed(sources, output_dir=None, **kwargs):
