@@ -18,12 +18,18 @@
 
 #include "common/fp16.h"
 #include "cpu/attn_kvq_span.h"
+#include "cpu/prefetch_rows.h"
+#include "quant/types.h"
 
 namespace ei {
 
 namespace {
 
 constexpr int64_t kMaxHeads = 8;  // query heads scored together per pass over K
+
+// How many rows ahead of the ones being read the K pass requests its rows (cpu/prefetch_rows.h);
+// the V pass requests the next chunk of kRowChunk rows.
+constexpr int64_t kRowsAhead = 32;
 
 // K block b of a row, prepared once for every head of the group: dot(q) is the exact integer
 // k . q + kOffset * sum(q) over the block's 32 values (q: the Q block's 32 int8).
@@ -133,7 +139,10 @@ void span_scores(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t
     constexpr int kRows = 8;
     const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
     const __m256 scale = _mm256_set1_ps(a.scale);
+    const int64_t k_bytes = (int64_t)row_bytes(TK, hd);
+    request_rows(a.k, a.k_stride, a.first, 0, kRowsAhead, n, k_bytes);
     for (int64_t i0 = 0; i0 < n; i0 += kRows) {
+        request_rows(a.k, a.k_stride, a.first, i0 + kRowsAhead, i0 + kRowsAhead + kRows, n, k_bytes);
         const uint8_t* kr[kRows];
         for (int r = 0; r < kRows; ++r) kr[r] = a.k + (a.first + std::min<int64_t>(i0 + r, n - 1)) * a.k_stride;
         for (int64_t g0 = 0; g0 < a.group; g0 += kMaxHeads) {
@@ -208,10 +217,13 @@ template <uint32_t TV, int G>
 void span_values_heads(const AttnKvqSpan& a, const float* p0, int64_t n, int64_t np, float* acc) {
     constexpr int64_t kRowChunk = 32;
     const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
+    const int64_t v_bytes = (int64_t)row_bytes(TV, hd);
     for (int64_t g = 0; g < G; ++g)
         for (int64_t j = 0; j < hd; j += 8) _mm256_storeu_ps(acc + g * hd + j, _mm256_setzero_ps());
+    request_rows(a.v, a.v_stride, a.first, 0, kRowChunk, n, v_bytes);
     for (int64_t i0 = 0; i0 < n; i0 += kRowChunk) {
         const int64_t i1 = std::min(n, i0 + kRowChunk);
+        request_rows(a.v, a.v_stride, a.first, i1, i1 + kRowChunk, n, v_bytes);  // the next chunk's
         for (int64_t b = 0; b < nb; ++b)
             for (int h = 0; h < 2; ++h) {
                 float* out = acc + b * kSpanBlock + 16 * h;

@@ -22,12 +22,17 @@
 
 #include "common/fp16.h"
 #include "cpu/attn_kvq_span.h"
+#include "cpu/prefetch_rows.h"
+#include "quant/types.h"
 
 namespace ei {
 
 namespace {
 
 constexpr int64_t kMaxHeads = 8;  // query heads scored together per pass over K
+// How many rows ahead of the one being read the K and V passes request theirs
+// (cpu/prefetch_rows.h; the AVX2 kernel's distance, measured there, not on AVX-512).
+constexpr int64_t kRowsAhead = 32;
 
 inline int32_t hsum8(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -133,7 +138,10 @@ void span_scores(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t
     const __m256i off = _mm256_set1_epi32(KBlock<TK>::kOffset);
     __m256i u[kChunk], dots[kChunk];
     alignas(16) uint16_t dk16[kChunk];
+    const int64_t k_bytes = (int64_t)row_bytes(TK, hd);
+    request_rows(a.k, a.k_stride, a.first, 0, kRowsAhead, n, k_bytes);
     for (int64_t i = 0; i < n; ++i) {
+        request_rows(a.k, a.k_stride, a.first, i + kRowsAhead, i + kRowsAhead + 1, n, k_bytes);
         const uint8_t* kr = a.k + (a.first + i) * a.k_stride;
         float s[kMaxHeads];
         for (int64_t g0 = 0; g0 < a.group; g0 += kMaxHeads) {
@@ -201,7 +209,10 @@ template <uint32_t TV>
 void span_values(const AttnKvqSpan& a, const SpanScratch& sc, int64_t n, int64_t np, float* acc) {
     const int64_t hd = a.head_dim, nb = hd / kSpanBlock;
     for (int64_t j = 0; j < a.group * hd; j += 16) _mm512_storeu_ps(acc + j, _mm512_setzero_ps());
+    const int64_t v_bytes = (int64_t)row_bytes(TV, hd);
+    request_rows(a.v, a.v_stride, a.first, 0, kRowsAhead, n, v_bytes);
     for (int64_t i = 0; i < n; ++i) {
+        request_rows(a.v, a.v_stride, a.first, i + kRowsAhead, i + kRowsAhead + 1, n, v_bytes);
         const uint8_t* vr = a.v + (a.first + i) * a.v_stride;
         for (int64_t b = 0; b < nb; ++b) {
             __m512 v0, v1;

@@ -153,6 +153,13 @@ void attn_f16_span_avx2(const AttnF16Tile& a) {
     // a few jobs later: a head's slices of the position rows are strided (SmolLM2: 128 of every
     // 384 bytes), and the hardware prefetcher did not keep up with them.
     int64_t n_next = std::max<int64_t>(0, std::min(KB, a.last0 + a.n_tok - a.k_first - KB));
+    // This span's own rows are requested all at once first: a task's first span had no
+    // predecessor to request them (a decode step's only span, below 64 cached positions), and
+    // the kernel's dependent loads alone kept few misses in flight. Rows already requested are
+    // cache hits for these.
+    const int64_t row_bytes = hd * (int64_t)sizeof(uint16_t);
+    for (int64_t j = 0; j < nk; ++j) request_row(a.k + (a.k_first + j) * a.kv_stride, row_bytes);
+    for (int64_t j = 0; j < nk; ++j) request_row(a.v + (a.k_first + j) * a.kv_stride, row_bytes);
     for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
         const int nr = (int)std::min<int64_t>(kTileRows, rows - r0);
         TileRows t;

@@ -12,6 +12,7 @@
 
 #include "cpu/attn_sink.h"
 #include "cpu/kernels.h"
+#include "cpu/prefetch_rows.h"
 
 namespace ei {
 namespace {
@@ -54,10 +55,7 @@ inline void transpose8(__m256* r) {
 
 // Requests a row of the cache into L2 (a prefetch: no value changes). A plain function: GCC 12
 // dropped these prefetches when they were written in a lambda with an early return.
-inline void request_row(const uint16_t* row, int64_t bytes) {
-    const char* p = reinterpret_cast<const char*>(row);
-    for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
-}
+inline void request_row(const uint16_t* row, int64_t bytes) { request_bytes(row, bytes); }
 
 // Keys kb0..kb0+nk-1 into kT [hd][KB] (columns nk.. zero) and vb [KB][hd]. K goes over in 8x8
 // blocks transposed in registers; a copy changes no value.
