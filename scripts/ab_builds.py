@@ -21,23 +21,39 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 
-def serve(model_path: str, threads: int, depth: int, n_max: int, kv: str | None) -> None:
+def serve(build_dir: str, model_path: str, threads: int, depth: int, n_max: int, kv: str | None) -> None:
     """The worker side: answers each line "N" on stdin with the ns of N decode steps from depth."""
+    import edgeinfer
+
+    # An installed edgeinfer (pip install -e) is importable from anywhere: a folder without a
+    # build would otherwise measure that one under the folder's name.
+    imported = Path(edgeinfer.__file__).resolve().parent
+    if not imported.is_relative_to(Path(build_dir).resolve()):
+        sys.exit(f"the build in {build_dir} did not start: edgeinfer was imported from {imported} "
+                 f"(is there an edgeinfer/ package with its built extension in {build_dir}?)")
     from edgeinfer import _core
     from edgeinfer.bench import make_token_ids, time_generation
 
-    model = _core.Model(model_path)
-    kv_types = {"type_k": kv, "type_v": kv} if kv else {}
-    ctx = _core.Context(model, n_ctx=depth + n_max, n_threads=threads, n_batch=512, **kv_types)
-    ids = make_token_ids(depth + n_max, model.n_vocab)
-    if depth:
-        ctx.decode(ids[:depth])
+    try:
+        model = _core.Model(model_path)
+        kv_types = {"type_k": kv, "type_v": kv} if kv else {}
+        ctx = _core.Context(model, n_ctx=depth + n_max, n_threads=threads, n_batch=512, **kv_types)
+        ids = make_token_ids(depth + n_max, model.n_vocab)
+        if depth:
+            ctx.decode(ids[:depth])
+    except (_core.EdgeInferError, OSError, ValueError) as e:
+        sys.exit(f"ab_builds.py ({build_dir}): {e}")
     print("ready", flush=True)
     for line in sys.stdin:
         n = int(line)
-        print(time_generation(ctx, ids[depth:depth + n], depth), flush=True)
+        try:
+            ns = time_generation(ctx, ids[depth:depth + n], depth)
+        except _core.EdgeInferError as e:
+            sys.exit(f"ab_builds.py ({build_dir}): {e}")
+        print(ns, flush=True)
 
 
 def start(build_dir: str, env_setting: str | None, args: argparse.Namespace) -> subprocess.Popen:
@@ -45,10 +61,11 @@ def start(build_dir: str, env_setting: str | None, args: argparse.Namespace) -> 
     if env_setting:
         name, _, value = env_setting.partition("=")
         env[name] = value
-    cmd = [sys.executable, os.path.abspath(__file__), "--serve", args.model, "-t", str(args.threads),
+    cmd = [sys.executable, os.path.abspath(__file__), "--serve", args.model, "--build", build_dir, "-t", str(args.threads),
            "-d", str(args.depth), "-n", str(args.n)] + (["--kv", args.kv] if args.kv else [])
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     if proc.stdout.readline().strip() != "ready":
+        proc.wait()
         sys.exit(f"the build in {build_dir} did not start (its error is above)")
     return proc
 
@@ -64,9 +81,10 @@ def main() -> None:
     p.add_argument("--base-env", help="NAME=VALUE set for the base process only")
     p.add_argument("--new-env", help="NAME=VALUE set for the new process only")
     p.add_argument("--serve", help=argparse.SUPPRESS)
+    p.add_argument("--build", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
-        return serve(args.serve, args.threads, args.depth, args.n, args.kv)
+        return serve(args.build, args.serve, args.threads, args.depth, args.n, args.kv)
     if len(args.dirs) != 3:
         p.error("give BASE_DIR NEW_DIR MODEL.gguf")
     base_dir, new_dir, args.model = args.dirs
@@ -78,7 +96,10 @@ def main() -> None:
                 proc = procs[name]
                 proc.stdin.write(f"{args.n}\n")
                 proc.stdin.flush()
-                rates[name].append(args.n / (int(proc.stdout.readline()) / 1e9))
+                answer = proc.stdout.readline().strip()
+                if not answer:
+                    sys.exit(f"the {name} build stopped (its error is above)")
+                rates[name].append(args.n / (int(answer) / 1e9))
     finally:
         for proc in procs.values():
             proc.stdin.close()
