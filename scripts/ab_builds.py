@@ -87,6 +87,12 @@ def main() -> None:
         return serve(args.build, args.serve, args.threads, args.depth, args.n, args.kv)
     if len(args.dirs) != 3:
         p.error("give BASE_DIR NEW_DIR MODEL.gguf")
+    if args.rounds < 1 or args.n < 1 or args.depth < 0 or args.threads < 1:
+        p.error("--rounds, -n and -t must be at least 1, -d at least 0")
+    for setting in (args.base_env, args.new_env):
+        name, equals, _ = (setting or "").partition("=")
+        if setting is not None and not (name and equals):
+            p.error(f"--base-env / --new-env take NAME=VALUE, not {setting!r}")
     base_dir, new_dir, args.model = args.dirs
     procs = {"base": start(base_dir, args.base_env, args), "new": start(new_dir, args.new_env, args)}
     rates: dict[str, list[float]] = {"base": [], "new": []}

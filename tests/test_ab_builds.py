@@ -36,3 +36,9 @@ def test_a_folder_without_a_build_is_named(tmp_path, tiny_llama_path):
     run = run_ab(str(tmp_path), str(IMPORT_ROOT), str(tiny_llama_path), "--rounds", "1", "-n", "2")
     assert run.returncode != 0
     assert f"the build in {tmp_path} did not start" in run.stderr
+
+
+def test_arguments_that_cannot_run_are_refused_before_any_build_starts(tiny_llama_path):
+    for bad in (["--rounds", "0"], ["-n", "-1"], ["--base-env", "EDGEINFER_ISA"]):
+        run = run_ab(str(IMPORT_ROOT), str(IMPORT_ROOT), str(tiny_llama_path), *bad)
+        assert run.returncode == 2 and "Traceback" not in run.stderr, (bad, run.stderr)
