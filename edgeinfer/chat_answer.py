@@ -39,10 +39,11 @@ class ChatAnswerStream:
             return self._answer([Answer(text)])
         return self._answer(self._thinking.feed(text))
 
-    def finish(self) -> list[Event]:
+    def finish(self, cut: bool = False) -> list[Event]:
+        """The held events; `cut`: the answer ended at max_tokens (a call's cut-off start is dropped)."""
         events = self._answer(self._thinking.finish()) if self._thinking is not None else []
         if self._calls is not None:
-            events += self._calls.finish()
+            events += self._calls.finish(cut)
         return events
 
     def _answer(self, pieces: list) -> list[Event]:
@@ -70,9 +71,10 @@ class ChatAnswerStream:
         return self._calls.tool_calls if self._calls is not None else []
 
 
-def read_answer(text: str, reasoning: ReasoningStyle | None, tool_format: ToolFormat | None) -> ChatAnswerStream:
-    """The whole answer `text`, read."""
+def read_answer(text: str, reasoning: ReasoningStyle | None, tool_format: ToolFormat | None,
+                cut: bool = False) -> ChatAnswerStream:
+    """The whole answer `text`, read (`cut`: it ended at max_tokens)."""
     stream = ChatAnswerStream(reasoning, tool_format)
     stream.feed(text)
-    stream.finish()
+    stream.finish(cut)
     return stream

@@ -14,5 +14,6 @@ class ChatTemplateError(EdgeInferError):
 
 class UnsatisfiableConstraintError(EdgeInferError):
     """Constrained decoding found no text that fits: the schema asks for more distinct array items
-    than it allows (uniqueItems), or the search for them gave up. The request's fault, not the
-    engine's."""
+    than it allows (uniqueItems), the search for them gave up, or the grammar reached a state its
+    matcher cannot go on from (a limit such as llguidance's item count). The request's fault, not
+    the engine's."""

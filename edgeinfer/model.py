@@ -555,7 +555,7 @@ def _read_answer(gen: Generator[str, None, GenerationResult], reasoning: Reasoni
     """`gen`'s pieces, unchanged; its result with the reasoning, content and tool calls read back."""
     from edgeinfer.chat_answer import read_answer
     result = yield from gen
-    answer = read_answer(result.text, reasoning, fmt)
+    answer = read_answer(result.text, reasoning, fmt, cut=result.finish_reason == "length")
     result.reasoning_content, result.content, result.tool_calls = answer.reasoning, answer.content, answer.tool_calls
     if result.tool_calls and result.finish_reason == "stop":
         result.finish_reason = "tool_calls"

@@ -108,6 +108,7 @@ def test_special_tokens_never_appear_inside_constrained_text(tiny):
     ({"json_schema": ["not", "an", "object"]}, "must be a JSON object"),
     ({"json_schema": {"type": "array", "contains": {"type": "integer"}}}, "contains"),  # not enforced: refused
     ({"grammar": "start: undefined_rule"}, "undefined_rule"),
+    ({"grammar": "start: a\na: start"}, "cannot be matched"),  # compiles, but no text can start it
     ({"grammar": 'start: "a"', "json_schema": {"type": "string"}}, "not both"),
 ])
 def test_an_invalid_schema_or_grammar_is_a_value_error_with_the_compilers_message(tiny, kwargs, message):

@@ -85,6 +85,8 @@ def test_models_list_and_retrieve(client):
 def test_health_and_unprefixed_routes(server):
     health = httpx.get(f"{server.url}/health").json()
     assert health["status"] == "ok"
+    head = httpx.head(f"{server.url}/health")   # uptime monitors, curl -I
+    assert head.status_code == 200 and head.content == b""
     # The default: 4 slots, each with the whole context; /v1/models says so too.
     assert (health["slots_total"], health["n_ctx_per_slot"]) == (PARALLEL, N_CTX) and health["slots_idle"] <= PARALLEL
     card = httpx.get(f"{server.url}/v1/models").json()["data"][0]
@@ -171,6 +173,7 @@ def test_sse_wire_format(server):
         for choice in p["choices"]:
             assert "\ufffd" not in (choice["delta"].get("content") or "")
     assert payloads[-1]["choices"] == [] and "usage" in payloads[-1] and "timings" in payloads[-1]
+    assert all(p["usage"] is None for p in payloads[:-1])   # as OpenAI's, with include_usage
 
 
 def test_stream_deltas_never_split_a_character(server):
@@ -226,6 +229,26 @@ def test_text_completion(client):
     assert "".join(p.choices[0].text for p in pieces) == reply.choices[0].text
 
 
+
+def test_every_form_of_one_prompt_gives_the_same_answer(server):
+    ids = httpx.post(f"{server.url}/tokenize", json={"content": "The capital of France is"}).json()["tokens"]
+    texts = set()
+    for prompt in ("The capital of France is", ["The capital of France is"], ids, [ids]):
+        body = {"prompt": prompt, "max_tokens": 4, "temperature": 0}
+        texts.add(httpx.post(f"{server.url}/v1/completions", json=body, timeout=60).json()["choices"][0]["text"])
+    assert len(texts) == 1
+
+
+def test_null_is_an_option_left_out(server):
+    # OpenAI's SDKs and many clients send their unset options as null.
+    chat = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0,
+            "n": None, "stream": None, "logprobs": None, "stream_options": None}
+    reply = httpx.post(f"{server.url}/v1/chat/completions", json=chat, timeout=60)
+    assert reply.status_code == 200 and reply.json()["object"] == "chat.completion"
+    text = {"prompt": "Hi", "max_tokens": 2, "n": None, "stream": None, "echo": None, "logprobs": None}
+    reply = httpx.post(f"{server.url}/v1/completions", json=text, timeout=60)
+    assert reply.status_code == 200 and reply.json()["object"] == "text_completion"
+
 # --- errors -----------------------------------------------------------------------------------
 
 def test_prompt_over_the_context_is_context_length_exceeded(client):
@@ -272,6 +295,8 @@ def test_unknown_model_is_404(client):
     ({"max_tokens": 3}, "messages", "missing_field"),
     ({"messages": []}, "messages", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n", "not_supported"),
+    ({"messages": [{"role": "user", "content": "x"}], "stop": ["a", 1]}, "stop.1", "invalid_type"),
+    ({"messages": [{"role": "user", "content": [{"type": 5}]}]}, "messages.0.content.0.type", "invalid_type"),
     ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}},
      "response_format.json_schema.schema", "missing_field"),
     ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {
@@ -280,6 +305,9 @@ def test_unknown_model_is_404(client):
     ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
       "grammar": 'root ::= "yes"'}, "grammar", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= ("}, "grammar", "invalid_grammar"),
+    ({"messages": [{"role": "user", "content": "x"}], "grammar": ""}, "grammar", "invalid_grammar"),
+    ({"messages": [{"role": "user", "content": "x"}], "grammar": 'root ::= "x" y'}, "grammar", "invalid_grammar"),
+    ({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= root"}, "grammar", "invalid_grammar"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"abc": 1}}, "logit_bias", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"\u00b2": 1}}, "logit_bias", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "logit_bias": {"999999": 1}}, "logit_bias", "invalid_value"),
@@ -336,6 +364,15 @@ def test_llamacpp_json_schema_and_gbnf_grammar_fields(server):
     assert json.loads(reply["choices"][0]["text"])["population"] >= 0
 
 
+def test_a_grammar_past_the_matchers_limits_is_a_400_not_a_500(server):
+    # It compiles, and fails at its first forced tokens: llguidance's 50000-item limit. Sent
+    # again it fails again, so it is the request's error.
+    schema = {"type": "array", "items": {"const": 1}, "minItems": 50000, "maxItems": 50000}
+    r = httpx.post(f"{server.url}/v1/completions", json={"prompt": "Ones:", "max_tokens": 4, "json_schema": schema},
+                   timeout=60)
+    assert "Too many items" in api_error(r, code="invalid_schema")["message"]
+
+
 def test_non_finite_numbers_are_refused_naming_the_field(server):
     for raw, param in (('{"prompt": "Hi", "temperature": NaN}', "temperature"),
                        ('{"prompt": "Hi", "top_p": Infinity}', "top_p"),
@@ -376,6 +413,14 @@ def test_tokenize_and_detokenize(server):
     assert httpx.post(f"{server.url}/detokenize", json={"tokens": ids}).json()["content"] == "Hello world"
     r = httpx.post(f"{server.url}/v1/detokenize", json={"tokens": [10**9]})
     api_error(r, param="tokens")
+    # As llama-server's: special tokens as their text; pieces on request, bytes where not whole UTF-8.
+    special = httpx.post(f"{server.url}/tokenize", json={"content": "<|im_start|>Hi", "parse_special": True}).json()
+    assert httpx.post(f"{server.url}/detokenize", json=special).json()["content"] == "<|im_start|>Hi"
+    pieces = httpx.post(f"{server.url}/tokenize", json={"content": "Hello world \U0001F642",
+                                                         "with_pieces": True}).json()["tokens"]
+    assert pieces[0] == {"id": ids[0], "piece": "Hello"} and pieces[1]["piece"] == " world"
+    assert bytes(b for p in pieces[2:] for b in (p["piece"] if isinstance(p["piece"], list)
+                                                 else p["piece"].encode())) == " \U0001F642".encode()
 
 
 def test_openapi_schema_is_served(server):

@@ -129,6 +129,21 @@ def test_streamed_calls_reassemble_to_the_non_streamed_ones(client, tool_choice)
     assert content == whole.choices[0].message.content and finish == whole.choices[0].finish_reason
 
 
+@pytest.mark.parametrize("max_tokens", [3, 20])
+def test_a_call_cut_by_max_tokens_reads_the_same_streamed_or_not(client, max_tokens):
+    # As OpenAI's: finish_reason "length" with the call as far as it got, and no markup as content.
+    messages = [{"role": "user", "content": "Find my notes about the garden, at most 3."}]
+    args = dict(model=MODEL, messages=messages, tools=TOOLS, tool_choice="required", max_tokens=max_tokens,
+                temperature=0)
+    whole = client.chat.completions.create(**args)
+    content, calls, finish = reassemble(client.chat.completions.create(stream=True, **args))
+    message = whole.choices[0].message
+    assert whole.choices[0].finish_reason == finish == "length" and message.content is None and content is None
+    assert [(c.function.name, c.function.arguments) for c in message.tool_calls or []] == \
+        [(c["name"], c["arguments"]) for c in calls]
+    assert bool(calls) == (max_tokens == 20), calls   # (3 tokens do not reach the name)
+
+
 def test_a_whole_loop_call_result_answer(client):
     first = client.chat.completions.create(model=MODEL, messages=QUESTION, tools=[WEATHER], tool_choice="required",
                                            **SAMPLING)

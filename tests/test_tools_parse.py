@@ -72,6 +72,23 @@ def test_text_that_only_looked_like_a_trigger_is_content_at_the_end():
     assert reader.tool_calls == [] and reader.content == "2 < 3 and <tools are fun"
 
 
+def test_a_call_cut_by_max_tokens_is_there_as_far_as_it_got():
+    reader = ToolCallStream(HERMES)
+    reader.feed('<tool_call>\n{"name": "get_weather", "arguments": {"ci')
+    reader.finish(cut=True)
+    assert [(c.name, c.arguments) for c in reader.tool_calls] == [("get_weather", '{"ci')]
+    assert reader.content is None
+
+
+@pytest.mark.parametrize("cut, content", [(True, "Let me see."), (False, "Let me see. <tool")])
+def test_a_trigger_cut_by_max_tokens_is_not_content(cut, content):
+    # Cut at max_tokens, "<tool" is a call the limit cut off; an answer that ended there itself
+    # wrote it as text.
+    reader = ToolCallStream(HERMES)
+    events = reader.feed("Let me see. <tool") + reader.finish(cut=cut)
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == content == reader.content
+
+
 def test_an_answer_that_is_not_a_well_formed_call_loses_nothing():
     text = "<tool_call>\n{this is not json"
     reader, _ = read(HERMES, [text])

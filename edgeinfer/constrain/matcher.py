@@ -45,9 +45,17 @@ class GrammarMatcher:
                  unique_items_schema: Mapping[str, Any] | None = None, texts: TokenTexts | None = None):
         self._matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
         if self._matcher.is_error():
-            raise ValueError(f"the grammar does not compile: {self._matcher.get_error()}")
+            raise ValueError(f"the grammar does not compile: {self._error()}")
         self.n_vocab = tokenizer.vocab_size
         self._bitmask = llnp.allocate_token_bitmask(1, self.n_vocab)  # [1][ceil(n_vocab / 32)] int32
+        # Some grammars compile but cannot be matched (a rule that only refers to itself:
+        # llguidance's NoExtensionBias); the first mask finds them, so that they are refused here,
+        # before anything is generated, not at the first token the sampler draws.
+        llnp.fill_next_token_bitmask(self._matcher, self._bitmask)
+        if self._matcher.is_error():
+            raise ValueError(f"the grammar cannot be matched: {self._error()}")
+        if not self._bitmask.any() and not self._matcher.is_stopped():
+            raise ValueError("the grammar allows no text")
         self.mask_times: list[float] = []
         self.check_times: list[float] = []
         self._guard = None if unique_items_schema is None else UniqueItemsGuard(unique_items_schema)
@@ -126,9 +134,16 @@ class GrammarMatcher:
         self._bans.setdefault(len(self._tokens), set()).add(first)
         raise Backtrack(n)
 
+    def _error(self) -> str:
+        """llguidance's error, its first line: the parser state it dumps after it means nothing
+        to a client."""
+        return (self._matcher.get_error().strip().splitlines() or ["unknown error"])[0]
+
     def _raise_on_error(self) -> None:
+        # An error here is the grammar's (a limit of the matcher reached on the way, such as an
+        # item count past llguidance's 50000): the same request would fail again.
         if self._matcher.is_error():
-            raise EdgeInferError(f"constrained decoding failed: {self._matcher.get_error()}")
+            raise UnsatisfiableConstraintError(f"constrained decoding failed: {self._error()}")
 
     def wrap(self, sample: Sampler) -> Sampler:
         """`sample` restricted to the tokens the grammar allows; the drawn token is consumed."""
@@ -153,7 +168,7 @@ class GrammarMatcher:
                 if not allowed.any():
                     self._take_back(1)
             elif not allowed.any():
-                raise EdgeInferError("constrained decoding failed: the grammar allows no next token")
+                raise UnsatisfiableConstraintError("constrained decoding failed: the grammar allows no next token")
             token = sample(np.where(allowed, logits, np.float32(-np.inf)), history)
             if not self.try_consume(token):
                 raise EdgeInferError(f"constrained decoding failed: the sampler drew token {token}, "

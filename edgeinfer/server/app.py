@@ -167,7 +167,8 @@ def make_router(config: ServerConfig, pool: ModelPool, include_in_schema: bool) 
     async def get_model(model_id: str) -> s.ModelCard:
         return card(pool.lookup(model_id))
 
-    @router.get("/health", response_model=s.Health, responses={503: {"model": s.Health}},
+    # HEAD too: uptime monitors and `curl -I` probe with it.
+    @router.api_route("/health", methods=["GET", "HEAD"], response_model=s.Health, responses={503: {"model": s.Health}},
                 summary="200 once the model is loaded (a server of many models: once it listens), 503 before")
     async def health() -> Any:
         if pool.single is None:
@@ -195,11 +196,13 @@ def make_router(config: ServerConfig, pool: ModelPool, include_in_schema: bool) 
     async def tokenize(body: s.TokenizeRequest) -> s.TokenizeResponse:
         resident = await pool.acquire(body.model)
         try:
-            ids = await run_in_threadpool(resident.engine.model.tokenize, body.content, body.add_special,
-                                          body.parse_special)
+            model = resident.engine.model
+            ids = await run_in_threadpool(model.tokenize, body.content, body.add_special, body.parse_special)
         finally:
             pool.release(resident)
-        return s.TokenizeResponse(tokens=ids)
+        if not body.with_pieces:
+            return s.TokenizeResponse(tokens=ids)
+        return s.TokenizeResponse(tokens=[s.TokenPiece(id=i, piece=_piece(model.vocab.token_to_piece(i))) for i in ids])
 
     @router.post("/detokenize", response_model=s.DetokenizeResponse, summary="Token ids to text")
     async def detokenize(body: s.DetokenizeRequest) -> s.DetokenizeResponse:
@@ -207,7 +210,8 @@ def make_router(config: ServerConfig, pool: ModelPool, include_in_schema: bool) 
         try:
             model = resident.engine.model
             prompts.check_token_ids(body.tokens, model.n_vocab, "tokens")
-            text = await run_in_threadpool(model.detokenize, body.tokens)
+            # Special tokens as their text, as llama-server's /detokenize gives them.
+            text = await run_in_threadpool(model.detokenize, body.tokens, True)
         finally:
             pool.release(resident)
         return s.DetokenizeResponse(content=text)
@@ -245,3 +249,12 @@ def create_app(config: ServerConfig, pool: ModelPool) -> FastAPI:
                            allow_headers=["*"], max_age=600)
     app.add_middleware(StatusCountMiddleware, record=pool.metrics.record_response)
     return app
+
+
+def _piece(raw: bytes) -> str | list[int]:
+    """A token's text as llama-server's /tokenize shows it: a string, or its bytes where they are
+    not whole UTF-8 (part of a character)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(raw)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import uuid
 from typing import Any, Mapping
 
@@ -135,11 +136,21 @@ def validation_error(exc: RequestValidationError) -> APIError:
     if kind == "missing":
         return APIError(400, f"Missing required parameter: '{field}'.{more}", param=field, code="missing_field")
     if kind in _EXPECTED:
-        # A union field fails once per member: say every type it would have taken.
-        same = [e for e in errors if e.get("type") in _EXPECTED and _field_name(tuple(e.get("loc", ()))) == field]
+        # A union field fails once per member. Where an array or object member got inside the
+        # value, the problem is inside it ("prompt": [1.5] is about prompt.0, not about prompt
+        # not being a string): name the first such inner field. Then say every type it would
+        # have taken.
+        typed = [(e, _field_name(tuple(e.get("loc", ())))) for e in errors if e.get("type") in _EXPECTED]
+        inner = next((name for _, name in typed if name and name.startswith(field + ".")), None)
+        outer = field
+        if inner is not None and ctx.get("field") is None:
+            field = inner
+            value = next(e.get("input") for e, name in typed if name == inner)
+        same = [e for e, name in typed if name == field]
         expected = " or ".join(dict.fromkeys(_EXPECTED[e["type"]] for e in same))
-        more = f" (and {len(errors) - len(same)} more problem{'s' if len(errors) - len(same) > 1 else ''})" \
-            if len(errors) > len(same) else ""
+        # (counted by field: a union's members each fail on the same one)
+        others = len({_field_name(tuple(e.get("loc", ()))) for e in errors} - {field, outer})
+        more = f" (and {others} more problem{'s' if others > 1 else ''})" if others else ""
         return APIError(400, f"Invalid type for '{field}': expected {expected}, but got "
                              f"{json_type(value)} instead.{more}", param=field, code="invalid_type")
     if kind in _BOUNDS:
@@ -188,7 +199,9 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"Unknown endpoint {request.method} {request.url.path}"
         elif exc.status_code == 400:
             # FastAPI's only 400 of its own: a body that json.loads could not even start on
-            # (bytes that are not UTF-8, or nesting deeper than the parser's recursion limit).
-            message = "The request body could not be read: it must be UTF-8 encoded JSON of reasonable depth."
+            # (bytes that are not UTF-8, nesting deeper than the parser's recursion limit, or an
+            # integer longer than Python's int conversion allows).
+            message = ("The request body could not be read: it must be UTF-8 encoded JSON, nested to a "
+                       f"reasonable depth, its integers at most {sys.get_int_max_str_digits()} digits long.")
             code = "invalid_json"
         return shaped(request, APIError(exc.status_code, message, code=code, headers=exc.headers))

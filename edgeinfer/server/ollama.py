@@ -230,7 +230,7 @@ class OllamaAnswer:
         return self._lines(self.reader.feed(text))
 
     def final(self, finished: Finished) -> list[dict[str, Any]]:
-        lines = self._lines(self.reader.finish())
+        lines = self._lines(self.reader.finish(finished.result.finish_reason == "length"))
         calls = self._calls()
         if calls:
             lines.append(self._line("", message={"tool_calls": calls}))
@@ -252,7 +252,7 @@ class OllamaAnswer:
         thinking = ""
         if self.reader.splits:
             self.reader.feed(text)
-            self.reader.finish()
+            self.reader.finish(finished.result.finish_reason == "length")
             text = self.reader.content or ""
             thinking = (self.reader.reasoning or "") if self.show_thinking else ""
             calls = self._calls()

@@ -108,7 +108,7 @@ def chat_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | No
 
 def completion_prompt_ids(req: CompletionRequest, model: Model) -> list[int]:
     prompt = req.prompt
-    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+    if isinstance(prompt, list) and prompt and all(isinstance(p, (str, list)) for p in prompt):
         if len(prompt) != 1:
             raise not_supported("Several prompts in one request", "prompt")
         prompt = prompt[0]
@@ -156,14 +156,22 @@ def constraint(req: SamplingFields, model: Model, tools: ToolPlan | None = None)
     param, kind, value = asked[0]
     if kind == "tools":
         return {"matcher": tool_matcher(req, model, value)}
-    from llguidance.gbnf_to_lark import GbnfToLarkError, any_to_lark   # llguidance loads on first use
-    try:
-        if kind == "grammar":
+    code = "invalid_schema" if kind == "json_schema" else "invalid_grammar"
+    if kind == "grammar":
+        from llguidance.gbnf_to_lark import any_to_lark   # llguidance loads on first use
+        try:
             value = any_to_lark(value)   # llama.cpp's GBNF, or Lark as it is
+        except Exception as exc:   # its converter raises plain Exception too ("No 'root' rule found")
+            raise APIError(400, f"Invalid '{param}': {first_line(exc)}", param=param, code=code) from exc
+    try:
         return {"matcher": model.compile_constraint(**{kind: value})}
-    except (ValueError, GbnfToLarkError) as exc:
-        raise APIError(400, f"Invalid '{param}': {exc}", param=param, code="invalid_schema"
-                       if kind == "json_schema" else "invalid_grammar") from exc
+    except ValueError as exc:
+        raise APIError(400, f"Invalid '{param}': {exc}", param=param, code=code) from exc
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message without what a library appends after it (llguidance: its state)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def tool_matcher(req: SamplingFields, model: Model, grammar: str) -> Any:

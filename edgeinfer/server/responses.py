@@ -125,7 +125,8 @@ class ChatResponses(_Responses):
         return self._chunk(s.ChatChunkChoice(delta=delta, logprobs=logprobs))
 
     def final(self, finished: Finished) -> list[dict[str, Any]]:
-        chunks = [self._delta_chunk(_event_delta(e)) for e in self._reader.finish()]
+        cut = finished.result.finish_reason == "length"
+        chunks = [self._delta_chunk(_event_delta(e)) for e in self._reader.finish(cut)]
         held = self._held_logprobs + list(finished.logprobs)
         logprobs = self.logprobs(held) if held else None
         calls = self._reader.tool_calls
@@ -137,7 +138,7 @@ class ChatResponses(_Responses):
         return self._chunk(None, usage=usage(finished.result), timings=timings(finished))
 
     def whole(self, text: str, entries: Sequence[TokenLogprob], finished: Finished) -> dict[str, Any]:
-        answer = read_answer(text, self.reasoning, self.tool_format)
+        answer = read_answer(text, self.reasoning, self.tool_format, cut=finished.result.finish_reason == "length")
         content, reasoning, calls = answer.content, answer.reasoning, answer.tool_calls
         message = s.AssistantMessage(content=content, reasoning_content=reasoning, tool_calls=[
             s.ToolCall(id=c.id, function=s.FunctionCall(name=c.name, arguments=c.arguments)) for c in calls] or None)

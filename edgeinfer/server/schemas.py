@@ -62,6 +62,18 @@ class _Request(BaseModel):
     # strict: no lax conversions (true -> 1, "yes" -> True); finite numbers only.
     model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        """null for an optional field is the field left out, as in OpenAI's API ("n": null is
+        n = 1): clients serialize their unset options as null."""
+        if not isinstance(data, dict):
+            return data
+        dropped = {name for name, field in cls.model_fields.items()
+                   if not field.is_required() and field.default is not None}
+        dropped |= {cls.model_fields[name].alias for name in dropped if cls.model_fields[name].alias}
+        return {key: value for key, value in data.items() if not (value is None and key in dropped)}
+
 
 class _Body(_Request):
     """A whole request body: refuses text that cannot become UTF-8, naming where it is."""
@@ -203,8 +215,8 @@ class ChatCompletionRequest(SamplingFields):
 # --- text completions ------------------------------------------------------------------------
 
 class CompletionRequest(SamplingFields):
-    prompt: Union[str, list[str], list[int]] = Field(
-        ..., description="Text, a list holding one text, or token ids.")
+    prompt: Union[str, list[str], list[int], list[list[int]]] = Field(
+        ..., description="Text, token ids, or a list holding one of either.")
     logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS,
                                  description="Include the log-probabilities of this many top tokens.")
     echo: bool = False
@@ -396,11 +408,18 @@ class TokenizeRequest(_Body):
     content: str = Field(..., description="Text to tokenize.")
     add_special: bool = Field(False, description="Add the model's BOS token if it wants one.")
     parse_special: bool = Field(False, description="Read special-token text as special tokens.")
+    with_pieces: bool = Field(False, description="Each token as {id, piece} (llama-server's): its text, "
+                                                 "or its bytes where they are not whole UTF-8.")
     model: str | None = None
 
 
+class TokenPiece(BaseModel):
+    id: int
+    piece: str | list[int]
+
+
 class TokenizeResponse(BaseModel):
-    tokens: list[int]
+    tokens: list[int] | list[TokenPiece]
 
 
 class DetokenizeRequest(_Body):

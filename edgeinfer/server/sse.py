@@ -23,19 +23,26 @@ def sse(data: dict[str, Any]) -> bytes:
 
 
 async def stream_job(job: GenerationJob, responses: Any, include_usage: bool) -> AsyncIterator[bytes]:
-    """The SSE bytes of `job`, shaped by `responses` (a ChatResponses or CompletionResponses)."""
+    """The SSE bytes of `job`, shaped by `responses` (a ChatResponses or CompletionResponses).
+    With `include_usage`, every chunk before the usage chunk says "usage": null, as OpenAI's do."""
+
+    def chunk_event(chunk: dict[str, Any]) -> bytes:
+        if include_usage:
+            chunk.setdefault("usage", None)
+        return sse(chunk)
+
     try:
         first = responses.first()
         if first is not None:
-            yield sse(first)
+            yield chunk_event(first)
         while True:
             event = await job.next_event()
             if isinstance(event, Piece):
                 for chunk in responses.deltas(event.text, event.logprobs):
-                    yield sse(chunk)
+                    yield chunk_event(chunk)
             elif isinstance(event, Finished):
                 for chunk in responses.final(event):
-                    yield sse(chunk)
+                    yield chunk_event(chunk)
                 if include_usage:
                     yield sse(responses.usage_chunk(event))
                 yield DONE

@@ -192,26 +192,35 @@ class ToolCallStream:
             events += self._call_events()
         return events
 
-    def finish(self) -> list[Event]:
-        """What is still held when the answer ends (text that turned out not to open a call)."""
-        if self.region_start is None and len(self.text) > self.content_sent:
-            events: list[Event] = [ContentDelta(self.text[self.content_sent:])]
-            self.content_sent = len(self.text)
+    def finish(self, cut: bool = False) -> list[Event]:
+        """What is still held when the answer ends: text that turned out not to open a call. When
+        the answer was `cut` short (max_tokens), a held start of the trigger ("<tool") is not
+        content but the start of a call the limit cut off, and is dropped."""
+        end = len(self.text)
+        if cut and self.region_start is None and self.fmt.trigger:
+            end -= _held_prefix(self.text, self.fmt.trigger)
+            while end > self.content_sent and self.text[end - 1].isspace():   # (as before a call)
+                end -= 1
+        if self.region_start is None and end > self.content_sent:
+            events: list[Event] = [ContentDelta(self.text[self.content_sent:end])]
+            self.content_sent = end
             return events
         return []
 
     @property
     def content(self) -> str | None:
-        """The answer's text before the calls (None when there is none, as OpenAI sends it)."""
-        if self.region_start is None:
-            return self.text
+        """The answer's text before the calls (None when there is none, as OpenAI sends it): what
+        was sent as content once the answer is finished."""
+        if self.region_start is None:   # (an empty answer is "", one that was a cut-off call None)
+            return self.text[:self.content_sent] or (None if self.text else "")
         return self.text[:self.region_start].rstrip() or None
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        """The complete calls."""
+        """The calls whose name is complete, as streamed: the last one's arguments may be cut
+        short when the answer was (finish_reason "length"), as OpenAI returns them."""
         calls = self._scanner.scan(self.text[self.region_start:]) if self.region_start is not None else []
-        return [ToolCall(self.ids[i], c.name, c.arguments) for i, c in enumerate(calls) if c.done and i < len(self.ids)]
+        return [ToolCall(self.ids[i], c.name, c.arguments) for i, c in enumerate(calls) if i < len(self.ids)]
 
     # --- internals ---------------------------------------------------------------------------
     def _find_region(self) -> None:
