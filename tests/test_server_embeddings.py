@@ -170,3 +170,28 @@ def test_ollamas_embed_cuts_by_default_and_its_old_endpoint_does_not_normalize(e
         assert refused.status_code == 400 and "42 tokens" in refused.json()["error"]
         old = http.post("/api/embeddings", json={"model": "emb", "prompt": "hi"}).json()["embedding"]
         np.testing.assert_allclose(old, embedder.embed([embedder.tokenize("hi")], normalize=False)[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("path, raw, field", [
+    ("/api/embed", '{"model": "emb", "input": ["ok", "\\ud83d"]}', "input.1"),
+    ("/api/embed", '{"model": "emb", "input": "\\udfff"}', "input"),
+    ("/api/embeddings", '{"model": "emb", "prompt": "\\ud83d"}', "prompt"),
+    ("/api/embed", '{"model": "emb", "input": ["a", 1]}', "input.1"),
+    ("/api/embed", '{"model": "emb", "input": "a", "truncate": "no"}', "truncate"),
+])
+def test_ollamas_embeddings_refuse_bad_input_naming_the_field(embedder, path, raw, field):
+    with client_for(embedder) as http:
+        r = http.post(path, content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and f"'{field}'" in r.json()["error"], r.text
+    assert embedder.calls == []
+
+
+@pytest.mark.parametrize("path, body, answer", [
+    ("/api/embed", {"input": ""}, "embeddings"), ("/api/embed", {"input": []}, "embeddings"),
+    ("/api/embed", {}, "embeddings"), ("/api/embeddings", {"prompt": ""}, "embedding"),
+    ("/api/embeddings", {}, "embedding"),
+])
+def test_ollamas_empty_embedding_input_loads_the_model_only(embedder, path, body, answer):
+    with client_for(embedder) as http:
+        r = http.post(path, json={"model": "emb", **body})
+    assert r.status_code == 200 and r.json()[answer] == [] and embedder.calls == []

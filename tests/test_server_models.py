@@ -202,15 +202,51 @@ def test_serve_without_a_model_serves_the_folder_by_name(models_dir, smollm2_pat
 
 def test_a_broken_file_is_a_503_with_the_reason_and_the_others_still_serve(models_dir):
     (models_dir / "broken.gguf").write_bytes(b"GGUF" + b"\x00" * 64)
+    (models_dir / "dangling.gguf").symlink_to(models_dir / "gone.gguf")
+    (models_dir / "folder.gguf").mkdir()
     loads = Loads()
     with TestClient(create_app(ServerConfig(), pool_of(loads))) as client:
         listed = {card["id"]: card["status"] for card in client.get("/v1/models").json()["data"]}
         assert listed["broken"] == "available"
+        # A link to nothing or a folder is no model file, and nothing can pull it: not listed.
+        tags = {m["name"] for m in client.get("/api/tags").json()["models"]}
+        assert "broken:latest" in tags and not {"dangling", "folder"} & set(listed)
+        assert not {"dangling:latest", "folder:latest"} & tags
+        api_error(chat(client, "dangling"), 404, code="model_not_found")
         first = api_error(chat(client, "broken"), 503, code="model_failed")["message"]
         assert "failed to load" in first
         again = api_error(chat(client, "broken"), 503, code="model_failed")["message"]   # tried again, not cached
         assert again == first
         assert chat(client, "alpha").status_code == 200
         assert client.get("/api/tags").status_code == 200 and client.get("/health").json()["loaded"] == ["alpha"]
-        shown = client.post("/api/show", json={"model": "broken"})
-        assert shown.status_code == 500 and "cannot be read" in shown.json()["error"] and "version 0" in shown.json()["error"]
+        shown = client.post("/api/show", json={"model": "broken"})   # as every other route answers it
+        assert shown.status_code == 503 and "cannot be read" in shown.json()["error"] and "version 0" in shown.json()["error"]
+
+
+def ollama_unload(client: TestClient, model: str):
+    return client.post("/api/generate", json={"model": model, "prompt": "", "keep_alive": 0}).json()
+
+
+def test_keep_alive_0_unloads_once_the_model_is_idle_and_loads_nothing(models_dir):
+    loads = Loads()
+    pool = pool_of(loads)
+    with TestClient(create_app(ServerConfig(), pool)) as client:
+        assert ollama_unload(client, "beta")["done_reason"] == "unload" and loads.loaded == []   # as Ollama's
+        assert chat(client, "alpha").status_code == 200
+        resident = pool.residents()[0]
+        resident.leases += 1      # a request of alpha's in progress
+        assert ollama_unload(client, "alpha")["done_reason"] == "unload"
+        assert client.get("/health").json()["loaded"] == ["alpha"]   # not under the request
+        resident.leases -= 1
+        deadline = time.monotonic() + 10
+        while client.get("/health").json()["loaded"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.get("/health").json()["loaded"] == [] and loads.loaded == ["alpha"]
+
+
+def test_only_a_hub_name_is_advised_to_be_pulled(models_dir):
+    with TestClient(create_app(ServerConfig(), pool_of(Loads()))) as client:
+        for name in ("/etc/passwd", "../models/alpha", "gamma"):
+            assert "edgeinfer pull" not in api_error(chat(client, name), 404, code="model_not_found")["message"]
+        hub = api_error(chat(client, "hf.co/nobody/nothing-GGUF"), 404, code="model_not_found")["message"]
+        assert "edgeinfer pull hf.co/nobody/nothing-GGUF" in hub

@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+import httpx
 import pytest
 
 ollama = pytest.importorskip("ollama")
 
 from edgeinfer.reasoning import ReasoningStyle  # noqa: E402
-from edgeinfer.server.ollama import OllamaAnswer, chat_request, check_think, generate_request  # noqa: E402
+from edgeinfer.catalog import get_entry  # noqa: E402
+from edgeinfer.server.ollama import OllamaAnswer, chat_request, check_think, digest, generate_request  # noqa: E402
 from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest  # noqa: E402
 from edgeinfer.server.worker import Finished  # noqa: E402
 from edgeinfer.generate import GenerationResult  # noqa: E402
 from edgeinfer.server.errors import APIError  # noqa: E402
+from edgeinfer.server.served_models import folder_models, single_model  # noqa: E402
 from edgeinfer.tools.formats import HERMES  # noqa: E402
 from support.server_process import ServerProcess  # noqa: E402
 from support.tiny_llama import TinyConfig, write_tiny_llama  # noqa: E402
@@ -64,7 +67,9 @@ def test_tool_results_answer_their_calls_by_name():
 @pytest.mark.parametrize("body, field", [
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, "messages.0.images"),
     ({"messages": QUESTION, "think": "extreme"}, "think"),
-    ({"messages": QUESTION, "options": {"temperature": -1}}, "temperature"),
+    # Within the engine's range but not OpenAI's, which the request it becomes has: named as sent.
+    ({"messages": QUESTION, "options": {"temperature": 3}}, "'options.temperature'"),
+    ({"messages": QUESTION, "options": {"stop": ["s"] * 17}}, "'options.stop'"),
 ])
 def test_what_would_change_the_answer_is_refused_by_name(body, field):
     with pytest.raises(APIError) as e:
@@ -151,6 +156,63 @@ def client(server):
     return ollama.Client(host=server.url)
 
 
+def post_raw(server, path: str, body: dict) -> httpx.Response:
+    """`body` as JavaScript's JSON.stringify sends it: a lone surrogate escaped as \\uXXXX."""
+    return httpx.post(f"{server.url}{path}", content=json.dumps(body), headers={"content-type": "application/json"},
+                      timeout=60)
+
+
+SURROGATE = "Hello \ud83d"
+TINY_CHAT = {"model": "tiny", "messages": QUESTION}
+TINY_PROMPT = {"model": "tiny", "prompt": "Name a color."}
+
+
+@pytest.mark.realmodel
+@pytest.mark.parametrize("path, body, field", [
+    # a value of the wrong type, not converted (as Ollama's Go decoder and its options refuse it)
+    ("/api/chat", TINY_CHAT | {"stream": "false"}, "stream"),
+    ("/api/chat", TINY_CHAT | {"stream": 1}, "stream"),
+    ("/api/generate", TINY_PROMPT | {"raw": "yes"}, "raw"),
+    ("/api/chat", TINY_CHAT | {"options": {"num_predict": True}}, "options.num_predict"),
+    ("/api/chat", TINY_CHAT | {"options": {"num_predict": "5"}}, "options.num_predict"),
+    ("/api/chat", TINY_CHAT | {"options": {"num_predict": -3}}, "options.num_predict"),
+    ("/api/chat", TINY_CHAT | {"options": {"temperature": -1}}, "options.temperature"),
+    ("/api/generate", TINY_PROMPT | {"options": {"num_ctx": "big"}}, "options.num_ctx"),
+    ("/api/generate", TINY_PROMPT | {"options": {"num_ctx": -1}}, "options.num_ctx"),
+    ("/api/generate", TINY_PROMPT | {"options": {"num_ctx": 1e8}}, "options.num_ctx"),
+    ("/api/generate", TINY_PROMPT | {"options": {"num_thread": "4"}}, "options.num_thread"),
+    # text with no UTF-8 encoding, named where it is
+    ("/api/generate", {"model": "tiny", "prompt": SURROGATE}, "prompt"),
+    ("/api/generate", TINY_PROMPT | {"system": SURROGATE}, "system"),
+    ("/api/generate", TINY_PROMPT | {"options": {"stop": ["ok", SURROGATE]}}, "options.stop.1"),
+    ("/api/chat", {"model": "tiny", "messages": [{"role": "user", "content": SURROGATE}]}, "messages.0.content"),
+    ("/api/chat", TINY_CHAT | {"format": {"type": "string", "description": SURROGATE}}, "format.description"),
+])
+def test_wrong_types_and_bad_text_are_400_naming_the_field(server, path, body, field):
+    r = post_raw(server, path, body)
+    assert r.status_code == 400 and f"'{field}'" in r.json()["error"], r.text
+
+
+@pytest.mark.realmodel
+def test_a_null_stream_streams_as_ollamas_does(server):
+    r = post_raw(server, "/api/generate", TINY_PROMPT | {"stream": None, "options": {"num_predict": 3}})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+    assert json.loads(r.text.splitlines()[-1])["done"] is True
+
+
+@pytest.mark.realmodel
+def test_unused_runner_options_of_the_right_type_are_accepted(server):
+    options = {"num_predict": 2, "num_ctx": 100_000, "num_gpu": 99, "use_mmap": False, "typical_p": 0.5}
+    r = post_raw(server, "/api/generate", TINY_PROMPT | {"stream": False, "options": options})
+    assert r.status_code == 200 and r.json()["eval_count"] <= 2
+
+
+@pytest.mark.realmodel
+def test_head_answers_where_ollamas_clients_probe(server):
+    for path in ("/", "/api/version", "/api/tags"):
+        assert httpx.head(f"{server.url}{path}").status_code == 200, path
+
+
 @pytest.mark.realmodel
 def test_version_tags_and_show(client):
     assert client._request_raw("GET", "/api/version").json()["version"]
@@ -227,6 +289,21 @@ def test_a_tool_conversation_renders_and_answers(client):
 
 
 @pytest.mark.realmodel
+@pytest.mark.parametrize("path, body", [("/api/chat", {"messages": QUESTION}),
+                                        ("/api/generate", {"prompt": "Name a color."})])
+def test_a_format_the_engine_cannot_follow_names_format(server, path, body):
+    r = post_raw(server, path, {"model": SMOL, "stream": False, "format": {"type": "bogus"}} | body)
+    assert r.status_code == 400 and "'format'" in r.json()["error"] and "response_format" not in r.text, r.text
+
+
+@pytest.mark.realmodel
+def test_a_catalog_file_has_the_catalogs_digest_however_it_is_served(smollm2_path, tmp_path, monkeypatch):
+    monkeypatch.setenv("EDGEINFER_MODELS_DIR", str(tmp_path))
+    in_folder = next(m for m in folder_models() if m.model_id == SMOL)
+    assert digest(single_model(smollm2_path, None, None)) == digest(in_folder) == get_entry(SMOL).sha256
+
+
+@pytest.mark.realmodel
 def test_errors_are_ollamas(client, server):
     with pytest.raises(ollama.ResponseError) as e:
         client.chat(model="no-such-model", messages=QUESTION)
@@ -234,7 +311,5 @@ def test_errors_are_ollamas(client, server):
     with pytest.raises(ollama.ResponseError) as e:
         client.chat(model=SMOL, messages=QUESTION, think=True)   # SmolLM2 does not reason
     assert e.value.status_code == 400 and "does not support thinking" in e.value.error
-    import httpx
-
     r = httpx.post(f"{server.url}/api/chat", json={"messages": QUESTION})
     assert r.status_code == 400 and isinstance(r.json()["error"], str) and "model" in r.json()["error"]

@@ -99,6 +99,16 @@ def default_model_name() -> str:
     return next(iter(load_manifest()))
 
 
+def entry_for_file(path: Path) -> ModelEntry | None:
+    """The manifest entry whose file `path` is, wherever it lies, known by its file name and
+    size (hashing it again would take seconds a gigabyte; pull verified the checksum)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    return next((e for e in load_manifest().values() if e.filename == path.name and e.size == size), None)
+
+
 def get_entry(name: str) -> ModelEntry:
     """The manifest entry for ``name`` or one of its short aliases (``smollm2``);
     `UnknownModelError` listing the known names otherwise."""

@@ -20,7 +20,7 @@ log = logging.getLogger("edgeinfer.server")
 
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
-INVALID_UNICODE = "invalid_unicode"   # the pydantic error kind of schemas.reject_lone_surrogates
+INVALID_UNICODE = "invalid_unicode"   # the pydantic error kind of schemas.RequestBody's text check
 
 
 class APIError(Exception):

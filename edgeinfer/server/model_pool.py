@@ -22,7 +22,7 @@ from typing import Callable
 from edgeinfer.server.config import DEFAULT_KEEP_ALIVE_S, DEFAULT_MAX_LOADED
 from edgeinfer.server.errors import APIError
 from edgeinfer.server.metrics import Metrics
-from edgeinfer.server.served_models import ServedModel, find
+from edgeinfer.server.served_models import ServedModel, find, is_hub_name
 from edgeinfer.server.worker import RETRY_AFTER_S, Engine, EngineState
 
 log = logging.getLogger("edgeinfer.server")
@@ -126,7 +126,7 @@ class ModelPool:
         if served is None:
             names = ", ".join(m.model_id for m in available[:20]) or "none"
             # A client may not make the server download from the Hub (Ollama's chat does not pull either).
-            hint = f" Pull it on the server first: edgeinfer pull {requested}" if "/" in requested else ""
+            hint = f" Pull it on the server first: edgeinfer pull {requested}" if is_hub_name(requested) else ""
             raise APIError(404, f"The model {requested!r} does not exist; this server can serve: {names}.{hint}",
                            param="model", code="model_not_found")
         return served
@@ -190,13 +190,19 @@ class ModelPool:
         return self.memory_budget is not None and used + need > self.memory_budget
 
     async def unload(self, model_id: str) -> bool:
-        """Unloads a model at once if it is loaded and idle (Ollama's keep_alive 0 with no prompt);
-        False if there was nothing to unload, or it is busy or pinned."""
+        """Ollama's keep_alive 0 with no prompt: unloads a model at once if it is idle, else once
+        its requests are done (its keep-alive becomes 0, which the reaper honours), and loads
+        nothing. False for the single-model server's model, which is never unloaded."""
         async with self._lock:
             resident = self._residents.get(model_id)
-            if resident is None or resident.pinned or not resident.idle:
+            if resident is None:
+                return True
+            if resident.pinned:
                 return False
-            await self._unload(resident, "asked to")
+            if resident.idle:
+                await self._unload(resident, "asked to")
+            else:
+                resident.keep_alive = 0.0
             return True
 
     async def _unload(self, resident: Resident, why: str) -> None:

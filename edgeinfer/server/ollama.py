@@ -4,7 +4,8 @@ engine's events become Ollama's answers: one JSON object, or NDJSON lines while 
 
 What does not map is refused with the reason rather than ignored when it would change the answer
 (images, a custom `template`, the old `context`), and ignored when it only tunes Ollama's own
-runner (num_gpu, num_thread, ...).
+runner (num_ctx, num_gpu, num_thread, ...: ollama_schemas.OllamaOptions). An error about a field
+of the OpenAI request names the Ollama field it came from (`format`, not `response_format`).
 
 `think`, as Ollama has it for a model that reasons (edgeinfer.reasoning; others ignore it):
     true, or absent   the reasoning goes apart, to message.thinking (chat) / thinking (generate),
@@ -24,14 +25,16 @@ import time
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
+from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from edgeinfer.catalog import entry_for_file
 from edgeinfer.chat_answer import ChatAnswerStream
 from edgeinfer.generate import GenerationResult
 from edgeinfer.reasoning import Reasoning, ReasoningStyle
 from edgeinfer.server import schemas as s
-from edgeinfer.server.errors import APIError, from_exception
-from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaMessage, _Generation
+from edgeinfer.server.errors import APIError, from_exception, validation_error
+from edgeinfer.server.ollama_schemas import OllamaChatRequest, OllamaGenerateRequest, OllamaGeneration, OllamaMessage
 from edgeinfer.server.served_models import ServedModel
 from edgeinfer.server.worker import Failed, Finished, GenerationJob, Piece
 from edgeinfer.tools import ContentDelta
@@ -54,10 +57,12 @@ def ollama_name(served: ServedModel) -> str:
 
 
 def digest(served: ServedModel) -> str:
-    """The catalog's sha256 of a known file; else an identity of the file's path, size and time
-    (hashing every file on each listing would take seconds a gigabyte)."""
-    if served.entry is not None:
-        return served.entry.sha256
+    """The catalog's sha256 of a known model's file, however the server was given it (by name, by
+    path or in the models folder); else an identity of the file's path, size and time (hashing
+    every file on each listing would take seconds a gigabyte)."""
+    entry = served.entry or entry_for_file(served.path)
+    if entry is not None:
+        return entry.sha256
     try:
         st = served.path.stat()
         key = f"{served.path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
@@ -72,13 +77,22 @@ def _refuse(field: str, why: str) -> APIError:
     return APIError(400, f"'{field}' is not supported: {why}.", param=field, code="unsupported")
 
 
-def _sampling(req: _Generation) -> dict[str, Any]:
+# Ollama's options that are the OpenAI request's fields of the same name.
+SHARED_OPTIONS = ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty", "presence_penalty",
+                  "frequency_penalty", "stop")
+# The OpenAI request's fields (or the start of their path) that _sampling fills from elsewhere in
+# Ollama's request -> that Ollama field.
+SAMPLING_SOURCES = {"response_format.json_schema.schema": "format", "response_format": "format",
+                    "max_tokens": "options.num_predict", "chat_template_kwargs": "think",
+                    **{name: f"options.{name}" for name in SHARED_OPTIONS}}
+
+
+def _sampling(req: OllamaGeneration) -> dict[str, Any]:
     """The OpenAI request's sampling fields from Ollama's options and format."""
     out: dict[str, Any] = {}
     if req.options is not None:
         o = req.options
-        for key in ("temperature", "top_k", "top_p", "min_p", "seed", "repeat_penalty", "presence_penalty",
-                    "frequency_penalty", "stop"):
+        for key in SHARED_OPTIONS:
             if getattr(o, key) is not None:
                 out[key] = getattr(o, key)
         if o.num_predict is not None and o.num_predict > 0:   # -1 / -2: up to the context
@@ -106,13 +120,36 @@ def _think(think: bool | str | None) -> dict[str, Any]:
                    param="think", code="invalid_value")
 
 
-def _validated(cls: type, body: dict[str, Any]) -> Any:
+def field_sources(req: OllamaGeneration) -> dict[str, str]:
+    """Where the fields of the OpenAI request that `req` becomes come from: an OpenAI field (or
+    the start of its path) -> the Ollama field. Chat messages keep their index; generate's
+    templated messages are its system (if any) and its prompt."""
+    sources = dict(SAMPLING_SOURCES)
+    if isinstance(req, OllamaGenerateRequest) and not (req.raw or req.suffix):
+        texts = (["system"] if req.system else []) + ["prompt"]
+        sources |= {f"messages.{i}.content": name for i, name in enumerate(texts)} | {"messages": "prompt"}
+    return sources
+
+
+def renamed(error: APIError, sources: dict[str, str]) -> APIError:
+    """`error`, about a field of the OpenAI request an Ollama request became, naming instead the
+    Ollama field it came from (`sources`, from field_sources)."""
+    param = error.param or ""
+    key = next((k for k in sorted(sources, key=len, reverse=True) if param == k or param.startswith(k + ".")), None)
+    if key is None:
+        return error
+    ollama_param = sources[key] + param[len(key):]
+    return APIError(error.status, error.message.replace(f"'{param}'", f"'{ollama_param}'"), error.type,
+                    ollama_param, error.code, error.headers)
+
+
+def _validated(cls: type, body: dict[str, Any], req: OllamaGeneration) -> Any:
+    """The OpenAI request `cls` of `body`; its validation errors read as the OpenAI routes' do,
+    about the fields of the Ollama request `req`."""
     try:
         return cls.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        raise APIError(400, f"Invalid '{field}': {first['msg']}.", param=field, code="invalid_value") from None
+        raise renamed(validation_error(RequestValidationError(exc.errors())), field_sources(req)) from None
 
 
 def _message(m: OllamaMessage, index: int) -> dict[str, Any]:
@@ -151,7 +188,7 @@ def chat_request(req: OllamaChatRequest) -> s.ChatCompletionRequest:
     body = {"model": req.model, "messages": messages, **_sampling(req)}
     if req.tools:
         body["tools"] = req.tools
-    return _validated(s.ChatCompletionRequest, body)
+    return _validated(s.ChatCompletionRequest, body, req)
 
 
 def generate_request(req: OllamaGenerateRequest) -> s.ChatCompletionRequest | s.CompletionRequest:
@@ -169,10 +206,10 @@ def generate_request(req: OllamaGenerateRequest) -> s.ChatCompletionRequest | s.
         body = {"model": req.model, "prompt": req.prompt, **sampling}
         if req.suffix:
             body["suffix"] = req.suffix
-        return _validated(s.CompletionRequest, body)
+        return _validated(s.CompletionRequest, body, req)
     messages = ([{"role": "system", "content": req.system}] if req.system else []) + \
         [{"role": "user", "content": req.prompt}]
-    return _validated(s.ChatCompletionRequest, {"model": req.model, "messages": messages, **sampling})
+    return _validated(s.ChatCompletionRequest, {"model": req.model, "messages": messages, **sampling}, req)
 
 
 def check_think(think: bool | str | None, reasoning: ReasoningStyle | None, model_name: str) -> None:

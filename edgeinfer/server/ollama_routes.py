@@ -1,6 +1,6 @@
 """The /api routes of Ollama's API, so apps that speak only Ollama's work unchanged: /api/chat,
-/api/generate, /api/tags, /api/show, /api/ps, /api/version. Errors are Ollama's {"error": "..."}
-(errors.py shapes every /api answer so)."""
+/api/generate, /api/embed, /api/embeddings, /api/tags, /api/show, /api/ps, /api/version. Errors are
+Ollama's {"error": "..."} (errors.py shapes every /api answer so)."""
 from __future__ import annotations
 
 import time
@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import gguf
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -19,7 +19,8 @@ from edgeinfer.server.config import ServerConfig, parse_keep_alive
 from edgeinfer.server.errors import APIError
 from edgeinfer.server.model_pool import SERVER_KEEP_ALIVE, ModelPool, Resident
 from edgeinfer.server.ollama import (NDJSON, OLLAMA_API_VERSION, OllamaAnswer, chat_request, check_think, digest,
-                                     generate_request, ndjson_lines, now_iso, ollama_name, whole_answer)
+                                     field_sources, generate_request, ndjson_lines, now_iso, ollama_name, renamed,
+                                     whole_answer)
 from edgeinfer.server.ollama_schemas import (OllamaChatRequest, OllamaEmbedRequest, OllamaGenerateRequest,
                                              OllamaLegacyEmbedRequest, OllamaModelRequest)
 from edgeinfer.server.served_models import ServedModel
@@ -75,20 +76,33 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
         resident = await pool.acquire(model, keep_alive=_keep_alive(keep_alive))
         return resident, time.perf_counter() - started
 
+    async def preload(body: Any) -> tuple[Resident, float]:
+        """Loads the model a request names without using it (Ollama's empty prompt or input)."""
+        resident, load_s = await acquire(body.model, body.keep_alive)
+        pool.release(resident)
+        return resident, load_s
+
     async def load_only(body: Any, kind: str) -> dict[str, Any]:
-        """An empty prompt loads the model (or with keep_alive 0 unloads it), as Ollama's does."""
+        """An empty prompt loads the model, or with keep_alive 0 unloads it (once its requests are
+        done; loading nothing), as Ollama's does."""
         keep_alive = _keep_alive(body.keep_alive)
         served = pool.lookup(body.model)
         if keep_alive == 0 and await pool.unload(served.model_id):
             reason = "unload"
         else:
-            resident, _ = await acquire(body.model, body.keep_alive)
-            pool.release(resident)
+            await preload(body)
             reason = "load"
         answer = {"model": ollama_name(served), "created_at": now_iso(), "done": True, "done_reason": reason}
         return answer | ({"message": {"role": "assistant", "content": ""}} if kind == "chat" else {"response": ""})
 
-    async def run(kind: str, body: Any, request: Any, arrived: float) -> Any:
+    async def run(kind: str, body: Any, arrived: float) -> Any:
+        try:
+            return await run_as_openai(kind, body, arrived)
+        except APIError as exc:   # about a field of the OpenAI request: name the client's
+            raise renamed(exc, field_sources(body)) from None
+
+    async def run_as_openai(kind: str, body: Any, arrived: float) -> Any:
+        request = chat_request(body) if kind == "chat" else generate_request(body)
         resident, load_s = await acquire(body.model, body.keep_alive)
         try:
             model = resident.engine.model
@@ -113,22 +127,23 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
         arrived = time.perf_counter()
         if not body.messages:
             return JSONResponse(await load_only(body, "chat"))
-        return await run("chat", body, chat_request(body), arrived)
+        return await run("chat", body, arrived)
 
     @router.post("/generate", summary="Generate from a prompt (Ollama's API)")
     async def generate(body: OllamaGenerateRequest) -> Any:
         arrived = time.perf_counter()
         if not body.prompt and not body.suffix:
             return JSONResponse(await load_only(body, "generate"))
-        return await run("generate", body, generate_request(body), arrived)
+        return await run("generate", body, arrived)
 
-    async def embed_with(body: Any, inputs: Any, truncate: bool, normalize: bool) -> tuple[Any, Any, str, int, float]:
+    async def embed_with(body: Any, inputs: list[str], field: str, truncate: bool,
+                         normalize: bool) -> tuple[Any, Any, str, int, float]:
         resident, load_s = await acquire(body.model, body.keep_alive)
         try:
             model = resident.engine.model
             embeddings.check_can_embed(model, resident.served.model_id)
-            ids = await run_in_threadpool(embeddings.input_ids, inputs, model)
-            tokens = embeddings.check_lengths(ids, model.n_ctx, truncate)
+            ids = await run_in_threadpool(embeddings.input_ids, inputs, model, field)
+            tokens = embeddings.check_lengths(ids, model.n_ctx, truncate, field)
             vectors = await run_in_threadpool(resident.engine.call_model, model.embed, ids, normalize=normalize,
                                               truncate=truncate)
         finally:
@@ -138,7 +153,13 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
     @router.post("/embed", summary="Embeddings (Ollama's API)")
     async def embed(body: OllamaEmbedRequest) -> dict[str, Any]:
         arrived = time.perf_counter()
-        vectors, model, name, tokens, load_s = await embed_with(body, body.input, body.truncate, normalize=True)
+        if not body.input:   # "" or []: load the model only
+            resident, load_s = await preload(body)
+            return {"model": ollama_name(resident.served), "embeddings": [],
+                    "total_duration": int((time.perf_counter() - arrived) * 1e9), "load_duration": int(load_s * 1e9),
+                    "prompt_eval_count": 0}
+        inputs = [body.input] if isinstance(body.input, str) else body.input
+        vectors, model, name, tokens, load_s = await embed_with(body, inputs, "input", body.truncate, normalize=True)
         vectors = embeddings.fewer_dimensions(vectors, body.dimensions, model, normalized=True)
         return {"model": name, "embeddings": vectors.tolist(),
                 "total_duration": int((time.perf_counter() - arrived) * 1e9), "load_duration": int(load_s * 1e9),
@@ -146,7 +167,10 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
 
     @router.post("/embeddings", summary="One embedding, not normalized (Ollama's older API)")
     async def legacy_embeddings(body: OllamaLegacyEmbedRequest) -> dict[str, Any]:
-        vectors, *_ = await embed_with(body, [body.prompt], truncate=True, normalize=False)
+        if not body.prompt:   # load the model only
+            await preload(body)
+            return {"embedding": []}
+        vectors, *_ = await embed_with(body, [body.prompt], "prompt", truncate=True, normalize=False)
         return {"embedding": vectors[0].tolist()}
 
     def listed(served: ServedModel) -> dict[str, Any]:
@@ -154,7 +178,7 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
         return {"name": name, "model": name, "modified_at": _modified_at(served), "size": served.file_size,
                 "digest": digest(served), "details": details(served)}
 
-    @router.get("/tags", summary="The models on this machine (Ollama's API)")
+    @router.api_route("/tags", methods=["GET", "HEAD"], summary="The models on this machine (Ollama's API)")
     async def tags() -> dict[str, Any]:
         present = [m for m in pool.available() if m.present]
         return {"models": await run_in_threadpool(lambda: [listed(m) for m in present])}
@@ -181,11 +205,13 @@ def make_ollama_router(config: ServerConfig, pool: ModelPool) -> APIRouter:
                            param="model", code="model_not_found")
         try:
             return await run_in_threadpool(_show, served)
-        except ModelFormatError as exc:   # a broken file in the models folder: the server's, named
-            raise APIError(500, f"The model file of {body.requested!r} cannot be read: {exc}", type="server_error",
-                           code="model_unreadable") from None
+        except ModelFormatError as exc:   # a broken file in the models folder: the server's, as loading it is
+            raise APIError(503, f"The model file of {body.requested!r} cannot be read: {exc}", type="server_error",
+                           code="model_failed") from None
 
-    @router.get("/version", summary="The Ollama API version this follows (Ollama's API)")
+    # HEAD too, as Ollama's: its CLI checks the server is up with HEAD /.
+    @router.api_route("/version", methods=["GET", "HEAD"],
+                      summary="The Ollama API version this follows (Ollama's API)")
     async def version() -> dict[str, str]:
         from edgeinfer import __version__
 

@@ -58,15 +58,17 @@ def _first_lone_surrogate(body: Any) -> tuple[str, str] | None:
     return None
 
 
-class _Request(BaseModel):
-    # strict: no lax conversions (true -> 1, "yes" -> True); finite numbers only.
+class StrictModel(BaseModel):
+    """A part of a request, OpenAI's or Ollama's (ollama_schemas.py): strict, no lax conversions
+    (true -> 1, "yes" -> True, "5" -> 5); finite numbers only; null is the field left out."""
+
     model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
     def _null_means_default(cls, data: Any) -> Any:
         """null for an optional field is the field left out, as in OpenAI's API ("n": null is
-        n = 1): clients serialize their unset options as null."""
+        n = 1) and Ollama's ("stream": null streams): clients serialize their unset options as null."""
         if not isinstance(data, dict):
             return data
         dropped = {name for name, field in cls.model_fields.items()
@@ -75,7 +77,7 @@ class _Request(BaseModel):
         return {key: value for key, value in data.items() if not (value is None and key in dropped)}
 
 
-class _Body(_Request):
+class RequestBody(StrictModel):
     """A whole request body: refuses text that cannot become UTF-8, naming where it is."""
 
     @model_validator(mode="before")
@@ -90,29 +92,29 @@ class _Body(_Request):
 
 # --- shared generation options ---------------------------------------------------------------
 
-class StreamOptions(_Request):
+class StreamOptions(StrictModel):
     include_usage: bool = False
 
 
-def _sampling(name: str, **narrower: Any) -> Any:
+def sampling_field(name: str, **narrower: Any) -> Any:
     """The request field of the sampling option `name`: bounded and described as its SamplingParams
     field says, within `narrower` bounds where OpenAI's are."""
     return Field(None, description=HELP[name] + ".", **{**LIMITS[name].bounds(), **narrower})
 
 
-class SamplingFields(_Body):
+class SamplingFields(RequestBody):
     """The generation options chat and text completions share."""
 
     model: str | None = Field(None, description="The model id; omitted = the served model.")
     max_tokens: int | None = Field(None, ge=1, description="Tokens to generate at most; "
                                    "clamped to the room left in the context.")
-    temperature: float | None = _sampling("temperature", le=OPENAI_MAX_TEMPERATURE)
-    top_p: float | None = _sampling("top_p")
-    top_k: int | None = _sampling("top_k")
-    min_p: float | None = _sampling("min_p")
-    repeat_penalty: float | None = _sampling("repeat_penalty")
-    presence_penalty: float | None = _sampling("presence_penalty", **OPENAI_PENALTY_RANGE)
-    frequency_penalty: float | None = _sampling("frequency_penalty", **OPENAI_PENALTY_RANGE)
+    temperature: float | None = sampling_field("temperature", le=OPENAI_MAX_TEMPERATURE)
+    top_p: float | None = sampling_field("top_p")
+    top_k: int | None = sampling_field("top_k")
+    min_p: float | None = sampling_field("min_p")
+    repeat_penalty: float | None = sampling_field("repeat_penalty")
+    presence_penalty: float | None = sampling_field("presence_penalty", **OPENAI_PENALTY_RANGE)
+    frequency_penalty: float | None = sampling_field("frequency_penalty", **OPENAI_PENALTY_RANGE)
     logit_bias: dict[str, float] | None = Field(
         None, description="Token id (as a string) -> bias in [-100, 100] added to its logit.")
     seed: int | None = Field(None, description=HELP["seed"] + "; any integer, taken modulo 2**64.")
@@ -155,7 +157,7 @@ REQUEST_SAMPLING_OPTIONS = tuple(name for name in LIMITS if name in SamplingFiel
 
 # --- chat completions ------------------------------------------------------------------------
 
-class ContentPart(_Request):
+class ContentPart(StrictModel):
     type: str
     text: str | None = None
 
@@ -163,7 +165,7 @@ class ContentPart(_Request):
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
 
-class ChatMessage(_Request):
+class ChatMessage(StrictModel):
     role: Role
     content: str | list[ContentPart] | None = None
     name: str | None = None
@@ -172,7 +174,7 @@ class ChatMessage(_Request):
     reasoning_content: str | None = None   # an assistant turn's reasoning, as this server returned it
 
 
-class JsonSchemaFormat(_Request):
+class JsonSchemaFormat(StrictModel):
     model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False, populate_by_name=True)
 
     name: str | None = None
@@ -181,7 +183,7 @@ class JsonSchemaFormat(_Request):
     strict: bool | None = Field(None, description="Always enforced, whatever it says.")
 
 
-class ResponseFormat(_Request):
+class ResponseFormat(StrictModel):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
 
@@ -404,7 +406,7 @@ class Health(BaseModel):
 
 # --- tokenizer -------------------------------------------------------------------------------
 
-class TokenizeRequest(_Body):
+class TokenizeRequest(RequestBody):
     content: str = Field(..., description="Text to tokenize.")
     add_special: bool = Field(False, description="Add the model's BOS token if it wants one.")
     parse_special: bool = Field(False, description="Read special-token text as special tokens.")
@@ -422,7 +424,7 @@ class TokenizeResponse(BaseModel):
     tokens: list[int] | list[TokenPiece]
 
 
-class DetokenizeRequest(_Body):
+class DetokenizeRequest(RequestBody):
     tokens: list[int]
     model: str | None = None
 
@@ -433,7 +435,7 @@ class DetokenizeResponse(BaseModel):
 
 # --- embeddings and reranking ----------------------------------------------------------------
 
-class EmbeddingRequest(_Body):
+class EmbeddingRequest(RequestBody):
     """OpenAI's embeddings request, plus `truncate` (Hugging Face TEI's and llama.cpp's)."""
 
     input: Union[str, list[str], list[int], list[list[int]]] = Field(
@@ -464,7 +466,7 @@ class EmbeddingList(BaseModel):
     usage: EmbeddingUsage
 
 
-class RerankRequest(_Body):
+class RerankRequest(RequestBody):
     """The Jina / Cohere rerank request llama.cpp's server takes."""
 
     query: str

@@ -80,7 +80,8 @@ def folder_models(folder: Path | None = None) -> list[ServedModel]:
         names = frozenset({entry.name, *entry.aliases, entry.filename, Path(entry.filename).stem})
         served[entry.name] = ServedModel(entry.name, names, entry.path, entry)
     known_files = {entry.filename for entry in load_manifest().values()}
-    files = sorted(folder.glob("*.gguf")) if folder.is_dir() else []
+    # Files only: a folder, or a link to nothing, named *.gguf can never load (nor be pulled).
+    files = sorted(p for p in folder.glob("*.gguf") if p.is_file()) if folder.is_dir() else []
     for path in files:
         match = SPLIT_PART.search(path.name)
         if path.name in known_files or (match and match.group(1) != "00001"):
@@ -102,14 +103,21 @@ def find(served: list[ServedModel], requested: str) -> ServedModel | None:
     return hub_model(requested)
 
 
+def is_hub_name(requested: str) -> bool:
+    """Whether `requested` names a Hugging Face model (hf.co/OWNER/REPO[:QUANT]), which
+    `edgeinfer pull` can fetch."""
+    if "/" not in requested:
+        return False  # and the Hub module (with huggingface_hub) is not imported
+    from edgeinfer import hub
+    return hub.is_hub_name(requested)
+
+
 def hub_model(requested: str) -> ServedModel | None:
     """A pulled Hugging Face model under its canonical name, found without a request. One not
     pulled yet is not served (the loader takes a path; it would have to pull first)."""
-    if "/" not in requested:
-        return None  # and the Hub module (with huggingface_hub) is not imported
-    from edgeinfer.hub import HubError, cached_hub_model, is_hub_name, parse_hub_name
     if not is_hub_name(requested):
         return None
+    from edgeinfer.hub import HubError, cached_hub_model, parse_hub_name
     try:
         path = cached_hub_model(requested)
         model_id = str(parse_hub_name(requested))

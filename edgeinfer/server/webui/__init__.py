@@ -12,7 +12,8 @@ FOLDER = Path(__file__).parent / "static"
 
 
 def mount_chat_page(app: FastAPI) -> None:
-    @app.get("/", include_in_schema=False)
+    # HEAD too: Ollama's CLI and uptime monitors check the server is up with HEAD /.
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def chat_page() -> FileResponse:
         return FileResponse(FOLDER / "index.html", headers={"Cache-Control": "no-cache"})
 
