@@ -29,6 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from edgeinfer import _core
+from edgeinfer.model import resolve_n_ctx
 from edgeinfer.threads import resolve_n_threads
 from edgeinfer.wording import Ref, Wording
 
@@ -151,8 +152,10 @@ def run_bench(
     """Runs every pp test (n_prompt > 0) and tg test (n_gen > 0) at every depth, for every KV
     cache type pair (each of type_k with each of type_v) and thread count (0 = physical cores; more
     than the usable CPUs: capped, with a warning; counts that come out equal run once).
-    n_ctx None = just enough for the longest test. gpu: Model.load's gpu_layers / device /
-    require_gpu, planned for each KV type pair (without a device: a warning, and the CPU).
+    n_ctx None = just enough for the longest test; like Model.load's, at most the model's trained
+    context (a larger one is clamped, with a warning), and a test that does not fit is refused before
+    anything is allocated. gpu: Model.load's gpu_layers / device / require_gpu, planned for each KV
+    type pair (without a device: a warning, and the CPU).
     n_parallel: for each S > 1, the tg tests again with S sequences at once (not with gpu).
     Returns the results in run order, also passing each to on_result as it completes."""
     if repetitions < 1:
@@ -164,10 +167,12 @@ def run_bench(
         raise ValueError("nothing to run: give a positive -p or -n")
     if not n_depth or any(d < 0 for d in n_depth):
         raise ValueError("depths must be 0 or more")
+    path = Path(path)
+    model = _core.Model(str(path))
     need = max(n_depth) + max(p + g for p, g, _ in tests)
-    if n_ctx is None:
-        n_ctx = need
-    elif n_ctx < need:
+    # As Model.load sizes every other command's context: at most the trained one, with a note.
+    n_ctx = resolve_n_ctx(n_ctx or need, model.n_ctx_train)
+    if n_ctx < need:
         raise ValueError(f"context size {n_ctx} is smaller than the longest test ({need} tokens)")
 
     thread_counts: list[int] = []
@@ -176,9 +181,7 @@ def run_bench(
         if n not in thread_counts:
             thread_counts.append(n)
 
-    path = Path(path)
-    model = _core.Model(str(path))
-    ids = make_token_ids(need, model.n_vocab)
+    ids: np.ndarray | None = None
     results = []
     for tk in type_k:
         for tv in type_v:
@@ -191,6 +194,10 @@ def run_bench(
                 n_seq = max(n_parallel) if not offload else 1
                 ctx = _core.Context(model, n_ctx=n_ctx, n_threads=t, n_batch=n_batch, type_k=tk, type_v=tv,
                                     n_seq=n_seq, **offload)
+                # Only now: a model that names no trained context is not capped above, and the core
+                # refuses a size past its limit before `need` ids are allocated.
+                if ids is None:
+                    ids = make_token_ids(need, model.n_vocab)
                 for d in n_depth:
                     ctx.truncate(0)
                     if d:

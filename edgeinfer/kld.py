@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from edgeinfer.errors import EdgeInferError
+from edgeinfer.output_file import PartialFile
 from edgeinfer.wording import Ref, Wording
 
 TOP_K = 1024
@@ -53,17 +54,16 @@ class BaseRecorder:
         self.targets.append(targets.astype(np.int32))
 
     def save(self, path: str | Path, meta: dict) -> None:
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        """Writes the base file at `path`, through a temporary file (an error names `path`)."""
+        partial = PartialFile(path)
         try:
-            with open(tmp, "wb") as f:
+            with partial.errors(), open(partial.tmp_path, "wb") as f:
                 np.savez(f, ids=np.concatenate(self.ids), logits=np.concatenate(self.logits),
                          lse=np.concatenate(self.lse), targets=np.concatenate(self.targets),
                          meta=np.array(json.dumps({"format": FORMAT, "k": self.k, **meta})))
-            os.replace(tmp, path)
+            partial.publish()
         finally:
-            if tmp.exists():
-                tmp.unlink()
+            partial.discard()
 
 
 @dataclass
@@ -92,8 +92,11 @@ class Comparer:
                 self.meta = json.loads(str(z["meta"]))
                 self.ids, self.logits = z["ids"], z["logits"].astype(np.float64)
                 self.lse, self.targets = z["lse"], z["targets"]
-        except (OSError, KeyError, ValueError) as exc:
-            raise EdgeInferError(f"{path}: not a KL-divergence base file ({exc})") from None
+        except OSError as exc:
+            raise EdgeInferError(f"cannot read the KL-divergence base file {path}: {exc.strerror or exc}") from None
+        except (KeyError, ValueError, EOFError, zipfile.BadZipFile):   # numpy's reasons would not help the reader
+            raise EdgeInferError(f"{path}: not a KL-divergence base file (those are written by perplexity "
+                                 "--kl-divergence-base FILE)") from None
         if self.meta.get("format") != FORMAT:
             raise EdgeInferError(f"{path}: unknown base file format {self.meta.get('format')!r}")
         self.pos = 0

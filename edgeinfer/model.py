@@ -314,8 +314,8 @@ class Model:
                 raise ValueError(f"input {i} has no tokens")
             if len(ids) > n_ctx:
                 if not truncate:
-                    raise ContextOverflowError(f"input {i} has {len(ids)} tokens, more than the context of "
-                                               f"{n_ctx}; shorten it or pass truncate=True")
+                    raise ContextOverflowError(Wording(f"input {i} has {len(ids)} tokens, more than the context of "
+                                                       f"{n_ctx}; shorten it or pass ", Ref("truncate", True)))
                 batch[i] = ids[:n_ctx]
         return batch
 

@@ -14,6 +14,20 @@ import numpy as np
 
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.model import Model
+from edgeinfer.wording import Ref, Wording
+
+# A chunk of n_ctx tokens scores the n_ctx - n_ctx//2 - 1 after its first half (the last token has
+# no next one to predict): 3 is the least that scores any; a smaller one would average over no
+# tokens and report nan.
+MIN_N_CTX = 3
+
+
+def check_chunk_size(n_ctx: int) -> None:
+    """Refuses a chunk size that scores no token, before anything is loaded or evaluated."""
+    if n_ctx < MIN_N_CTX:
+        raise EdgeInferError(Wording(f"a chunk of {n_ctx} token{'s' * (n_ctx != 1)} scores none (the second half of "
+                                     "each chunk is scored, after the first half as context); use at least ",
+                                     Ref("n_ctx", MIN_N_CTX)))
 
 
 @dataclass
@@ -72,6 +86,7 @@ def perplexity(
 ) -> PerplexityResult:
     """Scores `text`; `on_chunk(i, n, running_ppl)` is called after each chunk, and
     `on_scored(i, logits, targets)` with chunk i's scored rows (for KL divergence)."""
+    check_chunk_size(n_ctx)
     chunks = text_chunks(model, text, n_ctx, n_chunks)
     n = len(chunks)
     first = n_ctx // 2

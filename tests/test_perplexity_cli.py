@@ -104,3 +104,32 @@ def test_a_file_that_is_not_a_base_is_refused(tmp_path):
     bad.write_bytes(b"not numpy")
     with pytest.raises(EdgeInferError, match="not a KL-divergence base file"):
         Comparer(bad)
+
+
+@pytest.mark.parametrize("bad", [b"", b"not numpy", b"PK\x03\x04 not a zip"])
+def test_the_reason_a_base_file_is_refused_is_ours_not_numpys(tmp_path, bad):
+    path = tmp_path / "bad.kld"
+    path.write_bytes(bad)
+    with pytest.raises(EdgeInferError) as refused:
+        Comparer(path)
+    assert str(refused.value) == (f"{path}: not a KL-divergence base file (those are written by perplexity "
+                                  "--kl-divergence-base FILE)")
+
+
+@pytest.mark.parametrize("n_ctx", ["1", "2"])
+def test_a_chunk_too_small_to_score_a_token_is_refused_before_any_work(tiny, text_file, tmp_path, n_ctx):
+    proc = perplexity_cli(str(tiny), "-f", str(text_file), "-c", n_ctx)
+    assert_clean_error(proc, f"a chunk of {n_ctx} token", "scores none", "use at least -c 3")
+    # before the model is even looked for
+    assert_clean_error(perplexity_cli(str(tmp_path / "absent.gguf"), "-f", str(text_file), "-c", n_ctx), "scores none")
+    with pytest.raises(EdgeInferError, match="use at least n_ctx=3"):
+        perplexity(Model.load(tiny, n_ctx=64), TEXT, n_ctx=int(n_ctx))
+    smallest = json.loads(perplexity_cli(str(tiny), "-f", str(text_file), "-c", "3", "--chunks", "1", "--json").stdout)
+    assert smallest["n_scored"] == 1
+
+
+def test_an_unwritable_base_file_is_refused_before_the_text_is_scored(tiny, text_file, tmp_path):
+    for unwritable in ("/proc/x.kld", str(tmp_path / "missing" / "x.kld")):
+        proc = perplexity_cli(str(tiny), "-f", str(text_file), "-c", "64", "--kl-divergence-base", unwritable)
+        assert_clean_error(proc, f"cannot write {unwritable}")
+        assert "[1]" not in proc.stderr and ".partial" not in proc.stderr

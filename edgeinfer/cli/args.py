@@ -26,6 +26,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _token_limit(text: str) -> int | None:
+    """run's -n: a positive count, or -1 for none (None), as llama.cpp's -n -1."""
+    value = int(text)
+    if value == -1:
+        return None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, or -1 for no limit, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 0 to 65535, got {text}")
+    return value
+
+
 def _byte_size(text: str) -> int:
     """A size in bytes: a number with an optional K, M or G (binary units)."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
@@ -148,8 +165,9 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                      help="ask TEXT as one chat turn, formatted by the model's chat template")
     p.add_argument("-s", "--system", metavar="TEXT",
                    help="system message for --chat")
-    p.add_argument("-n", "--n-predict", type=_positive_int, default=128, metavar="N",
-                   help="maximum number of tokens to generate (default: %(default)s)")
+    p.add_argument("-n", "--n-predict", type=_token_limit, default=128, metavar="N",
+                   help="maximum number of tokens to generate; -1 = no limit: until the end of the text, or "
+                        "until the context is full unless --context-shift (default: %(default)s)")
     add_sampling_options(p)
     p.add_argument("--stop", action="append", default=[], metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
@@ -272,7 +290,7 @@ def _add_serve(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind; anything but loopback exposes the model to the network "
                         "(default: %(default)s)")
-    p.add_argument("--port", type=int, default=8080, help="port to bind (default: %(default)s)")
+    p.add_argument("--port", type=_port, default=8080, help="port to bind; 0 = any free one (default: %(default)s)")
     p.add_argument("--alias", metavar="NAME", help="model id to report and accept (default: the model's name)")
     p.add_argument("--api-key", metavar="KEY",
                    help="require this key as 'Authorization: Bearer KEY' or 'X-Api-Key: KEY' "

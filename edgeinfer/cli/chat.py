@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from edgeinfer.cli.args import sampling_options
+from edgeinfer.cli.files import read_text_file
 from edgeinfer.cli.output import stderr
 from edgeinfer.cli.run import gpu_options, load_draft, load_model
 from edgeinfer.paths import chat_history_file
@@ -25,7 +26,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 def system_from_args(args: argparse.Namespace) -> str | None:
     if args.system_file is not None:
-        return Path(args.system_file).expanduser().read_text(encoding="utf-8").strip() or None
+        return read_text_file(args.system_file).strip() or None
     return args.system or None
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import time
 
+from edgeinfer.cli.files import check_writable_output, read_text_file
 from edgeinfer.cli.output import stderr, stdout, warnings_on_stderr
-from edgeinfer.cli.perplexity import read_text
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.imatrix import collect
 from edgeinfer.model import Model
-from edgeinfer.output_file import check_output_path
 from edgeinfer.pull import resolve_model
 from edgeinfer.quantize.imatrix_file import save
 
@@ -19,8 +18,8 @@ def main(args: argparse.Namespace) -> int:
     fmt = args.output_format or ("dat" if args.output.endswith(".dat") else "gguf")
     path = resolve_model(args.model, reporter=RichReporter(stderr))
     # Refused before the model runs: a long collection must not end in an unwritable path.
-    check_output_path(args.output, inputs=[path] + ([args.file] if args.file != "-" else []), force=args.force)
-    text = read_text(args.file)
+    check_writable_output(args.output, inputs=[path, args.file], force=args.force)
+    text = read_text_file(args.file)
     with warnings_on_stderr():
         model = Model.load(path, n_ctx=args.ctx_size, n_threads=args.threads, n_batch=args.ctx_size)
     start = time.perf_counter()

@@ -5,31 +5,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
+from edgeinfer.cli.files import check_writable_output, read_text_file
 from edgeinfer.cli.output import stderr, stdout, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.errors import EdgeInferError
 from edgeinfer.kld import BaseRecorder, Comparer
 from edgeinfer.model import Model
-from edgeinfer.perplexity import perplexity
+from edgeinfer.perplexity import check_chunk_size, perplexity
 from edgeinfer.pull import resolve_model
-
-
-def read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 def main(args: argparse.Namespace) -> int:
     kl_file = args.kl_file or (args.kl_divergence_base if args.kl_divergence else None)
     if args.kl_divergence and not kl_file:
         raise EdgeInferError("--kl-divergence needs the base file: --kl-divergence-base FILE (or --kl-file FILE)")
-    text = read_text(args.file)
+    check_chunk_size(args.ctx_size)
+    text = read_text_file(args.file)
     path = resolve_model(args.model, reporter=RichReporter(stderr))
+    recording = bool(args.kl_divergence_base) and not args.kl_divergence
+    if recording:   # refused now, not after the whole text is scored (llama-perplexity overwrites a base too)
+        check_writable_output(args.kl_divergence_base, inputs=[path, args.file], force=True)
     with warnings_on_stderr():
         model = Model.load(path, n_ctx=args.ctx_size, n_threads=args.threads,
                            n_batch=args.batch_size or args.ctx_size, cache_type_k=args.cache_type_k,
@@ -37,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
     hook = None
     if args.kl_divergence:
         hook = Comparer(kl_file)
-    elif args.kl_divergence_base:
+    elif recording:
         hook = BaseRecorder(args.kl_top_k)
 
     start = time.perf_counter()

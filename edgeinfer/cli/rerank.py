@@ -10,10 +10,10 @@ from edgeinfer.cli.embed import load, read_lines
 
 
 def main(args: argparse.Namespace) -> int:
-    documents = read_lines(args.documents, args.file, "documents to score")
+    indices, documents = read_lines(args.documents, args.file, "documents to score")
     model = load(args)
     scores = model.rerank(args.query, documents, truncate=args.truncate)
     order = sorted(range(len(documents)), key=lambda i: -float(scores[i]))[:args.top_n or len(documents)]
     for i in order:
-        sys.stdout.write(json.dumps({"index": i, "score": float(scores[i]), "document": documents[i]}) + "\n")
+        sys.stdout.write(json.dumps({"index": indices[i], "score": float(scores[i]), "document": documents[i]}) + "\n")
     return 0

@@ -6,15 +6,19 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from edgeinfer.cli.args import sampling_options
+from edgeinfer.cli.files import read_text_file
 from edgeinfer.cli.output import stderr, warnings_on_stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.draft_model import DraftModel
 from edgeinfer.model import Model
 from edgeinfer.pull import resolve_model
+
+
+# -n -1: a count generation never reaches; the end of the text or of the context stops it.
+NO_TOKEN_LIMIT = sys.maxsize
 
 
 def load_model(model: str | None, n_ctx: int, n_threads: int | None, cache_type_k: str = "f16",
@@ -61,20 +65,16 @@ def gpu_options(args: argparse.Namespace) -> dict | None:
 
 
 def _read_prompt(args: argparse.Namespace) -> str:
-    if args.prompt is not None:
-        return args.prompt
-    if args.file == "-":
-        return sys.stdin.read()
-    return Path(args.file).read_text(encoding="utf-8")
+    return args.prompt if args.prompt is not None else read_text_file(args.file)
 
 
 def _constraint(args: argparse.Namespace) -> dict[str, str]:
     """generate()'s json_schema / grammar from --json-schema / --grammar FILE (the text; the
     model's compiler checks it)."""
     if getattr(args, "json_schema", None) is not None:
-        return {"json_schema": Path(args.json_schema).read_text(encoding="utf-8")}
+        return {"json_schema": read_text_file(args.json_schema)}
     if getattr(args, "grammar", None) is not None:
-        return {"grammar": Path(args.grammar).read_text(encoding="utf-8")}
+        return {"grammar": read_text_file(args.grammar)}
     return {}
 
 
@@ -116,7 +116,8 @@ def chat_messages(question: str, system: str | None) -> list[dict[str, str]]:
 def _start(args: argparse.Namespace, model: Any, draft: DraftModel | None) -> Any:
     """The generator for the prompt or the chat turn the arguments ask for."""
     options = dict(
-        max_tokens=args.n_predict, **sampling_options(args), stop=args.stop,
+        max_tokens=NO_TOKEN_LIMIT if args.n_predict is None else args.n_predict,
+        **sampling_options(args), stop=args.stop,
         context_overflow="shift" if getattr(args, "context_shift", False) else "stop",
         n_keep=getattr(args, "keep", None), speculative=not args.no_speculative, draft=draft, **_constraint(args),
     )

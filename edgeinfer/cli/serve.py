@@ -1,7 +1,8 @@
 """``edgeinfer serve``: the OpenAI-compatible HTTP server (edgeinfer.server) on uvicorn.
 
-The server starts listening at once and loads the model on its engine thread; /health answers
-503 until the model is ready, then 200. A model that fails to load stops the server (exit 1).
+The server listens first (before a model is resolved: edgeinfer/cli/listen.py), then loads the
+model on its engine thread; /health answers 503 until the model is ready, then 200. A model that
+fails to load stops the server (exit 1).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import warnings
 from pathlib import Path
 
 from edgeinfer.cli.args import sampling_options
+from edgeinfer.cli.listen import bind_sockets, display_address
 from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.run import gpu_options, print_placement
@@ -95,6 +97,9 @@ def main(args: argparse.Namespace) -> int:
     many = args.model is None
     if many:
         check_many_models_args(args)
+    # Before a model is pulled or loaded: an address in use or not of this machine fails at once.
+    sockets = bind_sockets(args.host, args.port)
+    port = sockets[0].getsockname()[1]   # --port 0: the one the system chose
     config = make_config(args)
     metrics = Metrics()
 
@@ -166,8 +171,7 @@ def main(args: argparse.Namespace) -> int:
     warning = bind_warning(args.host, bool(config.api_key))
     if warning:
         stderr.print(f"warning: {warning}", style="bold yellow", soft_wrap=True)
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    stderr.print(f"edgeinfer serve: http://{host}:{args.port}/v1  ({what})", soft_wrap=True)
+    stderr.print(f"edgeinfer serve: http://{display_address(args.host, port)}/v1  ({what})", soft_wrap=True)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
@@ -177,7 +181,7 @@ def main(args: argparse.Namespace) -> int:
             threading.Thread(target=pool.cancel_all, daemon=True).start()
             super().handle_exit(sig, frame)
 
-    server = Server(uvicorn.Config(app, host=args.host, port=args.port, access_log=verbose,
+    server = Server(uvicorn.Config(app, host=args.host, port=port, access_log=verbose,
                                    log_level="info" if verbose else "warning", timeout_graceful_shutdown=3))
-    server.run()
+    server.run(sockets=sockets)
     return 1 if pool.single is not None and pool.single.engine.state is EngineState.FAILED else 0

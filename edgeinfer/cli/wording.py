@@ -7,7 +7,8 @@ from edgeinfer.wording import DEVICE_LIST, Ref, spelled
 
 # Model.load keyword -> the flag that sets it (edgeinfer/cli/args.py).
 FLAGS = {"gpu_layers": "--gpu-layers", "device": "--device", "require_gpu": "--require-gpu", "n_ctx": "-c",
-         "force": "--force", "n_chunks": "--chunks", "tensor_types": "--tensor-type", "n_parallel": "--parallel"}
+         "force": "--force", "n_chunks": "--chunks", "tensor_types": "--tensor-type", "n_parallel": "--parallel",
+         "truncate": "--truncate"}
 
 
 def flag_spelling(ref: Ref) -> str:
