@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from edgeinfer.model import Model
 from support.cli import assert_clean_error, run_main
@@ -30,3 +31,14 @@ def test_the_index_of_a_line_of_the_file_is_its_line_number(tiny_llama_path, tmp
     model = Model.load(tiny_llama_path, n_ctx=32, n_threads=1, embeddings=True, pooling="mean")
     np.testing.assert_allclose([line["embedding"] for line in lines],
                                model.embed(["the first line", "the fourth line"]), rtol=1e-6)
+
+
+def test_texts_may_follow_the_options(tiny_llama_path, capsys):
+    before = run_main(capsys, "embed", str(tiny_llama_path), "a text", "another", "--pooling", "mean", "-c", "32")
+    after = run_main(capsys, "embed", str(tiny_llama_path), "--pooling", "mean", "-c", "32", "a text", "another")
+    assert before.returncode == after.returncode == 0 and before.stdout == after.stdout
+    assert len(after.stdout.splitlines()) == 2
+    with pytest.raises(SystemExit) as exit_status:   # an unknown option is still argparse's error
+        run_main(capsys, "embed", str(tiny_llama_path), "--pooling", "mean", "text", "--bogus")
+    err = capsys.readouterr().err
+    assert exit_status.value.code == 2 and "unrecognized arguments:" in err and "--bogus" in err

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Sequence
 
-from edgeinfer.cli.args import build_parser
+from edgeinfer.cli.args import build_parser, parse_command_line
 from edgeinfer.cli.output import print_error, stderr
 from edgeinfer.cli.wording import in_flags
 from edgeinfer.errors import EdgeInferError
@@ -51,7 +51,7 @@ def _describe(exc: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``edgeinfer`` and ``python -m edgeinfer``; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(build_parser(), argv)
     debug = _debug(args)
     try:
         module_name, func_name = COMMANDS[args.command].split(":")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from edgeinfer import __version__
 from edgeinfer.catalog import default_model_name, known_names
@@ -464,6 +464,7 @@ def _add_embed(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                                    "hidden states.")
     p.add_argument("model", metavar="MODEL", help="a GGUF file or a known model name")
     p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed")
+    p.set_defaults(trailing_positionals="texts")
     p.add_argument("-f", "--file", metavar="PATH", help="one text per line ('-' = stdin)")
     p.add_argument("--pooling", choices=POOLINGS, default=None,
                    help="how token states become one vector (default: the model file's)")
@@ -479,9 +480,24 @@ def _add_rerank(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("model", metavar="MODEL", help="a GGUF file or a known model name")
     p.add_argument("query", metavar="QUERY", help="the query")
     p.add_argument("documents", nargs="*", metavar="DOC", help="documents to score")
+    p.set_defaults(trailing_positionals="documents")
     p.add_argument("-f", "--file", metavar="PATH", help="one document per line ('-' = stdin)")
     p.add_argument("--top-n", type=_positive_int, default=None, metavar="N", help="print the best N only")
     _add_embedding_model_options(p)
+
+
+def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser`'s arguments. A command whose last positional takes any number of values (embed's
+    TEXT, rerank's DOC) takes them after its options too (`embed MODEL --pooling mean "a text"`):
+    argparse alone matches that positional, empty, before the options and calls the text
+    unrecognized."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        trailing = getattr(args, "trailing_positionals", None)
+        if trailing is None or any(e.startswith("-") and e != "-" for e in extras):
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        getattr(args, trailing).extend(extras)
+    return args
 
 
 def build_parser() -> argparse.ArgumentParser:
