@@ -1,7 +1,8 @@
 // edgeinfer._testing: entry points for tests and measurement scripts only. Each runs one kernel,
 // one float op, one attention, one OpenCL device op, one layer on both backends or one
 // mixture-of-experts feed-forward on numpy arrays, with a chosen ISA's table, so that every
-// implementation can be compared with the scalar reference; or one pre-tokenizer on text. The
+// implementation can be compared with the scalar reference; or one pre-tokenizer on text; or a
+// plain read of memory (the bandwidth reference of scripts/read_bandwidth.py). The
 // package never imports this module; the forward pass calls the same code directly.
 #include <pybind11/pybind11.h>
 
@@ -16,6 +17,7 @@ void register_opencl_device(py::module_& m);
 void register_offload_layer(py::module_& m);
 void register_moe(py::module_& m);
 void register_pretokenize(py::module_& m);
+void register_read_memory(py::module_& m);
 
 PYBIND11_MODULE(_testing, m) {
     m.doc() = "edgeinfer test-only entry points (kernels, ops and device ops one call at a time)";
@@ -34,4 +36,5 @@ PYBIND11_MODULE(_testing, m) {
     register_offload_layer(m);
     register_moe(m);
     register_pretokenize(m);
+    register_read_memory(m);
 }
