@@ -113,16 +113,17 @@ void task_rows(int64_t M, int i, int nt, int64_t* r0, int64_t* r1) {
     *r1 = std::min(M, *r0 + per);
 }
 
-// Cuts `groups` into tasks of decreasing size ("guided"): each takes 1 / (2 x threads) of what is
-// left, at least min_groups, into bounds[0..tasks]. The pool hands tasks out in index order, so
-// the long ones go first (a thread streams far before it claims again) and the last ones are
-// short: a thread that runs out of work waits on the other for one short task at most, where
-// equal tasks left it waiting for up to a whole one (docs/PERFORMANCE.md has the measurement).
-int guided_tasks(int64_t groups, int threads, int64_t min_groups, std::vector<int64_t>& bounds) {
+// Cuts `groups` into tasks of decreasing size ("guided"): each takes 1 / (spread x threads) of
+// what is left, at least min_groups, into bounds[0..tasks]. The pool hands tasks out in index
+// order, so the long ones go first (a thread streams far before it claims again) and the last
+// ones are short: a thread that runs out of work waits on the other for one short task at most,
+// where equal tasks left it waiting for up to a whole one (docs/PERFORMANCE.md has the
+// measurements).
+int guided_tasks(int64_t groups, int threads, int64_t min_groups, int spread, std::vector<int64_t>& bounds) {
     bounds.assign(1, 0);
     if (threads < 2 || groups <= 0) bounds.push_back(std::max<int64_t>(groups, 0));  // nothing to balance
     for (int64_t left = groups - bounds.back(); left > 0;) {
-        const int64_t take = std::min(left, std::max(min_groups, left / (2 * (int64_t)threads)));
+        const int64_t take = std::min(left, std::max(min_groups, left / ((int64_t)spread * threads)));
         bounds.push_back(bounds.back() + take);
         left -= take;
     }
@@ -136,12 +137,20 @@ int guided_tasks(int64_t groups, int threads, int64_t min_groups, std::vector<in
 // (gate and up) wait on the pool once, not once each.
 void run_packed_groups(ThreadPool& pool, const KernelTable& kt, const Tensor* const* W, float* const* y, int count,
                        const uint8_t* act, size_t act_row, int64_t n) {
-    constexpr int64_t kPrefillTaskGroups = 4;
+    // A prompt chunk's tasks are compute-bound and long: a fine split balances them. A decode
+    // step's stream the weights, and each task starts a stream of its own (for the prefetchers;
+    // its request past its end lands in rows another thread has): halving what is left, down to
+    // 4 groups (64 rows), decoded faster than the finer split and than equal halves, which
+    // balanced worse (docs/PERFORMANCE.md, "Measurements behind code choices").
+    constexpr int64_t kPrefillTaskGroups = 4, kDecodeTaskGroups = 4;
+    constexpr int kPrefillSpread = 2, kDecodeSpread = 1;
     int64_t first[kMaxSameInput + 1] = {0};  // first[i]: weight i's first group in the joint order
     for (int i = 0; i < count; ++i) first[i + 1] = first[i] + W[i]->rows() / kPackRows;
     const int64_t groups = first[count];
     std::vector<int64_t> bounds;
-    const int tasks = guided_tasks(groups, pool.size(), n >= kGemmMinTokens ? kPrefillTaskGroups : 1, bounds);
+    const bool prefill = n >= kGemmMinTokens;
+    const int tasks = guided_tasks(groups, pool.size(), prefill ? kPrefillTaskGroups : kDecodeTaskGroups,
+                                   prefill ? kPrefillSpread : kDecodeSpread, bounds);
     pool.run([&](int task, int) {
         const int64_t j0 = bounds[task], j1 = bounds[task + 1];
         for (int i = 0; i < count; ++i) {
