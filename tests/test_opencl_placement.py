@@ -201,7 +201,7 @@ def test_notes_name_the_api_keyword_and_the_cli_its_flag():
 COMMANDS_OF = {"gpu_layers": ("run", "chat", "serve", "info"), "device": ("run", "chat", "serve", "info"),
                "require_gpu": ("run", "chat", "serve", "info"), "n_ctx": ("run", "chat", "serve", "info"),
                "force": ("quantize", "convert"), "n_chunks": ("perplexity",), "tensor_types": ("quantize",),
-               "n_parallel": ("serve", "bench")}
+               "n_parallel": ("serve", "bench"), "truncate": ("embed", "rerank")}
 
 
 def test_every_flag_the_messages_name_is_one_the_commands_take():
@@ -209,10 +209,10 @@ def test_every_flag_the_messages_name_is_one_the_commands_take():
 
     assert set(COMMANDS_OF) == set(FLAGS)
     positional = {"run": ["--prompt", "x"], "quantize": ["in.gguf", "out.gguf", "Q8_0"], "convert": ["hf", "out.gguf"],
-                  "perplexity": ["-f", "text.txt"]}
+                  "perplexity": ["-f", "text.txt"], "embed": ["model.gguf"], "rerank": ["model.gguf", "query"]}
     for name, commands in COMMANDS_OF.items():
         flag = FLAGS[name]
-        args = [flag] if flag in ("--require-gpu", "--force") else [flag, "1"]
+        args = [flag] if flag in ("--require-gpu", "--force", "--truncate") else [flag, "1"]
         for command in commands:
             build_parser().parse_args([command] + positional.get(command, []) + args)
 

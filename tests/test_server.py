@@ -292,6 +292,8 @@ def test_unknown_model_is_404(client):
       "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{"}}]}]},
      "messages.1.tool_calls.0.function.arguments", "invalid_value"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role", "invalid_value"),
+    # A message without content before an assistant prefill (found by schemathesis: it was a 500).
+    ({"messages": [{"role": "user"}, {"role": "assistant", "tool_calls": []}]}, "messages", "invalid_value"),
     ({"max_tokens": 3}, "messages", "missing_field"),
     ({"messages": []}, "messages", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n", "not_supported"),

@@ -266,7 +266,9 @@ def chat_job(req: ChatCompletionRequest, model: Model, config: ServerConfig) -> 
     if mode:
         try:
             prompt, style = continued_prompt(model, messages, mode, tools, req.chat_template_kwargs)
-        except (ChatTemplateError, ContinuationError) as exc:
+        except ChatTemplateError as exc:
+            raise APIError(400, str(exc), param="messages", code="chat_template_error") from exc
+        except ValueError as exc:   # a ContinuationError, or a message the template cannot take
             raise APIError(400, str(exc), param="messages", code="invalid_value") from exc
     elif req.add_generation_prompt is False:
         prompt = chat_prompt(messages, tools, model, req.chat_template_kwargs, add_generation_prompt=False)
