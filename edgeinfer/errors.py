@@ -17,3 +17,9 @@ class UnsatisfiableConstraintError(EdgeInferError):
     than it allows (uniqueItems), the search for them gave up, or the grammar reached a state its
     matcher cannot go on from (a limit such as llguidance's item count). The request's fault, not
     the engine's."""
+
+
+def headline(message: str, default: str) -> str:
+    """A library's error message without what it appends after the first line (llguidance: its
+    parser state, which means nothing to the reader); `default` when there is none."""
+    return (message.strip().splitlines() or [default])[0]

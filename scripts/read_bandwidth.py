@@ -8,8 +8,8 @@ larger than the caches, each thread its own part, every 64-byte line once and no
 the data; the best of the runs, in GB/s (10^9 bytes). A decode step reads every weight once, so a
 model file of B bytes decoded at R tok/s reads about B x R bytes a second.
 
-(Until 2026-11-30 this script timed numpy's float32 sum, which adds as it reads and reached only
-two thirds of this on a Zen 3 EPYC with two threads: 20-22 GB/s against 27-34.)
+(It once timed numpy's float32 sum, which adds as it reads and reaches well below this:
+docs/PERFORMANCE.md, "How to reproduce".)
 """
 from __future__ import annotations
 
@@ -30,8 +30,14 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=5, help="passes per thread count, the best kept (default: %(default)s)")
     args = ap.parse_args()
+    try:
+        thread_counts = [int(v) for v in args.threads.split(",")]
+    except ValueError:
+        ap.error(f"--threads takes counts separated by commas, got {args.threads!r}")
+    if args.mib < 1 or args.runs < 1 or min(thread_counts) < 1:
+        ap.error("--mib, --runs and every --threads count must be at least 1")
     a = np.ones(args.mib * 1024 * 1024, dtype=np.uint8)   # written: its pages are there before the runs
-    for t in (int(v) for v in args.threads.split(",")):
+    for t in thread_counts:
         print(f"{t} thread(s): {read_gb_s(a, t, args.runs):.1f} GB/s")
 
 

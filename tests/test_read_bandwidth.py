@@ -34,3 +34,10 @@ def test_the_script_prints_a_rate_per_thread_count():
                           "--runs", "1"], env=child_env(), capture_output=True, text=True, timeout=60, check=True).stdout
     rates = re.findall(r"^(\d) thread\(s\): ([0-9.]+) GB/s$", out, re.M)
     assert [t for t, _ in rates] == ["1", "2"] and all(float(r) > 0 for _, r in rates), out
+
+
+@pytest.mark.parametrize("args", [["--mib", "0"], ["--runs", "0"], ["--threads", "1,0"], ["--threads", "two"]])
+def test_sizes_that_cannot_run_are_refused(args):
+    run = subprocess.run([sys.executable, str(SCRIPTS_DIR / "read_bandwidth.py"), *args], env=child_env(),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "error:" in run.stderr and "Traceback" not in run.stderr

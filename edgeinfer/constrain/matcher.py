@@ -25,7 +25,7 @@ import llguidance.numpy as llnp
 import numpy as np
 
 from edgeinfer.constrain.unique import TokenTexts, UniqueItemsGuard
-from edgeinfer.errors import EdgeInferError, UnsatisfiableConstraintError
+from edgeinfer.errors import EdgeInferError, UnsatisfiableConstraintError, headline
 from edgeinfer.generate import Backtrack
 
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
@@ -137,7 +137,7 @@ class GrammarMatcher:
     def _error(self) -> str:
         """llguidance's error, its first line: the parser state it dumps after it means nothing
         to a client."""
-        return (self._matcher.get_error().strip().splitlines() or ["unknown error"])[0]
+        return headline(self._matcher.get_error(), "unknown error")
 
     def _raise_on_error(self) -> None:
         # An error here is the grammar's (a limit of the matcher reached on the way, such as an

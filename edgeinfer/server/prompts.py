@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from edgeinfer.chat_template import ChatPrompt, tokenize_chat_prompt
 from edgeinfer.continuation import ContinuationError, continuation_mode, continued_prompt, end_not_return
-from edgeinfer.errors import ChatTemplateError
+from edgeinfer.errors import ChatTemplateError, headline
 from edgeinfer.model import Model
 from edgeinfer.prompt_cache import common_prefix
 from edgeinfer.reasoning import ReasoningStyle, reasoning_style
@@ -162,16 +162,11 @@ def constraint(req: SamplingFields, model: Model, tools: ToolPlan | None = None)
         try:
             value = any_to_lark(value)   # llama.cpp's GBNF, or Lark as it is
         except Exception as exc:   # its converter raises plain Exception too ("No 'root' rule found")
-            raise APIError(400, f"Invalid '{param}': {first_line(exc)}", param=param, code=code) from exc
+            raise APIError(400, f"Invalid '{param}': {headline(str(exc), type(exc).__name__)}", param=param, code=code) from exc
     try:
         return {"matcher": model.compile_constraint(**{kind: value})}
     except ValueError as exc:
         raise APIError(400, f"Invalid '{param}': {exc}", param=param, code=code) from exc
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception's message without what a library appends after it (llguidance: its state)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def tool_matcher(req: SamplingFields, model: Model, grammar: str) -> Any:

@@ -1,7 +1,7 @@
 // The machine's read bandwidth as the engine's own threads see it, for scripts/read_bandwidth.py
 // (the reference of "decode at N % of read bandwidth"). numpy's sum, the script's first measure,
-// does float work per element and reads well below what the memory gives (12-15 GB/s against
-// 17-20 with one thread on a Zen 3 EPYC): this loop does no work on the data but load it.
+// does float work per element and reads well below what the memory gives (docs/PERFORMANCE.md):
+// this loop does no work on the data but load it.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -18,10 +18,9 @@ namespace {
 
 constexpr size_t kLine = 64;
 // 32-byte vectors, two loads a line (AVX2 where the CPU has it: GCC clones the loop per target
-// and picks at load time; elsewhere the compiler's pairs of 16-byte loads). With eight 8-byte
-// loads and adds a line, one thread read a quarter slower on a Zen 3 EPYC: the lines in flight
-// are what the core's instruction window holds, so the fewer instructions a line, the more of
-// them are on their way at once.
+// and picks at load time; elsewhere the compiler's pairs of 16-byte loads). Few instructions a
+// line, because the lines one thread has in flight are what the core's instruction window holds:
+// eight 8-byte loads and adds a line read measurably slower.
 typedef uint64_t Vec32 __attribute__((vector_size(32)));
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EI_READ_CLONES __attribute__((target_clones("avx2", "default")))
