@@ -3,9 +3,10 @@
 # second time into its own folder with EDGEINFER_EMULATE_AVX512=1 (setup.py): the AVX-512 units'
 # intrinsics become SIMDe's portable ones (native/tests/avx512_emulation/avx512_emulated.h), and
 # dispatch lets the AVX-512 table run wherever AVX2 does. Then runs pytest against that build, where
-# the AVX-512 table is the one selected and every ISA-parametrized test covers it too; the tests
-# that hold our AVX-512 table to llama.cpp's AVX-512 fixture bits (tests/support/reference_build.py)
-# apply. Speed means nothing in this build.
+# the AVX-512 table is the one selected and the ISA-parametrized tests run their AVX-512 cases only
+# (the scalar and AVX2 ones would repeat the main run's); the tests that hold our AVX-512 table to
+# llama.cpp's AVX-512 fixture bits (tests/support/reference_build.py) apply. Speed means nothing in
+# this build.
 #
 # Usage: scripts/test_avx512_emulated.sh [TEST FILES...]
 #   With no arguments runs the kernel and exactness tests listed below; pytest options go in
@@ -53,6 +54,9 @@ echo "[emulated build: $(($(date +%s) - start)) s]"
 # has the product's extension) ahead of PYTHONPATH; children inherit it (tests/support/cli.py).
 export PYTHONSAFEPATH=1 PYTHONPATH="$BUILD/lib"
 unset EDGEINFER_ISA
+# Only the AVX-512 units differ from the product build: its scalar and AVX2 tables, which the main
+# run tests, stay the tests' references but are not tested again (tests/support/isas.py).
+export EDGEINFER_TEST_ISAS=avx512
 "$PYTHON" -c 'from edgeinfer import _core; import sys; sys.exit(_core.isa() != "avx512")' ||
     { echo "test_avx512_emulated.sh: the emulated build does not select its AVX-512 table" >&2; exit 1; }
 

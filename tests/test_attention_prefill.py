@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinfer import _core
 from edgeinfer import _testing
+from support.isas import avx512_against_avx2, isas_under_test
 from support.numpy_reference import causal_attention
 
-TILED_ISAS = [isa for isa in _core.available_isas() if isa in ("avx2", "avx512")]
+TILED_ISAS = isas_under_test(("avx2", "avx512"))
 pytestmark = pytest.mark.skipif(not TILED_ISAS, reason="no table with the tiled prompt attention here")
 
 # (n queries, n_kv positions, n_head, n_head_kv, head_dim, window)
@@ -81,7 +81,7 @@ def test_the_fast_orders_decode_attention_is_f32_and_each_rows_own(isa, case):
         assert np.array_equal(alone[0].view(np.uint32), got[t].view(np.uint32)), t
 
 
-@pytest.mark.skipif(not {"avx2", "avx512"} <= set(TILED_ISAS), reason="needs the AVX2 and AVX-512 tables")
+@pytest.mark.skipif(not avx512_against_avx2(), reason="needs the AVX2 and AVX-512 tables")
 @pytest.mark.parametrize("case", CASES + FAST_CASES + [(16, 16, 8, 8, 64, 0), (5, 70, 1, 1, 8, 3)],
                          ids=lambda c: "x".join(map(str, c)))
 def test_the_avx512_tile_gives_the_avx2_tiles_bits(case):

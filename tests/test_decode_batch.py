@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from support.cli import child_env
+from support.isas import isas_under_test
 
 from edgeinfer import _core
 
@@ -54,7 +55,7 @@ def check_batch_against_single_steps(path, isa: str, kv_type: str, order: str = 
 
 @pytest.mark.realmodel
 @pytest.mark.parametrize("order", ["llama.cpp", "fast"])
-@pytest.mark.parametrize("isa", _core.available_isas())
+@pytest.mark.parametrize("isa", isas_under_test())
 @pytest.mark.parametrize("which", ["smollm2_path", "gemma3_path"])
 def test_a_batch_of_new_tokens_gets_the_logits_each_gets_alone(which, isa, order, request):
     """In either float order (cpu/kernels.h FloatOrder)."""

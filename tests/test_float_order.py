@@ -25,6 +25,7 @@ from gguf.quants import quantize  # noqa: E402
 from edgeinfer import _core  # noqa: E402
 from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
+from support.isas import isas_under_test  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
 FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
@@ -91,7 +92,7 @@ def test_the_scalar_table_and_every_x86_table_have_the_fast_kernels():
 
 
 @pytest.mark.parametrize("qtype", FAST_TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("isa", [i for i in _core.available_isas() if i != "scalar"])
+@pytest.mark.parametrize("isa", [i for i in isas_under_test() if i != "scalar"])
 def test_every_isa_gives_the_scalar_references_bits(qtype, isa):
     if isa not in isas_with_fast_kernels(qtype):
         pytest.skip(f"no fast {qtype.name} kernels on {isa} (NEON keeps vec_dot's order)")

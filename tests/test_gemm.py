@@ -12,6 +12,7 @@ from gguf import GGMLQuantizationType as T  # noqa: E402
 
 from edgeinfer import _core  # noqa: E402
 from edgeinfer import _testing  # noqa: E402
+from support.isas import isas_under_test  # noqa: E402
 from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 
@@ -38,7 +39,7 @@ def test_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
     act[0, :7] = 0.0  # a partly zero row, and below an all-zero one (d = 0)
     if n > 2:
         act[2] = 0.0
-    for isa in isas_with_gemm(qtype):
+    for isa in isas_under_test(isas_with_gemm(qtype)):
         got = _testing.gemm(int(qtype), w, m, act, isa)
         want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True)
         assert got.shape == (n, m)
@@ -48,8 +49,8 @@ def test_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
 @pytest.mark.parametrize("qtype", GEMM_TYPES, ids=lambda t: t.name)
 def test_avx512_gemm_agrees_with_the_scalar_reference(qtype):
     """Across ISAs only the float summation order differs (same bound as test_kernels.py)."""
-    if "avx512" not in isas_with_gemm(qtype):
-        pytest.skip("no AVX-512 on this machine")
+    if "avx512" not in isas_under_test(isas_with_gemm(qtype)):
+        pytest.skip("no AVX-512 table under test on this machine")
     rng = np.random.default_rng(int(qtype))
     m, n, k = 12, 10, 576
     w = random_blocks(qtype, m * k, rng)
@@ -82,7 +83,7 @@ def test_float_gemm_is_bit_identical_to_vec_dot(qtype, m, n, k):
     isas = isas_with_gemm(qtype)
     # The scalar table has none: one vec_dot per output in row tiles is its fastest form.
     assert isas == [isa for isa in ("avx2", "avx512") if isa in _core.available_isas()]
-    for isa in isas:
+    for isa in isas_under_test(isas):
         got = _testing.gemm(int(qtype), w.view(np.uint8).reshape(-1), m, act, isa)
         want = _testing.gemm(int(qtype), w.view(np.uint8).reshape(-1), m, act, isa, by_vec_dot=True)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
@@ -112,9 +113,9 @@ def test_small_batch_gemm_is_bit_identical_to_vec_dot(qtype, m, n):
     act[0, :7] = 0.0
     if n > 2:
         act[2] = 0.0
-    isas = isas_with_gemm(qtype, "small_batch")
+    isas = isas_under_test(isas_with_gemm(qtype, "small_batch"))
     if not isas:
-        pytest.skip("no ISA with a small-batch GEMM on this machine")
+        pytest.skip("no ISA under test with a small-batch GEMM on this machine")
     for isa in isas:
         got = _testing.gemm(int(qtype), w, m, act, isa, order="small_batch")
         want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order="small_batch")
@@ -134,7 +135,7 @@ def test_kquant_small_batch_gemm_is_bit_identical_to_its_one_row_order(qtype, or
     act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
     isas = isas_with_gemm(qtype, order)
     assert isas == [isa for isa in ("avx2", "avx512") if isa in _core.available_isas()]
-    for isa in isas:
+    for isa in isas_under_test(isas):
         got = _testing.gemm(int(qtype), w, m, act, isa, order=order)
         want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order=order)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (isa, np.abs(got - want).max())
@@ -158,8 +159,9 @@ def test_the_x86_tables_have_the_kquant_gemms():
 @pytest.mark.parametrize("qtype,order", KQUANT_ORDERS, ids=lambda v: getattr(v, "name", v))
 @pytest.mark.parametrize("m,n,k", KQUANT_SHAPES)
 def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n, k):
-    if not isas_with_gemm(qtype, order):
-        pytest.skip("no k-quant gemm on this machine")
+    isas = isas_under_test(isas_with_gemm(qtype, order))
+    if not isas:
+        pytest.skip("no k-quant gemm under test on this machine")
     rng = np.random.default_rng([int(qtype), m, n, k])
     w = random_blocks(qtype, m * k, rng, d_scale=0.01)
     act = (rng.standard_normal((n, k)) * rng.uniform(0.1, 10, size=(n, 1))).astype(np.float32)
@@ -169,7 +171,7 @@ def test_kquant_gemm_is_bit_identical_to_its_per_output_order(qtype, order, m, n
     if n > 3:
         act[3] = 0.0
         act[3, 5] = -1000.0  # quantizes to -128
-    for isa in isas_with_gemm(qtype, order):
+    for isa in isas:
         got = _testing.gemm(int(qtype), w, m, act, isa, order=order)
         want = _testing.gemm(int(qtype), w, m, act, isa, by_vec_dot=True, order=order)
         assert got.shape == (n, m)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinfer import _core
 from edgeinfer import _testing
 from edgeinfer.model import Model
+from support.isas import isas_under_test
 from support.numpy_reference import LlamaReference, last_position_attention
 from support.tiny_llama import HD32
 
-ISAS = _core.available_isas()
+ISAS = isas_under_test()
 TYPES = ["f16", "q8_0", "q4_0"]
 
 
@@ -139,7 +139,7 @@ def test_span_kernel_equals_the_scalar_reference_bit_for_bit(isa, type_k, type_v
     heads scored together, and blocks at the ends of the int8 range (a saturating 16-bit pair sum
     in the AVX2 kernel would show there)."""
     if isa not in ISAS:
-        pytest.skip(f"no {isa} on this machine")
+        pytest.skip(f"no {isa} table under test on this machine")
     rng = np.random.default_rng(5)
     q = rng.standard_normal((n_head, head_dim)).astype(np.float32)
     k = rng.standard_normal((301, n_head_kv, head_dim)).astype(np.float32)

@@ -11,11 +11,11 @@ import pytest
 gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as T  # noqa: E402
 
-from edgeinfer import _core  # noqa: E402
 from edgeinfer import _testing  # noqa: E402
+from support.isas import isas_under_test  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 
-ISAS = [isa for isa in _core.available_isas() if isa in ("scalar", "avx2", "avx512")]
+ISAS = isas_under_test(("scalar", "avx2", "avx512"))
 
 # (type, rows) per weight, k: Q/K/V-like shapes (48 + 16 + 16 rows: 3 + 1 + 1 groups), a
 # gate/up pair, weights the table does not repack (rows not a multiple of 16, k-quants), a mix of

@@ -19,9 +19,10 @@ import pytest
 
 from edgeinfer import _core
 from edgeinfer import _testing
+from support.isas import isas_under_test
 from support.numpy_reference import gelu_tanh
 
-ISAS = _core.available_isas()
+ISAS = isas_under_test()
 SIMD_ISAS = [isa for isa in ISAS if isa in ("avx2", "avx512")]
 
 

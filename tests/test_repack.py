@@ -25,6 +25,7 @@ from gguf import GGMLQuantizationType as T  # noqa: E402
 from edgeinfer import _core  # noqa: E402
 from edgeinfer import _testing  # noqa: E402
 from support.cli import child_env  # noqa: E402
+from support.isas import isas_under_test  # noqa: E402
 from support.kernel_tables import isas_with_gemm  # noqa: E402
 from support.quant_rows import random_blocks  # noqa: E402
 from support.real_models import smollm2_requantized  # noqa: E402
@@ -65,12 +66,12 @@ def test_packed_gemm_is_bit_identical_across_isas(m, n, k):
     act = random_activations(n, k, rng)
     ref = _testing.gemm(int(T.Q4_0), w, m, act, "scalar", order="packed")
     assert ref.shape == (n, m)
-    for isa in isas_with_gemm(T.Q4_0, "packed"):
+    for isa in isas_under_test(isas_with_gemm(T.Q4_0, "packed")):
         got = _testing.gemm(int(T.Q4_0), w, m, act, isa, order="packed")
         assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (isa, np.abs(got - ref).max())
 
 
-@pytest.mark.parametrize("isa", isas_with_gemm(T.Q4_0, "packed"))
+@pytest.mark.parametrize("isa", isas_under_test(isas_with_gemm(T.Q4_0, "packed")))
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k, isa):
     """Per output: the block terms d_w d_a isum are exact in float (fp16 x fp16 products, integer
@@ -94,7 +95,8 @@ def test_packed_gemm_is_within_the_rounding_bound_of_the_exact_products(m, n, k,
     assert (np.abs(got - by_vec_dot) <= loose).all()
 
 
-@pytest.mark.parametrize("qtype,isa", [(q, isa) for q in EXACT_PACKED for isa in isas_with_gemm(q, "packed")])
+@pytest.mark.parametrize("qtype,isa", [(q, isa) for q in EXACT_PACKED
+                                       for isa in isas_under_test(isas_with_gemm(q, "packed"))])
 @pytest.mark.parametrize("m,n,k", SHAPES + [(32, 4, 64), (576, 1, 1536), (1024, 2, 640)])
 def test_packed_exact_types_are_bit_identical_to_vec_dot(qtype, isa, m, n, k):
     rng = np.random.default_rng([m, n, k, int(qtype)])
