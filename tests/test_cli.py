@@ -223,6 +223,20 @@ def test_info_says_why_an_unknown_pre_tokenizer_does_not_run(tiny_model_file, tm
     assert "pre-tokenizer 'tekken' is not implemented" in capsys.readouterr().out
 
 
+def test_info_says_a_file_the_loader_refuses_does_not_run_and_gives_its_reason(tiny_model_file, tmp_path, capsys):
+    """The metadata of a file without output_norm.weight looks runnable; the loader knows better."""
+    path = tmp_path / "no-output-norm.gguf"
+    path.write_bytes(tiny_model_file.read_bytes().replace(b"output_norm.weight", b"output_nrom.weight"))
+    main(["info", str(path), "--json"])
+    info = json.loads(capsys.readouterr().out)
+    assert info["supported"] is False and info["architecture_supported"] is True and info["unsupported_types"] == []
+    assert "tensor 'output_norm.weight': is missing" in info["load_error"]
+    main(["info", str(path)])
+    assert "runs here no: " in " ".join(capsys.readouterr().out.split())
+    proc = run_cli("run", str(path), "-p", "hi", "-n", "1")
+    assert_clean_error(proc, info["load_error"])   # the same words as the loader's refusal
+
+
 def test_info_json(tiny_model_file, capsys):
     main(["info", str(tiny_model_file), "--json"])
     info = json.loads(capsys.readouterr().out)

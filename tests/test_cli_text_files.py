@@ -2,6 +2,10 @@
 error line naming the file and the byte, whichever command reads it (edgeinfer/cli/files.py)."""
 from __future__ import annotations
 
+import io
+import re
+import sys
+
 import pytest
 
 from support.cli import assert_clean_error, run_main
@@ -21,3 +25,30 @@ def test_a_file_that_is_not_utf8_is_named_in_the_error(command, tiny_llama_path,
     name, *options = command
     proc = run_main(capsys, name, str(tiny_llama_path), "-t", "1", *options, str(latin1))
     assert_clean_error(proc, f"{latin1} is not UTF-8 text (byte 0xe9 at offset 3")
+
+
+def piped_stdin(monkeypatch, data: bytes) -> None:
+    """sys.stdin as a pipe of `data`, decoded as Python decodes a pipe in a C or C.UTF-8 locale
+    (surrogateescape: a byte that is not UTF-8 becomes a lone surrogate, not an error)."""
+    pipe = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    monkeypatch.setattr(sys, "stdin", pipe)
+
+
+def test_standard_input_that_is_not_utf8_is_named_in_the_error(tiny_llama_path, monkeypatch, capsys):
+    piped_stdin(monkeypatch, "caf\u00e9".encode("latin-1"))
+    proc = run_main(capsys, "run", str(tiny_llama_path), "-t", "1", "-c", "32", "-f", "-")
+    assert_clean_error(proc, "standard input is not UTF-8 text (byte 0xe9 at offset 3")
+    assert "surrogate" not in proc.stderr
+
+
+def test_chat_names_a_piped_line_that_is_not_utf8_and_goes_on_with_the_next(tiny_llama_path, monkeypatch, capsys):
+    piped_stdin(monkeypatch, b"hello\ncaf\xe9\n/set temp 0.5\n/show\n")
+    proc = run_main(capsys, "chat", str(tiny_llama_path), "-t", "1", "-c", "64", "-n", "2", "--temp", "0")
+    assert proc.returncode == 1 and "surrogate" not in proc.stderr
+    assert "error: line 2 of standard input is not UTF-8 text (byte 0xe9 at offset 3" in proc.stderr
+    shown = proc.stderr.split("temp = 0.5", 1)[1]   # the lines after it were read
+    assert re.search(r"messages +2\n", shown)      # hello and its answer; the bad line is not a message
+    piped_stdin(monkeypatch, b"caf\xe9\n")
+    proc = run_main(capsys, "chat", str(tiny_llama_path), "-t", "1", "-c", "64", "--single")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "error: standard input is not UTF-8 text (byte 0xe9 at offset 3" in proc.stderr

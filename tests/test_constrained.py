@@ -10,8 +10,8 @@ import re
 import jsonschema
 import pytest
 
-from edgeinfer.constrain.grammar import (MAX_FRACTION_DIGITS, MAX_INT_DIGITS, MAX_RECURSION_DEPTH,
-                                         json_schema_grammar)
+from edgeinfer.constrain.grammar import (ANY_JSON_VALUE, MAX_FRACTION_DIGITS, MAX_INT_DIGITS, MAX_RECURSION_DEPTH,
+                                         from_standard_schema, json_schema_grammar)
 from edgeinfer.constrain.tokenizer import SPECIAL_PREFIX, token_bytes
 from edgeinfer.model import Model
 
@@ -125,7 +125,37 @@ def test_numbers_are_bounded_unless_the_schema_bounds_them():
     assert n == {"type": "number", "exclusiveMinimum": -10 ** MAX_INT_DIGITS,
                  "exclusiveMaximum": 10 ** MAX_INT_DIGITS, "multipleOf": 10.0 ** -MAX_FRACTION_DIGITS}
     assert i == {"type": "integer", "minimum": 3, "exclusiveMaximum": 10 ** MAX_INT_DIGITS}
-    assert m == {"type": "number", "multipleOf": 0.5, "maximum": 1e20, "exclusiveMinimum": -10 ** MAX_INT_DIGITS}
+    # a bound further out than the digit bound gives way to it (llguidance compiles none past ~1e18)
+    assert m == {"type": "number", "multipleOf": 0.5, "exclusiveMaximum": 10 ** MAX_INT_DIGITS,
+                 "exclusiveMinimum": -10 ** MAX_INT_DIGITS}
+
+
+def test_a_bound_past_the_digit_bound_gives_way_to_it_unless_the_other_side_forbids_that():
+    limit = 10 ** MAX_INT_DIGITS
+    out = compiled_schema({"type": "object", "properties": {
+        "low": {"type": "integer", "minimum": -10 ** 30}, "high": {"type": "integer", "maximum": 10 ** 30},
+        "both": {"type": "number", "minimum": -1e30, "maximum": 1e30},
+        "kept": {"type": "integer", "maximum": -10 ** 15, "minimum": -10 ** 16}}})["properties"]
+    assert out["low"] == out["high"] == {"type": "integer", "exclusiveMinimum": -limit, "exclusiveMaximum": limit}
+    assert out["both"] == {"type": "number", "exclusiveMinimum": -limit, "exclusiveMaximum": limit,
+                           "multipleOf": 10.0 ** -MAX_FRACTION_DIGITS}
+    # what fits lies beyond the digit bound: the schema's bounds stay
+    assert out["kept"] == {"type": "integer", "maximum": -10 ** 15, "minimum": -10 ** 16}
+
+
+@pytest.mark.parametrize("schema", [{"const": 10 ** 30}, {"type": "integer", "minimum": 2 ** 64},
+                                    {"type": "array", "items": {"enum": [1, -10 ** 4000]}}])
+def test_an_integer_past_64_bits_that_cannot_give_way_is_a_value_error_saying_so(schema):
+    with pytest.raises(ValueError, match="integers in a schema must fit in 64 bits") as e:
+        json_schema_grammar(schema)
+    assert len(str(e.value)) < 200   # a 4000-digit integer is not echoed
+
+
+def test_json_schemas_own_booleans_mean_any_value_and_no_value():
+    assert from_standard_schema(True) == ANY_JSON_VALUE
+    assert from_standard_schema({"type": "string"}) == {"type": "string"}
+    with pytest.raises(ValueError, match="the schema is false, which no value fits"):
+        from_standard_schema(False)
 
 
 def test_objects_with_listed_properties_are_closed_unless_the_schema_opens_them():

@@ -293,7 +293,11 @@ def test_unknown_model_is_404(client):
      "messages.1.tool_calls.0.function.arguments", "invalid_value"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role", "invalid_value"),
     # A message without content before an assistant prefill (found by schemathesis: it was a 500).
-    ({"messages": [{"role": "user"}, {"role": "assistant", "tool_calls": []}]}, "messages", "invalid_value"),
+    ({"messages": [{"role": "user"}, {"role": "assistant", "tool_calls": []}]}, "messages.0.content", "missing_field"),
+    ({"messages": [{"role": "user"}]}, "messages.0.content", "missing_field"),
+    ({"messages": [{"role": "system", "content": "x"}, {"role": "user", "content": None}]},
+     "messages.1.content", "missing_field"),
+    ({"messages": [{"role": "assistant"}, {"role": "user", "content": "x"}]}, "messages.0.content", "missing_field"),
     ({"max_tokens": 3}, "messages", "missing_field"),
     ({"messages": []}, "messages", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n", "not_supported"),
@@ -306,6 +310,12 @@ def test_unknown_model_is_404(client):
      "response_format", "invalid_schema"),
     ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
       "grammar": 'root ::= "yes"'}, "grammar", "invalid_value"),
+    # JSON Schema's `false` allows no value; integers beyond 64 bits are more than llguidance reads.
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {
+        "name": "none", "schema": False}}}, "response_format", "invalid_schema"),
+    ({"messages": [{"role": "user", "content": "x"}], "json_schema": False}, "json_schema", "invalid_schema"),
+    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {
+        "name": "big", "schema": {"enum": [10 ** 30]}}}}, "response_format", "invalid_schema"),
     ({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= ("}, "grammar", "invalid_grammar"),
     ({"messages": [{"role": "user", "content": "x"}], "grammar": ""}, "grammar", "invalid_grammar"),
     ({"messages": [{"role": "user", "content": "x"}], "grammar": 'root ::= "x" y'}, "grammar", "invalid_grammar"),
@@ -316,6 +326,9 @@ def test_unknown_model_is_404(client):
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages", "invalid_value"),
     ({"messages": [{"role": "user", "content": "x"}], "temperature": 9}, "temperature", "invalid_value"),
+    ({"messages": [{"role": "user", "content": "x"}], "modalities": ["text", "audio"]}, "modalities", "not_supported"),
+    ({"messages": [{"role": "user", "content": "x"}], "audio": {"voice": "alloy", "format": "wav"}},
+     "audio", "not_supported"),
 ])
 def test_invalid_requests_are_400_naming_the_field(server, body, param, code):
     # json.dumps escapes lone surrogates as \\uXXXX, as a JavaScript front end's JSON.stringify does.
@@ -354,6 +367,19 @@ def test_response_format_json_schema_and_json_object_are_enforced(client):
     assert text.startswith("{") and "<|im_end|>" not in text
     if reply.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(text), dict)
+
+
+def test_json_schema_true_and_bounds_past_the_digit_bound_are_enforced(client):
+    """`true` is any JSON value; a bound further out than the digit bound gives way to it (llguidance
+    cannot compile it, and would not even read an integer past 64 bits)."""
+    import jsonschema
+
+    for schema in (True, {"type": "integer", "minimum": -10 ** 30}, {"type": "number", "maximum": 1e30}):
+        reply = client.chat.completions.create(
+            model=ALIAS, messages=ask("Give me a number."), temperature=0, max_tokens=32, modalities=["text"],
+            response_format={"type": "json_schema", "json_schema": {"name": "any", "schema": schema}})
+        assert reply.choices[0].finish_reason == "stop"
+        jsonschema.validate(json.loads(reply.choices[0].message.content), schema)
 
 
 def test_llamacpp_json_schema_and_gbnf_grammar_fields(server):

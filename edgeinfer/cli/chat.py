@@ -52,4 +52,4 @@ def main(args: argparse.Namespace) -> int:
     ctx = CommandContext(session, options, model_name)
     if interactive:
         return run_interactive(ctx, out, history=None if args.no_history else chat_history_file())
-    return run_piped(ctx, out, sys.stdin, single=args.single)
+    return run_piped(ctx, out, sys.stdin.buffer, single=args.single)

@@ -8,24 +8,20 @@ import sys
 from pathlib import Path
 
 from edgeinfer.output_file import PartialFile, check_output_path
+from edgeinfer.text_check import not_utf8
 
 STDIN = "-"
 
 
 def read_text_file(path: str) -> str:
     """The text of `path` ('-': stdin), which must be UTF-8: anything else is a ValueError naming
-    the file and the first byte that is not (codecs' own message names neither)."""
+    the file and the first byte that is not (text_check.not_utf8)."""
     try:
-        if path == STDIN:
-            return sys.stdin.read()
+        if path == STDIN:   # its bytes: sys.stdin may decode bad ones to lone surrogates
+            return sys.stdin.buffer.read().decode("utf-8")
         return Path(path).expanduser().read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        byte = f"byte 0x{exc.object[exc.start]:02x}"
-        # stdin is decoded a buffer at a time: an offset would be within the buffer, not the input
-        where = "standard input" if path == STDIN else path
-        at = "" if path == STDIN else f" at offset {exc.start}"
-        raise ValueError(f"{where} is not UTF-8 text ({byte}{at} is not valid UTF-8); convert it to UTF-8 "
-                         "first (e.g. with iconv)") from None
+        raise not_utf8("standard input" if path == STDIN else path, exc) from None
 
 
 def check_writable_output(out: str, inputs: list[str | os.PathLike], force: bool) -> None:

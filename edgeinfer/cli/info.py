@@ -1,10 +1,11 @@
-"""``edgeinfer info``: what is inside a model file, from its GGUF metadata and tensor table; with
-``--gpu-layers`` also the OpenCL placement plan (which layers where, bytes of weights and KV per
-device), computed without loading the model."""
+"""``edgeinfer info``: what is inside a model file, from its GGUF metadata and tensor table, and
+whether it runs here (the loader's verdict); with ``--gpu-layers`` also the OpenCL placement plan
+(which layers where, bytes of weights and KV per device), computed without loading the model."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import defaultdict
 from typing import Any
 
@@ -15,7 +16,7 @@ from edgeinfer import _core
 from edgeinfer.cli.output import human_bytes, stderr, stdout
 from edgeinfer.cli.pull import RichReporter
 from edgeinfer.cli.wording import flag_spelling
-from edgeinfer.errors import ModelFormatError
+from edgeinfer.errors import EdgeInferError, ModelFormatError
 from edgeinfer.gpu.model_plan import kv_bytes_per_token, plan_for_file
 from edgeinfer.gpu.placement import Placement, describe
 from edgeinfer.model import KV_CACHE_TYPES
@@ -32,8 +33,10 @@ def _params(n: int) -> str:
 def summarize(gguf: Any) -> dict:
     """The facts ``info`` prints, as plain data (also what ``--json`` prints).
 
-    Only the file's metadata and tensor table are read (no weights, no vocabulary build), so this
-    is instant and works for files this version cannot run yet."""
+    The facts are read from the file's metadata and tensor table only (no weights, no vocabulary
+    build), so they show for files this version cannot run yet. When those say it can run, the
+    loader has the last word (`load_error`): it alone knows every tensor an architecture needs.
+    It checks without repacking or reading the weights."""
     arch = gguf.get("general.architecture")
     mix: dict[str, dict[str, int]] = defaultdict(lambda: {"tensors": 0, "bytes": 0})
     n_params = 0
@@ -60,14 +63,17 @@ def summarize(gguf: Any) -> dict:
             gguf.hparams()
         except ModelFormatError as e:
             settings_error = str(e)
+    supported = arch_supported and not unsupported_types and settings_error is None and pre_supported
+    load_error = _load_error(gguf.path) if supported else None
     return {
         "path": gguf.path,
         "file_size": int(gguf.file_size),  # of every part, for a split model
         "parts": len(gguf.parts),
         "architecture": arch,
-        "supported": arch_supported and not unsupported_types and settings_error is None and pre_supported,
+        "supported": supported and load_error is None,
         "architecture_supported": arch_supported,
         "settings_error": settings_error,
+        "load_error": load_error,
         "unsupported_types": unsupported_types,
         "name": gguf.get("general.name"),
         "parameters": n_params,
@@ -85,6 +91,16 @@ def summarize(gguf: Any) -> dict:
         "kv_bytes_per_token": kv,
         "isa": _core.isa(),
     }
+
+
+def _load_error(path: str) -> str | None:
+    """Why the loader refuses the file (a tensor missing or of the wrong shape, a vocabulary it
+    cannot build, ...), or None when it loads."""
+    try:
+        _core.check_model(os.fsencode(path))   # bytes: a file name need not be UTF-8
+    except EdgeInferError as e:
+        return str(e)
+    return None
 
 
 def _experts(gguf: Any, arch: str) -> dict[str, int] | None:
@@ -166,6 +182,8 @@ def _why_not(info: dict) -> str:
         reasons.append("no kernels for " + ", ".join(info["unsupported_types"]))
     if info.get("settings_error"):
         reasons.append(info["settings_error"])
+    if info.get("load_error"):
+        reasons.append(info["load_error"])
     if not info["tokenizer"].get("pre_supported", True):
         reasons.append(f"pre-tokenizer {info['tokenizer']['pre']!r} is not implemented")
     return "; ".join(reasons)

@@ -4,6 +4,8 @@ Three requests, exactly one at a time:
   json_schema=<dict or JSON text>   text that validates against the schema
   json_schema=True                  any JSON object (ANY_JSON_OBJECT; OpenAI's "json_object")
   grammar=<Lark text>               llguidance's Lark dialect (https://github.com/guidance-ai/llguidance)
+(A schema a request states may be JSON Schema's `true` or `false` instead: `from_standard_schema`
+turns it into what json_schema= takes.)
 
 JSON is bounded so that a small model can finish (left free, small models wander in whitespace,
 digits or invented keys and never close the object; docs/STRUCTURED_OUTPUT.md has the figures):
@@ -16,7 +18,10 @@ digits or invented keys and never close the object; docs/STRUCTURED_OUTPUT.md ha
   * numbers: llguidance has no digit-count option, so number and integer schemas without a bound
     get one: |value| < 10**MAX_INT_DIGITS (at most that many integer digits), and numbers without
     a `multipleOf` get `multipleOf: 10**-MAX_FRACTION_DIGITS` (at most that many fraction digits,
-    no exponent). Bounds the schema states itself are kept.
+    no exponent). Bounds the schema states itself are kept, but one further out than the digit
+    bound (minimum: -1e30) gives way to it where the bound on the other side allows that: it
+    would only let the model write more digits, and llguidance compiles no bound past about 1e18.
+    Integers beyond 64 bits anywhere in a schema are refused: llguidance cannot read them.
   * recursion: a schema that refers to itself (a tree through `$ref`) is unrolled to at most
     MAX_RECURSION_DEPTH nested uses of each recursive definition; deeper, the reference allows
     nothing (`false`), so an optional child can no longer open. Left free, small models nest
@@ -54,16 +59,23 @@ MAX_RECURSION_DEPTH = 6
 # Options llguidance's JSON compiler takes (JsonCompileOptions): compact JSON.
 JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
 
-# Any JSON object, its values spelled out so that the number bounds reach them.
-ANY_JSON_OBJECT: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": {"$ref": "#/$defs/value"},
+# Any JSON value (JSON Schema's `true`), spelled out so that the number bounds reach it.
+ANY_JSON_VALUE: dict[str, Any] = {
+    "$ref": "#/$defs/value",
     "$defs": {"value": {"anyOf": [
         {"type": "null"}, {"type": "boolean"}, {"type": "number"}, {"type": "string"},
         {"type": "array", "items": {"$ref": "#/$defs/value"}},
         {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
     ]}},
 }
+# Any JSON object, its values any JSON value.
+ANY_JSON_OBJECT: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {"$ref": "#/$defs/value"},
+    "$defs": ANY_JSON_VALUE["$defs"],
+}
+# The integers llguidance reads in a schema (i64 and u64).
+LLGUIDANCE_INTEGERS = range(-2 ** 63, 2 ** 64)
 
 # Keywords whose values are JSON data, not subschemas: the bounds walk does not enter them.
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples", "x-guidance"})
@@ -192,18 +204,41 @@ def _bound(node: Any, unique: list[bool]) -> Any:
     if not types & {"number", "integer"}:
         return out
     limit = 10 ** MAX_INT_DIGITS
-    lower = next((out[k] for k in _LOWER_KEYS if isinstance(out.get(k), (int, float))
-                  and not isinstance(out.get(k), bool)), None)
-    upper = next((out[k] for k in _UPPER_KEYS if isinstance(out.get(k), (int, float))
-                  and not isinstance(out.get(k), bool)), None)
-    # A default bound that would contradict the schema's own bound on the other side is left out.
-    if lower is None and (upper is None or upper > -limit):
+    lower = max((out[k] for k in _LOWER_KEYS if _is_number(out.get(k))), default=None)
+    upper = min((out[k] for k in _UPPER_KEYS if _is_number(out.get(k))), default=None)
+    # The digit bound stands in for a missing bound or a looser one, unless it would contradict
+    # the schema's own bound on the other side.
+    if (lower is None or lower < -limit) and (upper is None or upper > -limit):
+        for key in _LOWER_KEYS:
+            out.pop(key, None)
         out["exclusiveMinimum"] = -limit
-    if upper is None and (lower is None or lower < limit):
+    if (upper is None or upper > limit) and (lower is None or lower < limit):
+        for key in _UPPER_KEYS:
+            out.pop(key, None)
         out["exclusiveMaximum"] = limit
     if "number" in types and "multipleOf" not in out:
         out["multipleOf"] = 10.0 ** -MAX_FRACTION_DIGITS
     return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_integers(schema: Any) -> None:
+    """ValueError for an integer anywhere in `schema` that llguidance cannot read."""
+    todo = [schema]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+        elif isinstance(node, int) and node not in LLGUIDANCE_INTEGERS:
+            text = str(node)
+            shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text.lstrip('-'))} digits)"
+            raise ValueError(f"the schema holds the integer {shown}, which cannot be enforced: "
+                             "integers in a schema must fit in 64 bits")
 
 
 _DEFS_KEYS = ("$defs", "definitions")
@@ -281,13 +316,21 @@ class Grammar:
     unique_items_schema: Mapping[str, Any] | None = None
 
 
+def _bounded(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """`schema` with the bounds above, and whether it asked for uniqueItems. ValueError for what
+    llguidance could not read."""
+    unique = [False]
+    out = _bound(_bound_recursion(dict(schema)), unique)
+    _check_integers(out)
+    return out, unique[0]
+
+
 def bounded_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """`schema` with the bounds above (closed objects, digit limits), for grammars built
     around schemas elsewhere (tool-call arguments). ValueError if it asks for uniqueItems,
     which only a whole-answer schema can have enforced."""
-    unique = [False]
-    out = _bound(_bound_recursion(dict(schema)), unique)
-    if unique[0]:
+    out, unique = _bounded(schema)
+    if unique:
         raise ValueError("uniqueItems is enforced for response_format schemas, not inside tool arguments")
     return out
 
@@ -306,10 +349,20 @@ def json_schema_grammar(schema: Mapping[str, Any] | str | bool) -> Grammar:
     if not isinstance(schema, Mapping):
         raise ValueError(f"json_schema must be a JSON object (a dict), or True for any JSON object; "
                          f"got {type(schema).__name__}")
-    unique = [False]
-    bounded = _bound(_bound_recursion(dict(schema)), unique)
+    bounded, unique = _bounded(schema)
     text = llguidance.LLMatcher.grammar_from_json_schema(bounded, defaults=JSON_OPTIONS)
-    return Grammar(text, dict(schema) if unique[0] else None)
+    return Grammar(text, dict(schema) if unique else None)
+
+
+def from_standard_schema(schema: Mapping[str, Any] | bool) -> Mapping[str, Any]:
+    """A schema as JSON Schema reads it -> json_schema_grammar's argument (whose True means any
+    JSON object). JSON Schema's `true` allows any JSON value (ANY_JSON_VALUE); its `false` allows
+    none, so no answer can follow it: ValueError."""
+    if schema is True:
+        return ANY_JSON_VALUE
+    if schema is False:
+        raise ValueError("the schema is false, which no value fits: no answer can follow it")
+    return schema
 
 
 def make_grammar(json_schema: Mapping[str, Any] | str | bool | None = None,

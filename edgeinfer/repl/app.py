@@ -21,6 +21,7 @@ from edgeinfer.reasoning import Reasoning
 from edgeinfer.repl.commands import COMMANDS, SETTABLE, ChatOptions, CommandContext, Outcome, is_command, run_command
 from edgeinfer.repl.render import Renderer
 from edgeinfer.repl.session import TurnStats
+from edgeinfer.text_check import not_utf8
 
 StartTurn = Callable[[Callable[[], bool]], Generator[str, None, TurnStats]]
 
@@ -169,16 +170,32 @@ def run_interactive(ctx: CommandContext, out: Renderer, history: Path | None = N
             return 0
 
 
-def run_piped(ctx: CommandContext, out: Renderer, lines: Iterable[str], single: bool = False) -> int:
-    """One message per line of `lines` (all of them as one message if `single`); slash commands
-    work as in the terminal. Returns the exit code: 1 if a message or command failed."""
+def run_piped(ctx: CommandContext, out: Renderer, lines: Iterable[bytes], single: bool = False) -> int:
+    """One message per line of `lines`, the input's bytes (all of them as one message if
+    `single`); slash commands work as in the terminal. A line that is not UTF-8 is an error, and
+    the next lines are still read. Returns the exit code: 1 if a message or command failed."""
     if single:
-        text = "".join(lines).strip()
-        return 1 if text and ask(ctx, text, out) == "error" else 0
+        text = _decoded(b"".join(lines), "standard input", out)
+        if text is None:
+            return 1
+        return 1 if text.strip() and ask(ctx, text.strip(), out) == "error" else 0
     failed = False
-    for line in lines:
+    for number, raw in enumerate(lines, 1):
+        line = _decoded(raw, f"line {number} of standard input", out)
+        if line is None:
+            failed = True
+            continue
         status = handle_line(ctx, line.rstrip("\r\n"), out)
         if status == "quit":
             break
         failed = failed or status == "error"
     return 1 if failed else 0
+
+
+def _decoded(raw: bytes, where: str, out: Renderer) -> str | None:
+    """`raw` as text, or None once the error that it is not UTF-8 is printed."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        out.error(str(not_utf8(where, exc)))
+        return None

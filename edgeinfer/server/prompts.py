@@ -47,6 +47,13 @@ def check_supported_chat(req: ChatCompletionRequest) -> None:
     _check_common(req)
     if req.functions:
         raise not_supported("Function calling ('functions')", "functions")
+    other = [m for m in req.modalities or () if m != "text"]
+    if other:
+        raise APIError(400, f"This server produces text only, but 'modalities' asks for {other[0][:40]!r}.",
+                       param="modalities", code="not_supported")
+    if req.audio is not None:
+        raise APIError(400, "This server produces text only, but 'audio' sets options for audio output.",
+                       param="audio", code="not_supported")
 
 
 def check_supported_completion(req: CompletionRequest) -> None:
@@ -138,14 +145,14 @@ def constraint(req: SamplingFields, model: Model, tools: ToolPlan | None = None)
         asked.append(("tools", "tools", tools.grammar))
     fmt = req.response_format
     if fmt is not None and fmt.type == "json_object":
-        asked.append(("response_format", "json_schema", True))
+        asked.append(("response_format", "json_schema", True))   # compile_constraint's True: any JSON object
     elif fmt is not None and fmt.type == "json_schema":
         if fmt.json_schema is None or fmt.json_schema.schema_ is None:
             raise APIError(400, "response_format of type 'json_schema' needs 'json_schema.schema'.",
                            param="response_format.json_schema.schema", code="missing_field")
-        asked.append(("response_format", "json_schema", fmt.json_schema.schema_))
+        asked.append(("response_format", "standard_schema", fmt.json_schema.schema_))
     if req.json_schema is not None:
-        asked.append(("json_schema", "json_schema", req.json_schema))
+        asked.append(("json_schema", "standard_schema", req.json_schema))
     if req.grammar is not None:
         asked.append(("grammar", "grammar", req.grammar))
     if not asked:
@@ -156,7 +163,7 @@ def constraint(req: SamplingFields, model: Model, tools: ToolPlan | None = None)
     param, kind, value = asked[0]
     if kind == "tools":
         return {"matcher": tool_matcher(req, model, value)}
-    code = "invalid_schema" if kind == "json_schema" else "invalid_grammar"
+    code = "invalid_grammar" if kind == "grammar" else "invalid_schema"
     if kind == "grammar":
         from llguidance.gbnf_to_lark import any_to_lark   # llguidance loads on first use
         try:
@@ -164,6 +171,9 @@ def constraint(req: SamplingFields, model: Model, tools: ToolPlan | None = None)
         except Exception as exc:   # its converter raises plain Exception too ("No 'root' rule found")
             raise APIError(400, f"Invalid '{param}': {headline(str(exc), type(exc).__name__)}", param=param, code=code) from exc
     try:
+        if kind == "standard_schema":   # a schema as JSON Schema reads it, `true` and `false` included
+            from edgeinfer.constrain.grammar import from_standard_schema
+            kind, value = "json_schema", from_standard_schema(value)
         return {"matcher": model.compile_constraint(**{kind: value})}
     except ValueError as exc:
         raise APIError(400, f"Invalid '{param}': {exc}", param=param, code=code) from exc

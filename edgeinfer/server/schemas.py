@@ -122,7 +122,8 @@ class SamplingFields(RequestBody):
     n: int = Field(1, ge=1, description="Only 1 is supported.")
     response_format: ResponseFormat | None = Field(
         None, description="json_object: any JSON object; json_schema: JSON following json_schema.schema.")
-    json_schema: dict[str, Any] | None = Field(None, description="llama.cpp's field: a JSON Schema the text follows.")
+    json_schema: dict[str, Any] | bool | None = Field(
+        None, description="llama.cpp's field: a JSON Schema the text follows.")
     grammar: str | None = Field(None, description="llama.cpp's field: a GBNF (or Lark) grammar the text follows.")
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -179,7 +180,8 @@ class JsonSchemaFormat(StrictModel):
 
     name: str | None = None
     description: str | None = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema", description="The JSON Schema the content follows.")
+    schema_: dict[str, Any] | bool | None = Field(
+        None, alias="schema", description="The JSON Schema the content follows (true: any JSON value).")
     strict: bool | None = Field(None, description="Always enforced, whatever it says.")
 
 
@@ -199,6 +201,8 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: bool | None = Field(
         None, description="Several calls in one answer; default: true if the model's chat template shows tools.")
     functions: list[dict[str, Any]] | None = None
+    modalities: list[str] | None = Field(None, description='Output types: ["text"], the only one this server produces.')
+    audio: dict[str, Any] | None = Field(None, description="Audio output options: refused (text only).")
     reasoning_format: Literal["none", "auto", "deepseek"] | None = Field(
         None, description="deepseek or auto (default): a reasoning model's thinking goes to reasoning_content; "
                           "none: it stays in content as generated.")
@@ -212,6 +216,16 @@ class ChatCompletionRequest(SamplingFields):
     add_generation_prompt: bool | None = Field(
         None, description="Open the assistant's turn after the messages (default true; false with "
                           "continue_final_message, which opens it itself).")
+
+    @model_validator(mode="after")
+    def _messages_have_content(self) -> "ChatCompletionRequest":
+        """Every message needs content, as in OpenAI's API, but an assistant's with tool calls and
+        a final assistant message (the start of the answer, to continue; it may be empty)."""
+        last = len(self.messages) - 1
+        for i, m in enumerate(self.messages):
+            if m.content is None and not m.tool_calls and not (m.role == "assistant" and i == last):
+                raise field_error(f"messages.{i}.content", "the message has no content", kind="missing")
+        return self
 
 
 # --- text completions ------------------------------------------------------------------------

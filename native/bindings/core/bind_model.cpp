@@ -346,4 +346,11 @@ void register_model(py::module_& m) {
     m.def("physical_cores", &ei::physical_core_count);
     m.def("supported_architectures", &ei::supported_architectures,
           "Values of general.architecture this build can run.");
+    m.def("check_model",
+          [](const std::string& path) {
+              py::gil_scoped_release release;
+              ei::check_model_file(path);
+          },
+          py::arg("path"),
+          "Raises what Model(path) would, without repacking or reading the weights (edgeinfer info).");
 }

@@ -6,7 +6,9 @@
 
 namespace ei {
 
-Model::Model(const std::string& path, FloatOrder order) : kernels_(&kernels_for(selected_isa(), order)) {
+Model::Model(const std::string& path, FloatOrder order) : Model(path, kernels_for(selected_isa(), order)) {}
+
+Model::Model(const std::string& path, const KernelTable& kernels) : kernels_(&kernels) {
     const auto start = std::chrono::steady_clock::now();
     file_ = std::make_shared<GgufFile>(path);
     vocab_ = std::make_unique<Vocab>(*file_);
@@ -25,6 +27,14 @@ int64_t Model::n_params() const {
     int64_t n = 0;
     for (const GgufTensor& t : file_->tensors()) n += t.n_elements();
     return n;
+}
+
+void check_model_file(const std::string& path) {
+    // Without packed kernels the loader binds every weight where it is mapped (arch/load_tensor.cpp),
+    // after the same checks.
+    KernelTable unpacked = kernels_for(selected_isa(), default_float_order());
+    for (TypeKernels& k : unpacked.types) k.gemm_16row_groups = nullptr;
+    const Model checked(path, unpacked);
 }
 
 }  // namespace ei

@@ -18,6 +18,8 @@ public:
     // the kernel table of the selected ISA in `order` has packed kernels for their type).
     // Throws FormatError for a malformed file, Error for an unsupported one.
     explicit Model(const std::string& path, FloatOrder order = default_float_order());
+    // The same with the given table, which must outlive the model.
+    Model(const std::string& path, const KernelTable& kernels);
 
     const std::shared_ptr<GgufFile>& file() const { return file_; }
     const Vocab& vocab() const { return *vocab_; }
@@ -45,5 +47,10 @@ private:
     DenseProjection projection_;
     double load_ms_ = 0;
 };
+
+// Throws what loading `path` would (a malformed file, a tensor missing or of the wrong shape or
+// type, a vocabulary that cannot be built), without repacking a weight or reading one: the
+// verdict of `edgeinfer info`, at the cost of the metadata and the small F32 vectors.
+void check_model_file(const std::string& path);
 
 }  // namespace ei
