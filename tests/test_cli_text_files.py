@@ -3,12 +3,13 @@ error line naming the file and the byte, whichever command reads it (edgeinfer/c
 from __future__ import annotations
 
 import io
+import os
 import re
 import sys
 
 import pytest
 
-from support.cli import assert_clean_error, run_main
+from support.cli import assert_clean_error, run_cli, run_main
 
 
 @pytest.mark.parametrize("command", [
@@ -52,3 +53,18 @@ def test_chat_names_a_piped_line_that_is_not_utf8_and_goes_on_with_the_next(tiny
     proc = run_main(capsys, "chat", str(tiny_llama_path), "-t", "1", "-c", "64", "--single")
     assert proc.returncode == 1 and proc.stdout == ""
     assert "error: standard input is not UTF-8 text (byte 0xe9 at offset 3" in proc.stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "-c", "32", "-p"],
+    ["run", "-c", "32", "-p", "hi", "--stop"],
+    ["chat", "-c", "32", "--single", "-s"],
+    ["embed", "-c", "32", "--pooling", "mean"],        # a text after the options
+    ["rerank", "-c", "32"],                            # the query
+])
+def test_a_text_argument_that_is_not_utf8_is_named_in_the_error(command, tiny_llama_path):
+    name, *options = command
+    latin1 = os.fsdecode("caf\u00e9".encode("latin-1"))   # as Python decodes such a command line
+    proc = run_cli(name, str(tiny_llama_path), *options, latin1, timeout=120)
+    assert proc.returncode == 2 and "surrogate" not in proc.stderr, proc.stderr
+    assert "the text is not UTF-8 text (byte 0xe9 at offset 3" in proc.stderr.splitlines()[-1]

@@ -158,6 +158,16 @@ def test_json_schemas_own_booleans_mean_any_value_and_no_value():
         from_standard_schema(False)
 
 
+def test_schema_text_reads_true_and_false_as_json_schema_does():
+    """A --json-schema file holding `true` allows any value (not only objects, as Python's True
+    does); `false` allows none."""
+    def compiled(schema):
+        return json.loads(json_schema_grammar(schema).text)["grammars"][0]["json_schema"]
+    assert compiled("true") == compiled(ANY_JSON_VALUE) != compiled(True)
+    with pytest.raises(ValueError, match="the schema is false"):
+        json_schema_grammar(" false ")
+
+
 def test_objects_with_listed_properties_are_closed_unless_the_schema_opens_them():
     def compiled(schema):
         return json.loads(json_schema_grammar(schema).text)["grammars"][0]["json_schema"]

@@ -6,6 +6,7 @@ values the library actually uses.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from typing import Any, Callable, Sequence
 
@@ -13,6 +14,7 @@ from edgeinfer import __version__
 from edgeinfer.catalog import default_model_name, known_names
 from edgeinfer.model import KV_CACHE_TYPES
 from edgeinfer.sampling import DEFAULTS, HELP, parse_option
+from edgeinfer.text_check import not_utf8
 from edgeinfer.server.config import (DEFAULT_KEEP_ALIVE_S, DEFAULT_MAX_LOADED, DEFAULT_PARALLEL, DEFAULT_PROMPT_CACHE_BYTES,
                                      DEFAULT_PROMPT_STATE_MIN_TOKENS, parse_keep_alive)
 
@@ -158,18 +160,18 @@ def _add_run(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                    "timings go to stderr.")
     _add_model(p)
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("-p", "--prompt", help="the prompt text")
+    src.add_argument("-p", "--prompt", type=_text, help="the prompt text")
     src.add_argument("-f", "--file", metavar="PATH",
                      help="read the prompt from a file ('-' = stdin)")
-    src.add_argument("--chat", metavar="TEXT",
+    src.add_argument("--chat", type=_text, metavar="TEXT",
                      help="ask TEXT as one chat turn, formatted by the model's chat template")
-    p.add_argument("-s", "--system", metavar="TEXT",
+    p.add_argument("-s", "--system", type=_text, metavar="TEXT",
                    help="system message for --chat")
     p.add_argument("-n", "--n-predict", type=_token_limit, default=128, metavar="N",
                    help="maximum number of tokens to generate; -1 = no limit: until the end of the text, or "
                         "until the context is full unless --context-shift (default: %(default)s)")
     add_sampling_options(p)
-    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+    p.add_argument("--stop", action="append", default=[], type=_text, metavar="TEXT",
                    help="stop when this text is generated (repeatable)")
     add_speculation_option(p)
     add_draft_option(p)
@@ -203,7 +205,7 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
                                    "printed.")
     _add_model(p)
     system = p.add_mutually_exclusive_group()
-    system.add_argument("-s", "--system", metavar="TEXT", help="system prompt")
+    system.add_argument("-s", "--system", type=_text, metavar="TEXT", help="system prompt")
     system.add_argument("--system-file", metavar="PATH", help="read the system prompt from a file")
     p.add_argument("-n", "--max-tokens", type=_positive_int, default=1024, metavar="N",
                    help="longest answer, in tokens (default: %(default)s)")
@@ -224,6 +226,17 @@ def _add_chat(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     add_draft_option(p)
     add_gpu_options(p)
     p.add_argument("--no-history", action="store_true", help="do not read or write the input history")
+
+
+def _text(value: str) -> str:
+    """A text argument (a prompt, a stop string, a text to embed), whose bytes must be UTF-8.
+    Python decodes the command line's other bytes to lone surrogates (surrogateescape), which the
+    tokenizer would call 'a lone surrogate' instead of naming the argument."""
+    try:
+        os.fsencode(value).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise argparse.ArgumentTypeError(str(not_utf8("the text", exc))) from None
+    return value
 
 
 def _int_list(text: str) -> list[int]:
@@ -463,7 +476,7 @@ def _add_embed(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                                    "(bge, MiniLM, nomic, Qwen3-Embedding, ...), or a generative model's pooled "
                                    "hidden states.")
     p.add_argument("model", metavar="MODEL", help="a GGUF file or a known model name")
-    p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed")
+    p.add_argument("texts", nargs="*", type=_text, metavar="TEXT", help="texts to embed")
     p.set_defaults(trailing_positionals="texts")
     p.add_argument("-f", "--file", metavar="PATH", help="one text per line ('-' = stdin)")
     p.add_argument("--pooling", choices=POOLINGS, default=None,
@@ -478,8 +491,8 @@ def _add_rerank(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                                    "first, as scored by a cross-encoder reranker (bge-reranker, ...): documents from "
                                    "the arguments, else one per line of -f FILE (or stdin).")
     p.add_argument("model", metavar="MODEL", help="a GGUF file or a known model name")
-    p.add_argument("query", metavar="QUERY", help="the query")
-    p.add_argument("documents", nargs="*", metavar="DOC", help="documents to score")
+    p.add_argument("query", type=_text, metavar="QUERY", help="the query")
+    p.add_argument("documents", nargs="*", type=_text, metavar="DOC", help="documents to score")
     p.set_defaults(trailing_positionals="documents")
     p.add_argument("-f", "--file", metavar="PATH", help="one document per line ('-' = stdin)")
     p.add_argument("--top-n", type=_positive_int, default=None, metavar="N", help="print the best N only")
@@ -496,7 +509,10 @@ def parse_command_line(parser: argparse.ArgumentParser, argv: Sequence[str] | No
         trailing = getattr(args, "trailing_positionals", None)
         if trailing is None or any(e.startswith("-") and e != "-" for e in extras):
             parser.error(f"unrecognized arguments: {' '.join(extras)}")
-        getattr(args, trailing).extend(extras)
+        try:
+            getattr(args, trailing).extend(_text(e) for e in extras)
+        except argparse.ArgumentTypeError as exc:
+            parser.error(str(exc))
     return args
 
 

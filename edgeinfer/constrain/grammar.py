@@ -338,12 +338,13 @@ def bounded_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 def json_schema_grammar(schema: Mapping[str, Any] | str | bool) -> Grammar:
     """The grammar for `schema` (a dict, its JSON text, or True for any JSON object).
     ValueError if it is not a JSON object or asks for what cannot be enforced; other schema
-    errors show when the grammar is compiled."""
+    errors show when the grammar is compiled. JSON text is read as JSON Schema reads it: the text
+    `true` (a --json-schema file, say) allows any JSON value, `false` none (from_standard_schema)."""
     if schema is True:
         schema = ANY_JSON_OBJECT
     elif isinstance(schema, str):
         try:
-            schema = json.loads(schema)
+            schema = from_standard_schema(json.loads(schema))
         except json.JSONDecodeError as e:
             raise ValueError(f"json_schema is not valid JSON: {e}") from None
     if not isinstance(schema, Mapping):
