@@ -36,7 +36,7 @@ def summarize(gguf: Any) -> dict:
     The facts are read from the file's metadata and tensor table only (no weights, no vocabulary
     build), so they show for files this version cannot run yet. When those say it can run, the
     loader has the last word (`load_error`): it alone knows every tensor an architecture needs.
-    It checks without repacking or reading the weights."""
+    It checks without repacking the weights."""
     arch = gguf.get("general.architecture")
     mix: dict[str, dict[str, int]] = defaultdict(lambda: {"tensors": 0, "bytes": 0})
     n_params = 0

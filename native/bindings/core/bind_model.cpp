@@ -352,5 +352,5 @@ void register_model(py::module_& m) {
               ei::check_model_file(path);
           },
           py::arg("path"),
-          "Raises what Model(path) would, without repacking or reading the weights (edgeinfer info).");
+          "Raises what Model(path) would, without repacking the weights (edgeinfer info).");
 }

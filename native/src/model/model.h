@@ -49,8 +49,9 @@ private:
 };
 
 // Throws what loading `path` would (a malformed file, a tensor missing or of the wrong shape or
-// type, a vocabulary that cannot be built), without repacking a weight or reading one: the
-// verdict of `edgeinfer info`, at the cost of the metadata and the small F32 vectors.
+// type, a vocabulary that cannot be built), without repacking the weights (the quantized
+// matrices stay unread in the mapping): the verdict of `edgeinfer info`, at the cost of the
+// metadata, the vocabulary and the small F32 vectors.
 void check_model_file(const std::string& path);
 
 }  // namespace ei
