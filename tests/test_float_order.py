@@ -1,6 +1,7 @@
 """The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0, Q8_0,
-IQ4_NL (and Q6_K and IQ4_XS, where a table has their kernels) weights repacked into 16-row groups and summed per block
-(super-block) exactly, one FMA per block and output.
+IQ4_NL (and Q4_K, Q6_K and IQ4_XS, where a table has their kernels) weights repacked into 16-row groups and
+summed per block (super-block) exactly, one FMA per block and output (Q4_K: two, its minimums in a chain of
+their own, as llama.cpp's repacked Q4_K GEMV).
 
 Every ISA's kernels give the scalar reference's bits for any number of columns; the reference
 differs from llama.cpp's order (vec_dot) by float rounding only; a model in the fast order repacks
@@ -28,11 +29,11 @@ from support.cli import child_env  # noqa: E402
 from support.isas import isas_under_test  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
-# Q6_K's and IQ4_XS's rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
+# Q4_K's, Q6_K's and IQ4_XS's rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
 # chunk's width (several panels).
 SHAPES_K = [(16, 1, 256), (32, 3, 512), (48, 9, 768), (192, 1, 1536), (16, 17, 1536), (64, 8, 768), (32, 21, 256),
             (16, 64, 512)]
@@ -67,7 +68,7 @@ def weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1,
                                                           # -32 / 31 for Q6_K)
     w[2] = 0.0                                            # d = 0
-    if qtype in (T.IQ4_NL, T.IQ4_XS):  # (gguf-py has no i-quant quantizer; the core's is ggml's, bit for bit)
+    if qtype in (T.IQ4_NL, T.IQ4_XS, T.Q4_K):  # (gguf-py has no i- or k-quant quantizer; the core's is ggml's)
         return _core.quantize_rows(int(qtype), w, 2).reshape(-1)
     return np.frombuffer(quantize(w, qtype).tobytes(), np.uint8)
 
@@ -129,6 +130,22 @@ def test_the_fast_order_differs_from_llama_cpps_by_rounding_only(qtype):
         dequant = gguf.quants.dequantize(w.reshape(m, -1), qtype).astype(np.float64)
         scale = np.abs(act.astype(np.float64)) @ np.abs(dequant).T     # [n, m]: sum |a| |w|
         assert np.all(np.abs(fast - exact) <= 4 * k / 32 * np.finfo(np.float32).eps * scale + 1e-30), (m, n, k)
+
+
+@pytest.mark.parametrize("isa", [i for i in isas_under_test() if i != "scalar"])
+def test_q4_k_in_the_fast_order_is_llama_cpps_repacked_gemv_for_every_column(isa):
+    """Q4_K's fast order is the order of ggml's GEMV over its repacked Q4_K (the x86 tables'
+    vec_dot_ggml_repack): a decode step gives llama.cpp's bits, and every column of a prompt the
+    same."""
+    if isa not in isas_with_fast_kernels(T.Q4_K):
+        pytest.skip(f"no fast Q4_K kernels on {isa}")
+    rng = np.random.default_rng(23)
+    for m, n, k in SHAPES_K:
+        w, act = weights(T.Q4_K, m, k, rng), activations(n, k, rng)
+        gemv = _testing.gemm(int(T.Q4_K), w, m, act, isa=isa, order="small_batch_repacked", by_vec_dot=True)
+        for table in ("scalar", isa):
+            fast = _testing.gemm(int(T.Q4_K), w, m, act, isa=table, order="packed_fast")
+            assert np.array_equal(fast.view(np.uint32), gemv.view(np.uint32)), (table, m, n, k)
 
 
 def test_a_model_says_its_order_and_repacks_for_it(smollm2_path):

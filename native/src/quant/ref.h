@@ -53,6 +53,9 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 // Element j (0..255) of a q6_K block as stored, 0..63 (it weighs d * scale * (value - 32)): the
 // one reading of the 4 + 2 bit packing, which the 16-row repacking (cpu/repack.cpp) shares.
 int q6_K_value(const block_q6_K& b, int j);
+// The 8 6-bit sub-block scales and 8 6-bit minimums of a q4_K / q5_K block (ggml's
+// get_scale_min_k4 for every sub-block), which the 16-row repacking shares too.
+void unpack_scales_k4(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8]);
 // The same dot products in the order of ggml-cpu's tiled GEMM (per super-block: the integer
 // sums scaled, the minimum subtracted in one FMA, then accumulated with one FMA).
 void vec_dot_q2_K_q8_K_tiled(int64_t n, float* s, const void* x, const void* y);

@@ -35,6 +35,16 @@ int q6_K_value(const block_q6_K& b, int j) {
     return low | (high << 4);
 }
 
+// The 8 6-bit scales and 8 6-bit mins of q4_K / q5_K (ggml's get_scale_min_k4, for all j).
+void unpack_scales_k4(const uint8_t s[K_SCALE_SIZE], uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
+        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
+    }
+}
+
 namespace {
 
 // ggml's nearest_int: round half to even via the 1.5 * 2^23 magic number (valid for
@@ -45,16 +55,6 @@ inline int nearest_int(float v) {
     int32_t i;
     std::memcpy(&i, &t, 4);
     return (i & 0x007fffff) - 0x00400000;
-}
-
-// The 8 6-bit scales and 8 6-bit mins of q4_K / q5_K (ggml's get_scale_min_k4, for all j).
-void unpack_scales_k4(const uint8_t s[K_SCALE_SIZE], uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
-        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-    }
 }
 
 // The 16 6-bit scales of q3_K, minus 32. Low nibbles: bytes 0..7 (scales 0..7 in the low

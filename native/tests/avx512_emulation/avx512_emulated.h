@@ -58,6 +58,10 @@ inline simde__m512i cvtepu8_epi32(__m128i a) {
     return join_i(_mm256_cvtepu8_epi32(a), _mm256_cvtepu8_epi32(_mm_srli_si128(a, 8)));
 }
 
+inline simde__m512i cvtepu8_epi16(__m256i a) {
+    return join_i(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(a)), _mm256_cvtepu8_epi16(_mm256_extracti128_si256(a, 1)));
+}
+
 inline simde__m512 cvtph_ps(__m256i a) {
     return join(_mm256_cvtph_ps(_mm256_castsi256_si128(a)), _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)));
 }
@@ -97,6 +101,7 @@ inline float reduce_max_ps(simde__m512 a) {
 #define _mm512_cvtepi32_ps(a) avx512_emulated::cvtepi32_ps(a)
 #define _mm512_cvtepi8_epi32(a) avx512_emulated::cvtepi8_epi32(a)
 #define _mm512_cvtepu8_epi32(a) avx512_emulated::cvtepu8_epi32(a)
+#define _mm512_cvtepu8_epi16(a) avx512_emulated::cvtepu8_epi16(a)
 #define _mm512_cvtph_ps(a) avx512_emulated::cvtph_ps(a)
 #define _mm512_cvtps_ph(a, rounding)                                                 \
     _mm256_set_m128i(_mm256_cvtps_ph(avx512_emulated::hi(a), rounding),              \
