@@ -1,7 +1,7 @@
 """The fast float order (cpu/kernels.h FloatOrder, cpu/repack.h "Float order"): Q4_1, Q5_0, Q8_0,
-IQ4_NL (and Q4_K, Q6_K and IQ4_XS, where a table has their kernels) weights repacked into 16-row groups and
-summed per block (super-block) exactly, one FMA per block and output (Q4_K: two, its minimums in a chain of
-their own, as llama.cpp's repacked Q4_K GEMV).
+IQ4_NL (and Q4_K, Q5_K, Q6_K and IQ4_XS, where a table has their kernels) weights repacked into 16-row groups and
+summed per block (super-block) exactly, one FMA per block and output (Q4_K and Q5_K: two, the minimums in a chain
+of their own, as llama.cpp's repacked Q4_K GEMV).
 
 Every ISA's kernels give the scalar reference's bits for any number of columns; the reference
 differs from llama.cpp's order (vec_dot) by float rounding only; a model in the fast order repacks
@@ -29,11 +29,11 @@ from support.cli import child_env  # noqa: E402
 from support.isas import isas_under_test  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
-# Q4_K's, Q6_K's and IQ4_XS's rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
+# The k- and i-quants' rows are whole 256-element super-blocks: the same cases at such lengths, and a prompt
 # chunk's width (several panels).
 SHAPES_K = [(16, 1, 256), (32, 3, 512), (48, 9, 768), (192, 1, 1536), (16, 17, 1536), (64, 8, 768), (32, 21, 256),
             (16, 64, 512)]
@@ -68,7 +68,7 @@ def weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1,
                                                           # -32 / 31 for Q6_K)
     w[2] = 0.0                                            # d = 0
-    if qtype in (T.IQ4_NL, T.IQ4_XS, T.Q4_K):  # (gguf-py has no i- or k-quant quantizer; the core's is ggml's)
+    if qtype in (T.IQ4_NL, T.IQ4_XS, T.Q4_K, T.Q5_K):  # (gguf-py has no i- or k-quant quantizer; the core's is ggml's)
         return _core.quantize_rows(int(qtype), w, 2).reshape(-1)
     return np.frombuffer(quantize(w, qtype).tobytes(), np.uint8)
 

@@ -55,7 +55,7 @@ struct TypeKernels {
     GemmFn gemm_ggml_repack = nullptr;
     GemmFn gemm_ggml_tiled = nullptr;
     // The GEMV/GEMM over weights repacked at load into 16-row groups (cpu/repack.h: layout and
-    // float orders: Q4_0 its own; Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q6_K, IQ4_XS their own in FloatOrder::fast, else the
+    // float orders: Q4_0 its own; Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS their own in FloatOrder::fast, else the
     // table's vec_dot's where it has them): w points at a group, w_stride =
     // packed_group_bytes, m a multiple of 16. Set for the types the loader repacks when this
     // table is used.
@@ -266,7 +266,7 @@ void fill_gemm_kquants_avx2(KernelTable& t);
 void fill_gemm_packed_scalar(KernelTable& t);
 void fill_gemm_packed_avx2(KernelTable& t);
 void fill_gemm_packed_avx512(KernelTable& t);
-// The fast order's packed kernels of Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q6_K and IQ4_XS
+// The fast order's packed kernels of Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS
 // (FloatOrder::fast): the scalar references (cpu/repack.cpp) and the ISA kernels bit-identical to
 // them.
 void fill_gemm_packed_fast_scalar(KernelTable& t);

@@ -1,4 +1,4 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / Q4_K / Q6_K / IQ4_XS layouts (cpu/repack.h): repacking,
+// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS layouts (cpu/repack.h): repacking,
 // and the scalar references of the packed GEMV/GEMMs in the types' own order (Q4_0; the others in
 // FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
@@ -24,12 +24,12 @@ namespace {
 
 bool has_packed_layout(uint32_t type) {
     return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0 || type == TYPE_Q4_K ||
-           type == TYPE_Q6_K || type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
+           type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
 }
 
 // Elements of a block (a row's unit of repacking).
 constexpr int64_t block_elems(uint32_t type) {
-    return type == TYPE_Q4_K || type == TYPE_Q6_K || type == TYPE_IQ4_XS ? QK_K : QK4_0;
+    return type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_XS ? QK_K : QK4_0;
 }
 
 // Bytes of a block's qs: 4-byte pieces, qs[i][t] for t < kQsBytes / 4.
@@ -118,14 +118,16 @@ void repack_group_iq4_xs(const uint8_t* src, size_t src_row_bytes, int64_t nb, c
     }
 }
 
-// The 16 rows of one Q4_K group (layout in cpu/repack.h).
-void repack_group_q4_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
+// The 16 rows of one Q4_K or Q5_K group (layout in cpu/repack.h).
+template <class Block>
+void repack_group_q45_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
     uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
     uint16_t* dmin = reinterpret_cast<uint16_t*>(out + lay.m);  // [nb][16]
     uint8_t* sc = out + lay.sc;                                 // [nb][256]
+    uint8_t* qh = out + lay.qh;                                 // Q5_K: [nb][4][8][16]
     uint8_t* qs = out + lay.qs;                                 // [nb][4][8][16][4]
     for (int64_t j = 0; j < kPackRows; ++j) {
-        const block_q4_K* x = reinterpret_cast<const block_q4_K*>(src + j * src_row_bytes);
+        const Block* x = reinterpret_cast<const Block*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
             dmin[i * kPackRows + j] = x[i].dmin;
@@ -137,8 +139,17 @@ void repack_group_q4_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, con
                 s[128 + 32 * (sb / 2) + 2 * j + sb % 2] = mins[sb];
             }
             for (int c = 0; c < 4; ++c)
-                for (int t = 0; t < 8; ++t)
-                    std::memcpy(qs + (((i * 4 + c) * 8 + t) * kPackRows + j) * 4, x[i].qs + 32 * c + 4 * t, 4);
+                for (int t = 0; t < 8; ++t) {
+                    const int64_t piece = (i * 4 + c) * 8 + t;
+                    std::memcpy(qs + (piece * kPackRows + j) * 4, x[i].qs + 32 * c + 4 * t, 4);
+                    if constexpr (std::is_same_v<Block, block_q5_K>) {
+                        uint8_t bits = 0;  // element 64c + 4t + b's fifth bit at b, 64c + 32 + 4t + b's at 4 + b
+                        for (int b = 0; b < 4; ++b)
+                            bits |= (uint8_t)(((x[i].qh[4 * t + b] >> (2 * c)) & 1) << b |
+                                              ((x[i].qh[4 * t + b] >> (2 * c + 1)) & 1) << (4 + b));
+                        qh[piece * kPackRows + j] = bits;
+                    }
+                }
         }
     }
 }
@@ -170,10 +181,11 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
         lay.group = lay.qs + nb * 16 * kQ6SubBlockBytes;
         return lay;
     }
-    if (type == TYPE_Q4_K) {
+    if (type == TYPE_Q4_K || type == TYPE_Q5_K) {
         lay.m = nb * kPackRows * sizeof(uint16_t);  // dmin, after d
-        lay.sc = lay.qh = align64(2 * lay.m);
-        lay.qs = lay.sc + nb * 256;                 // sc: 256 bytes a super-block, a multiple of 64
+        lay.sc = align64(2 * lay.m);
+        lay.qh = lay.sc + nb * 256;                 // sc: 256 bytes a super-block, a multiple of 64
+        lay.qs = lay.qh + (type == TYPE_Q5_K ? nb * 32 * kPackRows : 0);  // qh: 512 bytes a super-block
         lay.group = lay.qs + nb * kPackRows * QK_K / 2;
         return lay;
     }
@@ -207,7 +219,8 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
             case TYPE_Q4_1: repack_group<block_q4_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
-            case TYPE_Q4_K: repack_group_q4_K(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q4_K: repack_group_q45_K<block_q4_K>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q5_K: repack_group_q45_K<block_q5_K>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q6_K: repack_group_q6_K(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_IQ4_NL: repack_group<block_iq4_nl>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_IQ4_XS: repack_group_iq4_xs(rows_in, src_row_bytes, nb, lay, out); break;
@@ -334,33 +347,38 @@ int32_t superblock_isum_iq4_xs(const uint8_t* grp, const PackedLayout& lay, int6
     return isum;
 }
 
-// Super-block i's two exact integer sums of row j of a Q4_K group against an activation block:
-// isum = sum_s sc_w[s] * sum_{e in s} q_w[e] * q_a[e] and imin = sum_s mn_w[s] * bs_a[s]
+// Super-block i's two exact integer sums of row j of a Q4_K or Q5_K group against an activation
+// block: isum = sum_s sc_w[s] * sum_{e in s} q_w[e] * q_a[e] and imin = sum_s mn_w[s] * bs_a[s]
 // (formula in cpu/repack.h).
-void superblock_isums_q4_K(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j, const block_q8_K& act,
-                           int32_t* isum, int32_t* imin) {
+template <uint32_t Type>
+void superblock_isums_q45_K(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j, const block_q8_K& act,
+                            int32_t* isum, int32_t* imin) {
     const uint8_t* s = grp + lay.sc + i * 256;
     const uint8_t* qs = grp + lay.qs;
     *isum = *imin = 0;
     for (int c = 0; c < 4; ++c) {
         int32_t lo = 0, hi = 0;  // sub-blocks 2c and 2c + 1
-        for (int t = 0; t < 8; ++t)
+        for (int t = 0; t < 8; ++t) {
+            const int64_t piece = (i * 4 + c) * 8 + t;
+            const int fifth = Type == TYPE_Q5_K ? grp[lay.qh + piece * kPackRows + j] : 0;
             for (int b = 0; b < 4; ++b) {
-                const uint8_t byte = qs[(((i * 4 + c) * 8 + t) * kPackRows + j) * 4 + b];
-                lo += (byte & 15) * act.qs[64 * c + 4 * t + b];
-                hi += (byte >> 4) * act.qs[64 * c + 32 + 4 * t + b];
+                const uint8_t byte = qs[(piece * kPackRows + j) * 4 + b];
+                lo += ((byte & 15) | ((fifth >> b) & 1) << 4) * act.qs[64 * c + 4 * t + b];
+                hi += ((byte >> 4) | ((fifth >> (4 + b)) & 1) << 4) * act.qs[64 * c + 32 + 4 * t + b];
             }
+        }
         *isum += s[16 * (2 * c) + j] * lo + s[16 * (2 * c + 1) + j] * hi;
     }
     for (int sb = 0; sb < 8; ++sb)
         *imin += s[128 + 32 * (sb / 2) + 2 * j + sb % 2] * (act.bsums[2 * sb] + act.bsums[2 * sb + 1]);
 }
 
-// The reference of Q4_K's gemm_16row_groups in FloatOrder::fast (formula in cpu/repack.h).
-void gemm_packed_ref_q4_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                          size_t a_stride, float* y, int64_t ldy) {
+// The reference of Q4_K's and Q5_K's gemm_16row_groups in FloatOrder::fast (formula in cpu/repack.h).
+template <uint32_t Type>
+void gemm_packed_ref_q45_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
+                           size_t a_stride, float* y, int64_t ldy) {
     const int64_t nb = k / QK_K;
-    const PackedLayout lay = packed_layout(TYPE_Q4_K, k);
+    const PackedLayout lay = packed_layout(Type, k);
     for (int64_t c = 0; c < n; ++c) {
         const block_q8_K* act = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a) + c * a_stride);
         for (int64_t r = 0; r < m; ++r) {
@@ -371,7 +389,7 @@ void gemm_packed_ref_q4_K(int64_t k, int64_t m, int64_t n, const void* w, size_t
             float acc = 0.0f, acc_m = 0.0f;
             for (int64_t i = 0; i < nb; ++i) {
                 int32_t isum, imin;
-                superblock_isums_q4_K(grp, lay, i, j, act[i], &isum, &imin);
+                superblock_isums_q45_K<Type>(grp, lay, i, j, act[i], &isum, &imin);
                 acc = std::fma((float)isum, fp16_to_fp32(d[i * kPackRows + j]) * act[i].d, acc);
                 acc_m = std::fma((float)imin, fp16_to_fp32(dmin[i * kPackRows + j]) * act[i].d, acc_m);
             }
@@ -413,7 +431,8 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
-    t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_q4_K;
+    t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_q45_K<TYPE_Q4_K>;
+    t.types[TYPE_Q5_K].gemm_16row_groups = gemm_packed_ref_q45_K<TYPE_Q5_K>;
     t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q6_K>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_ref<TYPE_IQ4_NL>;
     t.types[TYPE_IQ4_XS].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_IQ4_XS>;

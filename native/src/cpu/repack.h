@@ -1,11 +1,11 @@
-// Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
+// Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
 // interleaved groups, for the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups;
 // cpu/repack.cpp has the scalar references of the types' own order, cpu/x86/gemm_packed_avx2.cpp
 // and gemm_packed_avx512.cpp the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1,
 // Q5_0, Q8_0 and IQ4_NL in that order;
 // cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only,
 // cpu/x86/gemm_packed_iq4xs_avx2.cpp and gemm_packed_iq4xs_avx512.cpp IQ4_XS's, likewise;
-// cpu/x86/gemm_packed_q4k_avx2.cpp and gemm_packed_q4k_avx512.cpp Q4_K's, likewise;
+// cpu/x86/gemm_packed_q45k_avx2.cpp and gemm_packed_q45k_avx512.cpp Q4_K's and Q5_K's, likewise;
 // in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
 // table repacks the types it has packed kernels for.
 //
@@ -59,7 +59,7 @@
 //                                32s + 16 + 4t + b (high nibbles), as Q4_0's pieces of a block
 // (138 bytes a row's super-block: the 6-bit scales take a byte each, 2 more than stored.)
 //
-// Q4_K (256-element super-blocks of 8 sub-blocks of 32, nb = K / 256 a row), its own layout:
+// Q4_K and Q5_K (256-element super-blocks of 8 sub-blocks of 32, nb = K / 256 a row), their own layout:
 //   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
 //   uint16_t m[nb][16];          row j's fp16 scale of the minimums (dmin) at m[i][j]
 //   (padding to a multiple of 64 bytes)
@@ -67,12 +67,14 @@
 //                                sc[i][16s + j] = row j's scale of sub-block s, and
 //                                sc[i][128 + 32u + 2j + h] = row j's minimum of sub-block 2u + h
 //                                (a row's minimums in pairs: one int16 pair each, widened)
+//   uint8_t  qh[nb][4][8][16];   Q5_K only: row j's fifth bits of piece (c, t) below, those of
+//                                elements 64c + 4t + b at bit b, of 64c + 32 + 4t + b at bit 4 + b
 //   uint8_t  qs[nb][4][8][16][4] qs[i][c][t][j][0..3] = row j's bytes qs[32c + 4t .. 32c + 4t + 3]
 //                                of super-block i: elements 64c + 4t + b (low nibbles, sub-block
 //                                2c) and 64c + 32 + 4t + b (high nibbles, sub-block 2c + 1), the
 //                                block's own packing
-// (148 bytes a row's super-block: the 6-bit scales and minimums take a byte each, 4 more than
-// stored.)
+// (148 bytes a row's super-block, Q5_K 180: the 6-bit scales and minimums take a byte each, 4
+// more than stored.)
 //
 // Float order. Q4_0 is not a llama.cpp-exact type, so its kernels keep one FMA chain per output,
 // which the scalar reference and every ISA's kernel compute bit for bit:
@@ -105,19 +107,21 @@
 //                                                                 32 * 127 * 127 < 2^31)
 //     acc  = fma((float)isum, d_w * d_a, acc)
 //   y = acc
-// Q4_K in FloatOrder::fast, against block_q8_K activations, two chains per output (bs_a[s] =
+// Q4_K and Q5_K in FloatOrder::fast, against block_q8_K activations, two chains per output (bs_a[s] =
 // bsums_a[2s] + bsums_a[2s + 1], the sum of sub-block s's q_a):
 //   acc = acc_m = 0; for each super-block i in order:
-//     isum = sum_s sc_w[s] * sum_{e in s} q_w[e] * q_a[e]     (q_w the nibble 0..15; exact int32:
-//                                                              |isum| <= 256 * 15 * 128 * 63 < 2^31)
+//     isum = sum_s sc_w[s] * sum_{e in s} q_w[e] * q_a[e]     (q_w the nibble 0..15, Q5_K's value
+//                                                              0..31; exact int32:
+//                                                              |isum| <= 256 * 31 * 128 * 63 < 2^31)
 //     imin = sum_s mn_w[s] * bs_a[s]                          (exact)
 //     acc   = fma((float)isum, d_w * d_a, acc)
 //     acc_m = fma((float)imin, dmin_w * d_a, acc_m)
 //   y = acc - acc_m
 // which is the order of ggml's GEMV over its own repacked Q4_K (ggml_gemv_q4_K_8x8_q8_K): a
 // one-column product gives llama.cpp's bits (vec_dot_ggml_repack's, tested), and the fast order
-// keeps them for every batch, where llama.cpp's GEMM sums a prompt in another order.
-// In llama.cpp's order Q4_K, Q6_K and IQ4_XS are not repacked (their vec_dots read the rows as stored).
+// keeps them for every batch, where llama.cpp's GEMM sums a prompt in another order. Q5_K has the
+// same two chains (llama.cpp does not repack Q5_K; its vec_dot sums in 8 float lanes).
+// In llama.cpp's order Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots read the rows as stored).
 // In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
 // and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
@@ -160,13 +164,13 @@ inline void for_each_panel(int64_t n, int max_cols, Fn&& fn) {
 }
 
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
-// groups of 16 rows, whole blocks: 32 elements, 256 for Q4_K, Q6_K and IQ4_XS).
+// groups of 16 rows, whole blocks: 32 elements, 256 for Q4_K, Q5_K, Q6_K and IQ4_XS).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
 // Where the arrays of one group of 16 rows of `cols` elements are (byte offsets; d is at 0).
 struct PackedLayout {
-    size_t m = 0;      // Q4_1's minimums, Q4_K's dmin (right after d)
-    size_t qh = 0;     // Q5_0's fifth bits (64-byte aligned)
-    size_t sc = 0;     // Q4_K's, Q6_K's and IQ4_XS's sub-block scales (64-byte aligned)
+    size_t m = 0;      // Q4_1's minimums, Q4_K's and Q5_K's dmin (right after d)
+    size_t qh = 0;     // Q5_0's and Q5_K's fifth bits (64-byte aligned)
+    size_t sc = 0;     // the k- and i-quants' sub-block scales (64-byte aligned)
     size_t qs = 0;     // the nibbles, Q8_0's bytes, Q6_K's 6-bit values (64-byte aligned)
     size_t group = 0;  // bytes of the group (a multiple of 64)
 };

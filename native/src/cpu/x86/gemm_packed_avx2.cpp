@@ -37,6 +37,7 @@
 #include "common/fp16_table.h"
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "cpu/x86/fifth_bits_avx2.h"
 #include "cpu/x86/gemm_avx2.h"
 #include "quant/blocks.h"
 
@@ -114,24 +115,15 @@ inline __m256i bcast4(const int8_t* p) {
 }
 
 // Q5_0: piece t of block i of a half (qs, qh: the half's first piece and fifth bits) as the 8
-// rows' 5-bit values, elements 4t..4t+3 (lo) and 16+4t..16+4t+3 (hi). The fifth bits: the half's
-// 8 bytes qh[i][t][8h..8h+7] (one a row), each copied to its row's 4 bytes (VPSHUFB); byte b keeps
-// bit b (element 4t + b), which a 16-entry table (VPSHUFB) turns into 16, and bit 4 + b (element
-// 16 + 4t + b), which is 16 << b, clamped to 16 (VPMINUB).
+// rows' 5-bit values, elements 4t..4t+3 (lo) and 16+4t..16+4t+3 (hi): the nibbles with their
+// fifth bits (the half's 8 bytes qh[i][t][8h..8h+7], one a row) added.
 inline void unpack_q5_0(const uint8_t* qs, const uint8_t* qh, int64_t i, int t, __m256i& lo, __m256i& hi) {
-    const __m256i low = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,  // rows 0-3
-                                            4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);  // rows 4-7
-    const __m256i bit_lo = _mm256_set1_epi32(0x08040201), bit_hi = _mm256_set1_epi32((int)0x80402010);
-    const __m256i fifth = _mm256_setr_epi8(0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0,  // [1, 2, 4, 8] = 16
-                                           0, 16, 16, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0);
-    int64_t bits8;
-    std::memcpy(&bits8, qh + (i * 4 + t) * kPackRows, 8);
-    const __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi64x(bits8), spread);
+    const __m256i low = _mm256_set1_epi8(15);
+    __m256i lo16, hi16;
+    fifth_bits_8rows(qh + (i * 4 + t) * kPackRows, lo16, hi16);
     const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64));
-    lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_shuffle_epi8(fifth, _mm256_and_si256(h, bit_lo)));
-    hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low),
-                         _mm256_min_epu8(_mm256_and_si256(h, bit_hi), sixteen));
+    lo = _mm256_or_si256(_mm256_and_si256(v, low), lo16);
+    hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), hi16);
 }
 
 // The exact block-i sums of the half's 8 rows (qs: the half's first piece; qh: its first fifth
@@ -500,7 +492,7 @@ void fill_gemm_packed_fast_avx2(KernelTable& t) {
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx2(t);
     fill_gemm_packed_fast_iq4xs_avx2(t);
-    fill_gemm_packed_fast_q4k_avx2(t);
+    fill_gemm_packed_fast_q45k_avx2(t);
 }
 
 }  // namespace ei

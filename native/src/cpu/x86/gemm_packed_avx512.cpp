@@ -416,7 +416,7 @@ void fill_gemm_packed_fast_avx512(KernelTable& t) {
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx512(t);
     fill_gemm_packed_fast_iq4xs_avx512(t);
-    fill_gemm_packed_fast_q4k_avx512(t);
+    fill_gemm_packed_fast_q45k_avx512(t);
 }
 
 }  // namespace ei

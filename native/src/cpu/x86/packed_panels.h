@@ -1,4 +1,4 @@
-// How the packed GEMV/GEMMs over 256-element super-blocks (Q4_K, Q6_K, IQ4_XS; cpu/repack.h) walk a
+// How the packed GEMV/GEMMs over 256-element super-blocks (Q4_K, Q5_K, Q6_K, IQ4_XS; cpu/repack.h) walk a
 // call: group after group, each under every panel of up to MaxCols activation columns (a panel's
 // width a compile-time constant of the tile, so its accumulators stay in registers), the first
 // panel requesting the next group ahead while it streams this one. Shared by the AVX2 and AVX-512
@@ -14,7 +14,7 @@
 namespace ei {
 namespace {
 
-// Q4_K's minimums (cpu/repack.h) take a column's sums of q_a over 32-value sub-blocks in int16
+// Q4_K's and Q5_K's minimums (cpu/repack.h) take a column's sums of q_a over 32-value sub-blocks in int16
 // pairs, as VPMADDWD / VPDPWSSD multiply them against a row's two minimums: pair u = (bs[2u],
 // bs[2u + 1]), bs[s] = bsums[2s] + bsums[2s + 1] (|bs| <= 32 * 128 fits int16).
 inline void q4_K_bsum_pairs(const block_q8_K& a, int32_t out[4]) {
