@@ -10,7 +10,7 @@ bandwidth in a round is its bytes a token x tokens a second over that round's re
 figure is the median of the rounds' shares (medians of the references and speeds beside it).
 
 Why not read_bandwidth.py and `edgeinfer bench` one after the other: on a shared VM the machine's
-read rate moves by 20-30 % within minutes, in the reference as much as in the decode, and a
+read rate moves by tens of per cent within minutes, in the reference as much as in the decode, and a
 share computed across two such moments says more about the host than about the engine.
 
 Bytes a token: every tensor of the file, since a decode step reads each weight once, except a

@@ -373,36 +373,13 @@ void superblock_isums_q45_K(const uint8_t* grp, const PackedLayout& lay, int64_t
         *imin += s[128 + 32 * (sb / 2) + 2 * j + sb % 2] * (act.bsums[2 * sb] + act.bsums[2 * sb + 1]);
 }
 
-// The reference of Q4_K's and Q5_K's gemm_16row_groups in FloatOrder::fast (formula in cpu/repack.h).
-template <uint32_t Type>
-void gemm_packed_ref_q45_K(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
-                           size_t a_stride, float* y, int64_t ldy) {
-    const int64_t nb = k / QK_K;
-    const PackedLayout lay = packed_layout(Type, k);
-    for (int64_t c = 0; c < n; ++c) {
-        const block_q8_K* act = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a) + c * a_stride);
-        for (int64_t r = 0; r < m; ++r) {
-            const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
-            const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
-            const uint16_t* dmin = reinterpret_cast<const uint16_t*>(grp + lay.m);
-            const int64_t j = r % kPackRows;
-            float acc = 0.0f, acc_m = 0.0f;
-            for (int64_t i = 0; i < nb; ++i) {
-                int32_t isum, imin;
-                superblock_isums_q45_K<Type>(grp, lay, i, j, act[i], &isum, &imin);
-                acc = std::fma((float)isum, fp16_to_fp32(d[i * kPackRows + j]) * act[i].d, acc);
-                acc_m = std::fma((float)imin, fp16_to_fp32(dmin[i * kPackRows + j]) * act[i].d, acc_m);
-            }
-            y[c * ldy + r] = acc - acc_m;
-        }
-    }
-}
-
-// The reference of Q6_K's and IQ4_XS's gemm_16row_groups in FloatOrder::fast (formulas in
-// cpu/repack.h): per output, one FMA a super-block of its exact integer sum, times d_w * d_a.
+// The reference of the super-block types' gemm_16row_groups in FloatOrder::fast (formulas in
+// cpu/repack.h): per output, one FMA a super-block of its exact integer sum, times d_w * d_a; Q4_K
+// and Q5_K subtract a second chain, their minimums' sums times dmin_w * d_a.
 template <uint32_t Type>
 void gemm_packed_ref_superblocks(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                                  size_t a_stride, float* y, int64_t ldy) {
+    constexpr bool kMinimums = Type == TYPE_Q4_K || Type == TYPE_Q5_K;
     const int64_t nb = k / QK_K;
     const PackedLayout lay = packed_layout(Type, k);
     for (int64_t c = 0; c < n; ++c) {
@@ -410,15 +387,19 @@ void gemm_packed_ref_superblocks(int64_t k, int64_t m, int64_t n, const void* w,
         for (int64_t r = 0; r < m; ++r) {
             const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
             const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
+            const uint16_t* dmin = reinterpret_cast<const uint16_t*>(grp + lay.m);  // Q4_K, Q5_K
             const int64_t j = r % kPackRows;
-            float acc = 0.0f;
+            float acc = 0.0f, acc_m = 0.0f;
             for (int64_t i = 0; i < nb; ++i) {
-                const int32_t isum = Type == TYPE_Q6_K ? superblock_isum_q6_K(grp, lay, i, j, act[i])
-                                                       : superblock_isum_iq4_xs(grp, lay, i, j, act[i]);
-                const float dd = fp16_to_fp32(d[i * kPackRows + j]) * act[i].d;
-                acc = std::fma((float)isum, dd, acc);
+                int32_t isum = 0, imin = 0;
+                if constexpr (kMinimums) superblock_isums_q45_K<Type>(grp, lay, i, j, act[i], &isum, &imin);
+                else if constexpr (Type == TYPE_Q6_K) isum = superblock_isum_q6_K(grp, lay, i, j, act[i]);
+                else isum = superblock_isum_iq4_xs(grp, lay, i, j, act[i]);
+                acc = std::fma((float)isum, fp16_to_fp32(d[i * kPackRows + j]) * act[i].d, acc);
+                if constexpr (kMinimums)
+                    acc_m = std::fma((float)imin, fp16_to_fp32(dmin[i * kPackRows + j]) * act[i].d, acc_m);
             }
-            y[c * ldy + r] = acc;
+            y[c * ldy + r] = kMinimums ? acc - acc_m : acc;
         }
     }
 }
@@ -431,8 +412,8 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
-    t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_q45_K<TYPE_Q4_K>;
-    t.types[TYPE_Q5_K].gemm_16row_groups = gemm_packed_ref_q45_K<TYPE_Q5_K>;
+    t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q4_K>;
+    t.types[TYPE_Q5_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q5_K>;
     t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q6_K>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_ref<TYPE_IQ4_NL>;
     t.types[TYPE_IQ4_XS].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_IQ4_XS>;
