@@ -42,7 +42,6 @@ if IS_X86:
     ISA_SOURCES["native/src/cpu/x86/attn_kvq_fma.cpp"] = AVX2_FLAGS + FP_CONTRACT
     # No contraction (GCC fuses a*b+c in C++ whatever -std says): its results must equal the
     # scalar reference's bit for bit.
-    ISA_SOURCES["native/src/cpu/x86/attn_kvq_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/attn_kvq_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     # Like avx512.cpp (whose vec_dots it must match bit for bit): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_avx512.cpp"] = AVX512_FLAGS
@@ -73,7 +72,6 @@ ISA_DEFINES = {
     "native/src/cpu/x86/ops_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/ops_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/attn_kvq_fma.cpp": "EDGEINFER_HAVE_AVX2",
-    "native/src/cpu/x86/attn_kvq_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/attn_kvq_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_kquants_avx512.cpp": "EDGEINFER_HAVE_AVX512",

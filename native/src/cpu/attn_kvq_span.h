@@ -1,5 +1,5 @@
 // Pieces of the split-KV attention kernel over a quantized cache (kernels.h, AttnKvqSpanFn) that
-// the scalar reference (cpu/attn_kvq_ref.cpp) and the SIMD versions (cpu/x86/attn_kvq_avx512.cpp)
+// the scalar reference (cpu/attn_kvq_ref.cpp) and the SIMD version (cpu/x86/attn_kvq_avx2.cpp)
 // must compute identically, written once:
 //
 //   - Q is quantized to 8 bits per 32-value block as Q8_0's from_float does (quant/ref_legacy.cpp,

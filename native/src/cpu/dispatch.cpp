@@ -160,7 +160,7 @@ KernelTable build_table(Isa isa, FloatOrder order) {
             fill_kernels_avx512(t);
             fill_ops_avx512(t.ops);
             fill_attn_kvq_fma(t.ops);
-            fill_attn_kvq_avx512(t.ops);
+            fill_attn_kvq_avx2(t.ops);  // AVX2 code, as the F16 span kernel below
             fill_gemm_avx512(t);
             fill_gemm_kquants_avx512(t);
             fill_gemm_packed_avx512(t);

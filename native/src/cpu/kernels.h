@@ -247,12 +247,12 @@ void fill_ops_avx2(OpKernels& ops);
 void fill_ops_avx512(OpKernels& ops);
 // Attention over a quantized KV cache: scalar (cpu/attn_kvq_ref.cpp: the row kernel and the span
 // kernel's reference), x86 FMA (cpu/x86/attn_kvq_fma.cpp: the row kernel, used by the AVX2 and
-// AVX-512 tables), and the span kernels of AVX2 (cpu/x86/attn_kvq_avx2.cpp) and AVX-512 VNNI
-// (cpu/x86/attn_kvq_avx512.cpp), bit-identical to the scalar reference.
+// AVX-512 tables), and the span kernel (cpu/x86/attn_kvq_avx2.cpp, also the AVX-512 table's: its
+// rows-in-lanes scores and register sums beat the one-row AVX-512 kernel it replaced by 1.3x at
+// depth 4096, docs/PERFORMANCE.md), bit-identical to the scalar reference.
 void fill_attn_kvq_scalar(OpKernels& ops);
 void fill_attn_kvq_fma(OpKernels& ops);
 void fill_attn_kvq_avx2(OpKernels& ops);
-void fill_attn_kvq_avx512(OpKernels& ops);
 // The tiled matmul kernels (cpu/gemm.cpp: scalar references; cpu/x86/gemm_avx512.cpp, gemm_avx2.cpp).
 void fill_gemm_scalar(KernelTable& t);
 void fill_gemm_avx512(KernelTable& t);

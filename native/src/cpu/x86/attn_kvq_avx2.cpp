@@ -1,17 +1,24 @@
 // The span kernel of attention over a quantized cache (kernels.h, AttnKvqSpanFn) with AVX2,
 // computing exactly what cpu/attn_kvq_span.h prescribes (the scalar reference is
-// attn_kvq_span_ref in cpu/attn_kvq_ref.cpp; tests compare the bits). The same plan as the
-// AVX-512 kernel (cpu/x86/attn_kvq_avx512.cpp: heads of a group scored together, integer scores,
-// two-pass softmax, V converted in registers) with what AVX2 has:
-//   - no VPDPBUSD: a block's integer dot product is VPMADDUBSW (unsigned x signed bytes, pairs
+// attn_kvq_span_ref in cpu/attn_kvq_ref.cpp; tests compare the bits). The AVX-512 table uses it
+// too: an AVX-512 kernel scoring one row at a time and summing V in memory ran SmolLM2 at depth
+// 4096 (Q8_0 cache) 1.3x slower than this one (docs/PERFORMANCE.md).
+//
+// Against ggml's one-row loop (a function-pointer vec_dot and an accumulator pass through memory
+// per position and per query head):
+//   - the `group` query heads of a KV head are scored together, so each K and V block is loaded
+//     and prepared once, not once per head; 8 K rows are scored at once, a row a lane;
+//   - scores are integers: a block's dot product is VPMADDUBSW (unsigned x signed bytes, pairs
 //     summed to 16 bits, saturating) then VPMADDWD with ones. It must not saturate to stay exact:
-//     a q4_0 K block is its nibbles (0..15, the offset 8 taken back out with the Q block's sum, as
-//     on AVX-512), a pair at most 2 * 15 * 128; a q8_0 K block is |k| against q with k's sign
-//     (ggml's trick), a pair at most 2 * 127 * 127 (both sides are rounded into [-127, 127]).
-//     Either way the integer sum is the exact k . q, so the bits are the reference's;
-//   - 8-lane vectors: the 16 softmax-sum lanes are two vectors, added lane by lane first (the
-//     w = 8 step of sum16_tree), and exp_poly's 2^n is built in the exponent field (x >= -87
-//     keeps n >= -126, so 2^n is a normal float and p * 2^n rounds once, like ldexp).
+//     a q4_0 K block is its nibbles (0..15, the offset 8 taken back out with the Q block's sum),
+//     a pair at most 2 * 15 * 128; a q8_0 K block is |k| against q with k's sign (ggml's trick),
+//     a pair at most 2 * 127 * 127 (both sides are rounded into [-127, 127]). Either way the
+//     integer sum is the exact k . q, so the bits are the reference's;
+//   - the softmax is two-pass over the span, so no rescaling of the sums when the maximum moves;
+//     the 16 softmax-sum lanes are two 8-lane vectors, added lane by lane first (the w = 8 step of
+//     sum16_tree), and exp_poly's 2^n is built in the exponent field (x >= -87 keeps n >= -126,
+//     so 2^n is a normal float and p * 2^n rounds once, like ldexp);
+//   - V blocks are converted to floats in registers and summed in registers over chunks of rows.
 #include <immintrin.h>
 
 #include <algorithm>

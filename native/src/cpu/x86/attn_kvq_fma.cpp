@@ -34,7 +34,7 @@ void attn_kvq_row_fma(const float* q, const uint8_t* k, const uint8_t* v, size_t
 }  // namespace
 
 // The row kernel for both x86 tables; each sets its own span kernel after this
-// (fill_attn_kvq_avx2, fill_attn_kvq_avx512).
+// (fill_attn_kvq_avx2 for both).
 void fill_attn_kvq_fma(OpKernels& ops) {
     ops.attn_kvq_row = attn_kvq_row_fma;
     ops.attn_kvq_span = nullptr;
