@@ -4,6 +4,7 @@
 // ei::Error at first use rather than ignored, so a benchmark never silently measures the wrong
 // kernels.
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -27,6 +28,7 @@ struct CpuFeatures {
     bool avx2 = false;    // AVX2 + FMA + F16C, YMM state enabled by the OS
     bool avx512 = false;  // AVX-512 F/BW/VL/DQ/VNNI, ZMM and opmask state enabled by the OS
     bool neon = false;    // AArch64 Advanced SIMD with the dot-product extension
+    bool amd = false;     // vendor "AuthenticAMD"
 };
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -41,6 +43,8 @@ CpuFeatures detect_cpu() {
     CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
+    f.amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "Auth" "enti" "cAMD"
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
     if (!osxsave || !avx) return f;
@@ -70,6 +74,23 @@ const CpuFeatures& cpu() {
     static const CpuFeatures f = detect_cpu();
     return f;
 }
+
+#if defined(EDGEINFER_HAVE_AVX2) && defined(EDGEINFER_HAVE_AVX512)
+// On AMD's Zen 4 the AVX2 table's packed GEMVs stream a one-token matmul's weights faster than the
+// AVX-512 table's (4-14 % at 1 thread, level to 10 % at 2: docs/PERFORMANCE.md; a 64-byte load a
+// line, where the AVX2 kernels make two of 32, was half of it). In FloatOrder::fast every
+// ISA's packed kernels give the scalar reference's bits over the same layout, so the tables can
+// share them; prompts and decode batches keep the AVX-512 kernels (VNNI pays once a group serves
+// several columns). Intel's AVX-512 decode has not been compared: it keeps its own.
+void take_avx2_one_token_gemvs(KernelTable& t) {
+    KernelTable avx2;
+    fill_gemm_packed_avx2(avx2);
+    fill_gemm_packed_fast_avx2(avx2);
+    for (size_t i = 0; i < std::size(t.types); ++i)
+        if (t.types[i].gemm_16row_groups && avx2.types[i].gemm_16row_groups)
+            t.types[i].gemm_16row_groups_one_token = avx2.types[i].gemm_16row_groups;
+}
+#endif
 
 bool isa_built(Isa isa) {
     switch (isa) {
@@ -180,7 +201,12 @@ KernelTable build_table(Isa isa, FloatOrder order) {
             case Isa::avx2: fill_gemm_packed_fast_avx2(t); break;
 #endif
 #if defined(EDGEINFER_HAVE_AVX512)
-            case Isa::avx512: fill_gemm_packed_fast_avx512(t); break;
+            case Isa::avx512:
+                fill_gemm_packed_fast_avx512(t);
+#if defined(EDGEINFER_HAVE_AVX2)
+                if (cpu().amd) take_avx2_one_token_gemvs(t);
+#endif
+                break;
 #endif
 #if defined(EDGEINFER_HAVE_NEON)
             case Isa::neon: fill_gemm_packed_fast_neon(t); break;

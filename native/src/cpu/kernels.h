@@ -60,6 +60,10 @@ struct TypeKernels {
     // packed_group_bytes, m a multiple of 16. Set for the types the loader repacks when this
     // table is used.
     GemmFn gemm_16row_groups = nullptr;
+    // The same for one activation row (a decode step), where another ISA's kernel streams the
+    // weights faster on this CPU (cpu/dispatch.cpp): the same layout and, in FloatOrder::fast,
+    // the same bits. Null: gemm_16row_groups.
+    GemmFn gemm_16row_groups_one_token = nullptr;
     // A GEMM for a decode batch (up to kSmallBatchMax activation rows: several sequences' tokens,
     // or drafted tokens being verified): each weight block read once, straight from the weights,
     // and applied to every activation row. Every output bit-identical to vec_dot's, so a token

@@ -157,9 +157,11 @@ void run_packed_groups(ThreadPool& pool, const KernelTable& kt, const Tensor* co
             const int64_t g0 = std::max(j0, first[i]) - first[i], g1 = std::min(j1, first[i + 1]) - first[i];
             if (g1 <= g0) continue;
             const Tensor& w = *W[i];
-            kt.types[w.type].gemm_16row_groups(w.cols(), (g1 - g0) * kPackRows, n,
-                                               w.packed.get() + g0 * w.packed_group_bytes, w.packed_group_bytes, act,
-                                               act_row, y[i] + g0 * kPackRows, w.rows());
+            const TypeKernels& wk = kt.types[w.type];
+            const GemmFn gemm = n == 1 && wk.gemm_16row_groups_one_token ? wk.gemm_16row_groups_one_token
+                                                                         : wk.gemm_16row_groups;
+            gemm(w.cols(), (g1 - g0) * kPackRows, n, w.packed.get() + g0 * w.packed_group_bytes, w.packed_group_bytes,
+                 act, act_row, y[i] + g0 * kPackRows, w.rows());
         }
     }, tasks);
 }
