@@ -77,8 +77,8 @@ const CpuFeatures& cpu() {
 
 #if defined(EDGEINFER_HAVE_AVX2) && defined(EDGEINFER_HAVE_AVX512)
 // On AMD's Zen 4 the AVX2 table's packed GEMVs stream a one-token matmul's weights faster than the
-// AVX-512 table's (4-14 % at 1 thread, level to 10 % at 2: docs/PERFORMANCE.md; a 64-byte load a
-// line, where the AVX2 kernels make two of 32, was half of it). In FloatOrder::fast every
+// AVX-512 table's (docs/PERFORMANCE.md, "Measurements behind code choices"; the AVX-512 kernels'
+// one 64-byte load a line, where the AVX2 kernels make two of 32, is part of it). In FloatOrder::fast every
 // ISA's packed kernels give the scalar reference's bits over the same layout, so the tables can
 // share them; prompts and decode batches keep the AVX-512 kernels (VNNI pays once a group serves
 // several columns). Intel's AVX-512 decode has not been compared: it keeps its own.

@@ -252,8 +252,8 @@ void fill_ops_avx512(OpKernels& ops);
 // Attention over a quantized KV cache: scalar (cpu/attn_kvq_ref.cpp: the row kernel and the span
 // kernel's reference), x86 FMA (cpu/x86/attn_kvq_fma.cpp: the row kernel, used by the AVX2 and
 // AVX-512 tables), and the span kernel (cpu/x86/attn_kvq_avx2.cpp, also the AVX-512 table's: its
-// rows-in-lanes scores and register sums beat the one-row AVX-512 kernel it replaced by 1.3x at
-// depth 4096, docs/PERFORMANCE.md), bit-identical to the scalar reference.
+// rows-in-lanes scores and register sums beat the one-row AVX-512 kernel it replaced,
+// docs/PERFORMANCE.md), bit-identical to the scalar reference.
 void fill_attn_kvq_scalar(OpKernels& ops);
 void fill_attn_kvq_fma(OpKernels& ops);
 void fill_attn_kvq_avx2(OpKernels& ops);

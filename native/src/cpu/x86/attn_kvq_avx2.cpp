@@ -1,8 +1,8 @@
 // The span kernel of attention over a quantized cache (kernels.h, AttnKvqSpanFn) with AVX2,
 // computing exactly what cpu/attn_kvq_span.h prescribes (the scalar reference is
 // attn_kvq_span_ref in cpu/attn_kvq_ref.cpp; tests compare the bits). The AVX-512 table uses it
-// too: an AVX-512 kernel scoring one row at a time and summing V in memory ran SmolLM2 at depth
-// 4096 (Q8_0 cache) 1.3x slower than this one (docs/PERFORMANCE.md).
+// too: an AVX-512 kernel scoring one row at a time and summing V in memory ran long contexts
+// slower than this one (docs/PERFORMANCE.md).
 //
 // Against ggml's one-row loop (a function-pointer vec_dot and an accumulator pass through memory
 // per position and per query head):

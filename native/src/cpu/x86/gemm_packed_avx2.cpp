@@ -294,8 +294,8 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     if (Type == TYPE_Q8_0 && n == 1) {
         // One token's Q8_0 GEMV as two columns that are the same row (a_stride 0), both writing
         // the same outputs (ldy 0; each column is its own chain, so the bits are the same): on
-        // Zen 4 this decoded SmolLM2 Q8_0 and Gemma 3 18-21 % faster at 1 thread than the
-        // one-column tile (docs/PERFORMANCE.md). Why is open: a copy of the two-column tile for
+        // Zen 4 this decoded Q8_0 faster than the one-column tile (docs/PERFORMANCE.md,
+        // "Measurements behind code choices"). Why is open: a copy of the two-column tile for
         // one column's panel gave nothing, so it lies in how GCC compiled the tile's instances,
         // which this VM, without counters, could not show.
         return gemm_packed_own<Type>(k, m, 2, w, w_stride, a, 0, y, 0);
