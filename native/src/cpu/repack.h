@@ -133,11 +133,11 @@
 // They are tested bit for bit against vec_dot; the scalar table, whose vec_dot has another
 // order, does not repack them.
 //
-// Prefetch. The x86 kernels request each group's lines one group ahead of the products, and
-// past their last group too: what follows in memory is the next task's first group or the next
-// matrix's, because the groups are allocated end to end (common/weight_arena.h) in load order,
-// which is the order a layer multiplies its matrices. (A request past the end of the memory
-// does not fault.)
+// Prefetch. The x86 kernels request each group's lines one group ahead of the products (a panel
+// of one or two columns two groups ahead as well: cpu/x86/request_ahead.h), and past their last
+// group too: what follows in memory is the next task's first group or the next matrix's, because
+// the groups are allocated end to end (common/weight_arena.h) in load order, which is the order a
+// layer multiplies its matrices. (A request past the end of the memory does not fault.)
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -39,6 +39,8 @@
 #include "cpu/repack.h"
 #include "cpu/x86/fifth_bits_avx2.h"
 #include "cpu/x86/gemm_avx2.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -221,12 +223,14 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
 inline __m256 scales8(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128((const __m128i*)h)); }
 
 // Halves h0..h0+H-1 of one group (rows 8h0..8(h0+H)-1) x NC columns into y[c * ldy + ...]. With
-// prefetch > 0 (and h0 = 0), requests the same lines `prefetch` bytes on (the next group's): a
-// decode streams the groups from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
+// prefetch > 0 (and h0 = 0), requests the same lines `prefetch` bytes on (the next group's; a
+// panel of one or two columns also the group after: request_ahead.h): a decode streams the groups
+// from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
 // The pieces are requested into L2 only (a group's worth of requests into L1 throttled the stream
 // instead), the scales (d, m), read first, into L1. With kUnpacked (Q5_0), the values are read
 // from `unpacked` (gemm_packed_own: [nb][2 halves][8][32 bytes]).
 template <uint32_t Type, int NC, int H, bool kUnpacked>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t* unpacked, int h0,
           const typename Own<Type>::Act* const* act, const ActBlock* const* ab, float* y, int64_t ldy,
           size_t prefetch) {
@@ -244,10 +248,10 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
     }
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch) {
-            for (int t = 0; t < kPieces; ++t) __builtin_prefetch(qs + (i * kPieces + t) * 64 + prefetch, 0, 1);
-            if (Type == TYPE_Q5_0) __builtin_prefetch(qh + i * 64 + prefetch, 0, 1);  // a block's qh: one line
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-            if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
+            for (int t = 0; t < kPieces; ++t) request_ahead<1, NC>(qs + (i * kPieces + t) * 64, prefetch);
+            if (Type == TYPE_Q5_0) request_ahead<1, NC>(qh + i * 64, prefetch);  // a block's qh: one line
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
+            if (kMin) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(mw + i * kPackRows), prefetch);
         }
         for (int h = 0; h < H; ++h) {
             __m256i isum[NC];
@@ -293,11 +297,11 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     using Act = typename Own<Type>::Act;
     if (Type == TYPE_Q8_0 && n == 1) {
         // One token's Q8_0 GEMV as two columns that are the same row (a_stride 0), both writing
-        // the same outputs (ldy 0; each column is its own chain, so the bits are the same): on
-        // Zen 4 this decoded Q8_0 faster than the one-column tile (docs/PERFORMANCE.md,
-        // "Measurements behind code choices"). Why is open: a copy of the two-column tile for
-        // one column's panel gave nothing, so it lies in how GCC compiled the tile's instances,
-        // which this VM, without counters, could not show.
+        // the same outputs (ldy 0; each column is its own chain, so the bits are the same). From
+        // L2 the one-column tile runs at about twice a core's DRAM stream, which keeps the core's
+        // miss queues full and its requests dropped (cpu/x86/request_ahead.h); the two-column
+        // tile runs at about the stream's rate. It decoded Q8_0 faster on Zen 4, with the
+        // doubled requests too (docs/PERFORMANCE.md, "Measurements behind code choices").
         return gemm_packed_own<Type>(k, m, 2, w, w_stride, a, 0, y, 0);
     }
     const int64_t nb = k / QK4_0;
@@ -366,11 +370,12 @@ inline __m256 sum_lanes_in_hsum_order(const __m256* a) {
 // Requests block i's nibble lines `prefetch` bytes on (the next group's); the smaller arrays
 // (d, m, qh) are left to the hardware prefetcher.
 inline void prefetch_nibbles(const uint8_t* qs, int64_t i, size_t prefetch) {
-    for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
+    for (int t = 0; t < 4; ++t) request_ahead<3>(qs + (i * 4 + t) * 64, prefetch);
 }
 
 // Q4_1: rows 8h..8h+7 of one group x one activation column (block_q8_1) into y[0..7]. With
 // prefetch > 0, the first half requests the next group's lines.
+EI_KERNEL_FUNCTION
 void gemv_half_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h, const block_q8_1* act, float* y,
                     size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;
@@ -415,6 +420,7 @@ void q5_0_lane_offsets(const block_q8_0* act, int64_t nb, int32_t* out) {
 // from q5_0_lane_offsets. The fifth bits of lane t's bytes: qh[i][t][j] (row j) copied into all
 // 4 bytes of row j's int32 lane (VPSHUFB), byte b keeping bit b (low nibbles) or, after a shift,
 // bit b + 4 (high nibbles), which a 16-entry table (VPSHUFB again) turns into 0 or 16.
+EI_KERNEL_FUNCTION
 void gemv_half_q5_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, int h, const block_q8_0* act,
                     const int32_t* offsets, float* y, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h * kHalf;

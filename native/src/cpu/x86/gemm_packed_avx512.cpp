@@ -40,6 +40,8 @@
 #include "cpu/repack.h"
 #include "cpu/x86/gemm_avx512.h"
 #include "cpu/x86/iq4_biased.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -188,10 +190,10 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
         __m512i wq[8];
         if (prefetch) {  // the pieces into L2 only (requests into L1 throttled the stream), the scales into L1
             for (int t = 0; t < Own<Type>::kPieces; ++t)
-                __builtin_prefetch(qs + (i * Own<Type>::kPieces + t) * 64 + prefetch, 0, 1);
-            if (Type == TYPE_Q5_0) __builtin_prefetch(qh + i * 64 + prefetch, 0, 1);  // a block's qh: one line
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-            if (kMin) __builtin_prefetch(reinterpret_cast<const uint8_t*>(mw + i * kPackRows) + prefetch, 0, 3);
+                request_ahead<1, NC>(qs + (i * Own<Type>::kPieces + t) * 64, prefetch);
+            if (Type == TYPE_Q5_0) request_ahead<1, NC>(qh + i * 64, prefetch);  // a block's qh: one line
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
+            if (kMin) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(mw + i * kPackRows), prefetch);
         }
         if (kUnpacked) {
             for (int t = 0; t < 8; ++t) wq[t] = _mm512_load_si512((const void*)(unpacked + (i * 8 + t) * 64));
@@ -281,6 +283,7 @@ inline __m512 sum_lanes_in_hsum_order(const __m512* a) {
 // piece of the group loaded and split into nibbles once for the NC columns (NC <= 2: eight lane
 // registers a column).
 template <int NC>
+EI_KERNEL_FUNCTION
 void gemv_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_1* const* act, float* const* y,
                size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -294,7 +297,7 @@ void gemv_q4_1(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const bl
     }
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch)
-            for (int t = 0; t < 4; ++t) __builtin_prefetch(qs + (i * 4 + t) * 64 + prefetch, 0, 3);
+            for (int t = 0; t < 4; ++t) request_ahead<3, NC>(qs + (i * 4 + t) * 64, prefetch);
         const __m512 mv = scales16(mw + i * kPackRows), dw = scales16(d + i * kPackRows);
         for (int c = 0; c < NC; ++c) {
             summs[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(_cvtsh_ss(act[c][i].s)), summs[c]);
@@ -331,6 +334,7 @@ void q8_0_lane_offsets(const block_q8_0* act, int64_t nb, int32_t* out) {
 // Q8_0: the 16 rows of one group x NC activation columns (block_q8_0) into y[c][0..15]; offsets
 // from q8_0_lane_offsets. Each piece loaded once for the NC columns (NC <= 2).
 template <int NC>
+EI_KERNEL_FUNCTION
 void gemv_q8_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_0* const* act,
                const int32_t* const* offsets, float* const* y, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -341,7 +345,7 @@ void gemv_q8_0(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const bl
         for (auto& v : acc[c]) v = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch)
-            for (int t = 0; t < 8; ++t) __builtin_prefetch(qs + (i * 8 + t) * 64 + prefetch, 0, 3);
+            for (int t = 0; t < 8; ++t) request_ahead<3, NC>(qs + (i * 8 + t) * 64, prefetch);
         const __m512 dw = scales16(d + i * kPackRows);
         for (int c = 0; c < NC; ++c) dd[c] = _mm512_mul_ps(dw, _mm512_set1_ps(_cvtsh_ss(act[c][i].d)));
         for (int t = 0; t < 8; ++t) {

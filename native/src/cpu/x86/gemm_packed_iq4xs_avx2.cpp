@@ -22,6 +22,8 @@
 #include "cpu/repack.h"
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx2.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -40,6 +42,7 @@ inline __m256i bcast4(const int8_t* p) {
 // One group's 16 rows x NC columns into y[c][0..15], as two halves of 8 rows, a sub-block at a
 // time. With prefetch > 0, requests the group's lines `prefetch` bytes on (the next group's).
 template <int NC>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
           int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -53,13 +56,13 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
         __m256i isum[NC][2];
         for (auto& v : isum) v[0] = v[1] = _mm256_setzero_si256();
         if (prefetch) {
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-            for (int t = 0; t < 2; ++t) __builtin_prefetch(sc + (i * kSubs + 4 * t) * kPackRows + prefetch, 0, 3);
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
+            for (int t = 0; t < 2; ++t) request_ahead<3, NC>(sc + (i * kSubs + 4 * t) * kPackRows, prefetch);
         }
         for (int s = 0; s < kSubs; ++s) {
             const uint8_t* q = qs + (i * kSubs + s) * 4 * 64;
             if (prefetch)  // into L2 only, as the other packed kernels do
-                for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                for (int t = 0; t < 4; ++t) request_ahead<1, NC>(q + t * 64, prefetch);
             const __m128i s8 = _mm_load_si128((const __m128i*)(sc + (i * kSubs + s) * kPackRows));
             const __m256i scale[2] = {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8)),   // (sc_j, sc_j) in lane j
                                       _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(s8, s8))};

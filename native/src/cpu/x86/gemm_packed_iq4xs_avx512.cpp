@@ -27,6 +27,8 @@
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx512.h"
 #include "cpu/x86/iq4_biased.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -46,12 +48,15 @@ inline __m512i bcast4(const int8_t* p) {
 // One group's 16 rows x NC columns. With prefetch > 0, requests the same lines `prefetch` bytes
 // on (the next group's).
 template <int NC>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
           int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
     const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
     const uint8_t* qs = grp + lay.qs;
-    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kIq4nlBiased.v));
+    // (The zero-masking form: GCC 12 warns of the plain one's undefined upper lanes once this
+    // tile is compiled apart from its caller.)
+    const __m512i table = _mm512_maskz_broadcast_i32x4((__mmask16)-1, _mm_load_si128((const __m128i*)kIq4nlBiased.v));
     const __m512i low = _mm512_set1_epi8(15);
     __m512 acc[NC];
     for (auto& v : acc) v = _mm512_setzero_ps();
@@ -59,13 +64,13 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
         __m512i isum[NC];
         for (auto& v : isum) v = _mm512_setzero_si512();
         if (prefetch) {
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-            for (int t = 0; t < 2; ++t) __builtin_prefetch(sc + (i * kSubs + 4 * t) * kPackRows + prefetch, 0, 3);
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
+            for (int t = 0; t < 2; ++t) request_ahead<3, NC>(sc + (i * kSubs + 4 * t) * kPackRows, prefetch);
         }
         for (int s = 0; s < kSubs; ++s) {
             const uint8_t* q = qs + (i * kSubs + s) * 4 * 64;
             if (prefetch)  // the pieces into L2 only (as the other packed kernels: L1 requests throttled the stream)
-                for (int t = 0; t < 4; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                for (int t = 0; t < 4; ++t) request_ahead<1, NC>(q + t * 64, prefetch);
             __m512i wq[8];  // wq[t]: elements 4t..4t+3 of the sub-block (t >= 4: 16 + 4(t - 4)..)
             for (int t = 0; t < 4; ++t) {
                 const __m512i v = _mm512_load_si512((const void*)(q + t * 64));

@@ -25,6 +25,8 @@
 #include "cpu/x86/fifth_bits_avx2.h"
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx2.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -49,6 +51,7 @@ inline __m256i row_pairs(const uint8_t* p) {
 // One group's 16 rows x NC columns into y[c][0..15]. With prefetch > 0, requests the group's lines
 // `prefetch` bytes on (the next group's).
 template <uint32_t Type, int NC>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
           int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -63,9 +66,9 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
     for (int64_t i = 0; i < nb; ++i) {
         const uint8_t* sc = grp + lay.sc + i * 256;
         if (prefetch) {
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(dmin + i * kPackRows) + prefetch, 0, 3);
-            for (int t = 0; t < 4; ++t) __builtin_prefetch(sc + 64 * t + prefetch, 0, 3);
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(dmin + i * kPackRows), prefetch);
+            for (int t = 0; t < 4; ++t) request_ahead<3, NC>(sc + 64 * t, prefetch);
         }
         int32_t bs[NC][4];
         for (int c = 0; c < NC; ++c) q4_K_bsum_pairs(act[c][i], bs[c]);
@@ -81,9 +84,9 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
                 const int64_t piece0 = (i * kChunks + ch) * 8;
                 const uint8_t* q = qs + piece0 * 64;
                 if (prefetch && h == 0) {  // into L2 only, as the other packed kernels do
-                    for (int t = 0; t < 8; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                    for (int t = 0; t < 8; ++t) request_ahead<1, NC>(q + t * 64, prefetch);
                     if (kFifth)  // the chunk's fifth bits: two lines
-                        for (int l = 0; l < 2; ++l) __builtin_prefetch(qh + piece0 * kPackRows + 64 * l + prefetch, 0, 1);
+                        for (int l = 0; l < 2; ++l) request_ahead<1, NC>(qh + piece0 * kPackRows + 64 * l, prefetch);
                 }
                 const __m256i lo_scale = row_pairs(sc + 16 * (2 * ch) + 8 * h);
                 const __m256i hi_scale = row_pairs(sc + 16 * (2 * ch + 1) + 8 * h);

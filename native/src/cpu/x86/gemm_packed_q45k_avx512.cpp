@@ -27,6 +27,8 @@
 #include "cpu/repack.h"
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx512.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -57,6 +59,7 @@ inline void fifth_bits_16rows(const uint8_t* qh, __m512i& lo16, __m512i& hi16) {
 // One group's 16 rows x NC columns. With prefetch > 0, requests the group's lines `prefetch`
 // bytes on (the next group's).
 template <uint32_t Type, int NC>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
           int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -70,9 +73,9 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
     for (int64_t i = 0; i < nb; ++i) {
         const uint8_t* sc = grp + lay.sc + i * 256;
         if (prefetch) {
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
-            __builtin_prefetch(reinterpret_cast<const uint8_t*>(dmin + i * kPackRows) + prefetch, 0, 3);
-            for (int t = 0; t < 4; ++t) __builtin_prefetch(sc + 64 * t + prefetch, 0, 3);
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
+            request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(dmin + i * kPackRows), prefetch);
+            for (int t = 0; t < 4; ++t) request_ahead<3, NC>(sc + 64 * t, prefetch);
         }
         __m512i isum[NC], imin[NC];
         for (int c = 0; c < NC; ++c) {
@@ -89,9 +92,9 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
             const int64_t piece0 = (i * kChunks + ch) * 8;
             const uint8_t* q = qs + piece0 * 64;
             if (prefetch) {  // into L2 only, as the other packed kernels do
-                for (int t = 0; t < 8; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
+                for (int t = 0; t < 8; ++t) request_ahead<1, NC>(q + t * 64, prefetch);
                 if (kFifth)  // the chunk's fifth bits: two lines
-                    for (int l = 0; l < 2; ++l) __builtin_prefetch(qh + piece0 * kPackRows + 64 * l + prefetch, 0, 1);
+                    for (int l = 0; l < 2; ++l) request_ahead<1, NC>(qh + piece0 * kPackRows + 64 * l, prefetch);
             }
             __m512i lo_sum[NC], hi_sum[NC];
             for (int c = 0; c < NC; ++c) lo_sum[c] = hi_sum[c] = _mm512_setzero_si512();

@@ -24,6 +24,8 @@
 #include "cpu/repack.h"
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx2.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -58,6 +60,7 @@ inline void unpack_sub_block_half(const uint8_t* q, int h, __m256i piece[4]) {
 // 8h..8h+7), a sub-block at a time. With prefetch > 0, requests the
 // group's lines `prefetch` bytes on (the next group's).
 template <int NC>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
           int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -68,13 +71,13 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
     for (int64_t i = 0; i < nb; ++i) {
         __m256i isum[NC][2], offs[NC][2];  // offs: sum_s scale * bsums[s], taken 32 times at the end
         for (int c = 0; c < NC; ++c) isum[c][0] = isum[c][1] = offs[c][0] = offs[c][1] = _mm256_setzero_si256();
-        if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+        if (prefetch) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
         for (int s = 0; s < kSubs; ++s) {
             const uint8_t* q = qs + (i * kSubs + s) * kQ6SubBlockBytes;
             const int8_t* scs = sc + (i * kSubs + s) * kPackRows;
             if (prefetch) {  // into L2 only, as the other packed kernels do
-                for (int t = 0; t < 3; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
-                if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);
+                for (int t = 0; t < 3; ++t) request_ahead<1, NC>(q + t * 64, prefetch);
+                if (s % 4 == 0) request_ahead<3, NC>(scs, prefetch);
             }
             const __m128i s8 = _mm_load_si128((const __m128i*)scs);
             const __m256i scale[2] = {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8)),   // (sc_j, sc_j) in lane j

@@ -28,6 +28,8 @@
 #include "cpu/repack.h"
 #include "cpu/x86/packed_panels.h"
 #include "cpu/x86/gemm_avx512.h"
+#include "cpu/x86/kernel_function.h"
+#include "cpu/x86/request_ahead.h"
 #include "quant/blocks.h"
 
 namespace ei {
@@ -63,6 +65,7 @@ inline void unpack_sub_block(const uint8_t* q, __m512i piece[4]) {
 // One group's 16 rows x NC columns. With prefetch > 0, requests the same lines `prefetch` bytes
 // on (the next group's).
 template <int NC>
+EI_KERNEL_FUNCTION
 void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q8_K* const* act, float* y,
           int64_t ldy, size_t prefetch) {
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
@@ -73,13 +76,13 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const block_q
     for (int64_t i = 0; i < nb; ++i) {
         __m512i isum[NC];
         for (auto& v : isum) v = _mm512_setzero_si512();
-        if (prefetch) __builtin_prefetch(reinterpret_cast<const uint8_t*>(d + i * kPackRows) + prefetch, 0, 3);
+        if (prefetch) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
         for (int s = 0; s < kSubs; ++s) {
             const uint8_t* q = qs + (i * kSubs + s) * kQ6SubBlockBytes;
             const int8_t* scs = sc + (i * kSubs + s) * kPackRows;
             if (prefetch) {  // the lines into L2 only (as the other packed kernels: L1 requests throttled the stream)
-                for (int t = 0; t < 3; ++t) __builtin_prefetch(q + t * 64 + prefetch, 0, 1);
-                if (s % 4 == 0) __builtin_prefetch(scs + prefetch, 0, 3);  // four sub-blocks' scales: one line
+                for (int t = 0; t < 3; ++t) request_ahead<1, NC>(q + t * 64, prefetch);
+                if (s % 4 == 0) request_ahead<3, NC>(scs, prefetch);  // four sub-blocks' scales: one line
             }
             __m512i wq[4];
             unpack_sub_block(q, wq);
