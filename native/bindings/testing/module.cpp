@@ -18,6 +18,7 @@ void register_offload_layer(py::module_& m);
 void register_moe(py::module_& m);
 void register_pretokenize(py::module_& m);
 void register_read_memory(py::module_& m);
+void register_stream_gemv(py::module_& m);
 
 PYBIND11_MODULE(_testing, m) {
     m.doc() = "edgeinfer test-only entry points (kernels, ops and device ops one call at a time)";
@@ -37,4 +38,5 @@ PYBIND11_MODULE(_testing, m) {
     register_moe(m);
     register_pretokenize(m);
     register_read_memory(m);
+    register_stream_gemv(m);
 }
