@@ -28,6 +28,10 @@ def test_a_shape_without_a_packed_gemv_is_refused():
         _testing.stream_packed_gemv(Q4_K, 576, 256)   # a k-quant row must be a multiple of 256
     with pytest.raises(RuntimeError, match="cols 1"):
         _testing.stream_packed_gemv(Q8_0, 576, 256, cols=0)
+    with pytest.raises(RuntimeError, match="not a weight type"):
+        _testing.stream_packed_gemv(100000, 576, 256)
+    with pytest.raises(RuntimeError, match="must be positive"):
+        _testing.stream_packed_gemv(Q8_0, 0, 256)
 
 
 def test_the_script_prints_a_share_and_a_cached_rate_per_type():

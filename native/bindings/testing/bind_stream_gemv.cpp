@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <memory>
 #include <random>
 #include <vector>
@@ -25,6 +27,9 @@ namespace py = pybind11;
 void register_stream_gemv(py::module_& m) {
     m.def("stream_packed_gemv", [](uint32_t type, int64_t k, int64_t rows, int cols, const py::object& isa, bool exact,
                                    bool one_token_slot, int threads, double mib, bool cached, int runs) {
+        if (type >= ei::TYPE_COUNT || !ei::has_quantizer(type))
+            throw ei::Error("stream_packed_gemv: type " + std::to_string(type) + " is not a weight type with a quantizer");
+        if (k <= 0 || rows <= 0) throw ei::Error("stream_packed_gemv: k and rows must be positive");
         const ei::KernelTable& t =
             ei::kernels_for(table_for(isa).isa, exact ? ei::FloatOrder::llama_cpp : ei::FloatOrder::fast);
         const ei::TypeKernels& kt = t.types[type];

@@ -82,9 +82,9 @@ const CpuFeatures& cpu() {
 // ISA's packed kernels give the scalar reference's bits over the same layout, so the tables can
 // share them; prompts and decode batches keep the AVX-512 kernels (VNNI pays once a group serves
 // several columns). Q5_0 keeps its AVX-512 GEMV too: the AVX2 one is bound by its own work (its
-// fifth bits cost more than the products), about 17 GB/s where the AVX-512 one computes at 40, and
-// since the doubled requests (cpu/x86/request_ahead.h) the AVX-512 one decodes faster. Intel's
-// AVX-512 decode has not been compared: it keeps its own.
+// fifth bits cost more than the products, scripts/stream_packed_gemv.py shows it), the AVX-512 one
+// computes at twice its rate, and since the doubled requests (cpu/x86/request_ahead.h) it decodes
+// faster. Intel's AVX-512 decode has not been compared: it keeps its own.
 void take_avx2_one_token_gemvs(KernelTable& t) {
     KernelTable avx2;
     fill_gemm_packed_avx2(avx2);
