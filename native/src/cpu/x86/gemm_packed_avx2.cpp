@@ -220,6 +220,39 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
     }
 }
 
+// Q5_0, one column, both halves of a group: the block-i sums of rows 0..7 (isum[0]) and 8..15
+// (isum[1]). Piece by piece, each piece's values used as soon as they are formed: holding a half's
+// eight value registers (block_sums) beside the broadcast activations made GCC spill on every
+// block, and this kernel is bound by its own work. A piece's 16 fifth-bit bytes (both halves) come
+// in with one broadcast load; each half picks its 8 rows' bytes out of both lanes in one shuffle.
+inline void block_sums_q5_0_one_column(const uint8_t* qs, const uint8_t* qh, int64_t i, const int8_t* aq,
+                                       int32_t corr, __m256i isum[2]) {
+    const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    // Half h's row r (r < 4 in the low lane, r >= 4 in the high one) at byte 8h + r of the piece's bytes.
+    const __m256i spread[2] = {
+        _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+        _mm256_setr_epi8(8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14,
+                         14, 14, 15, 15, 15, 15)};
+    __m256i p_lo[2], p_hi[2];
+    for (int t = 0; t < 4; ++t) {
+        const __m256i bits = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)(qh + (i * 4 + t) * kPackRows)));
+        const __m256i a_lo = bcast4(aq + 4 * t), a_hi = bcast4(aq + 16 + 4 * t);
+        for (int h = 0; h < 2; ++h) {
+            __m256i lo16, hi16;
+            fifth_bits_spread(_mm256_shuffle_epi8(bits, spread[h]), lo16, hi16);
+            const __m256i v = _mm256_load_si256((const __m256i*)(qs + (i * 4 + t) * 64 + h * 32));
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low), lo16);
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), hi16);
+            const __m256i pl = _mm256_maddubs_epi16(lo, a_lo), ph = _mm256_maddubs_epi16(hi, a_hi);
+            p_lo[h] = t ? _mm256_add_epi16(p_lo[h], pl) : pl;
+            p_hi[h] = t ? _mm256_add_epi16(p_hi[h], ph) : ph;
+        }
+    }
+    for (int h = 0; h < 2; ++h)
+        isum[h] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p_lo[h], ones), _mm256_madd_epi16(p_hi[h], ones)),
+                                   _mm256_set1_epi32(corr));
+}
+
 inline __m256 scales8(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128((const __m128i*)h)); }
 
 // Halves h0..h0+H-1 of one group (rows 8h0..8(h0+H)-1) x NC columns into y[c * ldy + ...]. With
@@ -253,10 +286,16 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
             request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
             if (kMin) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(mw + i * kPackRows), prefetch);
         }
+        [[maybe_unused]] __m256i q5_sums[2];
+        if constexpr (Type == TYPE_Q5_0 && NC == 1 && H == 2 && !kUnpacked)
+            block_sums_q5_0_one_column(qs, qh, i, act[0][i].qs, ab[0][i].corr, q5_sums);
         for (int h = 0; h < H; ++h) {
             __m256i isum[NC];
             const uint8_t* u = kUnpacked ? unpacked + ((i * 2 + h0 + h) * 8) * 32 : nullptr;
-            block_sums<Type, NC, kUnpacked>(qs + h * 32, qh + h * kHalf, u, i, act, ab, isum);
+            if constexpr (Type == TYPE_Q5_0 && NC == 1 && H == 2 && !kUnpacked)
+                isum[0] = q5_sums[h];
+            else
+                block_sums<Type, NC, kUnpacked>(qs + h * 32, qh + h * kHalf, u, i, act, ab, isum);
             const __m256 dw = scales8(d + i * kPackRows + h * kHalf);
             for (int c = 0; c < NC; ++c) {
                 const __m256 dd = _mm256_mul_ps(dw, _mm256_set1_ps(ab[c][i].d));
