@@ -29,7 +29,7 @@ from support.cli import child_env  # noqa: E402
 from support.isas import isas_under_test  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -81,7 +82,7 @@ const CpuFeatures& cpu() {
 // one 64-byte load a line, where the AVX2 kernels make two of 32, is part of it). In FloatOrder::fast every
 // ISA's packed kernels give the scalar reference's bits over the same layout, so the tables can
 // share them; prompts and decode batches keep the AVX-512 kernels (VNNI pays once a group serves
-// several columns). Q5_0 keeps its AVX-512 GEMV too: the AVX2 one is bound by its own work (its
+// several columns). Q5_0 and Q5_1 keep their AVX-512 GEMV too: the AVX2 one is bound by its own work (its
 // fifth bits cost more than the products, scripts/stream_packed_gemv.py shows it), the AVX-512 one
 // computes at twice its rate, and since the doubled requests (cpu/x86/request_ahead.h) it decodes
 // faster. Intel's AVX-512 decode has not been compared: it keeps its own.
@@ -90,7 +91,7 @@ void take_avx2_one_token_gemvs(KernelTable& t) {
     fill_gemm_packed_avx2(avx2);
     fill_gemm_packed_fast_avx2(avx2);
     for (size_t i = 0; i < std::size(t.types); ++i)
-        if (i != TYPE_Q5_0 && t.types[i].gemm_16row_groups && avx2.types[i].gemm_16row_groups)
+        if (!packed_has_fifth_bits((uint32_t)i) && t.types[i].gemm_16row_groups && avx2.types[i].gemm_16row_groups)
             t.types[i].gemm_16row_groups_one_token = avx2.types[i].gemm_16row_groups;
 }
 #endif

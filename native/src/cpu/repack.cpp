@@ -1,4 +1,4 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS layouts (cpu/repack.h): repacking,
+// The packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS layouts (cpu/repack.h): repacking,
 // and the scalar references of the packed GEMV/GEMMs in the types' own order (Q4_0; the others in
 // FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
@@ -23,8 +23,8 @@ namespace ei {
 namespace {
 
 bool has_packed_layout(uint32_t type) {
-    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q8_0 || type == TYPE_Q4_K ||
-           type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
+    return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q5_1 || type == TYPE_Q8_0 ||
+           type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
 }
 
 // Elements of a block (a row's unit of repacking).
@@ -38,7 +38,7 @@ constexpr size_t qs_bytes(uint32_t type) { return type == TYPE_Q8_0 ? QK8_0 : QK
 constexpr size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 // The 16 rows of one group from blocks of any of the packed types (the same qs packing, 4 pieces
-// of 4 bytes a block, 8 for Q8_0; Q4_1 adds m, Q5_0 qh).
+// of 4 bytes a block, 8 for Q8_0; Q4_1 adds m, Q5_0 qh, Q5_1 both).
 template <class Block>
 void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
     constexpr int kPieces = sizeof(Block::qs) / 4;
@@ -50,10 +50,11 @@ void repack_group(const uint8_t* src, size_t src_row_bytes, int64_t nb, const Pa
         const Block* x = reinterpret_cast<const Block*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
-            if constexpr (std::is_same_v<Block, block_q4_1>) m[i * kPackRows + j] = x[i].m;
+            if constexpr (std::is_same_v<Block, block_q4_1> || std::is_same_v<Block, block_q5_1>)
+                m[i * kPackRows + j] = x[i].m;
             for (int t = 0; t < kPieces; ++t) {
                 std::memcpy(qs + ((i * kPieces + t) * kPackRows + j) * 4, x[i].qs + 4 * t, 4);
-                if constexpr (std::is_same_v<Block, block_q5_0>) {
+                if constexpr (std::is_same_v<Block, block_q5_0> || std::is_same_v<Block, block_q5_1>) {
                     uint32_t bits;
                     std::memcpy(&bits, x[i].qh, 4);
                     const uint32_t lo = (bits >> (4 * t)) & 15, hi = (bits >> (16 + 4 * t)) & 15;
@@ -197,8 +198,8 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
         return lay;
     }
     lay.m = nb * kPackRows * sizeof(uint16_t);                      // after d
-    lay.qh = align64(lay.m + (type == TYPE_Q4_1 ? lay.m : 0));      // after d (and m)
-    lay.qs = lay.qh + (type == TYPE_Q5_0 ? nb * 4 * kPackRows : 0);  // qh: 64 bytes a block
+    lay.qh = align64(lay.m + (packed_has_minimums(type) ? lay.m : 0));      // after d (and m)
+    lay.qs = lay.qh + (packed_has_fifth_bits(type) ? nb * 4 * kPackRows : 0);  // qh: 64 bytes a block
     lay.group = lay.qs + nb * kPackRows * qs_bytes(type);           // qs: 16 rows x 16 (32) bytes a block
     return lay;
 }
@@ -218,6 +219,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
         switch (type) {
             case TYPE_Q4_1: repack_group<block_q4_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q5_1: repack_group<block_q5_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q4_K: repack_group_q45_K<block_q4_K>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_K: repack_group_q45_K<block_q5_K>(rows_in, src_row_bytes, nb, lay, out); break;
@@ -248,7 +250,7 @@ bool repack_enabled() {
 namespace {
 
 // One block's exact integer sum of row j of a group against an activation block (q_w the stored
-// value: a nibble 0..15, Q5_0's 5-bit value 0..31, Q8_0's signed byte, or IQ4_NL's table value of
+// value: a nibble 0..15, Q5_0's and Q5_1's 5-bit value 0..31, Q8_0's signed byte, or IQ4_NL's table value of
 // its nibble). Q4_0 and Q5_0 subtract their offsets (8, 16) here.
 template <uint32_t Type, class Act>
 int32_t packed_block_isum(const uint8_t* qs, const uint8_t* qh, int64_t i, int64_t j, const Act& act) {
@@ -263,7 +265,7 @@ int32_t packed_block_isum(const uint8_t* qs, const uint8_t* qh, int64_t i, int64
         for (int b = 0; b < 4; ++b) {
             const uint8_t byte = qs[((i * 4 + t) * kPackRows + j) * 4 + b];
             int32_t lo = byte & 15, hi = byte >> 4;
-            if constexpr (Type == TYPE_Q5_0) {  // the fifth bits (layout in repack.h)
+            if constexpr (packed_has_fifth_bits(Type)) {  // (layout in repack.h)
                 const uint8_t h = qh[(i * 4 + t) * kPackRows + j];
                 lo |= ((h >> b) & 1) << 4;
                 hi |= ((h >> (4 + b)) & 1) << 4;
@@ -283,11 +285,11 @@ int32_t packed_block_isum(const uint8_t* qs, const uint8_t* qh, int64_t i, int64
 }
 
 // The reference of TypeKernels::gemm_16row_groups in the packed types' own order (formula in
-// cpu/repack.h): Q4_0 always, Q4_1, Q5_0 and Q8_0 in FloatOrder::fast.
+// cpu/repack.h): Q4_0 always, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in FloatOrder::fast.
 template <uint32_t Type>
 void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                      size_t a_stride, float* y, int64_t ldy) {
-    using Act = std::conditional_t<Type == TYPE_Q4_1, block_q8_1, block_q8_0>;
+    using Act = std::conditional_t<packed_has_minimums(Type), block_q8_1, block_q8_0>;
     const int64_t nb = k / QK4_0;
     const PackedLayout lay = packed_layout(Type, k);
     for (int64_t c = 0; c < n; ++c) {
@@ -302,10 +304,10 @@ void gemm_packed_ref(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
                 const int32_t isum = packed_block_isum<Type>(grp + lay.qs, grp + lay.qh, i, j, act[i]);
                 const float dd = fp16_to_fp32(d[i * kPackRows + j]) * fp16_to_fp32(act[i].d);
                 acc = std::fma((float)isum, dd, acc);
-                if constexpr (Type == TYPE_Q4_1)
+                if constexpr (packed_has_minimums(Type))
                     acc_m = std::fma(fp16_to_fp32(mins[i * kPackRows + j]), fp16_to_fp32(act[i].s), acc_m);
             }
-            y[c * ldy + r] = Type == TYPE_Q4_1 ? acc + acc_m : acc;
+            y[c * ldy + r] = packed_has_minimums(Type) ? acc + acc_m : acc;
         }
     }
 }
@@ -411,6 +413,7 @@ void fill_gemm_packed_scalar(KernelTable& t) { t.types[TYPE_Q4_0].gemm_16row_gro
 void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
+    t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
     t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q4_K>;
     t.types[TYPE_Q5_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q5_K>;

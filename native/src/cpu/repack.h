@@ -1,8 +1,8 @@
-// Q4_0, Q4_1, Q5_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
 // interleaved groups, for the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups;
 // cpu/repack.cpp has the scalar references of the types' own order, cpu/x86/gemm_packed_avx2.cpp
 // and gemm_packed_avx512.cpp the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1,
-// Q5_0, Q8_0 and IQ4_NL in that order;
+// Q5_0, Q5_1, Q8_0 and IQ4_NL in that order;
 // cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only,
 // cpu/x86/gemm_packed_iq4xs_avx2.cpp and gemm_packed_iq4xs_avx512.cpp IQ4_XS's, likewise;
 // cpu/x86/gemm_packed_q45k_avx2.cpp and gemm_packed_q45k_avx512.cpp Q4_K's and Q5_K's, likewise;
@@ -21,9 +21,9 @@
 //
 // Layout of one group of 16 rows of K elements (nb = K / 32 blocks a row), 64-byte aligned:
 //   uint16_t d[nb][16];          row j's fp16 scale of block i at d[i][j]
-//   uint16_t m[nb][16];          Q4_1 only: row j's fp16 minimum of block i at m[i][j]
+//   uint16_t m[nb][16];          Q4_1 and Q5_1 only: row j's fp16 minimum of block i at m[i][j]
 //   (padding to a multiple of 64 bytes)
-//   uint8_t  qh[nb][4][16];      Q5_0 only: row j's fifth bits of block i's elements 4t..4t+3 in
+//   uint8_t  qh[nb][4][16];      Q5_0 and Q5_1 only: row j's fifth bits of block i's elements 4t..4t+3 in
 //                                the low nibble of qh[i][t][j], of 16+4t..16+4t+3 in the high one
 //   uint8_t  qs[nb][P][16][4];   qs[i][t][j][0..3] = row j's block i bytes qs[4t .. 4t + 3]
 //                                (P = 4 pieces a block, 8 for Q8_0's 32 bytes)
@@ -83,13 +83,15 @@
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
 // (against vec_dot they differ by rounding only). In FloatOrder::fast (cpu/kernels.h), Q4_1, Q5_0,
-// Q8_0 and IQ4_NL use the same order, Q4_1 with its minimums in a second chain added at the end:
+// Q5_1, Q8_0 and IQ4_NL use the same order, Q4_1 and Q5_1 with their minimums in a second chain
+// added at the end:
 //   acc = acc_m = 0; for each block i in order:
 //     isum  = sum_e q_w[e] * q_a[e]                         (Q4_1: the nibble 0..15; Q8_0: signed;
 //                                                            Q5_0: 0..31, less 16 * sum_e q_a[e];
+//                                                            Q5_1: 0..31;
 //                                                            IQ4_NL: the nibble's table value)
 //     acc   = fma((float)isum, d_w * d_a, acc)
-//     acc_m = fma(m_w, s_a, acc_m)                          (Q4_1 only; s_a the q8_1 block's s)
+//     acc_m = fma(m_w, s_a, acc_m)                          (Q4_1, Q5_1; s_a the q8_1 block's s)
 //   y = acc + acc_m                                         (Q8_0: y = acc)
 // A third of the float work per block of vec_dot's order (one convert and one FMA per 16 outputs
 // instead of eight of each), the same bits on every ISA and for every batch size.
@@ -121,7 +123,7 @@
 // one-column product gives llama.cpp's bits (vec_dot_ggml_repack's, tested), and the fast order
 // keeps them for every batch, where llama.cpp's GEMM sums a prompt in another order. Q5_K has the
 // same two chains (llama.cpp does not repack Q5_K; its vec_dot sums in 8 float lanes).
-// In llama.cpp's order Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots read the rows as stored).
+// In llama.cpp's order Q5_1, Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots read the rows as stored).
 // In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
 // and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
@@ -144,6 +146,7 @@
 #include <memory>
 
 #include "cpu/tensor.h"
+#include "quant/types.h"
 
 namespace ei {
 
@@ -163,13 +166,17 @@ inline void for_each_panel(int64_t n, int max_cols, Fn&& fn) {
     }
 }
 
+// The 32-element types' packed arrays beside d and qs: minimums (m) and fifth bits (qh).
+constexpr bool packed_has_minimums(uint32_t type) { return type == TYPE_Q4_1 || type == TYPE_Q5_1; }
+constexpr bool packed_has_fifth_bits(uint32_t type) { return type == TYPE_Q5_0 || type == TYPE_Q5_1; }
+
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
 // groups of 16 rows, whole blocks: 32 elements, 256 for Q4_K, Q5_K, Q6_K and IQ4_XS).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
 // Where the arrays of one group of 16 rows of `cols` elements are (byte offsets; d is at 0).
 struct PackedLayout {
-    size_t m = 0;      // Q4_1's minimums, Q4_K's and Q5_K's dmin (right after d)
-    size_t qh = 0;     // Q5_0's and Q5_K's fifth bits (64-byte aligned)
+    size_t m = 0;      // Q4_1's and Q5_1's minimums, Q4_K's and Q5_K's dmin (right after d)
+    size_t qh = 0;     // Q5_0's, Q5_1's and Q5_K's fifth bits (64-byte aligned)
     size_t sc = 0;     // the k- and i-quants' sub-block scales (64-byte aligned)
     size_t qs = 0;     // the nibbles, Q8_0's bytes, Q6_K's 6-bit values (64-byte aligned)
     size_t group = 0;  // bytes of the group (a multiple of 64)

@@ -1,6 +1,6 @@
-// AVX2 GEMV/GEMM over Q4_0, Q4_1, Q5_0, Q8_0 and IQ4_NL weights repacked into 16-row groups
+// AVX2 GEMV/GEMM over Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL weights repacked into 16-row groups
 // (cpu/repack.h has the layout and the float orders; cpu/repack.cpp the scalar references of the
-// types' own order): Q4_0, and Q4_1, Q5_0, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order (bit
+// types' own order): Q4_0, and Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order (bit
 // for bit the scalar reference); Q4_1 and Q5_0 in vec_dot's order (bit for bit the AVX2 vec_dot).
 //
 // Own order (one FMA chain per output). A 256-bit register holds 8 rows x 4 bytes of a block
@@ -15,18 +15,19 @@
 // both in [-127, 127] (all the quantizers give) a pair sum is at most 2 * 127 * 127 = 32258, so it
 // cannot saturate, but two can: each piece's pair sums go to 32 bits (VPMADDWD) at once. (A weight
 // of -128 still works, |q_w| = 128 as u8; an activation of -128 against a negative weight would
-// wrap in VPSIGNB. The +128 offset would saturate: 2 * 255 * 127 > 2^15.) Q5_0's nibbles take
-// their fifth bits from qh (values 0..31, unsigned, less 16 * sum(q_a) after); its pair sums are
-// up to 2 * 31 * 128 = 7936, so only four add up in 16 bits (block_sums). Then one convert, one
-// multiply (d_w * d_a) and one FMA finish 8 outputs; Q4_1 adds its m_w * s_a chain. vec_dot
+// wrap in VPSIGNB. The +128 offset would saturate: 2 * 255 * 127 > 2^15.) Q5_0's and Q5_1's
+// nibbles take their fifth bits from qh (values 0..31, unsigned; Q5_0's less 16 * sum(q_a) after);
+// their pair sums are up to 2 * 31 * 128 = 7936, so only four add up in 16 bits (block_sums). Then
+// one convert, one multiply (d_w * d_a) and one FMA finish 8 outputs; Q4_1 and Q5_1 add their
+// m_w * s_a chain. vec_dot
 // spends about as much per output as this spends per 8.
 //
 // Decode (one column; Q8_0 up to two) passes over both halves of a group at once, so that each
 // line is consumed as it arrives and the stream from memory never pauses, the next group
 // requested ahead. Wider panels (up to 4 columns: what the 16 registers hold beside the unpacked
-// block) take one half per pass, the group staying in L1 while they pass; Q5_0, whose values cost
-// more to form than the products that use them, forms them once per group into a buffer when more
-// than one panel passes. Each output is its own chain, so its bits do not depend on the panel it
+// block) take one half per pass, the group staying in L1 while they pass; Q5_0 and Q5_1, whose
+// values cost more to form than the products that use them, form them once per group into a
+// buffer when more than one panel passes. Each output is its own chain, so its bits do not depend on the panel it
 // falls in.
 #include <immintrin.h>
 
@@ -68,6 +69,11 @@ template <> struct Own<TYPE_Q5_0> {  // the 5-bit values 0..31 go in unsigned, t
     using Act = block_q8_0;
     static constexpr int kPieces = 4, kOffset = 16, kOnePassCols = 1;
     static constexpr bool kMin = false;
+};
+template <> struct Own<TYPE_Q5_1> {  // Q5_0's values, no offset; Q4_1's minimums
+    using Act = block_q8_1;
+    static constexpr int kPieces = 4, kOffset = 0, kOnePassCols = 1;
+    static constexpr bool kMin = true;
 };
 template <> struct Own<TYPE_Q8_0> {  // signed weights (sign transfer, above): no offset
     using Act = block_q8_0;
@@ -116,10 +122,10 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
-// Q5_0: piece t of block i of a half (qs, qh: the half's first piece and fifth bits) as the 8
+// Q5_0, Q5_1: piece t of block i of a half (qs, qh: the half's first piece and fifth bits) as the 8
 // rows' 5-bit values, elements 4t..4t+3 (lo) and 16+4t..16+4t+3 (hi): the nibbles with their
 // fifth bits (the half's 8 bytes qh[i][t][8h..8h+7], one a row) added.
-inline void unpack_q5_0(const uint8_t* qs, const uint8_t* qh, int64_t i, int t, __m256i& lo, __m256i& hi) {
+inline void unpack_5bit_piece(const uint8_t* qs, const uint8_t* qh, int64_t i, int t, __m256i& lo, __m256i& hi) {
     const __m256i low = _mm256_set1_epi8(15);
     __m256i lo16, hi16;
     fifth_bits_8rows(qh + (i * 4 + t) * kPackRows, lo16, hi16);
@@ -129,13 +135,13 @@ inline void unpack_q5_0(const uint8_t* qs, const uint8_t* qh, int64_t i, int t, 
 }
 
 // The exact block-i sums of the half's 8 rows (qs: the half's first piece; qh: its first fifth
-// bits, Q5_0) against NC columns. Q5_0 with kUnpacked: the half's block already unpacked at
-// `unpacked` (unpack_q5_0's lo of pieces 0..3, then their hi, 32 bytes each).
+// bits, Q5_0 and Q5_1) against NC columns. With kUnpacked (those two): the half's block already
+// unpacked at `unpacked` (unpack_5bit_piece's lo of pieces 0..3, then their hi, 32 bytes each).
 template <uint32_t Type, int NC, bool kUnpacked>
 inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpacked, int64_t i,
                        const typename Own<Type>::Act* const* act, const ActBlock* const* ab, __m256i* isum) {
     const __m256i ones = _mm256_set1_epi16(1);
-    if constexpr (Type == TYPE_Q5_0) {
+    if constexpr (packed_has_fifth_bits(Type)) {
         // The block's values formed (or loaded) once for the NC columns. A pair sum is at most
         // 2 * 31 * 128 = 7936 in magnitude, so four add up in 16 bits (31744 < 2^15) but eight
         // could saturate: the low and the high elements' sums (four pieces each) widen to 32 bits
@@ -146,7 +152,7 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
                 wq[t] = _mm256_load_si256((const __m256i*)(unpacked + t * 32));
                 wq[4 + t] = _mm256_load_si256((const __m256i*)(unpacked + (4 + t) * 32));
             } else {
-                unpack_q5_0(qs, qh, i, t, wq[t], wq[4 + t]);
+                unpack_5bit_piece(qs, qh, i, t, wq[t], wq[4 + t]);
             }
         }
         for (int c = 0; c < NC; ++c) {
@@ -157,8 +163,8 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
                 p_lo = _mm256_add_epi16(p_lo, _mm256_maddubs_epi16(wq[t], bcast4(aq + 4 * t)));
                 p_hi = _mm256_add_epi16(p_hi, _mm256_maddubs_epi16(wq[4 + t], bcast4(aq + 16 + 4 * t)));
             }
-            isum[c] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones)),
-                                       _mm256_set1_epi32(ab[c][i].corr));
+            isum[c] = _mm256_add_epi32(_mm256_madd_epi16(p_lo, ones), _mm256_madd_epi16(p_hi, ones));
+            if (Own<Type>::kOffset) isum[c] = _mm256_add_epi32(isum[c], _mm256_set1_epi32(ab[c][i].corr));
         }
     } else if constexpr (Type == TYPE_Q8_0) {
         // Piece by piece (each loaded once for the NC columns): |q_w| x (q_a with q_w's sign).
@@ -220,22 +226,24 @@ inline void block_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* unpa
     }
 }
 
-// Q5_0, one column, both halves of a group: the block-i sums of rows 0..7 (isum[0]) and 8..15
-// (isum[1]). Piece by piece, each piece's values used as soon as they are formed: holding a half's
+// Q5_0 and Q5_1, one column, both halves of a group: the block-i sums of rows 0..7 (isum[0]) and
+// 8..15 (isum[1]). Piece by piece, each piece's values used as soon as they are formed: holding a half's
 // eight value registers (block_sums) beside the broadcast activations made GCC spill on every
 // block, and this kernel is bound by its own work. A piece's 16 fifth-bit bytes (both halves) come
 // in with one broadcast load; each half picks its 8 rows' bytes out of both lanes in one shuffle.
-inline void block_sums_q5_0_one_column(const uint8_t* qs, const uint8_t* qh, int64_t i, const int8_t* aq,
-                                       int32_t corr, __m256i isum[2]) {
+template <uint32_t Type>
+inline void block_sums_fifth_bits_one_column(const uint8_t* qs, const uint8_t* qh, int64_t i, const int8_t* aq,
+                                             int32_t corr, __m256i isum[2]) {
     const __m256i low = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     // Half h's row r (r < 4 in the low lane, r >= 4 in the high one) at byte 8h + r of the piece's bytes.
-    const __m256i spread[2] = {
-        _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
-        _mm256_setr_epi8(8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14,
-                         14, 14, 15, 15, 15, 15)};
+    const __m256i spread[2] = {_mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,  //
+                                                4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+                               _mm256_setr_epi8(8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11,  //
+                                                12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15)};
     __m256i p_lo[2], p_hi[2];
     for (int t = 0; t < 4; ++t) {
-        const __m256i bits = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)(qh + (i * 4 + t) * kPackRows)));
+        const __m128i bytes = _mm_load_si128((const __m128i*)(qh + (i * 4 + t) * kPackRows));
+        const __m256i bits = _mm256_broadcastsi128_si256(bytes);
         const __m256i a_lo = bcast4(aq + 4 * t), a_hi = bcast4(aq + 16 + 4 * t);
         for (int h = 0; h < 2; ++h) {
             __m256i lo16, hi16;
@@ -248,9 +256,10 @@ inline void block_sums_q5_0_one_column(const uint8_t* qs, const uint8_t* qh, int
             p_hi[h] = t ? _mm256_add_epi16(p_hi[h], ph) : ph;
         }
     }
-    for (int h = 0; h < 2; ++h)
-        isum[h] = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(p_lo[h], ones), _mm256_madd_epi16(p_hi[h], ones)),
-                                   _mm256_set1_epi32(corr));
+    for (int h = 0; h < 2; ++h) {
+        isum[h] = _mm256_add_epi32(_mm256_madd_epi16(p_lo[h], ones), _mm256_madd_epi16(p_hi[h], ones));
+        if (Own<Type>::kOffset) isum[h] = _mm256_add_epi32(isum[h], _mm256_set1_epi32(corr));
+    }
 }
 
 inline __m256 scales8(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128((const __m128i*)h)); }
@@ -260,7 +269,7 @@ inline __m256 scales8(const uint16_t* h) { return _mm256_cvtph_ps(_mm_load_si128
 // panel of one or two columns also the group after: request_ahead.h): a decode streams the groups
 // from DRAM, faster when the lines are asked for ahead (cpu/matmul.cpp).
 // The pieces are requested into L2 only (a group's worth of requests into L1 throttled the stream
-// instead), the scales (d, m), read first, into L1. With kUnpacked (Q5_0), the values are read
+// instead), the scales (d, m), read first, into L1. With kUnpacked (Q5_0, Q5_1), the values are read
 // from `unpacked` (gemm_packed_own: [nb][2 halves][8][32 bytes]).
 template <uint32_t Type, int NC, int H, bool kUnpacked>
 EI_KERNEL_FUNCTION
@@ -272,7 +281,7 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp) + h0 * kHalf;
     const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m) + h0 * kHalf;
     const uint8_t* qs = grp + lay.qs + h0 * 32;
-    const uint8_t* qh = grp + lay.qh + h0 * kHalf;  // Q5_0
+    const uint8_t* qh = grp + lay.qh + h0 * kHalf;  // Q5_0, Q5_1
     if (h0 != 0) prefetch = 0;  // the first pass requested them
     __m256 acc[H][NC], acc_m[H][kMin ? NC : 1];
     for (int h = 0; h < H; ++h) {
@@ -282,17 +291,17 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
     for (int64_t i = 0; i < nb; ++i) {
         if (prefetch) {
             for (int t = 0; t < kPieces; ++t) request_ahead<1, NC>(qs + (i * kPieces + t) * 64, prefetch);
-            if (Type == TYPE_Q5_0) request_ahead<1, NC>(qh + i * 64, prefetch);  // a block's qh: one line
+            if (packed_has_fifth_bits(Type)) request_ahead<1, NC>(qh + i * 64, prefetch);  // a block's qh: one line
             request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
             if (kMin) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(mw + i * kPackRows), prefetch);
         }
         [[maybe_unused]] __m256i q5_sums[2];
-        if constexpr (Type == TYPE_Q5_0 && NC == 1 && H == 2 && !kUnpacked)
-            block_sums_q5_0_one_column(qs, qh, i, act[0][i].qs, ab[0][i].corr, q5_sums);
+        if constexpr (packed_has_fifth_bits(Type) && NC == 1 && H == 2 && !kUnpacked)
+            block_sums_fifth_bits_one_column<Type>(qs, qh, i, act[0][i].qs, ab[0][i].corr, q5_sums);
         for (int h = 0; h < H; ++h) {
             __m256i isum[NC];
             const uint8_t* u = kUnpacked ? unpacked + ((i * 2 + h0 + h) * 8) * 32 : nullptr;
-            if constexpr (Type == TYPE_Q5_0 && NC == 1 && H == 2 && !kUnpacked)
+            if constexpr (packed_has_fifth_bits(Type) && NC == 1 && H == 2 && !kUnpacked)
                 isum[0] = q5_sums[h];
             else
                 block_sums<Type, NC, kUnpacked>(qs + h * 32, qh + h * kHalf, u, i, act, ab, isum);
@@ -320,7 +329,7 @@ void run_panel(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const ui
                size_t prefetch) {
     constexpr int H = NC <= Own<Type>::kOnePassCols ? 2 : 1;
     for (int h = 0; h < 2; h += H) {
-        if constexpr (Type == TYPE_Q5_0)  // (the other types are never given an unpacked group)
+        if constexpr (packed_has_fifth_bits(Type))  // (the other types are never given an unpacked group)
             if (unpacked) {
                 tile<Type, NC, H, true>(nb, grp, lay, unpacked, h, act, ab, y + h * kHalf, ldy, prefetch);
                 continue;
@@ -329,7 +338,7 @@ void run_panel(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const ui
     }
 }
 
-// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1, Q5_0 and Q8_0 in FloatOrder::fast).
+// The packed GEMV/GEMM in the type's own order (Q4_0; the others in FloatOrder::fast).
 template <uint32_t Type>
 void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                      size_t a_stride, float* y, int64_t ldy) {
@@ -349,9 +358,9 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
     thread_local std::vector<ActBlock> act_blocks;  // [n][nb]
     if ((int64_t)act_blocks.size() < n * nb) act_blocks.resize(n * nb);
     prepare_activations<Type>(a8, a_stride, n, nb, act_blocks.data());
-    // Q5_0 over more than one panel: its values (fifth bits in) are formed once per group, not once
-    // per panel, into a buffer that stays in L1 while the panels pass.
-    const bool unpack_once = Type == TYPE_Q5_0 && n > kCols;
+    // Q5_0 and Q5_1 over more than one panel: their values (fifth bits in) are formed once per
+    // group, not once per panel, into a buffer that stays in L1 while the panels pass.
+    const bool unpack_once = packed_has_fifth_bits(Type) && n > kCols;
     struct alignas(32) Register { uint8_t bytes[32]; };  // (a vector of __m256i would drop its alignment)
     thread_local std::vector<Register> unpacked;       // [nb][2][8]
     if (unpack_once && (int64_t)unpacked.size() < nb * 16) unpacked.resize(nb * 16);
@@ -367,7 +376,7 @@ void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_st
                 for (int h = 0; h < 2; ++h)
                     for (int t = 0; t < 4; ++t) {
                         __m256i lo, hi;
-                        unpack_q5_0(grp + lay.qs + h * 32, grp + lay.qh + h * kHalf, i, t, lo, hi);
+                        unpack_5bit_piece(grp + lay.qs + h * 32, grp + lay.qh + h * kHalf, i, t, lo, hi);
                         Register* r = unpacked.data() + (i * 2 + h) * 8;  // as block_sums reads it
                         _mm256_store_si256((__m256i*)r[t].bytes, lo);
                         _mm256_store_si256((__m256i*)r[4 + t].bytes, hi);
@@ -542,6 +551,7 @@ void fill_gemm_packed_avx2(KernelTable& t) {
 void fill_gemm_packed_fast_avx2(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
+    t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_own<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx2(t);

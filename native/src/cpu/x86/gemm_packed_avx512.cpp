@@ -1,5 +1,5 @@
 // AVX-512 VNNI GEMV/GEMM over weights repacked into 16-row groups (cpu/repack.h has the layout
-// and the float orders): Q4_0, and Q4_1, Q5_0, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order
+// and the float orders): Q4_0, and Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order
 // (Q6_K's, also in FloatOrder::fast, are in gemm_packed_q6k_avx512.cpp)
 // (bit for bit the scalar reference in cpu/repack.cpp, as the AVX2 kernels in
 // gemm_packed_avx2.cpp); Q4_1 and Q8_0 in the order of this table's vec_dot (bit for bit).
@@ -10,11 +10,11 @@
 // (signed q8 values), started from the column's -8 * sum(q_a), give the 16 rows' exact block sums;
 // one convert, one multiply (d_w * d_a) and one FMA finish 16 outputs. The AVX2 kernel needs
 // about three times the instructions for the same 16 outputs (no VNNI, 8 rows a register).
-// The fast order's other types go through the same tile: Q4_1 adds its m_w * s_a chain; Q8_0's
-// signed bytes go in as q_w + 128, corrected by -128 * sum(q_a), and so do IQ4_NL's table values
-// (a VPSHUFB of the nibbles); Q5_0's nibbles take their fifth bits (values 0..31), corrected by
-// -16 * sum(q_a). VPDPBUSD accumulates in int32 without
-// saturating, so every block sum is exact whatever the order of its additions.
+// The fast order's other types go through the same tile: Q4_1 and Q5_1 add their m_w * s_a chain;
+// Q8_0's signed bytes go in as q_w + 128, corrected by -128 * sum(q_a), and so do IQ4_NL's table
+// values (a VPSHUFB of the nibbles); Q5_0's and Q5_1's nibbles take their fifth bits (values
+// 0..31), Q5_0's corrected by -16 * sum(q_a). VPDPBUSD accumulates in int32 without saturating,
+// so every block sum is exact whatever the order of its additions.
 // Decode (a few columns) streams each group once from memory, the next one requested ahead.
 // Prefill unpacks a group once into a small buffer (L1) and runs panels of 8 columns over it.
 //
@@ -51,7 +51,7 @@ constexpr int kCols = 8;  // activation columns per panel
 
 // The packed types in their own order: the activation block type, the 4-byte pieces of a block,
 // the integer correction per activation block (the stored values' offset times sum(q_a)), and
-// whether a minimum chain follows (Q4_1).
+// whether a minimum chain follows (Q4_1, Q5_1).
 template <uint32_t Type> struct Own;
 template <> struct Own<TYPE_Q4_0> {
     using Act = block_q8_0;
@@ -68,6 +68,11 @@ template <> struct Own<TYPE_Q5_0> {  // the 5-bit values 0..31 go in as u8, thei
     static constexpr int kPieces = 4, kOffset = 16;
     static constexpr bool kMin = false;
 };
+template <> struct Own<TYPE_Q5_1> {  // Q5_0's values, no offset; Q4_1's minimums
+    using Act = block_q8_1;
+    static constexpr int kPieces = 4, kOffset = 0;
+    static constexpr bool kMin = true;
+};
 template <> struct Own<TYPE_Q8_0> {  // the weights go in as q_w + 128 (u8, as VPDPBUSD wants)
     using Act = block_q8_0;
     static constexpr int kPieces = 8, kOffset = 128;
@@ -82,7 +87,7 @@ template <> struct Own<TYPE_IQ4_NL> {  // the nibbles' table values go in as val
 // One activation block as the tile uses it.
 struct ActBlock {
     float d;       // d_a
-    float s;       // Q4_1: the q8_1 block's s (d_a * sum(q_a))
+    float s;       // Q4_1, Q5_1: the q8_1 block's s (d_a * sum(q_a))
     int32_t corr;  // -offset * sum(q_a): the stored values' offset, applied to the integer sum
 };
 
@@ -117,9 +122,9 @@ inline __m512i bcast4(const int8_t* p) {
 
 // Block i's eight registers of u8 values (wq[t]: elements 4t..4t+3 of the 16 rows; for the 4-bit
 // types, t >= 4: the high nibbles, elements 16 + 4(t - 4)..; for Q8_0 the bytes + 128; for Q5_0
-// the nibbles with their fifth bits from qh, 0..31).
+// and Q5_1 the nibbles with their fifth bits from qh, 0..31).
 //
-// Q5_0's fifth bits: the 16 bytes qh[i][t] (one a row) are copied to the four 128-bit lanes and
+// The fifth bits: the 16 bytes qh[i][t] (one a row) are copied to the four 128-bit lanes and
 // each row's byte to its int32 lane's 4 bytes (VPSHUFB within a lane: byte p takes byte p / 4, so
 // lane L holds rows 4L..4L+3, as the pieces do); byte b of a row tests bit b (low nibble, element
 // 4t + b) or bit 4 + b (high nibble, element 16 + 4t + b) into a mask, under which 16 is added.
@@ -140,7 +145,7 @@ inline void unpack_block(const uint8_t* qs, const uint8_t* qh, int64_t i, __m512
         const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)kIq4nlBiased.v));
         for (int t = 0; t < 8; ++t) wq[t] = _mm512_shuffle_epi8(table, wq[t]);
     }
-    if constexpr (Type == TYPE_Q5_0) {
+    if constexpr (packed_has_fifth_bits(Type)) {
         const __m512i spread = _mm512_set_epi32(0x0f0f0f0f, 0x0e0e0e0e, 0x0d0d0d0d, 0x0c0c0c0c,  // byte p: p / 4
                                                 0x0b0b0b0b, 0x0a0a0a0a, 0x09090909, 0x08080808,
                                                 0x07070707, 0x06060606, 0x05050505, 0x04040404,
@@ -181,7 +186,7 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
     const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
     const uint16_t* mw = reinterpret_cast<const uint16_t*>(grp + lay.m);
     const uint8_t* qs = grp + lay.qs;
-    const uint8_t* qh = grp + lay.qh;  // Q5_0
+    const uint8_t* qh = grp + lay.qh;  // Q5_0, Q5_1
     __m512 acc[NC], acc_m[kMin ? NC : 1];
     for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
     for (auto& v : acc_m) v = _mm512_setzero_ps();
@@ -191,7 +196,7 @@ void tile(int64_t nb, const uint8_t* grp, const PackedLayout& lay, const uint8_t
         if (prefetch) {  // the pieces into L2 only (requests into L1 throttled the stream), the scales into L1
             for (int t = 0; t < Own<Type>::kPieces; ++t)
                 request_ahead<1, NC>(qs + (i * Own<Type>::kPieces + t) * 64, prefetch);
-            if (Type == TYPE_Q5_0) request_ahead<1, NC>(qh + i * 64, prefetch);  // a block's qh: one line
+            if (packed_has_fifth_bits(Type)) request_ahead<1, NC>(qh + i * 64, prefetch);  // a block's qh: one line
             request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(d + i * kPackRows), prefetch);
             if (kMin) request_ahead<3, NC>(reinterpret_cast<const uint8_t*>(mw + i * kPackRows), prefetch);
         }
@@ -229,7 +234,7 @@ void run_panel(int nc, int64_t nb, const uint8_t* grp, const PackedLayout& lay, 
     }
 }
 
-// The packed GEMV/GEMM in the type's own order (Q4_0; Q4_1, Q5_0 and Q8_0 in FloatOrder::fast).
+// The packed GEMV/GEMM in the type's own order (Q4_0; the others in FloatOrder::fast).
 template <uint32_t Type>
 void gemm_packed_own(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                      size_t a_stride, float* y, int64_t ldy) {
@@ -416,6 +421,7 @@ void fill_gemm_packed_avx512(KernelTable& t) {
 void fill_gemm_packed_fast_avx512(KernelTable& t) {
     t.types[TYPE_Q4_1].gemm_16row_groups = gemm_packed_own<TYPE_Q4_1>;
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_own<TYPE_Q5_0>;
+    t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_own<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
     fill_gemm_packed_fast_q6k_avx512(t);
