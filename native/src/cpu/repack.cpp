@@ -1,5 +1,5 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS layouts (cpu/repack.h): repacking,
-// and the scalar references of the packed GEMV/GEMMs in the types' own order (Q4_0; the others in
+// The packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS layouts
+// (cpu/repack.h): repacking, and the scalar references of the packed GEMV/GEMMs in the types' own order (Q4_0; the others in
 // FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
 #include "cpu/repack.h"
 
@@ -24,12 +24,15 @@ namespace {
 
 bool has_packed_layout(uint32_t type) {
     return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q5_1 || type == TYPE_Q8_0 ||
-           type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
+           type == TYPE_Q3_K || type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_NL ||
+           type == TYPE_IQ4_XS;
 }
 
 // Elements of a block (a row's unit of repacking).
 constexpr int64_t block_elems(uint32_t type) {
-    return type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_XS ? QK_K : QK4_0;
+    return type == TYPE_Q3_K || type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_XS
+               ? QK_K
+               : QK4_0;
 }
 
 // Bytes of a block's qs: 4-byte pieces, qs[i][t] for t < kQsBytes / 4.
@@ -75,6 +78,30 @@ Q6Place q6_place(int e, int64_t j) {
     const int s = e / 16, b = e % 4, p = e % 16 / 4;  // sub-block, byte in the row's 4, piece 0..3
     const size_t line = (size_t)s * kQ6SubBlockBytes + (size_t)j * 4 + b;
     return {line + 64 * (p % 2), line + 128, 4 * (p / 2), 2 * p};
+}
+
+// The 16 rows of one Q3_K group (layout in cpu/repack.h).
+void repack_group_q3_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
+    int8_t* sc = reinterpret_cast<int8_t*>(out + lay.sc);       // [nb][16][16]
+    uint8_t* qs = out + lay.qs;                                 // [nb][8][3][16][4]
+    std::memset(qs, 0, (size_t)nb * 8 * kQ3SubBlockPairBytes);  // the bits are OR'd in
+    for (int64_t j = 0; j < kPackRows; ++j) {
+        const block_q3_K* x = reinterpret_cast<const block_q3_K*>(src + j * src_row_bytes);
+        for (int64_t i = 0; i < nb; ++i) {
+            d[i * kPackRows + j] = x[i].d;
+            int scales[16];
+            ref::unpack_scales_q3(x[i].scales, scales);
+            for (int s = 0; s < 16; ++s) sc[(i * 16 + s) * kPackRows + j] = (int8_t)scales[s];
+            for (int e = 0; e < QK_K; ++e) {
+                const int v = ref::q3_K_value(x[i], e);  // 0..7
+                const int s = e / 16, p = e % 16 / 4, b = e % 4;
+                uint8_t* pair = qs + (i * 8 + s / 2) * kQ3SubBlockPairBytes + j * 4 + b;
+                pair[64 * (s % 2)] |= (uint8_t)((v & 3) << (2 * p));
+                pair[128] |= (uint8_t)((v >> 2) << (4 * (s % 2) + p));
+            }
+        }
+    }
 }
 
 // The 16 rows of one Q6_K group (layout in cpu/repack.h).
@@ -190,6 +217,13 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
         lay.group = lay.qs + nb * kPackRows * QK_K / 2;
         return lay;
     }
+    if (type == TYPE_Q3_K) {
+        lay.m = nb * kPackRows * sizeof(uint16_t);  // (no minimums: where d ends)
+        lay.sc = lay.qh = align64(lay.m);
+        lay.qs = lay.sc + nb * 16 * kPackRows;      // sc: 256 bytes a super-block, a multiple of 64
+        lay.group = lay.qs + nb * 8 * kQ3SubBlockPairBytes;
+        return lay;
+    }
     if (type == TYPE_IQ4_XS) {
         lay.m = nb * kPackRows * sizeof(uint16_t);  // (no minimums: where d ends)
         lay.sc = lay.qh = align64(lay.m);
@@ -221,6 +255,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_1: repack_group<block_q5_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q3_K: repack_group_q3_K(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q4_K: repack_group_q45_K<block_q4_K>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_K: repack_group_q45_K<block_q5_K>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q6_K: repack_group_q6_K(rows_in, src_row_bytes, nb, lay, out); break;
@@ -330,6 +365,23 @@ int32_t superblock_isum_q6_K(const uint8_t* grp, const PackedLayout& lay, int64_
     return isum;
 }
 
+// The same for Q3_K: sum_s sc_w[s] * (sum_{e in s} q_w[e] * q_a[e] - 4 * bsums_a[s]).
+int32_t superblock_isum_q3_K(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j, const block_q8_K& act) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
+    int32_t isum = 0;
+    for (int s = 0; s < 16; ++s) {
+        const uint8_t* pair = grp + lay.qs + (i * 8 + s / 2) * kQ3SubBlockPairBytes + j * 4;
+        int32_t sub = -4 * act.bsums[s];  // the stored values' offset
+        for (int p = 0; p < 4; ++p)
+            for (int b = 0; b < 4; ++b) {
+                const int v = (pair[64 * (s % 2) + b] >> (2 * p) & 3) | (pair[128 + b] >> (4 * (s % 2) + p) & 1) << 2;
+                sub += v * act.qs[16 * s + 4 * p + b];
+            }
+        isum += sc[(i * 16 + s) * kPackRows + j] * sub;
+    }
+    return isum;
+}
+
 // The same for IQ4_XS: sum_s sc_w[s] * sum_{e in s} v(q_w[e]) * q_a[e].
 int32_t superblock_isum_iq4_xs(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j,
                                const block_q8_K& act) {
@@ -396,6 +448,7 @@ void gemm_packed_ref_superblocks(int64_t k, int64_t m, int64_t n, const void* w,
                 int32_t isum = 0, imin = 0;
                 if constexpr (kMinimums) superblock_isums_q45_K<Type>(grp, lay, i, j, act[i], &isum, &imin);
                 else if constexpr (Type == TYPE_Q6_K) isum = superblock_isum_q6_K(grp, lay, i, j, act[i]);
+                else if constexpr (Type == TYPE_Q3_K) isum = superblock_isum_q3_K(grp, lay, i, j, act[i]);
                 else isum = superblock_isum_iq4_xs(grp, lay, i, j, act[i]);
                 acc = std::fma((float)isum, fp16_to_fp32(d[i * kPackRows + j]) * act[i].d, acc);
                 if constexpr (kMinimums)
@@ -415,6 +468,7 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
+    t.types[TYPE_Q3_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q3_K>;
     t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q4_K>;
     t.types[TYPE_Q5_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q5_K>;
     t.types[TYPE_Q6_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q6_K>;

@@ -1,9 +1,10 @@
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
 // interleaved groups, for the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups;
 // cpu/repack.cpp has the scalar references of the types' own order, cpu/x86/gemm_packed_avx2.cpp
 // and gemm_packed_avx512.cpp the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1,
 // Q5_0, Q5_1, Q8_0 and IQ4_NL in that order;
-// cpu/x86/gemm_packed_q6k_avx2.cpp and gemm_packed_q6k_avx512.cpp Q6_K's, in FloatOrder::fast only,
+// cpu/x86/gemm_packed_q36k_avx2.cpp and gemm_packed_q36k_avx512.cpp Q3_K's and Q6_K's, in
+// FloatOrder::fast only,
 // cpu/x86/gemm_packed_iq4xs_avx2.cpp and gemm_packed_iq4xs_avx512.cpp IQ4_XS's, likewise;
 // cpu/x86/gemm_packed_q45k_avx2.cpp and gemm_packed_q45k_avx512.cpp Q4_K's and Q5_K's, likewise;
 // in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
@@ -49,6 +50,19 @@
 // a byte each (which the first kernels used), for two shifts and a few masks and merges per
 // 64 values in registers (AVX-512: VPTERNLOGD merges a nibble and its two high bits in one).
 // A sub-block's three lines are adjacent: one group is one sequential stream.
+//
+// Q3_K (256-element super-blocks of 16 sub-blocks of 16, nb = K / 256 a row), its own layout:
+//   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
+//   (padding to a multiple of 64 bytes)
+//   int8_t   sc[nb][16][16];     sc[i][s][j] = row j's scale of sub-block s less 32 (-32..31)
+//   uint8_t  qs[nb][8][3][16][4] sub-blocks 2u and 2u + 1 of super-block i as three 64-byte lines,
+//                                row j's bytes at [j][0..3] of each (b = 0..3, p = 0..3):
+//                                [0]: the low 2 bits of element 4p + b of sub-block 2u at bits 2p..2p+1
+//                                [1]: the same of sub-block 2u + 1
+//                                [2]: the high bits: element 4p + b of sub-block 2u at bit p, of
+//                                     sub-block 2u + 1 at bit 4 + p
+// A value is its low bits with its high bit above them, 0..7 (the stored q3 + 4). (114 bytes a
+// row's super-block, 4 more than stored: the 6-bit scales take a byte each.)
 //
 // IQ4_XS (256-element super-blocks of 8 sub-blocks of 32, nb = K / 256 a row), its own layout:
 //   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
@@ -102,6 +116,9 @@
 //                                                        |isum| <= 16 * 128 * 16 * 63 * 128 < 2^31)
 //     acc  = fma((float)isum, d_w * d_a, acc)               (d_w * d_a rounded to float first)
 //   y = acc
+// Q3_K in FloatOrder::fast likewise, its values 0..7 offset by 4:
+//   isum = sum_s sc_w[s] * (sum_{e in s} q_w[e] * q_a[e] - 4 * bsums_a[s])   (exact int32: |isum| <=
+//                                                        16 * 32 * (16 * 7 * 128 + 4 * 16 * 128) < 2^31)
 // IQ4_XS in FloatOrder::fast, against block_q8_K activations, likewise (v(q) the table value of a
 // nibble, sc_w[s] = ls - 32):
 //   acc = 0; for each super-block i in order:
@@ -123,7 +140,8 @@
 // one-column product gives llama.cpp's bits (vec_dot_ggml_repack's, tested), and the fast order
 // keeps them for every batch, where llama.cpp's GEMM sums a prompt in another order. Q5_K has the
 // same two chains (llama.cpp does not repack Q5_K; its vec_dot sums in 8 float lanes).
-// In llama.cpp's order Q5_1, Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots read the rows as stored).
+// In llama.cpp's order Q5_1, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots
+// read the rows as stored).
 // In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
 // and its output matrix as Q8_0), so their packed kernels compute the table's own vec_dot bits
@@ -152,6 +170,7 @@ namespace ei {
 
 constexpr int64_t kPackRows = 16;  // rows in one interleaved group
 constexpr int64_t kQ6SubBlockBytes = 3 * 64;  // a Q6_K group's sub-block: three 64-byte lines
+constexpr int64_t kQ3SubBlockPairBytes = 3 * 64;  // a Q3_K group's two sub-blocks: three 64-byte lines
 
 // The packed kernels take a call's activation columns in panels of at most max_cols, calling
 // fn(panel, first column, columns) in order. The panels are of even width (9 columns at most 8
@@ -171,7 +190,7 @@ constexpr bool packed_has_minimums(uint32_t type) { return type == TYPE_Q4_1 || 
 constexpr bool packed_has_fifth_bits(uint32_t type) { return type == TYPE_Q5_0 || type == TYPE_Q5_1; }
 
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
-// groups of 16 rows, whole blocks: 32 elements, 256 for Q4_K, Q5_K, Q6_K and IQ4_XS).
+// groups of 16 rows, whole blocks: 32 elements, 256 for Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
 // Where the arrays of one group of 16 rows of `cols` elements are (byte offsets; d is at 0).
 struct PackedLayout {

@@ -35,6 +35,16 @@ int q6_K_value(const block_q6_K& b, int j) {
     return low | (high << 4);
 }
 
+// The 16 6-bit scales of q3_K, minus 32. Low nibbles: bytes 0..7 (scales 0..7 in the low
+// nibbles, 8..15 in the high ones); top 2 bits: bytes 8..11, two bits per scale.
+void unpack_scales_q3(const uint8_t s[12], int sc[16]) {
+    for (int j = 0; j < 16; j++) {
+        const int low = (s[j % 8] >> (4 * (j / 8))) & 0x0F;
+        const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 0x03;
+        sc[j] = (low | (high << 4)) - 32;
+    }
+}
+
 // The 8 6-bit scales and 8 6-bit mins of q4_K / q5_K (ggml's get_scale_min_k4, for all j).
 void unpack_scales_k4(const uint8_t s[K_SCALE_SIZE], uint8_t sc[8], uint8_t mn[8]) {
     for (int j = 0; j < 4; j++) {
@@ -57,24 +67,12 @@ inline int nearest_int(float v) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
-// The 16 6-bit scales of q3_K, minus 32. Low nibbles: bytes 0..7 (scales 0..7 in the low
-// nibbles, 8..15 in the high ones); top 2 bits: bytes 8..11, two bits per scale.
-void unpack_scales_q3(const uint8_t s[12], int sc[16]) {
-    for (int j = 0; j < 16; j++) {
-        const int low = (s[j % 8] >> (4 * (j / 8))) & 0x0F;
-        const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 0x03;
-        sc[j] = (low | (high << 4)) - 32;
-    }
-}
-
 // Element j of a q2_K block: 2 bits of qs; elements 128n + 32k + l (l < 32) sit at bits 2k
 // of qs[32n + l]. Shared by q3_K's low bits.
 inline int q2_at(const uint8_t* qs, int j) { return (qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3; }
 
-// Element j of q3_K, in [-4, 3]: low 2 bits as q2, minus 4 unless bit j / 32 of hmask[j % 32].
-inline int q3_at(const block_q3_K& b, int j) {
-    return q2_at(b.qs, j) - ((b.hmask[j % 32] >> (j / 32)) & 1 ? 0 : 4);
-}
+// Element j of q3_K, in [-4, 3].
+inline int q3_at(const block_q3_K& b, int j) { return q3_K_value(b, j) - 4; }
 
 // Element j of q4_K (and the low 4 bits of q5_K): 64-element groups, low nibbles first.
 inline int q4_at(const uint8_t* qs, int j) { return (qs[32 * (j / 64) + j % 32] >> (4 * ((j % 64) / 32))) & 0x0F; }
@@ -93,6 +91,9 @@ inline int dot_range(Q q, const int8_t* q8, int j0, int len) {
 }
 
 }  // namespace
+
+// Element j of q3_K as stored, 0..7: its 2 bits as q2_K's, and bit j / 32 of hmask[j % 32] above them.
+int q3_K_value(const block_q3_K& b, int j) { return q2_at(b.qs, j) | ((b.hmask[j % 32] >> (j / 32)) & 1) << 2; }
 
 // ---- to_float ----------------------------------------------------------------------------
 
