@@ -48,13 +48,13 @@ if IS_X86:
     ISA_SOURCES["native/src/cpu/x86/gemm_kquants_avx512.cpp"] = AVX512_FLAGS
     # Like gemm_packed_avx2.cpp (whose bits it must give): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
-    ISA_SOURCES["native/src/cpu/x86/gemm_packed_q36k_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/gemm_packed_q236k_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_iq4xs_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_q45k_avx512.cpp"] = AVX512_FLAGS + ["-ffp-contract=off"]
     # Like avx2.cpp (whose vec_dots they must match bit for bit: the tiled GEMM, the packed Q4_1
     # GEMV): explicit FMAs only.
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
-    ISA_SOURCES["native/src/cpu/x86/gemm_packed_q36k_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
+    ISA_SOURCES["native/src/cpu/x86/gemm_packed_q236k_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_iq4xs_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_packed_q45k_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
     ISA_SOURCES["native/src/cpu/x86/gemm_avx2.cpp"] = AVX2_FLAGS + ["-ffp-contract=off"]
@@ -76,11 +76,11 @@ ISA_DEFINES = {
     "native/src/cpu/x86/gemm_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_kquants_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_avx512.cpp": "EDGEINFER_HAVE_AVX512",
-    "native/src/cpu/x86/gemm_packed_q36k_avx512.cpp": "EDGEINFER_HAVE_AVX512",
+    "native/src/cpu/x86/gemm_packed_q236k_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_iq4xs_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_q45k_avx512.cpp": "EDGEINFER_HAVE_AVX512",
     "native/src/cpu/x86/gemm_packed_avx2.cpp": "EDGEINFER_HAVE_AVX2",
-    "native/src/cpu/x86/gemm_packed_q36k_avx2.cpp": "EDGEINFER_HAVE_AVX2",
+    "native/src/cpu/x86/gemm_packed_q236k_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_packed_iq4xs_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_packed_q45k_avx2.cpp": "EDGEINFER_HAVE_AVX2",
     "native/src/cpu/x86/gemm_avx2.cpp": "EDGEINFER_HAVE_AVX2",

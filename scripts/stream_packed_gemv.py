@@ -7,7 +7,7 @@
 Each round reads the read reference (scripts/read_bandwidth.py's loop, 512 MiB) and then, for each
 type, times its packed GEMV (the table's gemm_16row_groups; for one column on an AMD AVX-512 CPU the
 one-token slot, cpu/dispatch.cpp) streaming ~--mib MiB of copies of one packed matrix, and the same
-kernel over one ~256 KiB matrix again and again (from L2: the rate it computes at). The figures are
+kernel over one ~256 KiB matrix a thread again and again (from L2: the rate it computes at). The figures are
 the medians of the rounds; "share" is each round's stream over that round's reference.
 
 Reading it: a kernel whose cached rate is far above its stream consumes faster than memory delivers;
@@ -32,7 +32,7 @@ from edgeinfer.machine import cpu_name  # noqa: E402
 
 REFERENCE_MIB = 512
 STREAM_MIB = 144.0
-CACHED_BYTES = 256 * 1024   # the cached matrix: well inside L2, large enough that a pass is not a call's overhead
+CACHED_BYTES = 256 * 1024   # a thread's share of the cached matrix: inside L2, a pass more than a call
 
 
 def type_id(name: str) -> int:
@@ -42,14 +42,14 @@ def type_id(name: str) -> int:
         raise SystemExit(f"stream_packed_gemv.py: unknown type {name!r} (e.g. q4_0, q8_0, q4_k, q6_k)") from None
 
 
-def cached_rows(tid: int, k: int) -> int:
+def cached_rows(tid: int, k: int, threads: int) -> int:
     block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(tid)]
-    return 16 * max(1, CACHED_BYTES // (16 * (k // block) * block_bytes))
+    return 16 * max(threads, threads * CACHED_BYTES // (16 * (k // block) * block_bytes))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("types", nargs="+", metavar="TYPE", help="q4_0, q4_1, q5_0, q8_0, iq4_nl, q4_k, q5_k, q6_k, iq4_xs")
+    ap.add_argument("types", nargs="+", metavar="TYPE", help="a packed type: q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, q2_k .. q6_k, iq4_xs")
     ap.add_argument("-k", type=int, default=576, help="row length (default: %(default)s; the k-quants need a multiple of 256)")
     ap.add_argument("--rows", type=int, default=1536, help="rows of the streamed matrix (default: %(default)s)")
     ap.add_argument("--cols", type=int, default=1, help="activation columns (default: %(default)s)")
@@ -74,7 +74,7 @@ def main() -> None:
         for name, tid in zip(args.types, ids):
             try:
                 b, s = _testing.stream_packed_gemv(tid, args.k, args.rows, mib=args.mib, runs=3, **common)
-                cb, cs = _testing.stream_packed_gemv(tid, args.k, cached_rows(tid, args.k), mib=args.mib / 4, cached=True,
+                cb, cs = _testing.stream_packed_gemv(tid, args.k, cached_rows(tid, args.k, args.threads), mib=args.mib / 4, cached=True,
                                                      runs=3, **common)
             except RuntimeError as e:
                 raise SystemExit(f"stream_packed_gemv.py: {e}") from None

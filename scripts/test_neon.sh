@@ -130,14 +130,14 @@ build_x86() {
         native/src/cpu/x86/attn_kvq_fma.cpp
     compile g++ "$X86/isa" "${avx2[@]}" -ffp-contract=off -- native/src/cpu/x86/gemm_avx2.cpp \
         native/src/cpu/x86/attn_prefill_avx2.cpp native/src/cpu/x86/attn_kvq_avx2.cpp \
-        native/src/cpu/x86/gemm_packed_avx2.cpp native/src/cpu/x86/gemm_packed_q36k_avx2.cpp \
+        native/src/cpu/x86/gemm_packed_avx2.cpp native/src/cpu/x86/gemm_packed_q236k_avx2.cpp \
         native/src/cpu/x86/gemm_packed_iq4xs_avx2.cpp native/src/cpu/x86/gemm_kquants_avx2.cpp \
         native/src/cpu/x86/attn_span_f16_avx2.cpp native/src/cpu/x86/gemm_packed_q45k_avx2.cpp
     compile g++ "$X86/isa" "${avx512[@]}" -- native/src/cpu/x86/avx512.cpp native/src/cpu/x86/gemm_avx512.cpp \
         native/src/cpu/x86/gemm_kquants_avx512.cpp
     compile g++ "$X86/isa" "${avx512[@]}" -ffp-contract=fast -- native/src/cpu/x86/ops_avx512.cpp
     compile g++ "$X86/isa" "${avx512[@]}" -ffp-contract=off -- native/src/cpu/x86/attn_prefill_avx512.cpp native/src/cpu/x86/gemm_packed_avx512.cpp \
-        native/src/cpu/x86/gemm_packed_q36k_avx512.cpp native/src/cpu/x86/gemm_packed_iq4xs_avx512.cpp \
+        native/src/cpu/x86/gemm_packed_q236k_avx512.cpp native/src/cpu/x86/gemm_packed_iq4xs_avx512.cpp \
         native/src/cpu/x86/gemm_packed_q45k_avx512.cpp
     g++ -o "$X86/kernel_test" "$X86"/base/*.o "$X86"/isa/*.o
 }

@@ -29,7 +29,7 @@ from support.cli import child_env  # noqa: E402
 from support.isas import isas_under_test  # noqa: E402
 from support.quant_rows import SCALE_OFFSET, random_blocks  # noqa: E402
 
-FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
+FAST_TYPES = [T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS]
 # (m rows, n columns, k): one group; several groups; columns off the 8-column panel and several
 # panels (prompt chunks unpack a group once); SmolLM2's row lengths.
 SHAPES = [(16, 1, 32), (32, 3, 64), (48, 9, 160), (192, 1, 576), (16, 17, 1536), (64, 8, 576), (32, 21, 96)]
@@ -68,7 +68,7 @@ def weights(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
     w[1] = np.where(np.arange(k) % 2 == 0, 1.0, -1.0)   # a row at the full scale: q = +-127 (+-8 / 15 for Q4_1,
                                                           # -32 / 31 for Q6_K)
     w[2] = 0.0                                            # d = 0
-    if qtype in (T.IQ4_NL, T.IQ4_XS, T.Q3_K, T.Q4_K, T.Q5_K):  # (gguf-py has no i- or k-quant quantizer; the core's is ggml's)
+    if qtype in (T.IQ4_NL, T.IQ4_XS, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K):  # (gguf-py: no k- or i-quant quantizer; ggml's)
         return _core.quantize_rows(int(qtype), w, 2).reshape(-1)
     return np.frombuffer(quantize(w, qtype).tobytes(), np.uint8)
 

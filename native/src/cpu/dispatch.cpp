@@ -82,11 +82,13 @@ const CpuFeatures& cpu() {
 // one 64-byte load a line, where the AVX2 kernels make two of 32, is part of it). In FloatOrder::fast every
 // ISA's packed kernels give the scalar reference's bits over the same layout, so the tables can
 // share them; prompts and decode batches keep the AVX-512 kernels (VNNI pays once a group serves
-// several columns). Q5_0, Q5_1 and Q3_K keep their AVX-512 GEMV: the AVX2 one is bound by its own
-// work (Q5's fifth bits cost more than the products, Q3_K's 3-bit values take more work a byte;
-// scripts/stream_packed_gemv.py shows it), the AVX-512 one computes at well over its rate and
-// streams faster. Intel's AVX-512 decode has not been compared: it keeps its own.
-bool avx2_gemv_bound_by_its_work(uint32_t type) { return packed_has_fifth_bits(type) || type == TYPE_Q3_K; }
+// several columns). Q5_0, Q5_1, Q2_K and Q3_K keep their AVX-512 GEMV: the AVX2 one is bound by its
+// own work (Q5's fifth bits cost more than the products, Q2_K's and Q3_K's few bits a value take
+// more work a byte; scripts/stream_packed_gemv.py shows it), the AVX-512 one computes well over
+// its rate and streams faster. Intel's AVX-512 decode has not been compared: it keeps its own.
+bool avx2_gemv_bound_by_its_work(uint32_t type) {
+    return packed_has_fifth_bits(type) || type == TYPE_Q2_K || type == TYPE_Q3_K;
+}
 
 void take_avx2_one_token_gemvs(KernelTable& t) {
     KernelTable avx2;

@@ -1,6 +1,7 @@
-// The packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS layouts
-// (cpu/repack.h): repacking, and the scalar references of the packed GEMV/GEMMs in the types' own order (Q4_0; the others in
-// FloatOrder::fast) that every ISA's kernel is tested against bit for bit.
+// The packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS
+// layouts (cpu/repack.h): repacking, and the scalar references of the packed GEMV/GEMMs in the
+// types' own order (Q4_0; the others in FloatOrder::fast) that every ISA's kernel is tested
+// against bit for bit.
 #include "cpu/repack.h"
 
 #include <cmath>
@@ -24,13 +25,14 @@ namespace {
 
 bool has_packed_layout(uint32_t type) {
     return type == TYPE_Q4_0 || type == TYPE_Q4_1 || type == TYPE_Q5_0 || type == TYPE_Q5_1 || type == TYPE_Q8_0 ||
-           type == TYPE_Q3_K || type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_NL ||
-           type == TYPE_IQ4_XS;
+           type == TYPE_Q2_K || type == TYPE_Q3_K || type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K ||
+           type == TYPE_IQ4_NL || type == TYPE_IQ4_XS;
 }
 
 // Elements of a block (a row's unit of repacking).
 constexpr int64_t block_elems(uint32_t type) {
-    return type == TYPE_Q3_K || type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K || type == TYPE_IQ4_XS
+    return type == TYPE_Q2_K || type == TYPE_Q3_K || type == TYPE_Q4_K || type == TYPE_Q5_K || type == TYPE_Q6_K ||
+                   type == TYPE_IQ4_XS
                ? QK_K
                : QK4_0;
 }
@@ -78,6 +80,27 @@ Q6Place q6_place(int e, int64_t j) {
     const int s = e / 16, b = e % 4, p = e % 16 / 4;  // sub-block, byte in the row's 4, piece 0..3
     const size_t line = (size_t)s * kQ6SubBlockBytes + (size_t)j * 4 + b;
     return {line + 64 * (p % 2), line + 128, 4 * (p / 2), 2 * p};
+}
+
+// The 16 rows of one Q2_K group (layout in cpu/repack.h).
+void repack_group_q2_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
+    uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
+    uint16_t* dmin = reinterpret_cast<uint16_t*>(out + lay.m);  // [nb][16]
+    uint8_t* sc = out + lay.sc;                                 // [nb][16][16]
+    uint8_t* qs = out + lay.qs;                                 // [nb][16][16][4]
+    std::memset(qs, 0, (size_t)nb * 16 * kQ2SubBlockBytes);     // the bits are OR'd in
+    for (int64_t j = 0; j < kPackRows; ++j) {
+        const block_q2_K* x = reinterpret_cast<const block_q2_K*>(src + j * src_row_bytes);
+        for (int64_t i = 0; i < nb; ++i) {
+            d[i * kPackRows + j] = x[i].d;
+            dmin[i * kPackRows + j] = x[i].dmin;
+            for (int s = 0; s < 16; ++s) sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
+            for (int e = 0; e < QK_K; ++e) {
+                const int s = e / 16, p = e % 16 / 4, b = e % 4;
+                qs[(i * 16 + s) * kQ2SubBlockBytes + j * 4 + b] |= (uint8_t)(ref::q2_K_value(x[i], e) << (2 * p));
+            }
+        }
+    }
 }
 
 // The 16 rows of one Q3_K group (layout in cpu/repack.h).
@@ -217,6 +240,13 @@ PackedLayout packed_layout(uint32_t type, int64_t cols) {
         lay.group = lay.qs + nb * kPackRows * QK_K / 2;
         return lay;
     }
+    if (type == TYPE_Q2_K) {
+        lay.m = nb * kPackRows * sizeof(uint16_t);  // dmin, after d
+        lay.sc = lay.qh = align64(2 * lay.m);
+        lay.qs = lay.sc + nb * 16 * kPackRows;      // sc: 256 bytes a super-block, a multiple of 64
+        lay.group = lay.qs + nb * 16 * kQ2SubBlockBytes;
+        return lay;
+    }
     if (type == TYPE_Q3_K) {
         lay.m = nb * kPackRows * sizeof(uint16_t);  // (no minimums: where d ends)
         lay.sc = lay.qh = align64(lay.m);
@@ -255,6 +285,7 @@ void repack_rows(uint32_t type, const uint8_t* src, size_t src_row_bytes, int64_
             case TYPE_Q5_0: repack_group<block_q5_0>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_1: repack_group<block_q5_1>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q8_0: repack_group<block_q8_0>(rows_in, src_row_bytes, nb, lay, out); break;
+            case TYPE_Q2_K: repack_group_q2_K(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q3_K: repack_group_q3_K(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q4_K: repack_group_q45_K<block_q4_K>(rows_in, src_row_bytes, nb, lay, out); break;
             case TYPE_Q5_K: repack_group_q45_K<block_q5_K>(rows_in, src_row_bytes, nb, lay, out); break;
@@ -365,6 +396,22 @@ int32_t superblock_isum_q6_K(const uint8_t* grp, const PackedLayout& lay, int64_
     return isum;
 }
 
+// Super-block i's two exact integer sums of row j of a Q2_K group (formula in cpu/repack.h): the
+// scaled values' and the minimums'.
+void superblock_isums_q2_K(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j, const block_q8_K& act,
+                           int32_t* isum, int32_t* imin) {
+    *isum = *imin = 0;
+    for (int s = 0; s < 16; ++s) {
+        const uint8_t* line = grp + lay.qs + (i * 16 + s) * kQ2SubBlockBytes + j * 4;
+        int32_t sub = 0;
+        for (int p = 0; p < 4; ++p)
+            for (int b = 0; b < 4; ++b) sub += (line[b] >> (2 * p) & 3) * act.qs[16 * s + 4 * p + b];
+        const uint8_t sm = grp[lay.sc + (i * 16 + s) * kPackRows + j];
+        *isum += (sm & 15) * sub;
+        *imin += (sm >> 4) * act.bsums[s];
+    }
+}
+
 // The same for Q3_K: sum_s sc_w[s] * (sum_{e in s} q_w[e] * q_a[e] - 4 * bsums_a[s]).
 int32_t superblock_isum_q3_K(const uint8_t* grp, const PackedLayout& lay, int64_t i, int64_t j, const block_q8_K& act) {
     const int8_t* sc = reinterpret_cast<const int8_t*>(grp + lay.sc);
@@ -428,12 +475,12 @@ void superblock_isums_q45_K(const uint8_t* grp, const PackedLayout& lay, int64_t
 }
 
 // The reference of the super-block types' gemm_16row_groups in FloatOrder::fast (formulas in
-// cpu/repack.h): per output, one FMA a super-block of its exact integer sum, times d_w * d_a; Q4_K
-// and Q5_K subtract a second chain, their minimums' sums times dmin_w * d_a.
+// cpu/repack.h): per output, one FMA a super-block of its exact integer sum, times d_w * d_a; Q2_K,
+// Q4_K and Q5_K subtract a second chain, their minimums' sums times dmin_w * d_a.
 template <uint32_t Type>
 void gemm_packed_ref_superblocks(int64_t k, int64_t m, int64_t n, const void* w, size_t w_stride, const void* a,
                                  size_t a_stride, float* y, int64_t ldy) {
-    constexpr bool kMinimums = Type == TYPE_Q4_K || Type == TYPE_Q5_K;
+    constexpr bool kMinimums = Type == TYPE_Q2_K || Type == TYPE_Q4_K || Type == TYPE_Q5_K;
     const int64_t nb = k / QK_K;
     const PackedLayout lay = packed_layout(Type, k);
     for (int64_t c = 0; c < n; ++c) {
@@ -441,12 +488,13 @@ void gemm_packed_ref_superblocks(int64_t k, int64_t m, int64_t n, const void* w,
         for (int64_t r = 0; r < m; ++r) {
             const uint8_t* grp = static_cast<const uint8_t*>(w) + (r / kPackRows) * w_stride;
             const uint16_t* d = reinterpret_cast<const uint16_t*>(grp);
-            const uint16_t* dmin = reinterpret_cast<const uint16_t*>(grp + lay.m);  // Q4_K, Q5_K
+            const uint16_t* dmin = reinterpret_cast<const uint16_t*>(grp + lay.m);  // Q2_K, Q4_K, Q5_K
             const int64_t j = r % kPackRows;
             float acc = 0.0f, acc_m = 0.0f;
             for (int64_t i = 0; i < nb; ++i) {
                 int32_t isum = 0, imin = 0;
-                if constexpr (kMinimums) superblock_isums_q45_K<Type>(grp, lay, i, j, act[i], &isum, &imin);
+                if constexpr (Type == TYPE_Q2_K) superblock_isums_q2_K(grp, lay, i, j, act[i], &isum, &imin);
+                else if constexpr (kMinimums) superblock_isums_q45_K<Type>(grp, lay, i, j, act[i], &isum, &imin);
                 else if constexpr (Type == TYPE_Q6_K) isum = superblock_isum_q6_K(grp, lay, i, j, act[i]);
                 else if constexpr (Type == TYPE_Q3_K) isum = superblock_isum_q3_K(grp, lay, i, j, act[i]);
                 else isum = superblock_isum_iq4_xs(grp, lay, i, j, act[i]);
@@ -468,6 +516,7 @@ void fill_gemm_packed_fast_scalar(KernelTable& t) {
     t.types[TYPE_Q5_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_0>;
     t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_ref<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_ref<TYPE_Q8_0>;
+    t.types[TYPE_Q2_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q2_K>;
     t.types[TYPE_Q3_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q3_K>;
     t.types[TYPE_Q4_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q4_K>;
     t.types[TYPE_Q5_K].gemm_16row_groups = gemm_packed_ref_superblocks<TYPE_Q5_K>;

@@ -1,13 +1,11 @@
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at load time into 16-row
-// interleaved groups, for the packed GEMV/GEMM (kernels.h, TypeKernels::gemm_16row_groups;
-// cpu/repack.cpp has the scalar references of the types' own order, cpu/x86/gemm_packed_avx2.cpp
-// and gemm_packed_avx512.cpp the AVX2 and AVX-512 kernels: Q4_0 and, in FloatOrder::fast, Q4_1,
-// Q5_0, Q5_1, Q8_0 and IQ4_NL in that order;
-// cpu/x86/gemm_packed_q36k_avx2.cpp and gemm_packed_q36k_avx512.cpp Q3_K's and Q6_K's, in
-// FloatOrder::fast only,
-// cpu/x86/gemm_packed_iq4xs_avx2.cpp and gemm_packed_iq4xs_avx512.cpp IQ4_XS's, likewise;
-// cpu/x86/gemm_packed_q45k_avx2.cpp and gemm_packed_q45k_avx512.cpp Q4_K's and Q5_K's, likewise;
-// in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's). A
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights repacked at
+// load time into 16-row interleaved groups, for the packed GEMV/GEMM (kernels.h,
+// TypeKernels::gemm_16row_groups). cpu/repack.cpp has the scalar references of the types' own
+// order; the AVX2 and AVX-512 kernels are in cpu/x86/gemm_packed_avx2.cpp and
+// gemm_packed_avx512.cpp (Q4_0 and, in FloatOrder::fast, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in that
+// order), gemm_packed_q236k_*.cpp (Q2_K, Q3_K and Q6_K, in FloatOrder::fast only),
+// gemm_packed_iq4xs_*.cpp (IQ4_XS, likewise) and gemm_packed_q45k_*.cpp (Q4_K and Q5_K, likewise);
+// in llama.cpp's order, AVX2's Q4_1 and Q5_0 and AVX-512's Q4_1 and Q8_0 in their vec_dot's. A
 // table repacks the types it has packed kernels for.
 //
 // Why. With the weights as stored, every output is one row's vec_dot: per block, one row's 32
@@ -50,6 +48,16 @@
 // a byte each (which the first kernels used), for two shifts and a few masks and merges per
 // 64 values in registers (AVX-512: VPTERNLOGD merges a nibble and its two high bits in one).
 // A sub-block's three lines are adjacent: one group is one sequential stream.
+//
+// Q2_K (256-element super-blocks of 16 sub-blocks of 16, nb = K / 256 a row), its own layout:
+//   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
+//   uint16_t m[nb][16];          row j's fp16 scale of the minimums (dmin) at m[i][j]
+//   (padding to a multiple of 64 bytes)
+//   uint8_t  sc[nb][16][16];     sc[i][s][j] = row j's byte of sub-block s as stored: the scale in
+//                                the low nibble, the minimum in the high one
+//   uint8_t  qs[nb][16][16][4]   sub-block s of super-block i as one 64-byte line, row j's bytes at
+//                                [j][0..3]: element 4p + b (b, p = 0..3) at bits 2p..2p+1 of byte b
+// (84 bytes a row's super-block, as stored.)
 //
 // Q3_K (256-element super-blocks of 16 sub-blocks of 16, nb = K / 256 a row), its own layout:
 //   uint16_t d[nb][16];          row j's fp16 super-block scale of super-block i at d[i][j]
@@ -126,6 +134,8 @@
 //                                                                 32 * 127 * 127 < 2^31)
 //     acc  = fma((float)isum, d_w * d_a, acc)
 //   y = acc
+// Q2_K in FloatOrder::fast as Q4_K below, over its 16 sub-blocks of 16 (q_w 0..3, sc_w and mn_w 0..15,
+// bsums_a[s] the sum of sub-block s's q_a; exact int32 with room to spare).
 // Q4_K and Q5_K in FloatOrder::fast, against block_q8_K activations, two chains per output (bs_a[s] =
 // bsums_a[2s] + bsums_a[2s + 1], the sum of sub-block s's q_a):
 //   acc = acc_m = 0; for each super-block i in order:
@@ -140,7 +150,7 @@
 // one-column product gives llama.cpp's bits (vec_dot_ggml_repack's, tested), and the fast order
 // keeps them for every batch, where llama.cpp's GEMM sums a prompt in another order. Q5_K has the
 // same two chains (llama.cpp does not repack Q5_K; its vec_dot sums in 8 float lanes).
-// In llama.cpp's order Q5_1, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots
+// In llama.cpp's order Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS are not repacked (their vec_dots
 // read the rows as stored).
 // In FloatOrder::llama_cpp, Q4_1, Q5_0 and Q8_0 are exact-to-llama.cpp
 // types (SmolLM2 Q4_1 is a fixture model; Gemma 3's Q4_K_M file stores its 640-wide rows as Q5_0
@@ -171,6 +181,7 @@ namespace ei {
 constexpr int64_t kPackRows = 16;  // rows in one interleaved group
 constexpr int64_t kQ6SubBlockBytes = 3 * 64;  // a Q6_K group's sub-block: three 64-byte lines
 constexpr int64_t kQ3SubBlockPairBytes = 3 * 64;  // a Q3_K group's two sub-blocks: three 64-byte lines
+constexpr int64_t kQ2SubBlockBytes = 64;  // a Q2_K group's sub-block: one line
 
 // The packed kernels take a call's activation columns in panels of at most max_cols, calling
 // fn(panel, first column, columns) in order. The panels are of even width (9 columns at most 8
@@ -190,11 +201,11 @@ constexpr bool packed_has_minimums(uint32_t type) { return type == TYPE_Q4_1 || 
 constexpr bool packed_has_fifth_bits(uint32_t type) { return type == TYPE_Q5_0 || type == TYPE_Q5_1; }
 
 // True if a weight of this type and shape is repacked (a type with packed kernels, whole
-// groups of 16 rows, whole blocks: 32 elements, 256 for Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS).
+// groups of 16 rows, whole blocks: 32 elements, 256 for the k-quants and IQ4_XS).
 bool packed_layout_supported(uint32_t type, int64_t rows, int64_t cols);
 // Where the arrays of one group of 16 rows of `cols` elements are (byte offsets; d is at 0).
 struct PackedLayout {
-    size_t m = 0;      // Q4_1's and Q5_1's minimums, Q4_K's and Q5_K's dmin (right after d)
+    size_t m = 0;      // Q4_1's and Q5_1's minimums, Q2_K's, Q4_K's and Q5_K's dmin (right after d)
     size_t qh = 0;     // Q5_0's, Q5_1's and Q5_K's fifth bits (64-byte aligned)
     size_t sc = 0;     // the k- and i-quants' sub-block scales (64-byte aligned)
     size_t qs = 0;     // the nibbles, Q8_0's bytes, Q6_K's 6-bit values (64-byte aligned)

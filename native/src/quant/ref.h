@@ -5,6 +5,7 @@
 #include <cstdint>
 
 namespace ei {
+struct block_q2_K;
 struct block_q3_K;
 struct block_q6_K;
 namespace ref {
@@ -54,6 +55,8 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 // Element j (0..255) of a q6_K block as stored, 0..63 (it weighs d * scale * (value - 32)): the
 // one reading of the 4 + 2 bit packing, which the 16-row repacking (cpu/repack.cpp) shares.
 int q6_K_value(const block_q6_K& b, int j);
+// Element j (0..255) of a q2_K block, 0..3 (it weighs d * scale * value - dmin * min).
+int q2_K_value(const block_q2_K& b, int j);
 // Element j (0..255) of a q3_K block as stored, 0..7 (it weighs d * scale * (value - 4)), and its 16
 // sub-block scales less 32: the readings the 16-row repacking (cpu/repack.cpp) shares.
 int q3_K_value(const block_q3_K& b, int j);

@@ -92,6 +92,8 @@ inline int dot_range(Q q, const int8_t* q8, int j0, int len) {
 
 }  // namespace
 
+int q2_K_value(const block_q2_K& b, int j) { return q2_at(b.qs, j); }
+
 // Element j of q3_K as stored, 0..7: its 2 bits as q2_K's, and bit j / 32 of hmask[j % 32] above them.
 int q3_K_value(const block_q3_K& b, int j) { return q2_at(b.qs, j) | ((b.hmask[j % 32] >> (j / 32)) & 1) << 2; }
 

@@ -554,7 +554,7 @@ void fill_gemm_packed_fast_avx2(KernelTable& t) {
     t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_own<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
-    fill_gemm_packed_fast_q36k_avx2(t);
+    fill_gemm_packed_fast_q236k_avx2(t);
     fill_gemm_packed_fast_iq4xs_avx2(t);
     fill_gemm_packed_fast_q45k_avx2(t);
 }

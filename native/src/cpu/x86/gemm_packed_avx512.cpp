@@ -1,6 +1,6 @@
 // AVX-512 VNNI GEMV/GEMM over weights repacked into 16-row groups (cpu/repack.h has the layout
 // and the float orders): Q4_0, and Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL in FloatOrder::fast, in their own order
-// (Q3_K's and Q6_K's, also in FloatOrder::fast, are in gemm_packed_q36k_avx512.cpp)
+// (Q3_K's and Q6_K's, also in FloatOrder::fast, are in gemm_packed_q236k_avx512.cpp)
 // (bit for bit the scalar reference in cpu/repack.cpp, as the AVX2 kernels in
 // gemm_packed_avx2.cpp); Q4_1 and Q8_0 in the order of this table's vec_dot (bit for bit).
 //
@@ -424,7 +424,7 @@ void fill_gemm_packed_fast_avx512(KernelTable& t) {
     t.types[TYPE_Q5_1].gemm_16row_groups = gemm_packed_own<TYPE_Q5_1>;
     t.types[TYPE_Q8_0].gemm_16row_groups = gemm_packed_own<TYPE_Q8_0>;
     t.types[TYPE_IQ4_NL].gemm_16row_groups = gemm_packed_own<TYPE_IQ4_NL>;
-    fill_gemm_packed_fast_q36k_avx512(t);
+    fill_gemm_packed_fast_q236k_avx512(t);
     fill_gemm_packed_fast_iq4xs_avx512(t);
     fill_gemm_packed_fast_q45k_avx512(t);
 }
