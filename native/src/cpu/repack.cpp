@@ -82,22 +82,46 @@ Q6Place q6_place(int e, int64_t j) {
     return {line + 64 * (p % 2), line + 128, 4 * (p / 2), 2 * p};
 }
 
+// A row's 4 bytes of a piece as one little-endian word, so that the 2-, 3- and 6-bit repackings
+// below move four values at a time: repacking runs once per weight at load, and a value at a time
+// it took ~4.5 ns a weight (half a minute for a 7B model in Q3_K).
+inline uint32_t load4(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+inline void store4(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+
+// The 2 bits of elements 16s + 4p + b (b = 0..3, a byte each) of a q2_K / q3_K block's qs, laid out
+// as quant/ref_kquants.cpp reads them (element 128n + 32k + l at bits 2k of qs[32n + l]).
+inline uint32_t q2_piece(const uint8_t* qs, int s, int p) {
+    return load4(qs + 32 * (s / 8) + 16 * (s % 2) + 4 * p) >> (2 * (s % 8 / 2)) & 0x03030303u;
+}
+
+// The high bits of the same elements of a q3_K block (element e's at bit e / 32 of hmask[e % 32]).
+inline uint32_t q3_high_piece(const uint8_t* hmask, int s, int p) {
+    return load4(hmask + 16 * (s % 2) + 4 * p) >> (s / 2) & 0x01010101u;
+}
+
+// Sub-block s's 2-bit line of one row (layout in cpu/repack.h): piece p at bits 2p of each byte.
+inline uint32_t q2_line(const uint8_t* qs, int s) {
+    return q2_piece(qs, s, 0) | q2_piece(qs, s, 1) << 2 | q2_piece(qs, s, 2) << 4 | q2_piece(qs, s, 3) << 6;
+}
+
 // The 16 rows of one Q2_K group (layout in cpu/repack.h).
 void repack_group_q2_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
     uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
     uint16_t* dmin = reinterpret_cast<uint16_t*>(out + lay.m);  // [nb][16]
     uint8_t* sc = out + lay.sc;                                 // [nb][16][16]
     uint8_t* qs = out + lay.qs;                                 // [nb][16][16][4]
-    std::memset(qs, 0, (size_t)nb * 16 * kQ2SubBlockBytes);     // the bits are OR'd in
     for (int64_t j = 0; j < kPackRows; ++j) {
         const block_q2_K* x = reinterpret_cast<const block_q2_K*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
             dmin[i * kPackRows + j] = x[i].dmin;
-            for (int s = 0; s < 16; ++s) sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
-            for (int e = 0; e < QK_K; ++e) {
-                const int s = e / 16, p = e % 16 / 4, b = e % 4;
-                qs[(i * 16 + s) * kQ2SubBlockBytes + j * 4 + b] |= (uint8_t)(ref::q2_K_value(x[i], e) << (2 * p));
+            for (int s = 0; s < 16; ++s) {
+                sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
+                store4(qs + (i * 16 + s) * kQ2SubBlockBytes + j * 4, q2_line(x[i].qs, s));
             }
         }
     }
@@ -108,7 +132,6 @@ void repack_group_q3_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, con
     uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
     int8_t* sc = reinterpret_cast<int8_t*>(out + lay.sc);       // [nb][16][16]
     uint8_t* qs = out + lay.qs;                                 // [nb][8][3][16][4]
-    std::memset(qs, 0, (size_t)nb * 8 * kQ3SubBlockPairBytes);  // the bits are OR'd in
     for (int64_t j = 0; j < kPackRows; ++j) {
         const block_q3_K* x = reinterpret_cast<const block_q3_K*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
@@ -116,34 +139,42 @@ void repack_group_q3_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, con
             int scales[16];
             ref::unpack_scales_q3(x[i].scales, scales);
             for (int s = 0; s < 16; ++s) sc[(i * 16 + s) * kPackRows + j] = (int8_t)scales[s];
-            for (int e = 0; e < QK_K; ++e) {
-                const int v = ref::q3_K_value(x[i], e);  // 0..7
-                const int s = e / 16, p = e % 16 / 4, b = e % 4;
-                uint8_t* pair = qs + (i * 8 + s / 2) * kQ3SubBlockPairBytes + j * 4 + b;
-                pair[64 * (s % 2)] |= (uint8_t)((v & 3) << (2 * p));
-                pair[128] |= (uint8_t)((v >> 2) << (4 * (s % 2) + p));
+            for (int u = 0; u < 8; ++u) {
+                uint8_t* pair = qs + (i * 8 + u) * kQ3SubBlockPairBytes + j * 4;
+                uint32_t high = 0;
+                for (int r = 0; r < 2; ++r) {
+                    store4(pair + 64 * r, q2_line(x[i].qs, 2 * u + r));
+                    for (int p = 0; p < 4; ++p) high |= q3_high_piece(x[i].hmask, 2 * u + r, p) << (4 * r + p);
+                }
+                store4(pair + 128, high);
             }
         }
     }
 }
 
-// The 16 rows of one Q6_K group (layout in cpu/repack.h).
+// The 16 rows of one Q6_K group (layout in cpu/repack.h). Element e = 16s + 4p + b of a stored
+// block, as ref::q6_K_value reads it: its low 4 bits at ql[64h + 32(k & 1) + l] >> 4(k >> 1), its
+// high 2 at qh[32h + l] >> 2k (h = s / 8, k = s % 8 / 2, l = 16(s % 2) + 4p + b).
 void repack_group_q6_K(const uint8_t* src, size_t src_row_bytes, int64_t nb, const PackedLayout& lay, uint8_t* out) {
     uint16_t* d = reinterpret_cast<uint16_t*>(out);             // [nb][16]
     int8_t* sc = reinterpret_cast<int8_t*>(out + lay.sc);       // [nb][16][16]
     uint8_t* qs = out + lay.qs;                                 // [nb][16][3][16][4]
-    std::memset(qs, 0, (size_t)nb * 16 * kQ6SubBlockBytes);     // the bits are OR'd in
     for (int64_t j = 0; j < kPackRows; ++j) {
         const block_q6_K* x = reinterpret_cast<const block_q6_K*>(src + j * src_row_bytes);
         for (int64_t i = 0; i < nb; ++i) {
             d[i * kPackRows + j] = x[i].d;
-            for (int s = 0; s < QK_K / 16; ++s) sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
-            uint8_t* q = qs + i * 16 * kQ6SubBlockBytes;
-            for (int e = 0; e < QK_K; ++e) {
-                const int v = ref::q6_K_value(x[i], e);  // 0..63
-                const Q6Place at = q6_place(e, j);
-                q[at.lo] |= (uint8_t)((v & 15) << at.lo_shift);
-                q[at.hi] |= (uint8_t)((v >> 4) << at.hi_shift);
+            for (int s = 0; s < QK_K / 16; ++s) {
+                sc[(i * 16 + s) * kPackRows + j] = x[i].scales[s];
+                const int h = s / 8, k = s % 8 / 2, l = 16 * (s % 2);
+                uint32_t low[4], high = 0;
+                for (int p = 0; p < 4; ++p) {
+                    low[p] = load4(x[i].ql + 64 * h + 32 * (k & 1) + l + 4 * p) >> (4 * (k >> 1)) & 0x0F0F0F0Fu;
+                    high |= (load4(x[i].qh + 32 * h + l + 4 * p) >> (2 * k) & 0x03030303u) << (2 * p);
+                }
+                uint8_t* line = qs + (i * 16 + s) * kQ6SubBlockBytes + j * 4;
+                store4(line, low[0] | low[2] << 4);
+                store4(line + 64, low[1] | low[3] << 4);
+                store4(line + 128, high);
             }
         }
     }

@@ -5,8 +5,6 @@
 #include <cstdint>
 
 namespace ei {
-struct block_q2_K;
-struct block_q3_K;
 struct block_q6_K;
 namespace ref {
 
@@ -53,13 +51,10 @@ void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* x, const void* y);
 // Element j (0..255) of a q6_K block as stored, 0..63 (it weighs d * scale * (value - 32)): the
-// one reading of the 4 + 2 bit packing, which the 16-row repacking (cpu/repack.cpp) shares.
+// one reading of the 4 + 2 bit packing (the 16-row repacking, cpu/repack.cpp, moves four values at
+// a time the same way).
 int q6_K_value(const block_q6_K& b, int j);
-// Element j (0..255) of a q2_K block, 0..3 (it weighs d * scale * value - dmin * min).
-int q2_K_value(const block_q2_K& b, int j);
-// Element j (0..255) of a q3_K block as stored, 0..7 (it weighs d * scale * (value - 4)), and its 16
-// sub-block scales less 32: the readings the 16-row repacking (cpu/repack.cpp) shares.
-int q3_K_value(const block_q3_K& b, int j);
+// The 16 sub-block scales of a q3_K block, less 32 (-32..31), which the 16-row repacking shares.
 void unpack_scales_q3(const uint8_t s[12], int sc[16]);
 // The 8 6-bit sub-block scales and 8 6-bit minimums of a q4_K / q5_K block (ggml's
 // get_scale_min_k4 for every sub-block), which the 16-row repacking shares too.

@@ -71,8 +71,10 @@ inline int nearest_int(float v) {
 // of qs[32n + l]. Shared by q3_K's low bits.
 inline int q2_at(const uint8_t* qs, int j) { return (qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3; }
 
-// Element j of q3_K, in [-4, 3].
-inline int q3_at(const block_q3_K& b, int j) { return q3_K_value(b, j) - 4; }
+// Element j of q3_K, in [-4, 3]: low 2 bits as q2, minus 4 unless bit j / 32 of hmask[j % 32].
+inline int q3_at(const block_q3_K& b, int j) {
+    return q2_at(b.qs, j) - ((b.hmask[j % 32] >> (j / 32)) & 1 ? 0 : 4);
+}
 
 // Element j of q4_K (and the low 4 bits of q5_K): 64-element groups, low nibbles first.
 inline int q4_at(const uint8_t* qs, int j) { return (qs[32 * (j / 64) + j % 32] >> (4 * ((j % 64) / 32))) & 0x0F; }
@@ -91,11 +93,6 @@ inline int dot_range(Q q, const int8_t* q8, int j0, int len) {
 }
 
 }  // namespace
-
-int q2_K_value(const block_q2_K& b, int j) { return q2_at(b.qs, j); }
-
-// Element j of q3_K as stored, 0..7: its 2 bits as q2_K's, and bit j / 32 of hmask[j % 32] above them.
-int q3_K_value(const block_q3_K& b, int j) { return q2_at(b.qs, j) | ((b.hmask[j % 32] >> (j / 32)) & 1) << 2; }
 
 // ---- to_float ----------------------------------------------------------------------------
 
