@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Decode against the machine's read bandwidth, measured side by side on a noisy host.
 
-    python scripts/decode_bandwidth.py MODEL.gguf [MODEL.gguf ...] [-t 2] [--rounds 10] [-n 64]
+    python scripts/decode_bandwidth.py MODEL.gguf [MODEL.gguf ...] [-t 2] [--rounds 30] [-n 16]
 
-Each round times the read reference (scripts/read_bandwidth.py's: the engine's own pool reading a
-512 MiB array once a pass, the best of 3 passes) and then N single-token decodes of every model,
-so each decode figure is set against a reference taken seconds before it. A model's share of the
-bandwidth in a round is its bytes a token x tokens a second over that round's reference; the
-figure is the median of the rounds' shares (medians of the references and speeds beside it).
+Each round decodes N single tokens of every model, each burst between two read references
+(scripts/read_bandwidth.py's: the engine's own pool reading a 512 MiB array, one pass). A burst
+whose two references agree within 15 % ran in the same memory phase as they did; its share of the
+bandwidth is its bytes a token x tokens a second over their mean. Bursts whose references disagree
+(the phase changed during them) are left out and counted.
 
-Why not read_bandwidth.py and `edgeinfer bench` one after the other: on a shared VM the machine's
-read rate moves by tens of per cent within minutes, in the reference as much as in the decode, and a
-share computed across two such moments says more about the host than about the engine.
+Why brackets: on a shared VM the machine's read rate moves by tens of per cent, and on the Zen 4
+host of docs/PERFORMANCE.md it switches between two phases (about 35 and 55 GB/s at 2 threads)
+within seconds. A share computed across two moments says more about the host than about the
+engine: a reference taken seconds before a burst made decode look stuck at ~30 GB/s in the fast
+phase; bracketed, Gemma 3 read 40 GB/s there (docs/PERFORMANCE.md, 2026-12-01). Where the
+agreeing references fall into two groups (the largest gap between them over 20 % of the lower),
+each group is reported apart.
 
 Bytes a token: every tensor of the file, since a decode step reads each weight once, except a
 token_embd that a separate output.weight leaves to row lookups (a tied one is the output matrix
@@ -34,7 +38,8 @@ from edgeinfer.bench import make_token_ids, time_generation  # noqa: E402
 from edgeinfer.machine import cpu_name  # noqa: E402
 
 REFERENCE_MIB = 512
-REFERENCE_PASSES = 3
+AGREE = 0.15      # the most two bracketing references may differ, relative to the larger
+PHASE_GAP = 1.2   # the largest ratio between neighbouring sorted references that still makes one phase
 
 
 def bytes_a_token(path: str) -> int:
@@ -48,8 +53,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="+", metavar="MODEL.gguf")
     ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=10)
-    ap.add_argument("-n", type=int, default=64, help="decode steps a model a round (default: %(default)s)")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("-n", type=int, default=16,
+                    help="decode steps a burst (default: %(default)s; short, to stay in one memory phase)")
     args = ap.parse_args()
     if args.threads < 1 or args.rounds < 1 or args.n < 1:
         ap.error("-t, --rounds and -n must be at least 1")
@@ -64,24 +70,47 @@ def main() -> None:
         runs.append((Path(path).name, bytes_a_token(path), ctx, make_token_ids(args.n, model.n_vocab)))
     array = np.ones(REFERENCE_MIB * 2**20, dtype=np.uint8)  # written: its pages exist before the runs
 
-    refs, speeds, shares = [], {r[0]: [] for r in runs}, {r[0]: [] for r in runs}
+    def reference() -> float:
+        return array.nbytes / _testing.read_seconds(array, args.threads, 1)
+
+    bursts: dict[str, list[tuple[float, float]]] = {r[0]: [] for r in runs}  # (reference, tok/s), agreeing
+    dropped = {r[0]: 0 for r in runs}
     for name, _, ctx, ids in runs:  # a warm-up burst each
         time_generation(ctx, ids)
     for _ in range(args.rounds):
-        ref = array.nbytes / _testing.read_seconds(array, args.threads, REFERENCE_PASSES)
-        refs.append(ref / 1e9)
         for name, nbytes, ctx, ids in runs:
+            before = reference()
             tok_s = args.n * 1e9 / time_generation(ctx, ids)
-            speeds[name].append(tok_s)
-            shares[name].append(nbytes * tok_s / ref)
+            after = reference()
+            if abs(before - after) <= AGREE * max(before, after):
+                bursts[name].append(((before + after) / 2, tok_s))
+            else:
+                dropped[name] += 1
 
-    print(f"CPU: {cpu_name()} ({_core.isa()}), {args.threads} thread(s), {args.rounds} rounds of {args.n} steps; "
-          f"read reference median {statistics.median(refs):.1f} GB/s (range {min(refs):.1f}-{max(refs):.1f})")
+    print(f"CPU: {cpu_name()} ({_core.isa()}), {args.threads} thread(s), {args.rounds} rounds of {args.n} steps, "
+          f"each burst between two read references")
     for name, nbytes, _, _ in runs:
-        tok_s = statistics.median(speeds[name])
-        print(f"{name}: {nbytes / 1e6:.1f} MB a token, {tok_s:.1f} tok/s = {nbytes * tok_s / 1e9:.1f} GB/s; "
-              f"share of the read reference: median {100 * statistics.median(shares[name]):.0f} % "
-              f"(rounds {100 * min(shares[name]):.0f}-{100 * max(shares[name]):.0f} %)")
+        kept = sorted(bursts[name])
+        print(f"{name}: {nbytes / 1e6:.1f} MB a token; {len(kept)} bursts kept, "
+              f"{dropped[name]} dropped (the phase moved)")
+        for label, group in phases(kept):
+            refs = [r for r, _ in group]
+            shares = [nbytes * t / r for r, t in group]
+            tok_s = statistics.median([t for _, t in group])
+            print(f"  {label}: {len(group)} bursts, reference median {statistics.median(refs) / 1e9:.1f} GB/s, "
+                  f"{tok_s:.1f} tok/s = {nbytes * tok_s / 1e9:.1f} GB/s; share of the reference: median "
+                  f"{100 * statistics.median(shares):.0f} % (bursts {100 * min(shares):.0f}-{100 * max(shares):.0f} %)")
+
+
+def phases(kept: list[tuple[float, float]]) -> list[tuple[str, list[tuple[float, float]]]]:
+    """The bursts (sorted by reference) as one group, or as a slow and a fast phase split at the
+    largest gap between neighbouring references when that gap is a ratio over PHASE_GAP."""
+    if len(kept) < 2:
+        return [("all", kept)] if kept else []
+    gap, at = max((kept[i + 1][0] / kept[i][0], i + 1) for i in range(len(kept) - 1))
+    if gap <= PHASE_GAP:
+        return [("all", kept)]
+    return [("slow phase", kept[:at]), ("fast phase", kept[at:])]
 
 
 if __name__ == "__main__":
