@@ -9,13 +9,11 @@ whose two references agree within 15 % ran in the same memory phase as they did;
 bandwidth is its bytes a token x tokens a second over their mean. Bursts whose references disagree
 (the phase changed during them) are left out and counted.
 
-Why brackets: on a shared VM the machine's read rate moves by tens of per cent, and on the Zen 4
-host of docs/PERFORMANCE.md it switches between two phases (about 35 and 55 GB/s at 2 threads)
-within seconds. A share computed across two moments says more about the host than about the
-engine: a reference taken seconds before a burst made decode look stuck at ~30 GB/s in the fast
-phase; bracketed, Gemma 3 read 40 GB/s there (docs/PERFORMANCE.md, 2026-12-01). Where the
-agreeing references fall into two groups (the largest gap between them over 20 % of the lower),
-each group is reported apart.
+Why brackets: on a shared VM the machine's read rate moves by tens of per cent, and some hosts
+switch between two memory phases within seconds. A share computed across two moments says more
+about the host than about the engine: a reference taken seconds before a burst can belong to the
+other phase (docs/PERFORMANCE.md has what that hid). Where the agreeing references fall into two
+groups (the largest gap between them over 20 % of the lower), each group is reported apart.
 
 Bytes a token: every tensor of the file, since a decode step reads each weight once, except a
 token_embd that a separate output.weight leaves to row lookups (a tied one is the output matrix

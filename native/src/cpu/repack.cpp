@@ -84,7 +84,7 @@ Q6Place q6_place(int e, int64_t j) {
 
 // A row's 4 bytes of a piece as one little-endian word, so that the 2-, 3- and 6-bit repackings
 // below move four values at a time: repacking runs once per weight at load, and a value at a time
-// it took ~4.5 ns a weight (half a minute for a 7B model in Q3_K).
+// it dominated a large model's load (figures in docs/PERFORMANCE.md, "Measurements behind code choices").
 inline uint32_t load4(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
